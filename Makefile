@@ -1,0 +1,51 @@
+# gitfleet — `make help` lists the targets.
+SHELL := /bin/bash
+export GOTOOLCHAIN := local
+export GOFLAGS := -buildvcs=false
+
+GO        ?= go
+BIN       := bin/gitfleet
+DEMO      ?= .gitfleet/demo
+FUZZTIME  ?= 15s
+BENCHTIME ?= 1x
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-10s %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## check the toolchain and fetch the Go modules
+	@command -v $(GO) >/dev/null || { echo "Go 1.26 is required: https://go.dev/dl/"; exit 1; }
+	@command -v git >/dev/null || { echo "installing git"; apt-get update -qq && apt-get install -y -qq git; }
+	$(GO) mod download
+
+.PHONY: build
+build: deps ## build bin/gitfleet
+	$(GO) build -o $(BIN) ./cmd/gitfleet
+
+.PHONY: run
+run: build ## make a demo fleet under .gitfleet/demo (once) and run gitfleet on it
+	@[ -d $(DEMO) ] || ./$(BIN) init $(DEMO)
+	./$(BIN) validate $(DEMO)
+
+.PHONY: test
+test: deps ## run every test with -race, then a short fuzz run
+	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./schemas
+
+.PHONY: bench
+bench: deps ## run the benchmarks and print their figures
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m ./...
+
+.PHONY: verify
+verify: ## fail on unformatted code, vet findings or an untidy go.mod
+	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	$(GO) vet ./...
+	$(GO) mod tidy
+	@git diff --exit-code -- go.mod go.sum || { echo "go mod tidy changed go.mod/go.sum"; exit 1; }
+
+.PHONY: clean
+clean: ## remove build output and the demo fleet
+	rm -rf bin .gitfleet

@@ -1,0 +1,109 @@
+// Command gitfleet runs the whole life of Kubernetes clusters from a Git
+// repository. main only maps errors to exit codes; each subcommand lives in
+// its own file and registers itself with register.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand. Run gets the arguments after the subcommand's
+// name and writes its output to env's writers, so tests run it in-process.
+type command struct {
+	name    string
+	usage   string // e.g. "validate [DIR] [--format text|json]"
+	summary string
+	run     func(ctx context.Context, env *cmdEnv, args []string) error
+}
+
+// cmdEnv is what a command may touch of the outside world.
+type cmdEnv struct {
+	stdout io.Writer
+	stderr io.Writer
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("gitfleet: command registered twice: " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// exitError carries a specific exit code (plan --detailed-exitcode uses 2).
+// A nil-message exitError prints nothing.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// errSilent is returned when the command already reported what went wrong
+// (validate prints its own list of errors) and only the exit code is left.
+var errSilent = &exitError{code: 1}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &cmdEnv{stdout: os.Stdout, stderr: os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the process exit code.
+func run(ctx context.Context, args []string, env *cmdEnv) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(env.stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(env.stderr, "gitfleet: unknown command %q; run 'gitfleet help' for the list\n", args[0])
+		return 2
+	}
+	err := c.run(ctx, env, args[1:])
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(env.stderr, "gitfleet %s: %v\n", c.name, ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintf(env.stderr, "gitfleet %s: %v\n", c.name, err)
+	return 1
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "gitfleet runs the whole life of Kubernetes clusters from a Git repository.")
+	fmt.Fprintln(w, "\nUsage:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := commands[n]
+		fmt.Fprintf(w, "  gitfleet %-45s %s\n", c.usage, c.summary)
+	}
+}

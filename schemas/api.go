@@ -1,0 +1,77 @@
+// Package schemas validates fleet repositories: the CUE schema of every kind
+// (embedded), each provider's machine spec schema, cross-object checks and the
+// fleet's own policies. Errors point at the user's file and line.
+//
+// The entry points are split so callers can cache per file:
+//
+//	objs, errs := schemas.ParseFile(f)         // one file: YAML + schema; cache by blob hash
+//	fleet, errs := schemas.Check(objs, pols)   // cross-object rules and policies
+//	fleet, errs := schemas.Load(files)         // both, for a whole tree
+package schemas
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// File is one file of a fleet repository at some revision.
+type File struct {
+	Path string // repository-relative, slash-separated
+	Data []byte
+}
+
+// Error is one problem in a user's file.
+type Error struct {
+	Path    string // file, repository-relative
+	Line    int    // 1-based; 0 when unknown
+	Col     int    // 1-based; 0 when unknown
+	Field   string // dotted field path, e.g. spec.topology.version; may be empty
+	Message string // what is wrong and, where obvious, the fix
+}
+
+// Error formats as path:line:col: field: message.
+func (e Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Path)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Col > 0 {
+			fmt.Fprintf(&b, ":%d", e.Col)
+		}
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// Errors is every problem found, sorted by path, line, column and field.
+type Errors []Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Object is one validated document of a fleet repository.
+type Object struct {
+	Kind   string
+	Name   string
+	Source v1alpha1.Source
+	// Value points at the decoded typed object (*v1alpha1.Cluster, ...).
+	Value any
+	// Lines maps a dotted field path (spec.topology.class) to the line and
+	// column where it is written, for errors found after parsing.
+	Lines map[string]Pos
+}
+
+// Pos is a line and column in a file.
+type Pos struct{ Line, Col int }

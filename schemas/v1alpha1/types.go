@@ -1,0 +1,482 @@
+// Package v1alpha1 holds the Go types of the fleet API (apiVersion
+// gitfleet.io/v1alpha1): what users write in a fleet repository. Field names
+// follow Cluster API where it has one. The CUE schemas in package schemas are
+// the source of truth for what is valid; these types are what validated
+// documents decode into.
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// APIVersion is the only apiVersion the fleet API accepts today.
+const APIVersion = "gitfleet.io/v1alpha1"
+
+// Kinds of the fleet API.
+const (
+	KindFleetConfig        = "FleetConfig"
+	KindClusterClass       = "ClusterClass"
+	KindCluster            = "Cluster"
+	KindMachineDeployment  = "MachineDeployment"
+	KindMachineHealthCheck = "MachineHealthCheck"
+)
+
+// Labels that gitfleet puts on every machine; MachineHealthCheck selectors and
+// rollout bookkeeping match on them.
+const (
+	LabelCluster      = "gitfleet.io/cluster"
+	LabelControlPlane = "gitfleet.io/control-plane"
+	LabelDeployment   = "gitfleet.io/deployment"
+)
+
+// Strategy types of a MachineDeployment.
+const (
+	StrategyRollingUpdate = "RollingUpdate"
+	StrategyOnDelete      = "OnDelete"
+)
+
+// Source says where in the fleet repository an object was written.
+type Source struct {
+	Path string // repository-relative, slash-separated
+	Line int    // 1-based line of the document's first line
+}
+
+func (s Source) String() string {
+	if s.Line == 0 {
+		return s.Path
+	}
+	return fmt.Sprintf("%s:%d", s.Path, s.Line)
+}
+
+// TypeMeta is the apiVersion and kind every document carries.
+type TypeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+// ObjectMeta is the subset of Kubernetes object metadata gitfleet uses.
+type ObjectMeta struct {
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// MachineTemplate says which provider makes a machine and with what
+// provider-specific spec; each provider validates its spec with its own schema.
+type MachineTemplate struct {
+	Provider string         `json:"provider"`
+	Spec     map[string]any `json:"spec,omitempty"`
+}
+
+// FleetConfig is the optional gitfleet.yaml at the root of a fleet repository.
+type FleetConfig struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta      `json:"metadata,omitzero"`
+	Spec     FleetConfigSpec `json:"spec"`
+	Source   Source          `json:"-"`
+}
+
+// FleetConfigSpec says what to read and where status goes.
+type FleetConfigSpec struct {
+	// Paths are the repository folders (or files) read for fleet objects;
+	// empty means the whole tree.
+	Paths []string `json:"paths,omitempty"`
+	// Policies is the folder of the fleet's own CUE constraints.
+	Policies string `json:"policies,omitempty"`
+	// StatusBranch is where the daemon commits status.
+	StatusBranch string `json:"statusBranch,omitempty"`
+}
+
+// Defaults for FleetConfigSpec fields left empty.
+const (
+	DefaultPoliciesDir  = "policies"
+	DefaultStatusBranch = "gitfleet/status"
+)
+
+// ClusterClass is the shape shared by many clusters.
+type ClusterClass struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta       `json:"metadata"`
+	Spec     ClusterClassSpec `json:"spec"`
+	Source   Source           `json:"-"`
+}
+
+// ClusterClassSpec is the class's control plane, worker classes, variables,
+// patches and fleet rollout.
+type ClusterClassSpec struct {
+	// Version is the Kubernetes version of clusters that set none.
+	Version string `json:"version,omitempty"`
+	// KubernetesVersions lists the versions an upgrade may pass through, so a
+	// jump of several minors becomes a chain of one-minor upgrades.
+	KubernetesVersions []string          `json:"kubernetesVersions,omitempty"`
+	ControlPlane       ControlPlaneClass `json:"controlPlane"`
+	Workers            WorkersClass      `json:"workers,omitzero"`
+	Variables          []ClassVariable   `json:"variables,omitempty"`
+	Patches            []ClassPatch      `json:"patches,omitempty"`
+	Rollout            *RolloutSpec      `json:"rollout,omitempty"`
+}
+
+// ControlPlaneClass is the control plane's machine template.
+type ControlPlaneClass struct {
+	MachineTemplate MachineTemplate `json:"machineTemplate"`
+}
+
+// WorkersClass lists the worker pool classes clusters may instantiate.
+type WorkersClass struct {
+	MachineDeployments []MachineDeploymentClass `json:"machineDeployments,omitempty"`
+}
+
+// MachineDeploymentClass is one kind of worker pool.
+type MachineDeploymentClass struct {
+	Class    string                     `json:"class"`
+	Template MachineTemplate            `json:"template"`
+	Strategy *MachineDeploymentStrategy `json:"strategy,omitempty"`
+}
+
+// ClassVariable is a variable clusters of the class set (or default).
+type ClassVariable struct {
+	Name     string `json:"name"`
+	Required bool   `json:"required,omitempty"`
+	// Constraint is a CUE expression the value must satisfy, e.g.
+	// `int & >=1 & <=64` or `"small" | "large"`.
+	Constraint string `json:"constraint,omitempty"`
+	Default    any    `json:"default,omitempty"`
+}
+
+// ClassPatch sets machine template fields, from a variable or a literal.
+type ClassPatch struct {
+	Name     string        `json:"name"`
+	Selector PatchSelector `json:"selector"`
+	Set      []PatchSet    `json:"set"`
+}
+
+// PatchSelector says which templates a patch applies to.
+type PatchSelector struct {
+	ControlPlane           bool     `json:"controlPlane,omitempty"`
+	MachineDeploymentClass []string `json:"machineDeploymentClass,omitempty"`
+}
+
+// PatchSet sets one field. Path is dotted and relative to the machine
+// template, e.g. "spec.cpus".
+type PatchSet struct {
+	Path      string     `json:"path"`
+	Value     any        `json:"value,omitempty"`
+	ValueFrom *ValueFrom `json:"valueFrom,omitempty"`
+}
+
+// ValueFrom names the variable a patch takes its value from.
+type ValueFrom struct {
+	Variable string `json:"variable"`
+}
+
+// RolloutSpec orders how a class change reaches the clusters using it.
+type RolloutSpec struct {
+	Waves []RolloutWave `json:"waves,omitempty"`
+	// MaxFailures is how many clusters may fail before the rollout halts
+	// (default 1: the first failure halts it).
+	MaxFailures *int `json:"maxFailures,omitempty"`
+}
+
+// RolloutWave is one step of a fleet rollout.
+type RolloutWave struct {
+	Name          string        `json:"name"`
+	Selector      LabelSelector `json:"selector"`
+	MaxConcurrent *IntOrPercent `json:"maxConcurrent,omitempty"`
+}
+
+// LabelSelector matches labels like Kubernetes' metav1.LabelSelector.
+type LabelSelector struct {
+	MatchLabels      map[string]string          `json:"matchLabels,omitempty"`
+	MatchExpressions []LabelSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// LabelSelectorRequirement is one expression of a LabelSelector.
+type LabelSelectorRequirement struct {
+	Key      string   `json:"key"`
+	Operator string   `json:"operator"` // In, NotIn, Exists, DoesNotExist
+	Values   []string `json:"values,omitempty"`
+}
+
+// Matches reports whether labels satisfy the selector. An empty selector
+// matches everything.
+func (s LabelSelector) Matches(labels map[string]string) bool {
+	for k, v := range s.MatchLabels {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	for _, r := range s.MatchExpressions {
+		v, ok := labels[r.Key]
+		switch r.Operator {
+		case "In":
+			if !ok || !contains(r.Values, v) {
+				return false
+			}
+		case "NotIn":
+			if ok && contains(r.Values, v) {
+				return false
+			}
+		case "Exists":
+			if !ok {
+				return false
+			}
+		case "DoesNotExist":
+			if ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Cluster is one Kubernetes cluster of the fleet.
+type Cluster struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta  `json:"metadata"`
+	Spec     ClusterSpec `json:"spec"`
+	Source   Source      `json:"-"`
+}
+
+// ClusterSpec is a cluster's network and topology.
+type ClusterSpec struct {
+	Paused         bool            `json:"paused,omitempty"`
+	ClusterNetwork *ClusterNetwork `json:"clusterNetwork,omitempty"`
+	Topology       Topology        `json:"topology"`
+}
+
+// ClusterNetwork holds the pod and service ranges.
+type ClusterNetwork struct {
+	Pods          *NetworkRanges `json:"pods,omitempty"`
+	Services      *NetworkRanges `json:"services,omitempty"`
+	ServiceDomain string         `json:"serviceDomain,omitempty"`
+}
+
+// NetworkRanges is a list of CIDR blocks.
+type NetworkRanges struct {
+	CIDRBlocks []string `json:"cidrBlocks"`
+}
+
+// Topology instantiates a ClusterClass.
+type Topology struct {
+	Class        string               `json:"class"`
+	Version      string               `json:"version,omitempty"`
+	ControlPlane ControlPlaneTopology `json:"controlPlane,omitzero"`
+	Workers      WorkersTopology      `json:"workers,omitzero"`
+	Variables    []ClusterVariable    `json:"variables,omitempty"`
+}
+
+// ControlPlaneTopology sizes the control plane.
+type ControlPlaneTopology struct {
+	// Replicas defaults to 1.
+	Replicas *int `json:"replicas,omitempty"`
+}
+
+// WorkersTopology lists the cluster's worker pools.
+type WorkersTopology struct {
+	MachineDeployments []MachineDeploymentTopology `json:"machineDeployments,omitempty"`
+}
+
+// MachineDeploymentTopology is one worker pool of a cluster, of a class.
+type MachineDeploymentTopology struct {
+	Class         string                     `json:"class"`
+	Name          string                     `json:"name"`
+	Replicas      *int                       `json:"replicas,omitempty"`
+	FailureDomain string                     `json:"failureDomain,omitempty"`
+	Strategy      *MachineDeploymentStrategy `json:"strategy,omitempty"`
+}
+
+// ClusterVariable sets a class variable for one cluster.
+type ClusterVariable struct {
+	Name  string `json:"name"`
+	Value any    `json:"value"`
+}
+
+// MachineDeployment is a worker pool outside the class.
+type MachineDeployment struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta            `json:"metadata"`
+	Spec     MachineDeploymentSpec `json:"spec"`
+	Source   Source                `json:"-"`
+}
+
+// MachineDeploymentSpec is a standalone pool's size, version and template.
+type MachineDeploymentSpec struct {
+	ClusterName   string                     `json:"clusterName"`
+	Replicas      *int                       `json:"replicas,omitempty"`
+	Version       string                     `json:"version,omitempty"`
+	FailureDomain string                     `json:"failureDomain,omitempty"`
+	Template      MachineTemplate            `json:"template"`
+	Strategy      *MachineDeploymentStrategy `json:"strategy,omitempty"`
+}
+
+// MachineDeploymentStrategy is how machines are replaced.
+type MachineDeploymentStrategy struct {
+	Type          string                 `json:"type,omitempty"` // RollingUpdate (default) or OnDelete
+	RollingUpdate *RollingUpdateStrategy `json:"rollingUpdate,omitempty"`
+}
+
+// RollingUpdateStrategy bounds a rolling update. Defaults follow Cluster API:
+// maxSurge 1, maxUnavailable 0.
+type RollingUpdateStrategy struct {
+	MaxSurge       *IntOrPercent `json:"maxSurge,omitempty"`
+	MaxUnavailable *IntOrPercent `json:"maxUnavailable,omitempty"`
+}
+
+// MachineHealthCheck says when machines of a cluster are unhealthy.
+type MachineHealthCheck struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta             `json:"metadata"`
+	Spec     MachineHealthCheckSpec `json:"spec"`
+	Source   Source                 `json:"-"`
+}
+
+// MachineHealthCheckSpec selects machines and sets the health rules.
+type MachineHealthCheckSpec struct {
+	ClusterName string        `json:"clusterName"`
+	Selector    LabelSelector `json:"selector,omitzero"`
+	// NodeStartupTimeout: a machine not Running this long after creation is
+	// unhealthy.
+	NodeStartupTimeout Duration `json:"nodeStartupTimeout,omitzero"`
+	// UnhealthyTimeout: a machine whose last heartbeat is older than this is
+	// unhealthy.
+	UnhealthyTimeout Duration `json:"unhealthyTimeout,omitzero"`
+	// MaxUnhealthy stops remediation when more machines than this are
+	// unhealthy at once.
+	MaxUnhealthy *IntOrPercent `json:"maxUnhealthy,omitempty"`
+}
+
+// Duration is a time.Duration written as "30s", "10m".
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"5m\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Duration.String()) }
+
+// IntOrPercent is a count (3) or a percentage ("25%").
+type IntOrPercent struct {
+	Value   int
+	Percent bool
+}
+
+// Int returns a count.
+func Int(n int) *IntOrPercent { return &IntOrPercent{Value: n} }
+
+// Percent returns a percentage.
+func Percent(n int) *IntOrPercent { return &IntOrPercent{Value: n, Percent: true} }
+
+// UnmarshalJSON reads 3 or "25%".
+func (v *IntOrPercent) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		n, ok := strings.CutSuffix(s, "%")
+		if !ok {
+			return fmt.Errorf("%q is neither a count nor a percentage like \"25%%\"", s)
+		}
+		p, err := strconv.Atoi(n)
+		if err != nil {
+			return fmt.Errorf("%q is not a percentage like \"25%%\"", s)
+		}
+		*v = IntOrPercent{Value: p, Percent: true}
+		return nil
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("want a count or a percentage like \"25%%\": %w", err)
+	}
+	*v = IntOrPercent{Value: n}
+	return nil
+}
+
+// MarshalJSON writes 3 or "25%".
+func (v IntOrPercent) MarshalJSON() ([]byte, error) {
+	if v.Percent {
+		return json.Marshal(v.String())
+	}
+	return json.Marshal(v.Value)
+}
+
+func (v IntOrPercent) String() string {
+	if v.Percent {
+		return strconv.Itoa(v.Value) + "%"
+	}
+	return strconv.Itoa(v.Value)
+}
+
+// Scaled resolves the value against total, rounding a percentage up or down
+// the way Cluster API does (maxSurge rounds up, maxUnavailable rounds down).
+// A nil value resolves to def.
+func (v *IntOrPercent) Scaled(total int, roundUp bool, def int) int {
+	if v == nil {
+		return def
+	}
+	if !v.Percent {
+		return v.Value
+	}
+	f := float64(v.Value) * float64(total) / 100
+	if roundUp {
+		return int(math.Ceil(f))
+	}
+	return int(math.Floor(f))
+}
+
+// Fleet is every object read from one revision of a fleet repository,
+// each list sorted by name.
+type Fleet struct {
+	Config             FleetConfig
+	Classes            []*ClusterClass
+	Clusters           []*Cluster
+	MachineDeployments []*MachineDeployment
+	HealthChecks       []*MachineHealthCheck
+}
+
+// Class returns the class named name, or nil.
+func (f *Fleet) Class(name string) *ClusterClass {
+	for _, c := range f.Classes {
+		if c.Metadata.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Cluster returns the cluster named name, or nil.
+func (f *Fleet) Cluster(name string) *Cluster {
+	for _, c := range f.Clusters {
+		if c.Metadata.Name == name {
+			return c
+		}
+	}
+	return nil
+}
