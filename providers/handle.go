@@ -1,0 +1,205 @@
+package providers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+// pendingAck is a task whose outcome events were published; the acker
+// acks (or terminates) it once they are stored.
+type pendingAck struct {
+	msg    jetstream.Msg
+	futs   []jetstream.PubAckFuture
+	term   string // non-empty: terminate with this reason instead of ack
+	taskID string
+}
+
+// handle runs one task: decode, provider call with in-progress acks, then
+// the outcome event; the ack itself is left to the acker.
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, acks chan<- pendingAck) {
+	task, err := wire.DecodeTask(msg.Data())
+	if err == nil && msg.Subject() != wire.TaskSubject(w.p.Name(), task.Machine.Cluster, task.Machine.Name) {
+		err = errMismatch(msg.Subject(), w.p.Name(), task)
+	}
+	if err != nil {
+		w.malformed.Add(1)
+		w.o.Log.Error().Err(err).Str("provider", w.p.Name()).Str("subject", msg.Subject()).Msg("terminating malformed task")
+		_ = msg.TermWithReason(err.Error())
+		return
+	}
+	attempt := 1
+	if md, err := msg.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
+	start, done := wire.PhaseProvisioning, wire.PhaseRunning
+	if task.Operation == wire.OpDelete {
+		start, done = wire.PhaseDeleting, wire.PhaseDeleted
+	}
+	w.o.Log.Debug().Str("task", task.ID).Str("op", string(task.Operation)).Str("cluster", task.Machine.Cluster).
+		Str("machine", task.Machine.Name).Int("attempt", attempt).Msg("task")
+
+	prog := w.startProgress(msg, &task, start)
+	var inst Instance
+	if task.Operation == wire.OpCreate {
+		inst, err = w.p.Create(ctx, task.Machine)
+	} else {
+		err = w.p.Delete(ctx, task.Machine)
+	}
+	futs := prog.stop()
+
+	switch {
+	case err == nil:
+		ev := w.event(&task, done)
+		if task.Operation == wire.OpCreate {
+			ev.ProviderID, ev.Addresses = inst.ProviderID, inst.Addresses
+			if inst.Version != "" {
+				ev.Version = inst.Version
+			}
+		}
+		f, perr := w.publish(&ev)
+		if perr != nil {
+			w.retry(msg, &task, attempt, perr)
+			return
+		}
+		w.succeeded.Add(1)
+		acks <- pendingAck{msg: msg, futs: append(futs, f), taskID: task.ID}
+	case IsPermanent(err) || attempt >= w.o.MaxAttempts:
+		w.o.Log.Error().Err(err).Str("task", task.ID).Str("cluster", task.Machine.Cluster).
+			Str("machine", task.Machine.Name).Int("attempt", attempt).Msg("task failed")
+		ev := w.event(&task, wire.PhaseFailed)
+		ev.Message = err.Error()
+		f, perr := w.publish(&ev)
+		if perr != nil {
+			w.retry(msg, &task, attempt, perr)
+			return
+		}
+		w.failed.Add(1)
+		acks <- pendingAck{msg: msg, futs: append(futs, f), term: err.Error(), taskID: task.ID}
+	default:
+		w.retry(msg, &task, attempt, err)
+	}
+}
+
+func (w *Worker) retry(msg jetstream.Msg, task *wire.Task, attempt int, err error) {
+	d := w.o.Backoff(attempt)
+	w.retried.Add(1)
+	w.o.Log.Warn().Err(err).Str("task", task.ID).Str("cluster", task.Machine.Cluster).
+		Str("machine", task.Machine.Name).Int("attempt", attempt).Dur("retryIn", d).Msg("task will be retried")
+	_ = msg.NakWithDelay(d)
+}
+
+func (w *Worker) event(task *wire.Task, phase wire.Phase) wire.Event {
+	return wire.Event{
+		TaskID:  task.ID,
+		Cluster: task.Machine.Cluster,
+		Machine: task.Machine.Name,
+		Phase:   phase,
+		Version: task.Machine.Version,
+		Time:    w.o.Now().UTC(),
+	}
+}
+
+// publish sends an event asynchronously. Its message ID is task ID + phase,
+// so a redelivered task does not store the same event twice.
+func (w *Worker) publish(ev *wire.Event) (jetstream.PubAckFuture, error) {
+	data, err := wire.Encode(ev)
+	if err != nil {
+		return nil, err
+	}
+	return w.js.PublishAsync(wire.EventSubject(ev.Cluster, ev.Machine), data,
+		jetstream.WithMsgID(ev.TaskID+":"+string(ev.Phase)))
+}
+
+// acker acknowledges tasks in the order their events were published, once
+// the events are stored. A lost event hands the task back for a retry.
+func (w *Worker) acker(acks <-chan pendingAck) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for pa := range acks {
+		ok := true
+		for _, f := range pa.futs {
+			timer.Reset(w.o.AckWait)
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				ok = false
+				w.o.Log.Warn().Err(err).Str("task", pa.taskID).Msg("event not stored; task will be retried")
+			case <-timer.C:
+				ok = false
+				w.o.Log.Warn().Str("task", pa.taskID).Msg("event not acknowledged in time; task will be retried")
+			}
+			if !ok {
+				break
+			}
+		}
+		switch {
+		case !ok:
+			_ = pa.msg.NakWithDelay(time.Second)
+		case pa.term != "":
+			_ = pa.msg.TermWithReason(pa.term)
+		default:
+			_ = pa.msg.Ack()
+		}
+	}
+}
+
+// progress keeps JetStream from redelivering a task whose provider call is
+// still running, and publishes the Provisioning/Deleting event when the
+// call takes longer than ProgressAfter.
+type progress struct {
+	mu      sync.Mutex
+	stopped bool
+	ack     *time.Timer
+	ev      *time.Timer
+	futs    []jetstream.PubAckFuture
+}
+
+func (w *Worker) startProgress(msg jetstream.Msg, task *wire.Task, phase wire.Phase) *progress {
+	p := &progress{}
+	every := w.o.AckWait / 3
+	p.ack = time.AfterFunc(every, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !p.stopped {
+			_ = msg.InProgress()
+			p.ack.Reset(every)
+		}
+	})
+	publish := func() {
+		ev := w.event(task, phase)
+		if f, err := w.publish(&ev); err == nil {
+			p.futs = append(p.futs, f)
+		}
+	}
+	switch {
+	case w.o.ProgressAfter == 0:
+		publish()
+	case w.o.ProgressAfter > 0:
+		p.ev = time.AfterFunc(w.o.ProgressAfter, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if !p.stopped {
+				publish()
+			}
+		})
+	}
+	return p
+}
+
+// stop ends the progress timers and returns the futures of the events they
+// published; after stop returns, none will publish again.
+func (p *progress) stop() []jetstream.PubAckFuture {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	p.ack.Stop()
+	if p.ev != nil {
+		p.ev.Stop()
+	}
+	return p.futs
+}

@@ -1,0 +1,76 @@
+package natsbus
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+// Stream and bucket settings. Ensure applies them; they are exported so a
+// daemon can report them.
+const (
+	// DedupWindow is how long a task ID is remembered: re-publishing the
+	// same task within it is a no-op.
+	DedupWindow = 10 * time.Minute
+	// LeaderTTL is the lease of the gitfleet-leader bucket.
+	LeaderTTL = 10 * time.Second
+)
+
+// TaskStreamConfig is GITFLEET_TASKS: a work queue, one consumer per
+// provider, messages removed once acknowledged.
+func TaskStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        wire.StreamTasks,
+		Description: "gitfleet machine tasks, one durable consumer per provider",
+		Subjects:    []string{wire.SubjectTasks + ".>"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  DedupWindow,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
+// EventStreamConfig is GITFLEET_EVENTS: what workers report, kept for a day.
+func EventStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        wire.StreamEvents,
+		Description: "gitfleet machine events from provider workers",
+		Subjects:    []string{wire.SubjectEvents + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      24 * time.Hour,
+		Duplicates:  2 * time.Minute,
+	}
+}
+
+// Ensure creates or updates the streams and KV buckets. It is idempotent:
+// every daemon and worker may call it at start.
+func Ensure(ctx context.Context, js jetstream.JetStream) error {
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, cfg := range []jetstream.StreamConfig{TaskStreamConfig(), EventStreamConfig()} {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+		}
+	}
+	for _, cfg := range []jetstream.KeyValueConfig{
+		{Bucket: wire.BucketMachines, Description: "observed state of every machine", History: 1, Storage: jetstream.FileStorage},
+		{Bucket: wire.BucketLeader, Description: "leader lease", History: 1, TTL: LeaderTTL, Storage: jetstream.FileStorage},
+	} {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return fmt.Errorf("ensure bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}

@@ -1,0 +1,60 @@
+package natsbus
+
+import (
+	"flag"
+	"time"
+)
+
+// Embedded is the --nats value that starts an in-process nats-server.
+const Embedded = "embedded"
+
+// Options say where NATS is and how to authenticate. The zero value plus a
+// URL is enough for an unauthenticated server.
+type Options struct {
+	URL       string // "embedded" or nats://host:port[,nats://…]
+	DataDir   string // embedded only: the store lives in DataDir/nats
+	Port      int    // embedded only: 0 picks a free port
+	User      string
+	Password  string
+	Token     string
+	NKeySeed  string // path to an NKey seed file
+	CredsFile string // path to a .creds file (JWT + NKey)
+	TLSCert   string // client certificate (mutual TLS)
+	TLSKey    string
+	TLSCA     string // CA that signed the server's certificate
+	Name      string // client name shown by the server
+	// ReconnectWait between attempts; default 250ms. Reconnects never give up.
+	ReconnectWait time.Duration
+}
+
+// BindFlags registers --nats and its credential and TLS options on fs.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.URL, "nats", o.URL, "NATS: `embedded` or a nats://host:port URL (comma-separated for a cluster)")
+	fs.StringVar(&o.User, "nats-user", o.User, "NATS user name")
+	fs.StringVar(&o.Password, "nats-password", o.Password, "NATS password (prefer $GITFLEET_NATS_PASSWORD)")
+	fs.StringVar(&o.Token, "nats-token", o.Token, "NATS token (prefer $GITFLEET_NATS_TOKEN)")
+	fs.StringVar(&o.NKeySeed, "nats-nkey", o.NKeySeed, "NATS NKey seed `file`")
+	fs.StringVar(&o.CredsFile, "nats-creds", o.CredsFile, "NATS credentials `file` (JWT and NKey)")
+	fs.StringVar(&o.TLSCert, "nats-tls-cert", o.TLSCert, "client certificate `file` for NATS TLS")
+	fs.StringVar(&o.TLSKey, "nats-tls-key", o.TLSKey, "client key `file` for NATS TLS")
+	fs.StringVar(&o.TLSCA, "nats-tls-ca", o.TLSCA, "CA `file` to verify the NATS server")
+}
+
+// Args renders the options as flags for a child process (gitfleet node),
+// so it connects to the same NATS the same way. Secrets given as values are
+// not rendered; child processes inherit them through the environment.
+func (o *Options) Args(url string) []string {
+	args := []string{"--nats", url}
+	add := func(flag, v string) {
+		if v != "" {
+			args = append(args, flag, v)
+		}
+	}
+	add("--nats-user", o.User)
+	add("--nats-nkey", o.NKeySeed)
+	add("--nats-creds", o.CredsFile)
+	add("--nats-tls-cert", o.TLSCert)
+	add("--nats-tls-key", o.TLSKey)
+	add("--nats-tls-ca", o.TLSCA)
+	return args
+}

@@ -1,0 +1,53 @@
+package natsbus
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+// Publisher publishes tasks asynchronously with the task ID as JetStream
+// message ID, so a task re-published after a restart is deduplicated.
+// It is safe for concurrent use.
+type Publisher struct {
+	js jetstream.JetStream
+}
+
+// NewPublisher returns a task publisher on js.
+func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+
+// Publish sends t to wire.TaskSubject(provider, cluster, machine) without
+// waiting for the server. Wait (or the returned future) says whether it was
+// stored.
+func (p *Publisher) Publish(ctx context.Context, t *wire.Task) (jetstream.PubAckFuture, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if t.Machine.Provider == "" || t.Machine.Cluster == "" || t.Machine.Name == "" {
+		return nil, fmt.Errorf("publish task %s: machine needs provider, cluster and name", t.ID)
+	}
+	data, err := wire.Encode(t)
+	if err != nil {
+		return nil, err
+	}
+	subj := wire.TaskSubject(t.Machine.Provider, t.Machine.Cluster, t.Machine.Name)
+	f, err := p.js.PublishAsync(subj, data, jetstream.WithMsgID(t.ID))
+	if err != nil {
+		return nil, fmt.Errorf("publish task %s: %w", t.ID, err)
+	}
+	return f, nil
+}
+
+// Wait blocks until every publish on this connection is acknowledged, or ctx
+// ends. Check individual futures for per-task errors.
+func (p *Publisher) Wait(ctx context.Context) error {
+	select {
+	case <-p.js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for task acks (%d pending): %w", p.js.PublishAsyncPending(), ctx.Err())
+	}
+}

@@ -1,0 +1,52 @@
+// Package providers holds the Provider interface every machine provider
+// implements and the worker that feeds it tasks from NATS JetStream.
+// Implementations live in subpackages (inmemory, local); providertest is the
+// conformance suite they all pass.
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+// Provider makes machines real. Every operation is idempotent by machine
+// (cluster + name): creating an existing machine returns it, deleting a
+// missing one succeeds. Errors wrapping ErrPermanent are never retried;
+// every other error is retried with backoff (wrap ErrTransient to say so).
+type Provider interface {
+	// Name is the provider's name in machine templates and task subjects.
+	Name() string
+	// Create makes the machine and returns once it is running.
+	Create(ctx context.Context, m wire.Machine) (Instance, error)
+	// Delete removes the machine and returns once it is gone.
+	Delete(ctx context.Context, m wire.Machine) error
+	// List returns every machine this provider owns.
+	List(ctx context.Context) ([]Instance, error)
+}
+
+// Instance is a machine as the provider sees it.
+type Instance struct {
+	Cluster    string
+	Name       string
+	ProviderID string   // e.g. local://12345, inmemory://cluster/name
+	Addresses  []string // e.g. 127.0.0.1:40123
+	Version    string   // Kubernetes version it runs
+}
+
+// Sentinel errors classifying provider failures.
+var (
+	ErrTransient = errors.New("transient")
+	ErrPermanent = errors.New("permanent")
+)
+
+// Transient marks err as worth retrying.
+func Transient(err error) error { return fmt.Errorf("%w: %w", ErrTransient, err) }
+
+// Permanent marks err as final: the task fails and is not retried.
+func Permanent(err error) error { return fmt.Errorf("%w: %w", ErrPermanent, err) }
+
+// IsPermanent reports whether err must not be retried.
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }

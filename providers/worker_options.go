@@ -1,0 +1,72 @@
+package providers
+
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// WorkerOptions tune a Worker. The zero value is usable.
+type WorkerOptions struct {
+	// Concurrency is how many tasks run at once (default 4). Tasks for the
+	// same machine always run one after the other, in stream order.
+	Concurrency int
+	// AckWait is how long JetStream waits for an ack before redelivering
+	// (default 30s). Long provider calls send in-progress acks every AckWait/3.
+	AckWait time.Duration
+	// MaxAttempts before a failing task is given up as Failed (default 10).
+	MaxAttempts int
+	// Backoff is the delay before retry number attempt (1-based) after a
+	// transient error; default doubles from 1s up to 1m.
+	Backoff func(attempt int) time.Duration
+	// ProgressAfter: the Provisioning or Deleting event is published when the
+	// provider call is still running after this long. 0 publishes it before
+	// every call; a negative value never.
+	ProgressAfter time.Duration
+	// DrainTimeout bounds how long Run waits for in-flight provider calls
+	// after it was told to stop (default 30s); then their ctx is cancelled.
+	DrainTimeout time.Duration
+	// Durable consumer name; default "gitfleet-worker-<provider>". Workers
+	// of one provider share it and so share the work.
+	Durable string
+	// Log receives what the worker does; default: nothing.
+	Log zerolog.Logger
+	// Now is the clock for event times; default time.Now.
+	Now func() time.Time
+}
+
+func (o WorkerOptions) withDefaults(provider string) WorkerOptions {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 10
+	}
+	if o.Backoff == nil {
+		o.Backoff = ExponentialBackoff(time.Second, time.Minute)
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 30 * time.Second
+	}
+	if o.Durable == "" {
+		o.Durable = "gitfleet-worker-" + provider
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// ExponentialBackoff doubles from base for each attempt, capped at max.
+func ExponentialBackoff(base, max time.Duration) func(attempt int) time.Duration {
+	return func(attempt int) time.Duration {
+		d := base
+		for i := 1; i < attempt && d < max; i++ {
+			d *= 2
+		}
+		return min(d, max)
+	}
+}
