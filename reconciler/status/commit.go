@@ -1,0 +1,321 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage"
+)
+
+// Trailers of a status commit.
+const (
+	TrailerSourceCommit = "Gitfleet-Source-Commit"
+	TrailerPlan         = "Gitfleet-Plan"
+)
+
+const maxAttempts = 6
+
+// errRaced: the branch moved between reading it and setting it.
+var errRaced = errors.New("status branch moved concurrently")
+
+// Flush commits what is pending now, and pushes when a remote is set. A
+// commit that races with another writer is rebuilt on top of the other's and
+// retried with backoff.
+func (w *Writer) Flush(ctx context.Context) error {
+	select {
+	case <-w.done:
+		return ErrClosed
+	default:
+	}
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	w.stageFleet()
+	for p, c := range w.pending {
+		w.outbox[p] = c
+	}
+	clear(w.pending)
+	idle := len(w.outbox) == 0 && (w.opts.Remote == "" || w.tip == w.pushed)
+	w.mu.Unlock()
+	if idle {
+		return nil
+	}
+	var err error
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			w.mu.Lock()
+			w.stats.Retries++
+			w.mu.Unlock()
+			if err := sleep(ctx, time.Duration(25<<attempt)*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		err = w.commit()
+		if errors.Is(err, errRaced) {
+			w.log.Debug().Msg("status: branch moved while committing; rebuilding on top")
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if w.opts.Remote == "" {
+			w.settled()
+			return nil
+		}
+		if err = w.push(ctx); err == nil {
+			w.settled()
+			return nil
+		}
+		if ferr := w.fetch(ctx); ferr != nil {
+			return fmt.Errorf("status push: %w (and fetch: %v)", err, ferr)
+		}
+		w.log.Debug().Err(err).Msg("status: push rejected; fetched and rebuilding on top")
+	}
+	return fmt.Errorf("status commit: gave up after %d attempts: %w", maxAttempts, err)
+}
+
+// settled empties the outbox once its changes are durable.
+func (w *Writer) settled() {
+	w.mu.Lock()
+	clear(w.outbox)
+	w.pushed = w.tip
+	w.mu.Unlock()
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// readTip returns the branch's commit, zero when it does not exist.
+func (w *Writer) readTip() (plumbing.Hash, error) {
+	r, err := w.store.Reference(w.ref)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return plumbing.ZeroHash, nil
+	}
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("read %s: %w", w.ref, err)
+	}
+	return r.Hash(), nil
+}
+
+// commit writes the outbox's changes that differ from the branch as one
+// commit on top of it.
+func (w *Writer) commit() error {
+	tip, err := w.readTip()
+	if err != nil {
+		return err
+	}
+	if tip != w.tip {
+		if err := w.reload(tip); err != nil {
+			return err
+		}
+	}
+	changes := map[string]change{}
+	w.mu.Lock()
+	for p, c := range w.outbox {
+		if h, ok := w.known[p]; (ok && h != c.hash) || (!ok && c.data != nil) {
+			changes[p] = c
+		}
+	}
+	w.mu.Unlock()
+	if len(changes) == 0 {
+		return nil
+	}
+	var baseTree plumbing.Hash
+	var parents []plumbing.Hash
+	if !tip.IsZero() {
+		c, err := object.GetCommit(w.store, tip)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", tip, err)
+		}
+		baseTree, parents = c.TreeHash, []plumbing.Hash{tip}
+	}
+	tree, err := buildTree(w.store, baseTree, changes)
+	if err == nil && tree.IsZero() {
+		tree, err = emptyTree(w.store)
+	}
+	if err != nil {
+		return fmt.Errorf("status tree: %w", err)
+	}
+	sig := object.Signature{Name: w.opts.CommitterName, Email: w.opts.CommitterEmail, When: w.opts.Now()}
+	c := &object.Commit{Author: sig, Committer: sig, Message: message(changes), TreeHash: tree, ParentHashes: parents}
+	o := w.store.NewEncodedObject()
+	if err := c.Encode(o); err != nil {
+		return err
+	}
+	h, err := w.store.SetEncodedObject(o)
+	if err != nil {
+		return fmt.Errorf("write commit: %w", err)
+	}
+	var old *plumbing.Reference
+	if !tip.IsZero() {
+		old = plumbing.NewHashReference(w.ref, tip)
+	}
+	if w.beforeCAS != nil {
+		w.beforeCAS()
+	}
+	if err := w.store.CheckAndSetReference(plumbing.NewHashReference(w.ref, h), old); err != nil {
+		if errors.Is(err, storage.ErrReferenceHasChanged) || strings.Contains(err.Error(), "changed concurrently") {
+			return errRaced
+		}
+		return fmt.Errorf("set %s: %w", w.ref, err)
+	}
+	w.mu.Lock()
+	for p, c := range changes {
+		if c.data == nil {
+			delete(w.known, p)
+		} else {
+			w.known[p] = c.hash
+		}
+	}
+	w.tip = h
+	w.stats.Commits++
+	w.mu.Unlock()
+	w.log.Debug().Str("commit", h.String()).Int("files", len(changes)).Msg("status: committed")
+	return nil
+}
+
+// reload makes tip the Writer's base: the file hashes it compares against
+// and the cluster summaries fleet.yaml counts. Only files whose blob changed
+// are decoded again.
+func (w *Writer) reload(tip plumbing.Hash) error {
+	var tree plumbing.Hash
+	if !tip.IsZero() {
+		c, err := object.GetCommit(w.store, tip)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", tip, err)
+		}
+		tree = c.TreeHash
+	}
+	hashes, err := fileHashes(w.store, tree)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	old := maps.Clone(w.known)
+	w.mu.Unlock()
+	sums := map[string]*clusterSum{} // nil: removed
+	var fleet *FleetStatus
+	for p, h := range hashes {
+		if old[p] == h {
+			continue
+		}
+		data, err := readBlob(w.store, h)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		if p == FleetFile {
+			f, err := DecodeFleet(data)
+			if err != nil {
+				w.log.Warn().Err(err).Msg("status: fleet.yaml on the branch does not decode; rewriting it")
+			}
+			fleet = &f
+			continue
+		}
+		c, err := DecodeCluster(data)
+		if err != nil {
+			w.log.Warn().Err(err).Str("path", p).Msg("status: file on the branch does not decode; it is replaced when the cluster is next set")
+		}
+		s := summarize(c)
+		sums[clusterName(p)] = &s
+	}
+	for p := range old {
+		if _, ok := hashes[p]; !ok && p != FleetFile {
+			sums[clusterName(p)] = nil
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.known, w.tip = hashes, tip
+	for name, s := range sums {
+		if _, ok := w.pending[ClusterPath(name)]; ok {
+			continue // the caller's newer word wins
+		}
+		if s == nil {
+			delete(w.clusters, name)
+		} else {
+			w.clusters[name] = *s
+		}
+		w.dirty = true
+	}
+	if fleet != nil && w.fleetSet == nil {
+		w.fleet.LastApplied, w.fleet.LastRejected = fleet.LastApplied, fleet.LastRejected
+	}
+	if len(sums) > 0 || fleet != nil {
+		w.dirty = true // recount; an unchanged fleet.yaml encodes the same and is not written
+	}
+	return nil
+}
+
+func clusterName(path string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(path, ClustersDir+"/"), ".yaml")
+}
+
+// message summarises changes: a subject of the first lines, a body with one
+// line per changed file, and the trailers of every distinct origin.
+func message(changes map[string]change) string {
+	paths := slices.Sorted(maps.Keys(changes))
+	var lines []string
+	for _, p := range paths {
+		if s := changes[p].summary; s != "" {
+			lines = append(lines, s)
+		}
+	}
+	if len(lines) == 0 {
+		lines = []string{"fleet: counts"}
+	}
+	subject := ""
+	for i, l := range lines {
+		next := subject
+		if next != "" {
+			next += "; "
+		}
+		next += l
+		if i > 0 && len(next) > 100 {
+			subject += fmt.Sprintf("; and %d more", len(lines)-i)
+			break
+		}
+		subject = next
+	}
+	var b strings.Builder
+	b.WriteString(subject)
+	b.WriteString("\n\n")
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	byseq := slices.SortedFunc(maps.Values(changes), func(a, b change) int { return int(a.seq - b.seq) })
+	var commits, plans []string
+	for _, c := range byseq {
+		if s := c.origin.SourceCommit; s != "" && !slices.Contains(commits, s) {
+			commits = append(commits, s)
+		}
+		if p := c.origin.PlanID; p != "" && !slices.Contains(plans, p) {
+			plans = append(plans, p)
+		}
+	}
+	if len(commits)+len(plans) > 0 {
+		b.WriteByte('\n')
+	}
+	for _, s := range commits {
+		fmt.Fprintf(&b, "%s: %s\n", TrailerSourceCommit, s)
+	}
+	for _, p := range plans {
+		fmt.Fprintf(&b, "%s: %s\n", TrailerPlan, p)
+	}
+	return b.String()
+}

@@ -1,0 +1,152 @@
+package status
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// normalized returns a copy of c with every list sorted and times in UTC
+// seconds, so the same observation always encodes to the same bytes.
+func (c ClusterStatus) normalized() ClusterStatus {
+	c.Conditions = slices.Clone(c.Conditions)
+	slices.SortStableFunc(c.Conditions, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
+	c.Deployments = slices.Clone(c.Deployments)
+	slices.SortStableFunc(c.Deployments, func(a, b DeploymentStatus) int { return strings.Compare(a.Name, b.Name) })
+	c.Machines = slices.Clone(c.Machines)
+	for i := range c.Machines {
+		m := &c.Machines[i]
+		m.Addresses = slices.Clone(m.Addresses)
+		slices.Sort(m.Addresses)
+		if !m.Created.IsZero() {
+			m.Created = m.Created.UTC().Truncate(time.Second)
+		}
+	}
+	slices.SortStableFunc(c.Machines, func(a, b MachineStatus) int { return strings.Compare(a.Name, b.Name) })
+	return c
+}
+
+func (f FleetStatus) normalized() FleetStatus {
+	if f.LastRejected != nil {
+		r := *f.LastRejected
+		r.Errors = slices.Clone(r.Errors)
+		slices.Sort(r.Errors)
+		f.LastRejected = &r
+	}
+	return f
+}
+
+// encodeYAML writes v as YAML with two-space indents. yaml.v3 sorts map keys.
+func encodeYAML(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := yaml.NewEncoder(&b)
+	e.SetIndent(2)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	if err := e.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// EncodeCluster returns the bytes of clusters/<name>.yaml for c.
+func EncodeCluster(c ClusterStatus) ([]byte, error) {
+	if err := checkName(c.Name); err != nil {
+		return nil, err
+	}
+	return encodeYAML(c.normalized())
+}
+
+// EncodeFleet returns the bytes of fleet.yaml for f.
+func EncodeFleet(f FleetStatus) ([]byte, error) { return encodeYAML(f.normalized()) }
+
+// DecodeCluster reads clusters/<name>.yaml.
+func DecodeCluster(data []byte) (ClusterStatus, error) {
+	var c ClusterStatus
+	err := yaml.Unmarshal(data, &c)
+	return c, err
+}
+
+// DecodeFleet reads fleet.yaml.
+func DecodeFleet(data []byte) (FleetStatus, error) {
+	var f FleetStatus
+	err := yaml.Unmarshal(data, &f)
+	return f, err
+}
+
+// checkName refuses cluster names that would not make one file name.
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+		return fmt.Errorf("cluster name %q cannot be a file name on the status branch", name)
+	}
+	return nil
+}
+
+// machinePhaseOrder is the order phases are listed in summaries.
+var machinePhaseOrder = []string{"Running", "Provisioning", "Pending", "Deleting", "Failed", "Deleted"}
+
+// phaseCounts lists "2 Running, 1 Provisioning" in machinePhaseOrder, then
+// any other phase alphabetically.
+func phaseCounts(ms []MachineStatus) string {
+	n := map[string]int{}
+	for _, m := range ms {
+		n[m.Phase]++
+	}
+	var parts []string
+	for _, p := range machinePhaseOrder {
+		if n[p] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[p], p))
+			delete(n, p)
+		}
+	}
+	rest := make([]string, 0, len(n))
+	for p := range n {
+		rest = append(rest, p)
+	}
+	slices.Sort(rest)
+	for _, p := range rest {
+		parts = append(parts, fmt.Sprintf("%d %s", n[p], p))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// summary is the cluster's line in a status commit message:
+// "dev-1: Provisioning, 3 machines: 2 Running, 1 Provisioning".
+func (c ClusterStatus) summary() string {
+	s := c.Name + ": " + c.Phase
+	if len(c.Machines) == 0 {
+		return s + ", no machines"
+	}
+	word := "machines"
+	if len(c.Machines) == 1 {
+		word = "machine"
+	}
+	return fmt.Sprintf("%s, %d %s: %s", s, len(c.Machines), word, phaseCounts(c.Machines))
+}
+
+func (f FleetStatus) summary() string {
+	var parts []string
+	if f.LastApplied != nil {
+		parts = append(parts, "applied "+short(f.LastApplied.Commit))
+	}
+	if f.LastRejected != nil {
+		parts = append(parts, fmt.Sprintf("rejected %s (%d errors)", short(f.LastRejected.Commit), len(f.LastRejected.Errors)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "fleet: " + strings.Join(parts, ", ")
+}
+
+// short abbreviates a commit hash the way git log --oneline does.
+func short(h string) string {
+	if len(h) > 7 {
+		return h[:7]
+	}
+	return h
+}

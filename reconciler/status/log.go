@@ -1,0 +1,231 @@
+package status
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// Commit is one commit of the status branch.
+type Commit struct {
+	Hash    string
+	Time    time.Time // committer date
+	Subject string
+	// SourceCommits and Plans are the Gitfleet-Source-Commit and
+	// Gitfleet-Plan trailers.
+	SourceCommits []string
+	Plans         []string
+
+	tree, parentTree plumbing.Hash
+}
+
+// Log returns the commits of the status branch, newest first, following
+// first parents.
+func Log(repo *git.Repository, branch string) ([]Commit, error) {
+	tip, err := ResolveBranch(repo, branch)
+	if err != nil {
+		return nil, err
+	}
+	var out []Commit
+	for h := tip; !h.IsZero(); {
+		c, err := object.GetCommit(repo.Storer, h)
+		if err != nil {
+			return nil, fmt.Errorf("read status commit %s: %w", h, err)
+		}
+		sc := Commit{
+			Hash: c.Hash.String(), Time: c.Committer.When,
+			Subject:       strings.SplitN(c.Message, "\n", 2)[0],
+			SourceCommits: parseTrailers(c.Message, TrailerSourceCommit),
+			Plans:         parseTrailers(c.Message, TrailerPlan),
+			tree:          c.TreeHash,
+		}
+		h = plumbing.ZeroHash
+		if len(c.ParentHashes) > 0 {
+			h = c.ParentHashes[0]
+			p, err := object.GetCommit(repo.Storer, h)
+			if err != nil {
+				return nil, fmt.Errorf("read status commit %s: %w", h, err)
+			}
+			sc.parentTree = p.TreeHash
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// Differ describes what status commits changed, caching decoded files by
+// blob hash so a long history stays cheap.
+type Differ struct {
+	s     storer.EncodedObjectStorer
+	cache map[plumbing.Hash]*ClusterStatus
+}
+
+// NewDiffer returns a Differ reading repo.
+func NewDiffer(repo *git.Repository) *Differ {
+	return &Differ{s: repo.Storer, cache: map[plumbing.Hash]*ClusterStatus{}}
+}
+
+// ClusterChange is what one status commit changed of one cluster.
+type ClusterChange struct {
+	Cluster     string
+	Transitions []string
+}
+
+// Changes lists what c changed, per cluster, sorted by cluster; only
+// cluster if it is not empty.
+func (d *Differ) Changes(c Commit, cluster string) ([]ClusterChange, error) {
+	var names []string
+	if cluster != "" {
+		names = []string{cluster}
+	} else {
+		before, err := fileHashes(d.s, c.parentTree)
+		if err != nil {
+			return nil, err
+		}
+		after, err := fileHashes(d.s, c.tree)
+		if err != nil {
+			return nil, err
+		}
+		set := map[string]bool{}
+		for p, h := range after {
+			if p != FleetFile && before[p] != h {
+				set[clusterName(p)] = true
+			}
+		}
+		for p := range before {
+			if _, ok := after[p]; !ok && p != FleetFile {
+				set[clusterName(p)] = true
+			}
+		}
+		names = slices.Sorted(maps.Keys(set))
+	}
+	var out []ClusterChange
+	for _, n := range names {
+		var before *ClusterStatus
+		var err error
+		if !c.parentTree.IsZero() {
+			if before, err = clusterAt(d.s, c.parentTree, n, d.cache); err != nil {
+				return nil, err
+			}
+		}
+		after, err := clusterAt(d.s, c.tree, n, d.cache)
+		if err != nil {
+			return nil, err
+		}
+		if t := Transitions(before, after); len(t) > 0 {
+			out = append(out, ClusterChange{Cluster: n, Transitions: t})
+		}
+	}
+	return out, nil
+}
+
+// Transitions says what changed from before to after (nil: no file), one
+// line per change a user would notice: the cluster's phase and version,
+// conditions, pool counts and each machine.
+func Transitions(before, after *ClusterStatus) []string {
+	switch {
+	case before == nil && after == nil:
+		return nil
+	case after == nil:
+		return []string{"status removed (cluster deleted)"}
+	case before == nil:
+		before = &ClusterStatus{}
+	}
+	var out []string
+	arrow := func(what, a, b string) {
+		if a != b {
+			out = append(out, fmt.Sprintf("%s %s → %s", what, orNone(a), orNone(b)))
+		}
+	}
+	arrow("phase", before.Phase, after.Phase)
+	arrow("version", before.Version, after.Version)
+	conds := func(cs []Condition) map[string]Condition {
+		m := map[string]Condition{}
+		for _, c := range cs {
+			m[c.Type] = c
+		}
+		return m
+	}
+	bc, ac := conds(before.Conditions), conds(after.Conditions)
+	for _, t := range slices.Sorted(maps.Keys(ac)) {
+		a, b := bc[t], ac[t]
+		if a.Status != b.Status || a.Reason != b.Reason {
+			line := fmt.Sprintf("condition %s %s → %s", t, orNone(a.Status), b.Status)
+			if b.Reason != "" {
+				line += " (" + b.Reason + ")"
+			}
+			out = append(out, line)
+		}
+	}
+	counts := func(r Replicas) string { return fmt.Sprintf("%d/%d ready, %d updated", r.Ready, r.Desired, r.Updated) }
+	if before.ControlPlane != after.ControlPlane {
+		arrow("control plane", counts(before.ControlPlane), counts(after.ControlPlane))
+	}
+	bd := map[string]Replicas{}
+	for _, d := range before.Deployments {
+		bd[d.Name] = d.Replicas
+	}
+	for _, d := range after.Deployments {
+		if r, ok := bd[d.Name]; !ok || r != d.Replicas {
+			arrow("deployment "+d.Name, countsOr(r, ok, counts), counts(d.Replicas))
+		}
+		delete(bd, d.Name)
+	}
+	for _, n := range slices.Sorted(maps.Keys(bd)) {
+		out = append(out, "deployment "+n+" removed")
+	}
+	bm := map[string]MachineStatus{}
+	for _, m := range before.Machines {
+		bm[m.Name] = m
+	}
+	for _, m := range after.Machines {
+		old, ok := bm[m.Name]
+		delete(bm, m.Name)
+		if !ok {
+			out = append(out, fmt.Sprintf("machine %s created: %s %s", m.Name, m.Phase, m.Version))
+			continue
+		}
+		if old.Phase != m.Phase {
+			line := fmt.Sprintf("machine %s %s → %s", m.Name, old.Phase, m.Phase)
+			if m.Message != "" {
+				line += ": " + m.Message
+			}
+			out = append(out, line)
+		}
+		if old.Version != m.Version {
+			out = append(out, fmt.Sprintf("machine %s version %s → %s", m.Name, orNone(old.Version), orNone(m.Version)))
+		}
+		if old.Unhealthy != m.Unhealthy {
+			h := "healthy"
+			if m.Unhealthy {
+				h = "unhealthy"
+			}
+			out = append(out, fmt.Sprintf("machine %s %s", m.Name, h))
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(bm)) {
+		out = append(out, fmt.Sprintf("machine %s removed (was %s)", n, bm[n].Phase))
+	}
+	return out
+}
+
+func countsOr(r Replicas, ok bool, f func(Replicas) string) string {
+	if !ok {
+		return ""
+	}
+	return f(r)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

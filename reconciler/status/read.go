@@ -1,0 +1,153 @@
+package status
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// ErrNoStatus: the repository has no status branch (yet).
+var ErrNoStatus = errors.New("no status branch")
+
+// ResolveBranch returns the commit of the status branch: the local branch,
+// else a remote-tracking one (refs/remotes/<remote>/<branch>), so a plain
+// clone of a fleet repository can be described after git fetch.
+func ResolveBranch(repo *git.Repository, branch string) (plumbing.Hash, error) {
+	r, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
+	if err == nil {
+		return r.Hash(), nil
+	}
+	if !errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return plumbing.ZeroHash, fmt.Errorf("read branch %s: %w", branch, err)
+	}
+	remotes, err := repo.Remotes()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	names := make([]string, 0, len(remotes))
+	for _, rm := range remotes {
+		names = append(names, rm.Config().Name)
+	}
+	slices.Sort(names)
+	if i := slices.Index(names, "origin"); i > 0 {
+		names[0], names[i] = names[i], names[0]
+	}
+	for _, n := range names {
+		if r, err := repo.Reference(plumbing.NewRemoteReferenceName(n, branch), true); err == nil {
+			return r.Hash(), nil
+		}
+	}
+	return plumbing.ZeroHash, fmt.Errorf("%w %q", ErrNoStatus, branch)
+}
+
+// Read returns everything on the status branch.
+func Read(repo *git.Repository, branch string) (*Snapshot, error) {
+	tip, err := ResolveBranch(repo, branch)
+	if err != nil {
+		return nil, err
+	}
+	return ReadAt(repo.Storer, tip)
+}
+
+// ReadAt returns everything on the status branch at commit.
+func ReadAt(s storer.EncodedObjectStorer, commit plumbing.Hash) (*Snapshot, error) {
+	c, err := object.GetCommit(s, commit)
+	if err != nil {
+		return nil, fmt.Errorf("read status commit %s: %w", commit, err)
+	}
+	hashes, err := fileHashes(s, c.TreeHash)
+	if err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{Commit: commit.String()}
+	for _, p := range slices.Sorted(maps.Keys(hashes)) {
+		data, err := readBlob(s, hashes[p])
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		if p == FleetFile {
+			if snap.Fleet, err = DecodeFleet(data); err != nil {
+				return nil, fmt.Errorf("%s at %s: %w", p, short(commit.String()), err)
+			}
+			continue
+		}
+		cs, err := DecodeCluster(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s at %s: %w", p, short(commit.String()), err)
+		}
+		if cs.Name == "" {
+			cs.Name = clusterName(p)
+		}
+		snap.Clusters = append(snap.Clusters, cs)
+	}
+	return snap, nil
+}
+
+// ReadCluster returns one cluster's status, nil when the branch has none.
+func ReadCluster(repo *git.Repository, branch, name string) (*ClusterStatus, error) {
+	tip, err := ResolveBranch(repo, branch)
+	if err != nil {
+		return nil, err
+	}
+	c, err := object.GetCommit(repo.Storer, tip)
+	if err != nil {
+		return nil, fmt.Errorf("read status commit %s: %w", tip, err)
+	}
+	return clusterAt(repo.Storer, c.TreeHash, name, nil)
+}
+
+// clusterAt decodes clusters/<name>.yaml in tree; nil when absent. cache, if
+// not nil, keeps decoded files by blob hash.
+func clusterAt(s storer.EncodedObjectStorer, tree plumbing.Hash, name string, cache map[plumbing.Hash]*ClusterStatus) (*ClusterStatus, error) {
+	t, err := object.GetTree(s, tree)
+	if err != nil {
+		return nil, fmt.Errorf("read tree %s: %w", tree, err)
+	}
+	e, err := t.FindEntry(ClusterPath(name))
+	if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := cache[e.Hash]; ok {
+		return c, nil
+	}
+	data, err := readBlob(s, e.Hash)
+	if err != nil {
+		return nil, err
+	}
+	c, err := DecodeCluster(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ClusterPath(name), err)
+	}
+	if cache != nil {
+		cache[e.Hash] = &c
+	}
+	return &c, nil
+}
+
+// parseTrailers returns the values of key in the message's last paragraph.
+func parseTrailers(msg, key string) []string {
+	msg = strings.TrimRight(msg, "\n")
+	if i := strings.LastIndex(msg, "\n\n"); i >= 0 {
+		msg = msg[i+2:]
+	} else {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(msg, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if ok && strings.EqualFold(strings.TrimSpace(k), key) {
+			out = append(out, strings.TrimSpace(v))
+		}
+	}
+	return out
+}

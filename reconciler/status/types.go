@@ -1,0 +1,188 @@
+// Package status writes what the daemon observed back to Git, on a branch of
+// the fleet repository (gitfleet/status by default), and reads it again for
+// describe, history, plan previews and a restarting daemon.
+//
+// The branch holds clusters/<name>.yaml (one ClusterStatus each) and
+// fleet.yaml (FleetStatus). Files hold no timestamps that change on their own,
+// lists are sorted, so a file changes only when something a user would notice
+// changed. docs/status.md documents the format.
+package status
+
+import "time"
+
+// Paths on the status branch.
+const (
+	ClustersDir = "clusters"
+	FleetFile   = "fleet.yaml"
+)
+
+// ClusterPath is the file of cluster name on the status branch.
+func ClusterPath(name string) string { return ClustersDir + "/" + name + ".yaml" }
+
+// Cluster phases, as in Cluster API.
+const (
+	ClusterPending      = "Pending"
+	ClusterProvisioning = "Provisioning"
+	ClusterProvisioned  = "Provisioned"
+	ClusterDeleting     = "Deleting"
+	ClusterFailed       = "Failed"
+)
+
+// Condition statuses.
+const (
+	ConditionTrue    = "True"
+	ConditionFalse   = "False"
+	ConditionUnknown = "Unknown"
+)
+
+// Condition types the daemon sets, as in Cluster API.
+const (
+	ConditionReady               = "Ready"
+	ConditionControlPlaneReady   = "ControlPlaneReady"
+	ConditionWorkersReady        = "WorkersReady"
+	ConditionRollingOut          = "RollingOut"
+	ConditionRemediationAllowed  = "RemediationAllowed"
+	ConditionTopologyReconciled  = "TopologyReconciled"
+	ConditionMachinesHealthy     = "MachinesHealthy"
+	ConditionPaused              = "Paused"
+	ConditionRolloutWaveHealthy  = "RolloutWaveHealthy"
+	ConditionRolloutHalted       = "RolloutHalted"
+	ConditionInfrastructureReady = "InfrastructureReady"
+)
+
+// ClusterStatus is clusters/<name>.yaml.
+type ClusterStatus struct {
+	Name string `yaml:"name" json:"name"`
+	// Class is the ClusterClass the cluster instantiates.
+	Class string `yaml:"class,omitempty" json:"class,omitempty"`
+	// Version is the Kubernetes version the cluster is converging to.
+	Version    string      `yaml:"version,omitempty" json:"version,omitempty"`
+	Phase      string      `yaml:"phase" json:"phase"`
+	Paused     bool        `yaml:"paused,omitempty" json:"paused,omitempty"`
+	Conditions []Condition `yaml:"conditions,omitempty" json:"conditions,omitempty"`
+	// ControlPlane counts the control plane machines.
+	ControlPlane Replicas `yaml:"controlPlane" json:"controlPlane"`
+	// Deployments are the worker pools, sorted by name.
+	Deployments []DeploymentStatus `yaml:"deployments,omitempty" json:"deployments,omitempty"`
+	// Machines are every machine of the cluster, sorted by name.
+	Machines []MachineStatus `yaml:"machines,omitempty" json:"machines,omitempty"`
+}
+
+// Condition is one observation about a cluster, like Cluster API's.
+type Condition struct {
+	Type    string `yaml:"type" json:"type"`
+	Status  string `yaml:"status" json:"status"` // True, False, Unknown
+	Reason  string `yaml:"reason,omitempty" json:"reason,omitempty"`
+	Message string `yaml:"message,omitempty" json:"message,omitempty"`
+}
+
+// Replicas counts the machines of a control plane or a worker pool.
+type Replicas struct {
+	// Version is the Kubernetes version the group is converging to.
+	Version string `yaml:"version,omitempty" json:"version,omitempty"`
+	// Desired is the size the spec asks for.
+	Desired int `yaml:"desired" json:"desired"`
+	// Replicas is how many machines exist (may exceed Desired during a surge).
+	Replicas int `yaml:"replicas" json:"replicas"`
+	// Ready machines are Running and healthy.
+	Ready int `yaml:"ready" json:"ready"`
+	// Updated machines have the desired version and template.
+	Updated int `yaml:"updated" json:"updated"`
+	// Unavailable is Desired minus the ready machines, never below zero.
+	Unavailable int `yaml:"unavailable" json:"unavailable"`
+}
+
+// DeploymentStatus is one worker pool.
+type DeploymentStatus struct {
+	Name     string `yaml:"name" json:"name"`
+	Class    string `yaml:"class,omitempty" json:"class,omitempty"`
+	Replicas `yaml:",inline" json:",inline"`
+}
+
+// MachineStatus is one machine.
+type MachineStatus struct {
+	Name string `yaml:"name" json:"name"`
+	// Role is control-plane or worker.
+	Role string `yaml:"role" json:"role"`
+	// Deployment is the worker pool; empty for the control plane.
+	Deployment string `yaml:"deployment,omitempty" json:"deployment,omitempty"`
+	Phase      string `yaml:"phase" json:"phase"`
+	Version    string `yaml:"version,omitempty" json:"version,omitempty"`
+	Provider   string `yaml:"provider,omitempty" json:"provider,omitempty"`
+	ProviderID string `yaml:"providerID,omitempty" json:"providerID,omitempty"`
+	// Addresses are sorted.
+	Addresses    []string `yaml:"addresses,omitempty" json:"addresses,omitempty"`
+	TemplateHash string   `yaml:"templateHash,omitempty" json:"templateHash,omitempty"`
+	// Healthy is false when a MachineHealthCheck found the machine unhealthy.
+	Unhealthy bool `yaml:"unhealthy,omitempty" json:"unhealthy,omitempty"`
+	// Message says why a machine failed or is unhealthy.
+	Message string `yaml:"message,omitempty" json:"message,omitempty"`
+	// SourceCommit is the fleet repository commit whose plan created the
+	// machine.
+	SourceCommit string `yaml:"sourceCommit,omitempty" json:"sourceCommit,omitempty"`
+	// Created is when the machine was created; it never changes, so it
+	// costs no churn, and describe shows an age from it.
+	Created time.Time `yaml:"created,omitempty" json:"created,omitzero"`
+}
+
+// FleetStatus is fleet.yaml.
+type FleetStatus struct {
+	// LastApplied is the newest fleet repository commit the daemon accepted.
+	LastApplied *SourceCommit `yaml:"lastApplied,omitempty" json:"lastApplied,omitempty"`
+	// LastRejected is the newest commit that failed validation, with why.
+	// It is cleared when a newer commit is applied.
+	LastRejected *Rejection `yaml:"lastRejected,omitempty" json:"lastRejected,omitempty"`
+	// Counts are computed by the Writer from the cluster files; what a
+	// caller puts here is replaced.
+	Counts `yaml:",inline" json:",inline"`
+}
+
+// SourceCommit names a commit of the fleet repository.
+type SourceCommit struct {
+	Commit string `yaml:"commit" json:"commit"`
+	// Subject is the first line of the commit message.
+	Subject string `yaml:"subject,omitempty" json:"subject,omitempty"`
+}
+
+// Rejection is a commit that did not validate.
+type Rejection struct {
+	SourceCommit `yaml:",inline" json:",inline"`
+	// Errors are formatted path:line:col: field: message, sorted.
+	Errors []string `yaml:"errors" json:"errors"`
+}
+
+// Counts summarise the fleet.
+type Counts struct {
+	Clusters          int            `yaml:"clusters" json:"clusters"`
+	Machines          int            `yaml:"machines" json:"machines"`
+	ClustersByClass   map[string]int `yaml:"clustersByClass,omitempty" json:"clustersByClass,omitempty"`
+	ClustersByVersion map[string]int `yaml:"clustersByVersion,omitempty" json:"clustersByVersion,omitempty"`
+	ClustersByPhase   map[string]int `yaml:"clustersByPhase,omitempty" json:"clustersByPhase,omitempty"`
+	MachinesByPhase   map[string]int `yaml:"machinesByPhase,omitempty" json:"machinesByPhase,omitempty"`
+	MachinesByVersion map[string]int `yaml:"machinesByVersion,omitempty" json:"machinesByVersion,omitempty"`
+}
+
+// Snapshot is everything on the status branch at one commit.
+type Snapshot struct {
+	// Commit is the status branch commit read.
+	Commit   string          `json:"commit"`
+	Fleet    FleetStatus     `json:"fleet"`
+	Clusters []ClusterStatus `json:"clusters"` // sorted by name
+}
+
+// Cluster returns the status of cluster name, or nil.
+func (s *Snapshot) Cluster(name string) *ClusterStatus {
+	for i := range s.Clusters {
+		if s.Clusters[i].Name == name {
+			return &s.Clusters[i]
+		}
+	}
+	return nil
+}
+
+// Origin is what caused a change: the fleet repository commit and the plan.
+// They become the trailers of the status commit that carries the change.
+type Origin struct {
+	SourceCommit string
+	PlanID       string
+}

@@ -1,0 +1,332 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage"
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// DefaultInterval is the shortest time between two status commits.
+const DefaultInterval = 2 * time.Second
+
+// Options configure a Writer.
+type Options struct {
+	// Repo is the fleet repository; status commits are written to its
+	// object store without touching any work tree.
+	Repo *git.Repository
+	// Branch defaults to gitfleet/status.
+	Branch string
+	// Interval is the shortest time between two commits (default 2s).
+	Interval time.Duration
+	// Remote, when set, is the remote the branch is pushed to after each
+	// commit; Auth is used for push and fetch.
+	Remote string
+	Auth   transport.AuthMethod
+	// CommitterName and CommitterEmail default to gitfleet <gitfleet@localhost>.
+	CommitterName  string
+	CommitterEmail string
+	Logger         zerolog.Logger
+	// Now is the clock for commit dates (default time.Now).
+	Now func() time.Time
+}
+
+// Stats count what a Writer did.
+type Stats struct {
+	Commits int // status commits written
+	Pushes  int // successful pushes
+	Retries int // commits rebuilt because the branch moved underneath
+}
+
+// Writer commits status changes to the status branch, batched into at most
+// one commit per interval. Set* record the new state and return at once; a
+// goroutine owned by the Writer commits (and pushes). Call Flush before
+// Close to write what is pending.
+type Writer struct {
+	opts  Options
+	ref   plumbing.ReferenceName
+	store storage.Storer
+	log   zerolog.Logger
+
+	flushMu sync.Mutex // one flush at a time
+
+	mu       sync.Mutex
+	seq      int64
+	pending  map[string]change        // staged since the last flush
+	outbox   map[string]change        // flushed, not yet durable (pushed when remote)
+	known    map[string]plumbing.Hash // owned files at tip
+	tip      plumbing.Hash            // the branch as the Writer last saw or wrote it
+	pushed   plumbing.Hash            // the remote branch as last seen
+	clusters map[string]clusterSum    // every cluster, pending state included
+	fleet    FleetStatus              // the caller's part of fleet.yaml
+	fleetSet *change                  // summary and origin of the last SetFleet
+	dirty    bool                     // fleet.yaml needs recounting
+	stats    Stats
+
+	beforeCAS func() // test hook: runs between building a commit and setting the ref
+
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// clusterSum is what fleet.yaml counts of one cluster.
+type clusterSum struct {
+	class, version, phase string
+	machinePhases         map[string]int
+	machineVersions       map[string]int
+	machines              int
+}
+
+func summarize(c ClusterStatus) clusterSum {
+	s := clusterSum{class: c.Class, version: c.Version, phase: c.Phase, machines: len(c.Machines),
+		machinePhases: map[string]int{}, machineVersions: map[string]int{}}
+	for _, m := range c.Machines {
+		s.machinePhases[m.Phase]++
+		if m.Version != "" {
+			s.machineVersions[m.Version]++
+		}
+	}
+	return s
+}
+
+// ErrClosed is returned by Flush after Close.
+var ErrClosed = errors.New("status writer closed")
+
+// NewWriter reads the status branch (fetching it first when a remote is
+// set) and starts the goroutine that commits. Close stops it.
+func NewWriter(ctx context.Context, opts Options) (*Writer, error) {
+	if opts.Repo == nil {
+		return nil, errors.New("status writer: no repository")
+	}
+	if opts.Branch == "" {
+		opts.Branch = v1alpha1.DefaultStatusBranch
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.CommitterName == "" {
+		opts.CommitterName = "gitfleet"
+	}
+	if opts.CommitterEmail == "" {
+		opts.CommitterEmail = "gitfleet@localhost"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	ref := plumbing.NewBranchReferenceName(opts.Branch)
+	if err := ref.Validate(); err != nil {
+		return nil, fmt.Errorf("status writer: branch %q: %w", opts.Branch, err)
+	}
+	w := &Writer{
+		opts: opts, ref: ref, store: opts.Repo.Storer,
+		log:     opts.Logger.With().Str("branch", opts.Branch).Logger(),
+		pending: map[string]change{}, outbox: map[string]change{},
+		known: map[string]plumbing.Hash{}, clusters: map[string]clusterSum{},
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	if opts.Remote != "" {
+		if err := w.fetch(ctx); err != nil {
+			w.log.Warn().Err(err).Msg("status: cannot fetch the status branch; will retry on push")
+		} else {
+			w.pushed, _ = w.readTip()
+		}
+	}
+	tip, err := w.readTip()
+	if err != nil {
+		return nil, fmt.Errorf("status writer: %w", err)
+	}
+	if err := w.reload(tip); err != nil {
+		return nil, fmt.Errorf("status writer: %w", err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go w.run(rctx)
+	return w, nil
+}
+
+// SetCluster records the status of one cluster. Nothing is committed when
+// it encodes to the same file as what is on the branch or pending.
+func (w *Writer) SetCluster(c ClusterStatus, o Origin) error {
+	data, err := EncodeCluster(c)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	ch := newChange(data, c.summary())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stage(ClusterPath(c.Name), ch, o) {
+		w.clusters[c.Name] = summarize(c)
+		w.dirty = true
+	}
+	return nil
+}
+
+// DeleteCluster removes the status file of a deleted cluster.
+func (w *Writer) DeleteCluster(name string, o Origin) error {
+	if err := checkName(name); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stage(ClusterPath(name), removal(name+": deleted"), o) {
+		delete(w.clusters, name)
+		w.dirty = true
+	}
+	return nil
+}
+
+// SetFleet records the last applied and rejected source commits. The counts
+// in fleet.yaml are computed from the clusters; f.Counts is ignored.
+func (w *Writer) SetFleet(f FleetStatus, o Origin) {
+	f.Counts = Counts{}
+	f = f.normalized()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old, _ := encodeYAML(FleetStatus{LastApplied: w.fleet.LastApplied, LastRejected: w.fleet.LastRejected})
+	now, _ := encodeYAML(FleetStatus{LastApplied: f.LastApplied, LastRejected: f.LastRejected})
+	if string(old) == string(now) {
+		return
+	}
+	w.fleet = f
+	w.seq++
+	w.fleetSet = &change{summary: f.summary(), origin: o, seq: w.seq}
+	w.dirty = true
+	w.poke()
+}
+
+// stage records ch for path unless it changes nothing, and reports whether
+// it did. Called with mu held.
+func (w *Writer) stage(path string, ch change, o Origin) bool {
+	base, inOutbox := w.outbox[path]
+	baseHash := base.hash
+	if !inOutbox {
+		baseHash = w.known[path]
+	}
+	cur := baseHash
+	if p, ok := w.pending[path]; ok {
+		cur = p.hash
+	}
+	if ch.hash == cur {
+		return false
+	}
+	if ch.hash == baseHash {
+		delete(w.pending, path) // back to what is written
+		return true
+	}
+	w.seq++
+	ch.origin, ch.seq = o, w.seq
+	w.pending[path] = ch
+	w.poke()
+	return true
+}
+
+// poke wakes the goroutine. Called with mu held.
+func (w *Writer) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stageFleet re-encodes fleet.yaml when a cluster or the fleet changed.
+// Called with mu held.
+func (w *Writer) stageFleet() {
+	if !w.dirty {
+		return
+	}
+	w.dirty = false
+	f := w.fleet
+	f.Counts = w.count()
+	data, err := EncodeFleet(f)
+	if err != nil {
+		w.log.Error().Err(err).Msg("status: encode fleet.yaml")
+		return
+	}
+	ch := newChange(data, "")
+	var o Origin
+	if w.fleetSet != nil {
+		ch.summary, o = w.fleetSet.summary, w.fleetSet.origin
+	}
+	w.stage(FleetFile, ch, o)
+	w.fleetSet = nil
+}
+
+// count computes the fleet's counts. Called with mu held.
+func (w *Writer) count() Counts {
+	c := Counts{ClustersByClass: map[string]int{}, ClustersByVersion: map[string]int{},
+		ClustersByPhase: map[string]int{}, MachinesByPhase: map[string]int{}, MachinesByVersion: map[string]int{}}
+	for _, s := range w.clusters {
+		c.Clusters++
+		c.Machines += s.machines
+		if s.class != "" {
+			c.ClustersByClass[s.class]++
+		}
+		if s.version != "" {
+			c.ClustersByVersion[s.version]++
+		}
+		if s.phase != "" {
+			c.ClustersByPhase[s.phase]++
+		}
+		for p, n := range s.machinePhases {
+			c.MachinesByPhase[p] += n
+		}
+		for v, n := range s.machineVersions {
+			c.MachinesByVersion[v] += n
+		}
+	}
+	return c
+}
+
+// Stats returns what the Writer has done so far.
+func (w *Writer) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+// Close stops the goroutine without writing what is pending; call Flush
+// first for a graceful shutdown.
+func (w *Writer) Close() error {
+	w.cancel()
+	<-w.done
+	return nil
+}
+
+func (w *Writer) run(ctx context.Context) {
+	defer close(w.done)
+	var timer <-chan time.Time
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+			if timer == nil {
+				timer = time.After(w.opts.Interval)
+			}
+		case <-timer:
+			timer = nil
+			if err := w.Flush(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				failures++
+				wait := min(w.opts.Interval<<min(failures, 8), time.Minute)
+				w.log.Error().Err(err).Dur("retry_in", wait).Msg("status: commit failed")
+				timer = time.After(wait)
+				continue
+			}
+			failures = 0
+		}
+	}
+}
