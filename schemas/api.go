@@ -68,9 +68,17 @@ type Object struct {
 	Source v1alpha1.Source
 	// Value points at the decoded typed object (*v1alpha1.Cluster, ...).
 	Value any
-	// Lines maps a dotted field path (spec.topology.class) to the line and
+	// Lines maps a dotted field path (spec.topology.class, list elements as
+	// spec.topology.workers.machineDeployments[0].name) to the line and
 	// column where it is written, for errors found after parsing.
 	Lines map[string]Pos
+	// Raw is the document as plain Go values (map[string]any, []any,
+	// string, int64, float64, bool, nil), which policies are checked against.
+	Raw map[string]any
+	// Invalid is set when the document failed validation: Value is nil, and
+	// the object is kept so that cross-object checks know the name exists
+	// (no "class not found" after a class with a typo).
+	Invalid bool
 }
 
 // Pos is a line and column in a file.

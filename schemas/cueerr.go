@@ -1,0 +1,131 @@
+package schemas
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	cueerrors "cuelang.org/go/cue/errors"
+	"gopkg.in/yaml.v3"
+)
+
+// validateCUE unifies the document with its kind's schema in a pooled
+// context and turns every violation into an Error at the user's line.
+func validateCUE(path string, d *doc, kind string, m map[string]any) []Error {
+	c := getValidator()
+	defer putValidator(c)
+	v := c.kinds[kind].Unify(c.ctx.Encode(m))
+	err := v.Validate(cue.Concrete(true), cue.All())
+	if err == nil {
+		return nil
+	}
+	var out []Error
+	seen := map[string]bool{}
+	for _, e := range cueerrors.Errors(err) {
+		sels := e.Path()
+		if len(sels) > 0 && strings.HasPrefix(sels[0], "#") {
+			sels = sels[1:]
+		}
+		field, cpath := fieldPath(m, sels)
+		format, args := e.Msg()
+		raw := fmt.Sprintf(format, args...)
+		if seen[field] || strings.Contains(raw, "field not allowed") {
+			continue // one message per field; unknown fields come from shapes
+		}
+		seen[field] = true
+		out = append(out, d.errorAt(path, field, message(v, cpath, d, field, raw)))
+	}
+	return out
+}
+
+// fieldPath turns CUE's path selectors into the dotted form used in errors
+// (list elements as [i]) and a cue.Path into the unified value.
+func fieldPath(data any, sels []string) (string, cue.Path) {
+	var b strings.Builder
+	var cs []cue.Selector
+	for _, s := range sels {
+		if list, ok := data.([]any); ok {
+			if i, err := strconv.Atoi(s); err == nil {
+				fmt.Fprintf(&b, "[%d]", i)
+				cs = append(cs, cue.Index(i))
+				if i >= 0 && i < len(list) {
+					data = list[i]
+				} else {
+					data = nil
+				}
+				continue
+			}
+		}
+		if u, err := strconv.Unquote(s); err == nil {
+			s = u
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s)
+		cs = append(cs, cue.Str(s))
+		if m, ok := data.(map[string]any); ok {
+			data = m[s]
+		} else {
+			data = nil
+		}
+	}
+	return b.String(), cue.MakePath(cs...)
+}
+
+// message says what is wrong with the value at field: the schema's @help
+// text after the value as written, "is required" for a missing field, or
+// CUE's own message.
+func message(v cue.Value, p cue.Path, d *doc, field, raw string) string {
+	n, written := d.vals[field]
+	if !written {
+		return "is required"
+	}
+	if help, ok := helpFor(v, p, n); ok {
+		return shown(n) + " " + help
+	}
+	return raw
+}
+
+// helpFor finds the @help attribute of the field at p, or of its parent
+// when p is a list element or a map entry.
+func helpFor(v cue.Value, p cue.Path, n *yaml.Node) (string, bool) {
+	sels := p.Selectors()
+	for i := 0; i < 2 && len(sels) > 0; i++ {
+		a := v.LookupPath(cue.MakePath(sels...)).Attribute("help")
+		if a.Err() == nil {
+			if isNumber(n) {
+				if s, ok, _ := a.Lookup(1, "number"); ok {
+					return s, true
+				}
+			}
+			if s, err := a.String(0); err == nil {
+				return s, true
+			}
+		}
+		last := sels[len(sels)-1]
+		if last.Type() != cue.IndexLabel && last.Type() != cue.StringLabel {
+			break
+		}
+		sels = sels[:len(sels)-1]
+	}
+	return "", false
+}
+
+// shown shows a value as the user wrote it: strings quoted, numbers and
+// booleans as written, mappings and lists by name.
+func shown(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "*" + n.Value
+	}
+	if n.Tag == "!!str" {
+		return strconv.Quote(n.Value)
+	}
+	return n.Value
+}

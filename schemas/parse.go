@@ -1,0 +1,205 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// ParseFile decodes every YAML document of f and validates each against the
+// schema of its kind and its provider's machine spec. It returns one Object
+// per document that has a kind and a name (Invalid when it has errors) and
+// every error found, sorted. It is safe for concurrent use and depends only
+// on f, so callers may cache its result by the content's hash.
+func ParseFile(f File) ([]Object, Errors) {
+	docs, synErr := splitYAML(f.Path, f.Data)
+	var errs Errors
+	if synErr != nil {
+		errs = append(errs, *synErr)
+	}
+	var objs []Object
+	for _, d := range docs {
+		obj, es := parseDoc(f.Path, d)
+		errs = append(errs, es...)
+		if obj != nil {
+			objs = append(objs, *obj)
+		}
+	}
+	return objs, sortErrors(errs)
+}
+
+var kindNames = []string{
+	v1alpha1.KindClusterClass, v1alpha1.KindCluster, v1alpha1.KindMachineDeployment,
+	v1alpha1.KindMachineHealthCheck, v1alpha1.KindFleetConfig,
+}
+
+func parseDoc(path string, d *doc) (*Object, []Error) {
+	errs := d.errs
+	m, ok := d.value.(map[string]any)
+	if !ok {
+		return nil, append(errs, Error{Path: path, Line: d.line, Col: 1,
+			Message: fmt.Sprintf("not a fleet document: found %s where a YAML mapping with apiVersion and kind was expected", describe(d.value))})
+	}
+	kind, err := typeMeta(path, d, m)
+	if err != nil {
+		return nil, append(errs, *err)
+	}
+	if len(errs) > 0 {
+		// Duplicate keys and alias errors make the value unreliable.
+		return invalidObject(path, d, kind, m), errs
+	}
+	errs = append(errs, allowedShapes().unknownFields(kind, m, d, path)...)
+	errs = append(errs, validateCUE(path, d, kind, m)...)
+	value, derr := decodeTyped(path, d, kind, m)
+	if value != nil {
+		errs = append(errs, unrelated(semanticChecks(path, d, value), errs)...)
+	}
+	if len(errs) == 0 && derr != nil {
+		errs = append(errs, *derr)
+	}
+	obj := invalidObject(path, d, kind, m)
+	if len(errs) > 0 {
+		return obj, errs
+	}
+	obj.Invalid = false
+	obj.Value = value
+	return obj, nil
+}
+
+// unrelated keeps the errors of more that are not about a field already
+// reported (or one inside or around it): a semantic check on a document with
+// schema errors must not repeat them.
+func unrelated(more, reported []Error) []Error {
+	var out []Error
+next:
+	for _, e := range more {
+		for _, r := range reported {
+			if e.Field == r.Field || strings.HasPrefix(e.Field, r.Field+".") || strings.HasPrefix(e.Field, r.Field+"[") ||
+				strings.HasPrefix(r.Field, e.Field+".") || strings.HasPrefix(r.Field, e.Field+"[") {
+				continue next
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// typeMeta checks apiVersion and kind and returns the kind.
+func typeMeta(path string, d *doc, m map[string]any) (string, *Error) {
+	kindV, hasKind := m["kind"]
+	if !hasKind {
+		e := d.errorAt(path, "", "document has no kind: add kind: one of "+strings.Join(kindNames, ", "))
+		return "", &e
+	}
+	kind, _ := kindV.(string)
+	if _, known := kindDefs[kind]; !known {
+		msg := fmt.Sprintf("unknown kind %s", describe(kindV))
+		if s := suggest(kind, kindNames); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		} else {
+			msg += "; gitfleet reads " + strings.Join(kindNames, ", ")
+		}
+		e := d.errorAt(path, "kind", msg)
+		return "", &e
+	}
+	av, hasAV := m["apiVersion"]
+	if !hasAV {
+		e := d.errorAt(path, "", "document has no apiVersion: add apiVersion: "+v1alpha1.APIVersion)
+		return "", &e
+	}
+	if av != v1alpha1.APIVersion {
+		e := d.errorAt(path, "apiVersion", fmt.Sprintf("unknown apiVersion %s for kind %s: use %s", describe(av), kind, v1alpha1.APIVersion))
+		return "", &e
+	}
+	return kind, nil
+}
+
+func invalidObject(path string, d *doc, kind string, m map[string]any) *Object {
+	name := ""
+	if md, ok := m["metadata"].(map[string]any); ok {
+		name, _ = md["name"].(string)
+	}
+	lines := make(map[string]Pos, len(d.nodes))
+	for p, n := range d.nodes {
+		lines[p] = Pos{Line: n.Line, Col: n.Column}
+	}
+	return &Object{
+		Kind:    kind,
+		Name:    name,
+		Source:  v1alpha1.Source{Path: path, Line: d.line},
+		Lines:   lines,
+		Raw:     m,
+		Invalid: true,
+	}
+}
+
+// decodeTyped decodes a validated document into its Go type.
+func decodeTyped(path string, d *doc, kind string, m map[string]any) (any, *Error) {
+	src := v1alpha1.Source{Path: path, Line: d.line}
+	var v any
+	switch kind {
+	case v1alpha1.KindFleetConfig:
+		v = &v1alpha1.FleetConfig{Source: src}
+	case v1alpha1.KindClusterClass:
+		v = &v1alpha1.ClusterClass{Source: src}
+	case v1alpha1.KindCluster:
+		v = &v1alpha1.Cluster{Source: src}
+	case v1alpha1.KindMachineDeployment:
+		v = &v1alpha1.MachineDeployment{Source: src}
+	case v1alpha1.KindMachineHealthCheck:
+		v = &v1alpha1.MachineHealthCheck{Source: src}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		e := d.errorAt(path, "", "cannot decode: "+err.Error())
+		return nil, &e
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		// The value is decoded as far as it goes; callers with schema
+		// errors still run the semantic checks on it.
+		e := d.errorAt(path, "", "cannot decode: "+err.Error())
+		return v, &e
+	}
+	return v, nil
+}
+
+// describe names a decoded value for a message: "Clustr" quoted, a number as
+// written, or its YAML type.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", x)
+	case nil:
+		return "null"
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+// errorAt makes an error at field's position, or its nearest written
+// ancestor's, or the document's start.
+func (d *doc) errorAt(path, field, msg string) Error {
+	e := Error{Path: path, Line: d.line, Col: 1, Field: field, Message: msg}
+	for p := field; p != ""; p = parentField(p) {
+		if n, ok := d.nodes[p]; ok {
+			e.Line, e.Col = n.Line, n.Column
+			break
+		}
+	}
+	return e
+}
+
+// parentField drops the last element of a field path: a.b[0].c -> a.b[0] -> a.b -> a.
+func parentField(p string) string {
+	i := strings.LastIndexAny(p, ".[")
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}

@@ -1,0 +1,42 @@
+package schemas
+
+import (
+	"sync"
+)
+
+// rotateAfter is how many documents one cue.Context validates before it is
+// dropped: a context keeps every value built in it, so a long-lived one grows
+// without bound (MEASUREMENTS.md).
+const rotateAfter = 1000
+
+// validators hands each goroutine a compiled schema of its own; a cue.Context
+// is not safe for concurrent use, and sync.Pool keeps one per P.
+var validators = sync.Pool{New: func() any {
+	c, err := compileSchema()
+	if err != nil {
+		// The schema is embedded and covered by tests: failing to compile it
+		// is a build defect, not a user error.
+		panic(err)
+	}
+	return c
+}}
+
+func getValidator() *compiled { return validators.Get().(*compiled) }
+
+func putValidator(c *compiled) {
+	c.used++
+	if c.used >= rotateAfter {
+		return // let the context and everything built in it be collected
+	}
+	validators.Put(c)
+}
+
+// allowedShapes is the allowed-field tree, built once from the schema.
+var allowedShapes = sync.OnceValue(func() *shapes {
+	c := getValidator()
+	defer putValidator(c)
+	return buildShapes(c.root)
+})
+
+// knownProviders lists the providers that ship a machine-spec schema.
+func knownProviders() []string { return keys(allowedShapes().providers) }

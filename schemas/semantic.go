@@ -1,0 +1,100 @@
+package schemas
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// semanticChecks are the per-object rules CUE expresses poorly: odd
+// control-plane counts, overlapping ranges, strategies that can never make
+// progress, and providers without a schema.
+func semanticChecks(path string, d *doc, value any) []Error {
+	var errs []Error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, d.errorAt(path, field, fmt.Sprintf(format, args...)))
+	}
+	switch o := value.(type) {
+	case *v1alpha1.ClusterClass:
+		checkTemplate(add, "spec.controlPlane.machineTemplate", o.Spec.ControlPlane.MachineTemplate)
+		for i, md := range o.Spec.Workers.MachineDeployments {
+			p := fmt.Sprintf("spec.workers.machineDeployments[%d]", i)
+			checkTemplate(add, p+".template", md.Template)
+			checkStrategy(add, p+".strategy", md.Strategy)
+		}
+	case *v1alpha1.Cluster:
+		if r := o.Spec.Topology.ControlPlane.Replicas; r != nil && *r%2 == 0 {
+			add("spec.topology.controlPlane.replicas", "%d control-plane machines cannot keep etcd quorum through a failure: use an odd count (1, 3 or 5)", *r)
+		}
+		checkNetwork(add, o.Spec.ClusterNetwork)
+		for i, md := range o.Spec.Topology.Workers.MachineDeployments {
+			checkStrategy(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].strategy", i), md.Strategy)
+		}
+	case *v1alpha1.MachineDeployment:
+		checkTemplate(add, "spec.template", o.Spec.Template)
+		checkStrategy(add, "spec.strategy", o.Spec.Strategy)
+	}
+	return errs
+}
+
+type addFunc func(field, format string, args ...any)
+
+func checkTemplate(add addFunc, field string, t v1alpha1.MachineTemplate) {
+	known := knownProviders()
+	for _, p := range known {
+		if p == t.Provider {
+			return
+		}
+	}
+	msg := fmt.Sprintf("unknown provider %q; known providers: %s", t.Provider, strings.Join(known, ", "))
+	if s := suggest(t.Provider, known); s != "" {
+		msg = fmt.Sprintf("unknown provider %q; did you mean %q? (known providers: %s)", t.Provider, s, strings.Join(known, ", "))
+	}
+	add(field+".provider", "%s", msg)
+}
+
+func checkStrategy(add addFunc, field string, s *v1alpha1.MachineDeploymentStrategy) {
+	if s == nil || s.Type == v1alpha1.StrategyOnDelete || s.RollingUpdate == nil {
+		return
+	}
+	ru := s.RollingUpdate
+	if ru.MaxSurge.Scaled(100, true, 1) == 0 && ru.MaxUnavailable.Scaled(100, false, 0) == 0 {
+		add(field+".rollingUpdate", "maxSurge and maxUnavailable are both 0, so no machine can ever be replaced: set maxSurge: 1 (or maxUnavailable: 1)")
+	}
+}
+
+// checkNetwork reports pod and service ranges that overlap each other.
+func checkNetwork(add addFunc, n *v1alpha1.ClusterNetwork) {
+	if n == nil {
+		return
+	}
+	type block struct {
+		field  string
+		prefix netip.Prefix
+	}
+	var blocks []block
+	for _, r := range []struct {
+		name   string
+		ranges *v1alpha1.NetworkRanges
+	}{{"pods", n.Pods}, {"services", n.Services}} {
+		if r.ranges == nil {
+			continue
+		}
+		for i, c := range r.ranges.CIDRBlocks {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				continue // CUE reported it
+			}
+			blocks = append(blocks, block{fmt.Sprintf("spec.clusterNetwork.%s.cidrBlocks[%d]", r.name, i), p.Masked()})
+		}
+	}
+	for i, a := range blocks {
+		for _, b := range blocks[:i] {
+			if a.prefix.Overlaps(b.prefix) {
+				add(a.field, "%s overlaps %s (%s): pod and service ranges must not overlap; choose another range", a.prefix, b.prefix, b.field)
+			}
+		}
+	}
+}

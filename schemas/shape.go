@@ -1,0 +1,137 @@
+package schemas
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue"
+)
+
+// shape is the set of field names the schema allows at each level. CUE
+// reports a closed-struct violation only when a document has no other error,
+// so unknown fields are found here instead, all of them, with a suggestion.
+type shape struct {
+	fields   map[string]*shape // nil: not a struct
+	open     bool              // any field allowed (a map like labels, or {...})
+	elem     *shape            // list element
+	template bool              // a machine template: spec's shape depends on provider
+}
+
+// shapes is the allowed-field tree of every kind and provider spec.
+type shapes struct {
+	kinds     map[string]*shape
+	providers map[string]*shape
+}
+
+func buildShapes(root cue.Value) *shapes {
+	s := &shapes{kinds: map[string]*shape{}, providers: map[string]*shape{}}
+	for kind, def := range kindDefs {
+		s.kinds[kind] = shapeOf(root.LookupPath(cue.ParsePath(def)), 0)
+	}
+	it, _ := root.LookupPath(cue.ParsePath("#providers")).Fields(cue.Definitions(false))
+	for it != nil && it.Next() {
+		s.providers[it.Selector().Unquoted()] = shapeOf(it.Value(), 0)
+	}
+	return s
+}
+
+func shapeOf(v cue.Value, depth int) *shape {
+	sh := &shape{}
+	if depth > 32 {
+		sh.open = true
+		return sh
+	}
+	k := v.IncompleteKind()
+	if k&cue.ListKind != 0 {
+		sh.elem = shapeOf(v.LookupPath(cue.MakePath(cue.AnyIndex)), depth+1)
+	}
+	if k&cue.StructKind == 0 {
+		return sh
+	}
+	sh.fields = map[string]*shape{}
+	if p := v.LookupPath(cue.MakePath(cue.AnyString)); p.Exists() || v.Allows(cue.AnyString) {
+		sh.open = true
+	}
+	it, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		sh.open = true
+		return sh
+	}
+	for it.Next() {
+		sel := it.Selector()
+		if sel.IsDefinition() || sel.PkgPath() != "" {
+			continue
+		}
+		sh.fields[sel.Unquoted()] = shapeOf(it.Value(), depth+1)
+	}
+	if _, ok := sh.fields["provider"]; ok {
+		sh.template = true // #MachineTemplate: spec's fields come from #providers[provider]
+	}
+	return sh
+}
+
+// unknownFields reports every field of value that the kind's schema does not
+// allow.
+func (s *shapes) unknownFields(kind string, value any, d *doc, path string) []Error {
+	var errs []Error
+	s.walk(s.kinds[kind], value, "", func(field, parent string, allowed *shape) {
+		msg := fmt.Sprintf("unknown field %q", lastKey(field))
+		if sug := suggest(lastKey(field), keys(allowed.fields)); sug != "" {
+			msg += fmt.Sprintf("; did you mean %q?", sug)
+		} else if len(allowed.fields) > 0 {
+			msg += "; allowed here: " + strings.Join(keys(allowed.fields), ", ")
+		}
+		errs = append(errs, d.errorAt(path, field, msg))
+	})
+	return errs
+}
+
+func (s *shapes) walk(sh *shape, value any, p string, report func(field, parent string, allowed *shape)) {
+	if sh == nil {
+		return
+	}
+	switch v := value.(type) {
+	case map[string]any:
+		if sh.fields == nil {
+			return // a type error; CUE reports it
+		}
+		for _, k := range sortedKeys(v) {
+			fp := joinField(p, k)
+			sub, ok := sh.fields[k]
+			if sh.template && k == "spec" {
+				prov, _ := v["provider"].(string)
+				sub, ok = s.providers[prov], true
+			}
+			if !ok {
+				if !sh.open {
+					report(fp, p, sh)
+				}
+				continue
+			}
+			s.walk(sub, v[k], fp, report)
+		}
+	case []any:
+		for i, x := range v {
+			s.walk(sh.elem, x, fmt.Sprintf("%s[%d]", p, i), report)
+		}
+	}
+}
+
+func lastKey(field string) string {
+	if i := strings.LastIndexByte(field, '.'); i >= 0 {
+		return field[i+1:]
+	}
+	return field
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedKeys(m map[string]any) []string { return keys(m) }

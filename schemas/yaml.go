@@ -1,0 +1,239 @@
+package schemas
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxNodes bounds how many YAML nodes one document may expand to, so a
+// "billion laughs" of nested aliases is an error instead of an OOM.
+const maxNodes = 200_000
+
+// doc is one YAML document decoded to plain Go values (map[string]any,
+// []any, string, int64, float64, bool, nil), with the position and the
+// YAML node of every field path, for error messages.
+type doc struct {
+	line  int // first line of the document
+	value any
+	nodes map[string]*yaml.Node // field path -> the node written there (key node for fields)
+	vals  map[string]*yaml.Node // field path -> the value node
+	errs  []Error               // duplicate keys, alias bombs, odd keys
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// splitYAML decodes every document of a file. A syntax error ends the file:
+// the documents before it are returned with the error.
+func splitYAML(path string, data []byte) ([]*doc, *Error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []*doc
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return docs, yamlSyntaxError(path, err)
+		}
+		if len(n.Content) == 0 {
+			continue
+		}
+		root := n.Content[0]
+		if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+			continue // an empty document: only comments, or a stray ---
+		}
+		d := &doc{line: root.Line, nodes: map[string]*yaml.Node{}, vals: map[string]*yaml.Node{}}
+		b := &docBuilder{path: path, d: d}
+		d.value = b.value(root, "", nil)
+		docs = append(docs, d)
+	}
+}
+
+func yamlSyntaxError(path string, err error) *Error {
+	msg := err.Error()
+	e := &Error{Path: path}
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		e.Line, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	e.Message = "not valid YAML: " + msg
+	return e
+}
+
+type docBuilder struct {
+	path  string
+	d     *doc
+	count int
+	stop  bool
+}
+
+func (b *docBuilder) errorf(n *yaml.Node, field, format string, args ...any) {
+	b.d.errs = append(b.d.errs, Error{Path: b.path, Line: n.Line, Col: n.Column, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// value converts n, recording positions under path p. seen guards against
+// alias cycles.
+func (b *docBuilder) value(n *yaml.Node, p string, seen []*yaml.Node) any {
+	b.count++
+	if b.count > maxNodes {
+		if !b.stop {
+			b.stop = true
+			b.errorf(n, p, "document expands to more than %d values (nested aliases?)", maxNodes)
+		}
+		return nil
+	}
+	if _, ok := b.d.vals[p]; !ok {
+		b.d.vals[p] = n
+	}
+	if _, ok := b.d.nodes[p]; !ok {
+		b.d.nodes[p] = n
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		for _, s := range seen {
+			if s == n.Alias {
+				b.errorf(n, p, "alias *%s refers to itself", n.Value)
+				return nil
+			}
+		}
+		return b.value(n.Alias, p, append(seen, n.Alias))
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil
+		}
+		return b.value(n.Content[0], p, seen)
+	case yaml.SequenceNode:
+		out := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			out[i] = b.value(c, fmt.Sprintf("%s[%d]", p, i), seen)
+		}
+		return out
+	case yaml.MappingNode:
+		out := make(map[string]any, len(n.Content)/2)
+		b.mapping(n, p, out, seen, false)
+		return out
+	default:
+		return scalar(n)
+	}
+}
+
+// mapping adds n's fields to out. Merge keys (<<: *base) add the base's
+// fields unless set explicitly.
+func (b *docBuilder) mapping(n *yaml.Node, p string, out map[string]any, seen []*yaml.Node, merging bool) {
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		if k.Kind != yaml.ScalarNode {
+			b.errorf(k, p, "a key must be a plain string")
+			continue
+		}
+		fp := joinField(p, k.Value)
+		if _, dup := out[k.Value]; dup {
+			if !merging {
+				b.errorf(k, fp, "duplicate key %q: remove one", k.Value)
+			}
+			continue
+		}
+		if merging {
+			if _, ok := b.d.nodes[fp]; !ok {
+				b.d.nodes[fp] = k
+			}
+		} else {
+			b.d.nodes[fp] = k
+		}
+		out[k.Value] = b.value(v, fp, seen)
+	}
+	for _, m := range merges {
+		b.merge(m, p, out, seen)
+	}
+}
+
+func (b *docBuilder) merge(v *yaml.Node, p string, out map[string]any, seen []*yaml.Node) {
+	for v.Kind == yaml.AliasNode {
+		for _, s := range seen {
+			if s == v.Alias {
+				b.errorf(v, p, "alias *%s refers to itself", v.Value)
+				return
+			}
+		}
+		seen = append(seen, v.Alias)
+		v = v.Alias
+	}
+	switch v.Kind {
+	case yaml.MappingNode:
+		b.mergeMissing(v, p, out, seen)
+	case yaml.SequenceNode:
+		for _, c := range v.Content {
+			b.merge(c, p, out, seen)
+		}
+	default:
+		b.errorf(v, p, "a merge key (<<) takes a mapping or a list of mappings")
+	}
+}
+
+// mergeMissing adds the base's fields that out lacks: explicit keys win.
+func (b *docBuilder) mergeMissing(v *yaml.Node, p string, out map[string]any, seen []*yaml.Node) {
+	tmp := make(map[string]any)
+	b.mapping(v, p, tmp, seen, true)
+	for k, x := range tmp {
+		if _, ok := out[k]; !ok {
+			out[k] = x
+		}
+	}
+}
+
+// scalar converts a scalar node by its resolved tag.
+func scalar(n *yaml.Node) any {
+	switch n.Tag {
+	case "!!null":
+		return nil
+	case "!!bool":
+		var v bool
+		if n.Decode(&v) == nil {
+			return v
+		}
+	case "!!int":
+		var v int64
+		if n.Decode(&v) == nil {
+			return v
+		}
+		var f float64
+		if n.Decode(&f) == nil {
+			return f
+		}
+	case "!!float":
+		var v float64
+		if n.Decode(&v) == nil && !math.IsInf(v, 0) && !math.IsNaN(v) {
+			return v
+		}
+	}
+	return n.Value
+}
+
+// isNumber reports whether a scalar was written as a YAML number.
+func isNumber(n *yaml.Node) bool {
+	return n != nil && n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float")
+}
+
+// joinField appends a map key to a dotted field path.
+func joinField(p, key string) string {
+	if p == "" {
+		return key
+	}
+	return p + "." + key
+}
