@@ -1,0 +1,50 @@
+package sources
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// scpLike matches git@host:path (user optional, no scheme).
+var scpLike = regexp.MustCompile(`^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:[^/\\]`)
+
+// location is a classified Options.Location.
+type location struct {
+	remote bool
+	url    string // remote only: what go-git fetches from
+	path   string // local only: absolute path
+	ssh    bool
+	http   bool
+}
+
+func parseLocation(loc string) (location, error) {
+	switch {
+	case loc == "":
+		return location{}, fmt.Errorf("repository location is empty: give a path or a URL")
+	case strings.HasPrefix(loc, "http://"), strings.HasPrefix(loc, "https://"):
+		return location{remote: true, url: loc, http: true}, nil
+	case strings.HasPrefix(loc, "ssh://"):
+		return location{remote: true, url: loc, ssh: true}, nil
+	case strings.HasPrefix(loc, "file://"):
+		return location{remote: true, url: loc}, nil
+	case strings.Contains(loc, "://"):
+		return location{}, fmt.Errorf("repository %q: unsupported scheme; use a path, file://, https://, ssh:// or git@host:path", loc)
+	case scpLike.MatchString(loc) && !filepath.IsAbs(loc):
+		return location{remote: true, url: loc, ssh: true}, nil
+	}
+	abs, err := filepath.Abs(loc)
+	if err != nil {
+		return location{}, fmt.Errorf("repository %q: %w", loc, err)
+	}
+	return location{path: abs}, nil
+}
+
+// cacheDir is where a remote's bare clone lives under dataDir.
+func (l location) cacheDir(dataDir string) string {
+	sum := sha256.Sum256([]byte(l.url))
+	return filepath.Join(dataDir, "repos", hex.EncodeToString(sum[:8]))
+}

@@ -1,0 +1,44 @@
+package sources
+
+import (
+	"time"
+)
+
+// Options say which repository to read and how.
+type Options struct {
+	// Location is a local path (working repository or bare), a file://,
+	// http(s):// or ssh:// URL, or an scp-like git@host:path.
+	Location string
+	// DataDir holds the bare clones of remote repositories
+	// (DataDir/repos/<hash of the URL>). Required for remotes only.
+	DataDir string
+	// Auth is used for remote repositories only.
+	Auth Auth
+	// Verify, when set, makes Revision refuse commits that are not signed by
+	// one of its keys.
+	Verify *Verifier
+}
+
+// Auth says how to authenticate to a remote repository.
+type Auth struct {
+	// Username and Password are HTTP basic auth.
+	Username string
+	Password string
+	// Token is an HTTP access token, sent as the basic-auth password
+	// (username Username, or "git" when empty), which GitHub, GitLab and
+	// Gitea all accept.
+	Token string
+	// SSHKeyFile is a private key for ssh:// and git@host:path URLs;
+	// SSHKeyPassphrase decrypts it.
+	SSHKeyFile       string
+	SSHKeyPassphrase string
+	// KnownHostsFile lists the SSH host keys trusted; empty means
+	// $SSH_KNOWN_HOSTS or ~/.ssh/known_hosts.
+	KnownHostsFile string
+}
+
+// Defaults of the change detection.
+const (
+	DefaultInterval = time.Minute
+	DefaultDebounce = 50 * time.Millisecond
+)

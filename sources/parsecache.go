@@ -1,0 +1,115 @@
+package sources
+
+import (
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/gitfleet/gitfleet/schemas"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// parseCache keeps each file's parse result by content hash and path, so a
+// commit that changes one file parses one file. Entries not used by the two
+// latest validations are dropped.
+type parseCache struct {
+	mu  sync.Mutex
+	m   map[string]*parsed
+	gen uint64
+}
+
+type parsed struct {
+	objs []schemas.Object
+	errs schemas.Errors
+	gen  uint64
+}
+
+func newParseCache() *parseCache { return &parseCache{m: map[string]*parsed{}} }
+
+// validate parses every input (cached ones are not parsed again), then runs
+// the cross-object checks and policies. pre are errors found while reading.
+func (pc *parseCache) validate(ins []input, pre schemas.Errors) (*v1alpha1.Fleet, schemas.Errors) {
+	var policies []schemas.File
+	var docs []input
+	for _, in := range ins {
+		if strings.HasSuffix(in.Path, ".cue") {
+			policies = append(policies, in.File)
+		} else {
+			docs = append(docs, in)
+		}
+	}
+	results := pc.parseAll(docs)
+	errs := append(schemas.Errors(nil), pre...)
+	var objs []schemas.Object
+	for _, p := range results {
+		objs = append(objs, p.objs...)
+		errs = append(errs, p.errs...)
+	}
+	fleet, cerrs := checkFleet(objs, policies)
+	errs = append(errs, cerrs...)
+	sortErrors(errs)
+	return fleet, errs
+}
+
+func (pc *parseCache) parseAll(ins []input) []*parsed {
+	pc.mu.Lock()
+	pc.gen++
+	gen := pc.gen
+	out := make([]*parsed, len(ins))
+	var todo []int
+	for i, in := range ins {
+		if p, ok := pc.m[in.key]; ok {
+			p.gen = gen
+			out[i] = p
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	pc.mu.Unlock()
+
+	workers := min(runtime.GOMAXPROCS(0), len(todo))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				objs, errs := parseFile(ins[i].File)
+				out[i] = &parsed{objs: objs, errs: errs, gen: gen}
+			}
+		})
+	}
+	for _, i := range todo {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	pc.mu.Lock()
+	for _, i := range todo {
+		pc.m[ins[i].key] = out[i]
+	}
+	for k, p := range pc.m {
+		if p.gen+1 < gen {
+			delete(pc.m, k)
+		}
+	}
+	pc.mu.Unlock()
+	return out
+}
+
+func sortErrors(es schemas.Errors) {
+	sort.SliceStable(es, func(i, j int) bool {
+		a, b := es[i], es[j]
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Col != b.Col {
+			return a.Col < b.Col
+		}
+		return a.Field < b.Field
+	})
+}

@@ -1,0 +1,147 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/gitfleet/gitfleet/schemas"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// Revision is one commit of the fleet repository, read and validated.
+type Revision struct {
+	Ref     string // what was asked for: branch, tag or commit
+	Commit  string // full commit hash
+	Author  string // "Name <email>"
+	Time    time.Time
+	Message string
+	// Signer names the key that signed the commit when verification is on.
+	Signer string
+	// Fleet is the decoded fleet; nil when the revision is rejected.
+	Fleet *v1alpha1.Fleet
+	// Errors are the validation errors, each naming file, line and field.
+	Errors schemas.Errors
+	// Err says why the revision was rejected (errors.Is ErrInvalid,
+	// ErrUnsigned or ErrUntrusted); nil for a good revision.
+	Err error
+}
+
+// Rejected reports whether the revision must not be applied.
+func (r *Revision) Rejected() bool { return r.Err != nil }
+
+// Subject is the first line of the commit message.
+func (r *Revision) Subject() string {
+	s, _, _ := strings.Cut(r.Message, "\n")
+	return s
+}
+
+// Files returns the fleet files of a commit (or any revision Resolve
+// accepts): gitfleet.yaml, the YAML files under its spec.paths with each
+// kustomization rendered in place of its sources, and the policy .cue
+// files. Nothing is checked out.
+func (r *Repo) Files(ctx context.Context, rev string) ([]schemas.File, error) {
+	_, ins, _, err := r.read(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]schemas.File, len(ins))
+	for i, in := range ins {
+		files[i] = in.File
+	}
+	return files, nil
+}
+
+// read resolves rev and collects its inputs under the repository lock.
+func (r *Repo) read(ctx context.Context, rev string) (*object.Commit, []input, schemas.Errors, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := r.lock(); err != nil {
+		return nil, nil, nil, err
+	}
+	defer r.mu.Unlock()
+	h, err := r.resolveLocked(rev)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := r.commitLocked(h)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)
+	}
+	snap, err := treeSnapshot(r.storage, tree)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ins, errs, err := r.collect(snap)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)
+	}
+	return c, ins, errs, nil
+}
+
+// Revision resolves rev, verifies its signature when Options.Verify is
+// set, reads its files and validates them. A revision that fails
+// verification or validation is returned with Err set (not as an error);
+// the error result is for Git and I/O failures.
+func (r *Repo) Revision(ctx context.Context, rev string) (*Revision, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := r.lock(); err != nil {
+		return nil, err
+	}
+	h, err := r.resolveLocked(rev)
+	var c *object.Commit
+	if err == nil {
+		c, err = r.commitLocked(h)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	out := newRevision(rev, c)
+	if r.opts.Verify != nil {
+		signer, err := r.opts.Verify.Verify(c)
+		if err != nil {
+			out.Err = err
+			return out, nil
+		}
+		out.Signer = signer
+	}
+	_, ins, errs, err := r.read(ctx, c.Hash.String())
+	if err != nil {
+		return nil, err
+	}
+	out.Fleet, out.Errors = r.parsed.validate(ins, errs)
+	if len(out.Errors) > 0 {
+		out.Fleet = nil
+		out.Err = fmt.Errorf("commit %s: %w: %d error(s), first: %s", short(out.Commit), ErrInvalid, len(out.Errors), out.Errors[0].Error())
+	}
+	return out, nil
+}
+
+func newRevision(ref string, c *object.Commit) *Revision {
+	return &Revision{
+		Ref:     ref,
+		Commit:  c.Hash.String(),
+		Author:  fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email),
+		Time:    c.Committer.When,
+		Message: c.Message,
+	}
+}
+
+func short(h string) string {
+	if len(h) > 12 && plumbing.IsHash(h) {
+		return h[:12]
+	}
+	return h
+}

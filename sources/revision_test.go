@@ -1,0 +1,71 @@
+package sources_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/sources"
+	"github.com/gitfleet/gitfleet/sources/internal/gittest"
+)
+
+func TestRevisionNamesFileAndLineOfABrokenFile(t *testing.T) {
+	ctx := context.Background()
+	work := gittest.NewRepo(t)
+	good := work.Commit("good", map[string]string{"clusters/a.yaml": cluster("a")})
+	bad := work.Commit("broken", map[string]string{"clusters/b.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: b\n   bad: [\n"})
+	r := open(t, work.Dir)
+
+	rev, err := r.Revision(ctx, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev.Rejected() || rev.Fleet == nil || rev.Subject() != "good" || rev.Author != "Ada Tester <ada@example.com>" {
+		t.Fatalf("good revision = %+v", rev)
+	}
+	rev, err = r.Revision(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev.Commit != bad || !errors.Is(rev.Err, sources.ErrInvalid) || rev.Fleet != nil {
+		t.Fatalf("broken revision: commit %s err %v fleet %v", rev.Commit, rev.Err, rev.Fleet)
+	}
+	if len(rev.Errors) == 0 || rev.Errors[0].Path != "clusters/b.yaml" || rev.Errors[0].Line == 0 {
+		t.Errorf("errors = %v, want one naming clusters/b.yaml and a line", rev.Errors)
+	}
+}
+
+func TestFilesFollowsFleetConfigPaths(t *testing.T) {
+	ctx := context.Background()
+	work := gittest.NewRepo(t)
+	work.Commit("layout", map[string]string{
+		"gitfleet.yaml":               "apiVersion: gitfleet.io/v1alpha1\nkind: FleetConfig\nspec:\n  paths: [fleet/clusters, fleet/classes/standard.yaml]\n",
+		"fleet/clusters/a.yaml":       cluster("a"),
+		"fleet/clusters/notes.txt":    "not yaml",
+		"fleet/classes/standard.yaml": "kind: ClusterClass\n",
+		"fleet/classes/other.yaml":    "kind: ClusterClass\n",
+		"ci/pipeline.yaml":            "steps: []\n",
+		".github/workflows/x.yml":     "on: push\n",
+		"policies/limits.cue":         "package policies\n",
+	})
+	r := open(t, work.Dir)
+	files, err := r.Files(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"gitfleet.yaml", "fleet/clusters/a.yaml", "fleet/classes/standard.yaml", "policies/limits.cue"}
+	if got := paths(files); !slices.Equal(got, want) {
+		t.Errorf("Files = %v, want %v", got, want)
+	}
+
+	work.Commit("typo in paths", map[string]string{"gitfleet.yaml": "kind: FleetConfig\nspec:\n  paths: [fleet/clsuters]\n"})
+	rev, err := r.Revision(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rev.Rejected() || len(rev.Errors) == 0 || !strings.Contains(rev.Errors[0].Error(), "gitfleet.yaml: spec.paths[0]: \"fleet/clsuters\" does not exist") {
+		t.Errorf("errors = %v, want gitfleet.yaml: spec.paths[0] does not exist", rev.Errors)
+	}
+}

@@ -1,0 +1,177 @@
+package sources
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gitfleet/gitfleet/schemas"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// ConfigFile is the optional fleet configuration at the repository root.
+const ConfigFile = "gitfleet.yaml"
+
+// input is one file handed to validation, with the key its parse result is
+// cached under (content hash and path).
+type input struct {
+	schemas.File
+	key string
+}
+
+// fleetPaths is what gitfleet.yaml says to read.
+type fleetPaths struct {
+	paths    []string // repository-relative folders or files; [""] is the whole tree
+	policies string
+}
+
+// readConfig reads spec.paths and spec.policies from gitfleet.yaml. A file
+// that does not parse yields the defaults; validation reports its errors.
+func readConfig(s *snapshot) (fleetPaths, error) {
+	fp := fleetPaths{paths: []string{""}, policies: v1alpha1.DefaultPoliciesDir}
+	if _, ok := s.files[ConfigFile]; !ok {
+		return fp, nil
+	}
+	data, err := s.readFile(ConfigFile)
+	if err != nil {
+		return fp, err
+	}
+	var doc struct {
+		Spec struct {
+			Paths    []string `yaml:"paths"`
+			Policies string   `yaml:"policies"`
+		} `yaml:"spec"`
+	}
+	if yaml.Unmarshal(data, &doc) != nil {
+		return fp, nil
+	}
+	if len(doc.Spec.Paths) > 0 {
+		fp.paths = doc.Spec.Paths
+	}
+	if doc.Spec.Policies != "" {
+		fp.policies = doc.Spec.Policies
+	}
+	return fp, nil
+}
+
+// joinRel joins a relative path written in a user's file onto dir; ok is
+// false when the result leaves the repository.
+func joinRel(dir, rel string) (string, bool) {
+	if path.IsAbs(rel) {
+		return "", false
+	}
+	p := path.Join(dir, rel)
+	if p == ".." || strings.HasPrefix(p, "../") {
+		return "", false
+	}
+	if p == "." {
+		p = ""
+	}
+	return p, true
+}
+
+func isYAML(p string) bool {
+	return strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")
+}
+
+// hidden reports whether p is in or is a dot folder or file (.github, .ci).
+func hidden(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		if strings.HasPrefix(part, ".") {
+			return true
+		}
+	}
+	return false
+}
+
+// collect picks the files to validate from a snapshot: gitfleet.yaml, the
+// YAML files under spec.paths (folders with a kustomization rendered), and
+// the .cue files of the policies folder. Problems with spec.paths are
+// returned as validation errors against gitfleet.yaml.
+func (r *Repo) collect(s *snapshot) ([]input, schemas.Errors, error) {
+	fp, err := readConfig(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		out   []input
+		errs  schemas.Errors
+		seen  = map[string]bool{}
+		raw   []string
+		kdirs []string
+	)
+	addRaw := func(p string) error {
+		if seen[p] {
+			return nil
+		}
+		seen[p] = true
+		data, err := s.readFile(p)
+		if err != nil {
+			return err
+		}
+		out = append(out, input{File: schemas.File{Path: p, Data: data}, key: s.files[p].key + " " + p})
+		return nil
+	}
+	if _, ok := s.files[ConfigFile]; ok {
+		if err := addRaw(ConfigFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	for i, want := range fp.paths {
+		p, ok := joinRel("", strings.TrimSuffix(want, "/"))
+		field := fmt.Sprintf("spec.paths[%d]", i)
+		if !ok {
+			errs = append(errs, schemas.Error{Path: ConfigFile, Field: field, Message: fmt.Sprintf("%q leaves the repository; give a folder inside it", want)})
+			continue
+		}
+		if _, isFile := s.files[p]; isFile {
+			raw = append(raw, p)
+			continue
+		}
+		if !s.isDir(p) {
+			errs = append(errs, schemas.Error{Path: ConfigFile, Field: field, Message: fmt.Sprintf("%q does not exist at this revision; fix the path or remove it", want)})
+			continue
+		}
+		for _, f := range s.under(p) {
+			if hidden(strings.TrimPrefix(f, p)) || !isYAML(f) || f == ConfigFile {
+				continue
+			}
+			if isKustomization(path.Base(f)) {
+				kdirs = append(kdirs, path.Dir(f))
+			}
+			raw = append(raw, f)
+		}
+	}
+	ks, err := planKustomizations(s, kdirs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range raw {
+		if ks.consumed(f) {
+			continue
+		}
+		if err := addRaw(f); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, dir := range ks.roots {
+		files, err := r.rendered.render(s, dir)
+		if err != nil {
+			errs = append(errs, kustomizeError(dir, err))
+			continue
+		}
+		out = append(out, files...)
+	}
+	if pol, ok := joinRel("", fp.policies); ok && pol != "" {
+		for _, f := range s.under(pol) {
+			if strings.HasSuffix(f, ".cue") {
+				if err := addRaw(f); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+	}
+	return out, errs, nil
+}

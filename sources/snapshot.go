@@ -1,0 +1,132 @@
+package sources
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// snapshot is the list of regular files of a tree — a commit's or a working
+// folder's — with a content key per file; contents are read on demand.
+type snapshot struct {
+	files map[string]entry
+	paths []string // sorted
+}
+
+type entry struct {
+	key  string // content hash: the blob hash in Git, sha256 on disk
+	read func() ([]byte, error)
+}
+
+func (s *snapshot) add(p string, e entry) {
+	s.files[p] = e
+	s.paths = append(s.paths, p)
+}
+
+// under lists the files at or below dir ("" is the root), in order.
+func (s *snapshot) under(dir string) []string {
+	if dir == "" {
+		return s.paths
+	}
+	prefix := dir + "/"
+	lo := sort.SearchStrings(s.paths, prefix)
+	hi := lo
+	for hi < len(s.paths) && strings.HasPrefix(s.paths[hi], prefix) {
+		hi++
+	}
+	return s.paths[lo:hi]
+}
+
+// isDir reports whether some file lies below dir.
+func (s *snapshot) isDir(dir string) bool { return dir == "" || len(s.under(dir)) > 0 }
+
+func (s *snapshot) readFile(p string) ([]byte, error) {
+	e, ok := s.files[p]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", p, ErrNotFound)
+	}
+	data, err := e.read()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return data, nil
+}
+
+// treeSnapshot lists a commit tree's regular files without reading them.
+// Symbolic links and submodules are skipped. The caller holds the repo lock
+// while listing and while reading.
+func treeSnapshot(st *filesystem.Storage, tree *object.Tree) (*snapshot, error) {
+	s := &snapshot{files: map[string]entry{}}
+	w := object.NewTreeWalker(tree, true, nil)
+	defer w.Close()
+	for {
+		name, e, err := w.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("walk tree %s: %w", tree.Hash, err)
+		}
+		if e.Mode != filemode.Regular && e.Mode != filemode.Executable {
+			continue
+		}
+		h := e.Hash
+		s.add(name, entry{key: h.String(), read: func() ([]byte, error) {
+			b, err := object.GetBlob(st, h)
+			if err != nil {
+				return nil, err
+			}
+			rd, err := b.Reader()
+			if err != nil {
+				return nil, err
+			}
+			defer rd.Close()
+			return io.ReadAll(rd)
+		}})
+	}
+	sort.Strings(s.paths)
+	return s, nil
+}
+
+// dirSnapshot lists a working folder's regular files, skipping .git; the
+// files are read here, since their content is their key.
+func dirSnapshot(root string) (*snapshot, error) {
+	s := &snapshot{files: map[string]entry{}}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		s.add(filepath.ToSlash(rel), entry{key: hex.EncodeToString(sum[:]), read: func() ([]byte, error) { return data, nil }})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", root, err)
+	}
+	sort.Strings(s.paths)
+	return s, nil
+}
