@@ -1,0 +1,79 @@
+// Package natstest starts a real embedded nats-server with JetStream for
+// tests, its store in a temporary directory removed on cleanup, with
+// gitfleet's streams and buckets ensured.
+package natstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+)
+
+// Server is an embedded server that a test can restart on the same store
+// and port.
+type Server struct {
+	tb  testing.TB
+	dir string
+	*natsbus.Server
+}
+
+// Start starts a server with its store in tb.TempDir() and ensures the
+// streams and buckets. It is shut down on cleanup.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, dir: tb.TempDir()}
+	s.start(0)
+	nc, js := Connect(tb, s.ClientURL())
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := natsbus.Ensure(ctx, js); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func (s *Server) start(port int) {
+	s.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv, err := natsbus.StartServer(ctx, natsbus.ServerOptions{DataDir: s.dir, Port: port})
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	s.Server = srv
+	s.tb.Cleanup(srv.Shutdown)
+}
+
+// Restart shuts the server down and starts it again on the same store and
+// port, as a crash and restart would.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	port := s.Port()
+	s.Shutdown()
+	s.start(port)
+}
+
+// Connect opens a client connection that reconnects forever, closed on
+// cleanup.
+func Connect(tb testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := natsbus.Connect(ctx, url, natsbus.Options{ReconnectWait: 50 * time.Millisecond}, zerolog.Nop())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return nc, js
+}

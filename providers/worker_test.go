@@ -1,0 +1,199 @@
+package providers_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/providers"
+	"github.com/gitfleet/gitfleet/providers/inmemory"
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+func TestWorkerCreatesThenDeletes(t *testing.T) {
+	e := newEnv(t)
+	p := inmemory.New(inmemory.Options{})
+	w := e.startWorker(t, p, providers.WorkerOptions{})
+	events := e.events(t)
+
+	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "cp-0", ""), task(wire.OpCreate, inmemory.Name, "c1", "md-0-a", ""))
+	seen := waitPhases(t, events, wire.PhaseRunning, "c1/cp-0", "c1/md-0-a")
+	if got, want := phases(seen["c1/cp-0"]), []wire.Phase{wire.PhaseProvisioning, wire.PhaseRunning}; !slices.Equal(got, want) {
+		t.Errorf("events of c1/cp-0: %v; want %v", got, want)
+	}
+	run := seen["c1/cp-0"][1]
+	if run.ProviderID != "inmemory://c1/cp-0" || run.Version != "v1.30.2" || run.TaskID == "" {
+		t.Errorf("Running event = %+v; want provider ID, version and task ID", run)
+	}
+	if p.Len() != 2 {
+		t.Errorf("provider has %d machines; want 2", p.Len())
+	}
+
+	e.publish(t, task(wire.OpDelete, inmemory.Name, "c1", "cp-0", ""))
+	seen = waitPhases(t, events, wire.PhaseDeleted, "c1/cp-0")
+	if got, want := phases(seen["c1/cp-0"]), []wire.Phase{wire.PhaseDeleting, wire.PhaseDeleted}; !slices.Equal(got, want) {
+		t.Errorf("events of deleting c1/cp-0: %v; want %v", got, want)
+	}
+	eventually(t, "every task acked and removed from the work queue", func() bool { return e.taskCount(t) == 0 })
+	if p.Len() != 1 {
+		t.Errorf("provider has %d machines after the delete; want 1", p.Len())
+	}
+	if s := w.Stats(); s.Succeeded != 3 || s.Malformed+s.Failed+s.Retried != 0 {
+		t.Errorf("stats = %+v; want 3 succeeded and nothing else", s)
+	}
+}
+
+func TestWorkerTerminatesMalformedAndContinues(t *testing.T) {
+	e := newEnv(t)
+	p := inmemory.New(inmemory.Options{})
+	w := e.startWorker(t, p, providers.WorkerOptions{Concurrency: 1})
+	events := e.events(t)
+	ctx := testCtx(t)
+	subj := wire.TaskSubject(inmemory.Name, "c1", "m-1")
+	for _, bad := range []string{
+		`not json at all`,
+		`{"apiVersion": "gitfleet.io/wire/v0", "id": "old", "operation": "create"}`,
+		`{"apiVersion": "gitfleet.io/wire/v1", "id": "x", "operation": "explode", "machine": {"name": "m-1", "cluster": "c1"}}`,
+		`{"apiVersion": "gitfleet.io/wire/v1", "id": "y", "operation": "create", "machine": {"name": "other", "cluster": "c1"}}`,
+	} {
+		if _, err := e.js.Publish(ctx, subj, []byte(bad)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "m-1", ""))
+	waitPhases(t, events, wire.PhaseRunning, "c1/m-1")
+	eventually(t, "malformed tasks terminated and removed", func() bool { return e.taskCount(t) == 0 })
+	if s := w.Stats(); s.Malformed != 4 || s.Succeeded != 1 {
+		t.Errorf("stats = %+v; want 4 malformed and 1 succeeded", s)
+	}
+}
+
+func TestWorkerPermanentFailureIsFailedEvent(t *testing.T) {
+	e := newEnv(t)
+	w := e.startWorker(t, inmemory.New(inmemory.Options{}), providers.WorkerOptions{})
+	events := e.events(t)
+	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "doomed", `{"failureRate": 1}`))
+	seen := waitPhases(t, events, wire.PhaseFailed, "c1/doomed")
+	last := seen["c1/doomed"][len(seen["c1/doomed"])-1]
+	if !strings.Contains(last.Message, "simulated provisioning failure") {
+		t.Errorf("Failed event message %q; want the provider's error", last.Message)
+	}
+	eventually(t, "failed task terminated", func() bool { return e.taskCount(t) == 0 })
+	if s := w.Stats(); s.Failed != 1 || s.Retried != 0 {
+		t.Errorf("stats = %+v; want 1 failed, no retries", s)
+	}
+}
+
+// flaky fails its first n Creates with a transient error and counts calls.
+type flaky struct {
+	providers.Provider
+	fail  atomic.Int64
+	calls atomic.Int64
+}
+
+func (f *flaky) Create(ctx context.Context, m wire.Machine) (providers.Instance, error) {
+	f.calls.Add(1)
+	if f.fail.Add(-1) >= 0 {
+		return providers.Instance{}, providers.Transient(errors.New("cloud API said 503"))
+	}
+	return f.Provider.Create(ctx, m)
+}
+
+func TestWorkerRetriesTransientErrors(t *testing.T) {
+	e := newEnv(t)
+	p := &flaky{Provider: inmemory.New(inmemory.Options{})}
+	p.fail.Store(2)
+	var delays []int
+	w := e.startWorker(t, p, providers.WorkerOptions{Concurrency: 1, Backoff: func(attempt int) time.Duration {
+		delays = append(delays, attempt)
+		return 20 * time.Millisecond
+	}})
+	events := e.events(t)
+	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "m-1", ""))
+	waitPhases(t, events, wire.PhaseRunning, "c1/m-1")
+	if s := w.Stats(); s.Retried != 2 || s.Succeeded != 1 {
+		t.Errorf("stats = %+v; want 2 retries then success", s)
+	}
+	if !slices.Equal(delays, []int{1, 2}) {
+		t.Errorf("backoff asked for attempts %v; want [1 2]", delays)
+	}
+}
+
+func TestWorkerGivesUpAfterMaxAttempts(t *testing.T) {
+	e := newEnv(t)
+	p := &flaky{Provider: inmemory.New(inmemory.Options{})}
+	p.fail.Store(100)
+	w := e.startWorker(t, p, providers.WorkerOptions{MaxAttempts: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
+	events := e.events(t)
+	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "m-1", ""))
+	seen := waitPhases(t, events, wire.PhaseFailed, "c1/m-1")
+	if msg := seen["c1/m-1"][len(seen["c1/m-1"])-1].Message; !strings.Contains(msg, "503") {
+		t.Errorf("Failed message %q; want the last error", msg)
+	}
+	if p.calls.Load() != 3 {
+		t.Errorf("provider called %d times; want 3 attempts", p.calls.Load())
+	}
+	eventually(t, "task terminated", func() bool { return e.taskCount(t) == 0 })
+	if s := w.Stats(); s.Failed != 1 || s.Retried != 2 {
+		t.Errorf("stats = %+v; want 2 retries then 1 failure", s)
+	}
+}
+
+func TestWorkerInProgressAcksPreventRedelivery(t *testing.T) {
+	e := newEnv(t)
+	p := &flaky{Provider: inmemory.New(inmemory.Options{ProvisioningDelay: 1500 * time.Millisecond})}
+	e.startWorker(t, p, providers.WorkerOptions{AckWait: 300 * time.Millisecond, ProgressAfter: 100 * time.Millisecond})
+	events := e.events(t)
+	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "slow", ""))
+	seen := waitPhases(t, events, wire.PhaseRunning, "c1/slow")
+	if got, want := phases(seen["c1/slow"]), []wire.Phase{wire.PhaseProvisioning, wire.PhaseRunning}; !slices.Equal(got, want) {
+		t.Errorf("events: %v; want %v", got, want)
+	}
+	if n := p.calls.Load(); n != 1 {
+		t.Errorf("Create called %d times for one 1.5s task with a 300ms AckWait; want 1 (in-progress acks)", n)
+	}
+}
+
+func TestWorkerFastCallSkipsProgressEvent(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(t, inmemory.New(inmemory.Options{}), providers.WorkerOptions{ProgressAfter: time.Second})
+	events := e.events(t)
+	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "fast", ""))
+	seen := waitPhases(t, events, wire.PhaseRunning, "c1/fast")
+	if got := phases(seen["c1/fast"]); !slices.Equal(got, []wire.Phase{wire.PhaseRunning}) {
+		t.Errorf("events: %v; want only Running for a call faster than ProgressAfter", got)
+	}
+}
+
+func TestWorkerKeepsEventsOfAMachineInOrder(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker(t, inmemory.New(inmemory.Options{ProvisioningDelayMax: 3 * time.Millisecond}), providers.WorkerOptions{Concurrency: 4})
+	events := e.events(t)
+	var tasks []wire.Task
+	for range 5 {
+		for _, m := range []string{"a", "b", "c"} {
+			tasks = append(tasks, task(wire.OpCreate, inmemory.Name, "c1", m, ""), task(wire.OpDelete, inmemory.Name, "c1", m, ""))
+		}
+	}
+	e.publish(t, tasks...)
+	seen := map[string][]wire.Phase{}
+	timeout := time.After(30 * time.Second)
+	for n := 0; n < len(tasks)*2; n++ {
+		select {
+		case ev := <-events:
+			seen[ev.Machine] = append(seen[ev.Machine], ev.Phase)
+		case <-timeout:
+			t.Fatalf("timed out; saw %v", seen)
+		}
+	}
+	want := slices.Repeat([]wire.Phase{wire.PhaseProvisioning, wire.PhaseRunning, wire.PhaseDeleting, wire.PhaseDeleted}, 5)
+	for _, m := range []string{"a", "b", "c"} {
+		if !slices.Equal(seen[m], want) {
+			t.Errorf("events of %s: %v; want create/delete pairs in order", m, seen[m])
+		}
+	}
+}
