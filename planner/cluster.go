@@ -1,0 +1,301 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+// ClusterInput is what PlanCluster needs for one cluster: its desired state
+// (nil when the cluster was removed from the fleet), its machines, and the
+// gate its class rollout puts on it.
+type ClusterInput struct {
+	Name     string
+	Desired  *DesiredCluster
+	Machines []ObservedMachine // this cluster's machines only
+	Gate     Gate
+	Now      time.Time
+	NewName  func(cluster, pool string) string
+}
+
+// ClusterResult is one cluster's steps and status.
+type ClusterResult struct {
+	Steps  []Step
+	Status ClusterStatus
+}
+
+// mstate is one live machine (not Deleted) as this pass sees it.
+type mstate struct {
+	m         *ObservedMachine
+	ready     bool
+	unhealthy string // why it must be remediated; "" if healthy
+	hc        int    // deciding health check, -1 for none
+	stopped   bool   // unhealthy, but its health check's remediation stopped
+	upToDate  bool   // runs the pool's template at the step version
+	deleting  bool   // Deleting already, or deleted by this pass
+}
+
+// clusterPass carries one cluster's planning.
+type clusterPass struct {
+	in    *ClusterInput
+	dc    *DesiredCluster
+	res   ClusterResult
+	pools map[string][]*mstate // by Deployment ("" = control plane)
+}
+
+// PlanCluster plans one cluster. Plan calls it for every cluster; the daemon
+// calls it alone when an event about one of the cluster's machines arrives.
+func PlanCluster(in ClusterInput) ClusterResult {
+	p := &clusterPass{in: &in, dc: in.Desired, pools: map[string][]*mstate{}}
+	p.res.Status.Name = in.Name
+	for i := range in.Machines {
+		m := &in.Machines[i]
+		if m.Phase == wire.PhaseDeleted {
+			continue
+		}
+		s := &mstate{m: m, deleting: m.Phase == wire.PhaseDeleting, hc: -1}
+		p.pools[m.Deployment] = append(p.pools[m.Deployment], s)
+	}
+	for _, ms := range p.pools {
+		sort.Slice(ms, func(i, j int) bool { return older(ms[i].m, ms[j].m) })
+	}
+	if p.dc == nil {
+		p.planRemoval()
+		return p.res
+	}
+	p.plan()
+	return p.res
+}
+
+func older(a, b *ObservedMachine) bool {
+	if !a.Created.Equal(b.Created) {
+		return a.Created.Before(b.Created)
+	}
+	return a.Name < b.Name
+}
+
+func (p *clusterPass) cond(t, format string, args ...any) {
+	p.res.Status.Conditions = append(p.res.Status.Conditions, Condition{Type: t, Message: fmt.Sprintf(format, args...)})
+}
+
+func (p *clusterPass) del(s *mstate, reason string) {
+	s.deleting = true
+	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpDelete, Machine: s.m.Machine(), Reason: reason})
+}
+
+func (p *clusterPass) create(pool *Pool, ver, hash, reason string) {
+	name := p.in.NewName(p.in.Name, PoolName(pool.Name))
+	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpCreate, Reason: reason, Machine: wire.Machine{
+		Name: name, Cluster: p.in.Name, Role: pool.Role, Deployment: pool.Name, Version: ver,
+		Provider: pool.Provider, Spec: pool.Spec, FailureDomain: pool.FailureDomain, TemplateHash: hash, Labels: pool.Labels,
+	}})
+}
+
+// planRemoval deletes a removed cluster: workers first, then, once no
+// worker is left, the control plane.
+func (p *clusterPass) planRemoval() {
+	st := &p.res.Status
+	st.Phase = PhaseDeleting
+	workersLeft := false
+	for dep, ms := range p.pools {
+		if dep != "" && len(ms) > 0 {
+			workersLeft = true
+		}
+	}
+	total := 0
+	for _, dep := range sortedKeys(p.pools) {
+		if dep == "" && workersLeft {
+			continue
+		}
+		for _, s := range p.pools[dep] {
+			total++
+			if s.deleting {
+				continue
+			}
+			if dep == "" {
+				p.del(s, "cluster removed from the fleet; workers are gone, deleting the control plane")
+			} else {
+				p.del(s, "cluster removed from the fleet; workers go first")
+			}
+		}
+	}
+	if total == 0 {
+		st.Phase = PhaseDeleted
+		return
+	}
+	if workersLeft {
+		p.cond(CondDeleting, "deleting %d machines: workers first, the control plane after them", total)
+	} else {
+		p.cond(CondDeleting, "deleting %d control-plane machines", total)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// minVersion is the lowest version among live, non-deleting machines of ms.
+func minVersion(ms []*mstate) string {
+	low := ""
+	for _, s := range ms {
+		if s.deleting {
+			continue
+		}
+		if low == "" || compareVersions(s.m.Version, low) < 0 {
+			low = s.m.Version
+		}
+	}
+	return low
+}
+
+func (p *clusterPass) plan() {
+	dc, st := p.dc, &p.res.Status
+	st.Class, st.Version, st.Wave = dc.Class, dc.Version, dc.WaveName
+	p.assess()
+	cpMs := p.pools[""]
+	cpVer := minVersion(cpMs)
+	cpStep, workersWant, verErr := p.versions(cpVer)
+
+	p.markUpToDate(cpStep, workersWant)
+	switch {
+	case len(dc.Problems) > 0:
+		st.Phase = PhaseBlocked
+		p.cond(CondBlocked, "%s", joinProblems(dc.Problems))
+		return
+	case verErr != nil:
+		st.Phase = PhaseBlocked
+		p.cond(CondBlocked, "%s", verErr.Error())
+		return
+	case dc.Paused:
+		st.Phase = PhasePaused
+		p.cond(CondPaused, "spec.paused is true in %s: no machine is created or deleted", dc.Source)
+		return
+	case p.in.Gate.Halted:
+		st.Phase = PhaseBlocked
+		p.cond(CondRolloutHalted, "%s", p.in.Gate.Reason)
+		return
+	}
+	p.remediate()
+	p.planOrphans()
+	p.planControlPlane(cpStep)
+	initialized := false
+	for _, s := range cpMs {
+		if s.m.Phase == wire.PhaseRunning {
+			initialized = true
+		}
+	}
+	for i := range dc.Deployments {
+		pool := &dc.Deployments[i]
+		if !initialized {
+			continue
+		}
+		ver := workersWant[i]
+		p.planDeployment(pool, ver, pool.hashAt(ver))
+	}
+	p.setPhase(initialized, cpStep, workersWant)
+}
+
+// setPhase sums the cluster up after its steps are planned.
+func (p *clusterPass) setPhase(initialized bool, cpStep string, want []string) {
+	st, dc := &p.res.Status, p.dc
+	outdated, ready := 0, true
+	pools := append([]PoolStatus{st.ControlPlane}, st.Deployments...)
+	for _, ps := range pools {
+		outdated += ps.Machines - ps.UpToDate
+		ready = ready && ps.Machines == ps.Replicas && ps.Ready == ps.Replicas
+	}
+	upgrading := cpStep != dc.Version
+	for i := range dc.Deployments {
+		upgrading = upgrading || want[i] != dc.Deployments[i].Version
+	}
+	switch {
+	case !initialized:
+		st.Phase = PhaseProvisioning
+	case outdated > 0 || upgrading:
+		st.Phase = PhaseRollingOut
+		p.cond(CondRollingOut, "%d machines to replace; control plane moving to %s, target %s", outdated, cpStep, dc.Version)
+		if p.in.Gate.Hold {
+			p.cond(CondWaitingForWave, "%s", p.in.Gate.Reason)
+		}
+	case ready:
+		st.Phase = PhaseProvisioned
+		p.cond(CondReady, "every pool has its replicas ready")
+	default:
+		st.Phase = PhaseProvisioning
+	}
+}
+
+// versions resolves the version the control plane moves to now and the
+// version each worker pool runs now: one minor at a time, control plane
+// first, workers never newer than the control plane's oldest machine. The
+// control plane only starts its next minor when every worker caught up.
+func (p *clusterPass) versions(cpVer string) (string, []string, *Problem) {
+	dc := p.dc
+	want := make([]string, len(dc.Deployments))
+	if cpVer == "" {
+		for i := range dc.Deployments {
+			want[i] = lowerVersion(dc.Deployments[i].Version, dc.Version)
+		}
+		return dc.Version, want, nil
+	}
+	chain, verr := upgradeChain(cpVer, dc.Version, dc.KubernetesVersions)
+	if verr != nil {
+		src, field := dc.VersionSource, dc.VersionField
+		prob := Problem{Source: src, Field: field, Message: verr.message}
+		if verr.field != "" {
+			prob.Message = fmt.Sprintf("%s (class %s)", verr.message, dc.Class)
+		}
+		return cpVer, want, &prob
+	}
+	caughtUp := true
+	for i := range dc.Deployments {
+		pool := &dc.Deployments[i]
+		want[i] = lowerVersion(pool.Version, cpVer)
+		for _, s := range p.pools[pool.Name] {
+			if !s.deleting && compareVersions(s.m.Version, want[i]) < 0 {
+				caughtUp = false
+			}
+		}
+	}
+	step := cpVer
+	if len(chain) > 0 && caughtUp && !p.in.Gate.Hold {
+		step = chain[0]
+	}
+	return step, want, nil
+}
+
+func lowerVersion(a, b string) string {
+	if compareVersions(a, b) <= 0 {
+		return a
+	}
+	return b
+}
+
+func joinProblems(ps []Problem) string {
+	var b strings.Builder
+	for i, pr := range ps {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(pr.Error())
+	}
+	return b.String()
+}
+
+// assess marks every live machine ready or unhealthy.
+func (p *clusterPass) assess() {
+	for _, ms := range p.pools {
+		for _, s := range ms {
+			s.unhealthy, s.hc = unhealthy(s.m, p.dc.HealthChecks, p.in.Now)
+			s.ready = s.unhealthy == "" && s.m.Ready()
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package planner
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// Desired is the expanded fleet: every cluster's control plane and worker
+// pools as they should be, and every class's rollout order.
+type Desired struct {
+	Clusters []*DesiredCluster // sorted by name
+	Classes  []*DesiredClass   // sorted by name
+	byName   map[string]*DesiredCluster
+	byClass  map[string]*DesiredClass
+}
+
+// Cluster returns the desired cluster named name, or nil.
+func (d *Desired) Cluster(name string) *DesiredCluster {
+	if d == nil {
+		return nil
+	}
+	return d.byName[name]
+}
+
+// Class returns the desired class named name, or nil.
+func (d *Desired) Class(name string) *DesiredClass {
+	if d == nil {
+		return nil
+	}
+	return d.byClass[name]
+}
+
+// DesiredClass is what the planner needs of a ClusterClass: its versions and
+// its fleet rollout.
+type DesiredClass struct {
+	Name               string
+	Source             v1alpha1.Source
+	KubernetesVersions []string
+	// Waves are the class's rollout waves followed by the implicit final
+	// wave (named ImplicitWave) of clusters no wave selects.
+	Waves       []Wave
+	MaxFailures int
+}
+
+// ImplicitWave names the final wave of clusters matched by no wave.
+const ImplicitWave = "(unmatched)"
+
+// Wave is one wave of a class rollout.
+type Wave struct {
+	Name          string
+	Selector      v1alpha1.LabelSelector
+	MaxConcurrent *v1alpha1.IntOrPercent // nil: no limit
+}
+
+// DesiredCluster is one cluster after expansion.
+type DesiredCluster struct {
+	Name   string
+	Class  string
+	Labels map[string]string
+	Paused bool
+	Source v1alpha1.Source
+	// Version is the resolved Kubernetes version: topology.version, else the
+	// class's spec.version. VersionSource and VersionField say where it was
+	// written, for errors.
+	Version       string
+	VersionSource v1alpha1.Source
+	VersionField  string
+	// KubernetesVersions are the class's versions a chained upgrade may pass.
+	KubernetesVersions []string
+	ControlPlane       Pool
+	Deployments        []Pool // class-based first (in topology order), then standalone by name
+	HealthChecks       []HealthCheck
+	// Wave is the index of the cluster's wave in its class's Waves.
+	Wave     int
+	WaveName string
+	// Problems that stop the planner from touching this cluster at all.
+	Problems []Problem
+}
+
+// Pool is the control plane or one MachineDeployment of a cluster.
+type Pool struct {
+	Name          string // deployment name; "" for the control plane
+	Role          wire.Role
+	Replicas      int
+	Version       string // the version this pool ends at
+	Provider      string
+	Spec          json.RawMessage // machine spec after variables and patches
+	FailureDomain string
+	Strategy      Strategy
+	Labels        map[string]string
+	// TemplateHash identifies what a machine of this pool is at Version:
+	// it changes exactly when a machine must be replaced.
+	TemplateHash  string
+	Source        v1alpha1.Source
+	ReplicasField string
+}
+
+// Strategy is a pool's resolved replacement strategy.
+type Strategy struct {
+	Type           string // v1alpha1.StrategyRollingUpdate or StrategyOnDelete
+	MaxSurge       int
+	MaxUnavailable int
+}
+
+// HealthCheck is a MachineHealthCheck resolved for one cluster.
+type HealthCheck struct {
+	Name               string
+	Source             v1alpha1.Source
+	Selector           v1alpha1.LabelSelector
+	NodeStartupTimeout time.Duration
+	UnhealthyTimeout   time.Duration
+	MaxUnhealthy       *v1alpha1.IntOrPercent // nil: 100%
+}
+
+// Default timeouts, as Cluster API's MachineHealthCheck.
+const DefaultNodeStartupTimeout = 10 * time.Minute

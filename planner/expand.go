@@ -1,0 +1,258 @@
+package planner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// Expand turns a validated fleet into the desired topology of every cluster.
+// Problems are rules of the planner the fleet breaks; a cluster with a
+// problem is still returned (so its machines are not mistaken for a removed
+// cluster's) but carries the problem and gets no steps.
+func Expand(fleet *v1alpha1.Fleet) (*Desired, []Problem) {
+	d := &Desired{byName: map[string]*DesiredCluster{}, byClass: map[string]*DesiredClass{}}
+	if fleet == nil {
+		return d, nil
+	}
+	var problems []Problem
+	for _, cc := range fleet.Classes {
+		dc := expandClass(cc)
+		d.Classes = append(d.Classes, dc)
+		d.byClass[dc.Name] = dc
+	}
+	sort.Slice(d.Classes, func(i, j int) bool { return d.Classes[i].Name < d.Classes[j].Name })
+	for _, c := range fleet.Clusters {
+		dc := expandCluster(fleet, c, d.byClass[c.Spec.Topology.Class])
+		d.Clusters = append(d.Clusters, dc)
+		d.byName[dc.Name] = dc
+	}
+	sort.Slice(d.Clusters, func(i, j int) bool { return d.Clusters[i].Name < d.Clusters[j].Name })
+	problems = append(problems, addStandalone(d, fleet.MachineDeployments)...)
+	for _, hc := range fleet.HealthChecks {
+		dc := d.byName[hc.Spec.ClusterName]
+		if dc == nil {
+			problems = append(problems, problemf(hc.Source, "spec.clusterName",
+				"no Cluster named %q; set clusterName to one of the fleet's clusters", hc.Spec.ClusterName))
+			continue
+		}
+		dc.HealthChecks = append(dc.HealthChecks, expandHealthCheck(hc))
+	}
+	for _, dc := range d.Clusters {
+		problems = append(problems, dc.Problems...)
+	}
+	return d, problems
+}
+
+func expandClass(cc *v1alpha1.ClusterClass) *DesiredClass {
+	dc := &DesiredClass{Name: cc.Metadata.Name, Source: cc.Source, KubernetesVersions: cc.Spec.KubernetesVersions, MaxFailures: 1}
+	if r := cc.Spec.Rollout; r != nil {
+		for _, w := range r.Waves {
+			dc.Waves = append(dc.Waves, Wave{Name: w.Name, Selector: w.Selector, MaxConcurrent: w.MaxConcurrent})
+		}
+		if r.MaxFailures != nil && *r.MaxFailures > 0 {
+			dc.MaxFailures = *r.MaxFailures
+		}
+	}
+	dc.Waves = append(dc.Waves, Wave{Name: ImplicitWave})
+	return dc
+}
+
+func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredClass) *DesiredCluster {
+	t := c.Spec.Topology
+	dc := &DesiredCluster{
+		Name: c.Metadata.Name, Class: t.Class, Labels: c.Metadata.Labels, Paused: c.Spec.Paused,
+		Source: c.Source, Version: t.Version, VersionSource: c.Source, VersionField: "spec.topology.version",
+	}
+	cc := fleet.Class(t.Class)
+	if cc == nil || class == nil {
+		dc.Problems = append(dc.Problems, problemf(c.Source, "spec.topology.class",
+			"no ClusterClass named %q; add it under classes/ or name an existing class", t.Class))
+		return dc
+	}
+	dc.KubernetesVersions = cc.Spec.KubernetesVersions
+	if dc.Version == "" {
+		dc.Version, dc.VersionSource, dc.VersionField = cc.Spec.Version, cc.Source, "spec.version"
+	}
+	if _, ok := parseVersion(dc.Version); !ok {
+		dc.Problems = append(dc.Problems, problemf(dc.VersionSource, dc.VersionField,
+			"%q is not a Kubernetes version like v1.30.2; set topology.version on the cluster or spec.version on class %s", dc.Version, cc.Metadata.Name))
+	}
+	dc.Wave, dc.WaveName = waveOf(class, dc.Labels)
+	vars := variables(cc, c, &dc.Problems)
+
+	cpReplicas := 1
+	if r := t.ControlPlane.Replicas; r != nil {
+		cpReplicas = *r
+	}
+	if cpReplicas < 1 || cpReplicas%2 == 0 {
+		dc.Problems = append(dc.Problems, problemf(c.Source, "spec.topology.controlPlane.replicas",
+			"%d control-plane machines cannot keep etcd quorum safely; use an odd number like 1, 3 or 5", cpReplicas))
+	}
+	cpt := applyPatches(cc, cc.Spec.ControlPlane.MachineTemplate, true, "", vars, c.Source, &dc.Problems)
+	dc.ControlPlane = newPool(dc, "", wire.RoleControlPlane, cpReplicas, dc.Version, cpt, "",
+		Strategy{Type: v1alpha1.StrategyRollingUpdate, MaxSurge: 1}, c.Source, "spec.topology.controlPlane.replicas")
+
+	for i, md := range t.Workers.MachineDeployments {
+		field := fmt.Sprintf("spec.topology.workers.machineDeployments[%d]", i)
+		mdc := classDeployment(cc, md.Class)
+		if mdc == nil {
+			dc.Problems = append(dc.Problems, problemf(c.Source, field+".class",
+				"class %s has no machineDeployment class %q; use one of %s", cc.Metadata.Name, md.Class, deploymentClassNames(cc)))
+			continue
+		}
+		replicas := 1
+		if md.Replicas != nil {
+			replicas = *md.Replicas
+		}
+		strat := md.Strategy
+		if strat == nil {
+			strat = mdc.Strategy
+		}
+		s := resolveStrategy(strat, replicas)
+		tpl := applyPatches(cc, mdc.Template, false, md.Class, vars, c.Source, &dc.Problems)
+		dc.Deployments = append(dc.Deployments, newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas"))
+	}
+	return dc
+}
+
+func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver string, tpl v1alpha1.MachineTemplate, fd string, s Strategy, src v1alpha1.Source, field string) Pool {
+	spec, err := json.Marshal(tpl.Spec)
+	if err != nil {
+		dc.Problems = append(dc.Problems, problemf(src, field, "machine spec cannot be written as JSON: %v", err))
+	}
+	if tpl.Spec == nil {
+		spec = nil
+	}
+	labels := map[string]string{v1alpha1.LabelCluster: dc.Name}
+	if role == wire.RoleControlPlane {
+		labels[v1alpha1.LabelControlPlane] = "true"
+	} else {
+		labels[v1alpha1.LabelDeployment] = name
+	}
+	p := Pool{Name: name, Role: role, Replicas: replicas, Version: ver, Provider: tpl.Provider, Spec: spec,
+		FailureDomain: fd, Strategy: s, Labels: labels, Source: src, ReplicasField: field}
+	p.TemplateHash = p.hashAt(ver)
+	return p
+}
+
+// hashAt is the template hash of a machine of this pool at version v: what a
+// machine is made of (version, provider, spec, failure domain), not how many
+// there are nor their labels.
+func (p *Pool) hashAt(v string) string {
+	h := sha256.New()
+	for _, s := range []string{v, p.Provider, string(p.Spec), p.FailureDomain} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:5])
+}
+
+func resolveStrategy(s *v1alpha1.MachineDeploymentStrategy, replicas int) Strategy {
+	if s != nil && s.Type == v1alpha1.StrategyOnDelete {
+		return Strategy{Type: v1alpha1.StrategyOnDelete}
+	}
+	var surge, unavail *v1alpha1.IntOrPercent
+	if s != nil && s.RollingUpdate != nil {
+		surge, unavail = s.RollingUpdate.MaxSurge, s.RollingUpdate.MaxUnavailable
+	}
+	out := Strategy{
+		Type:           v1alpha1.StrategyRollingUpdate,
+		MaxSurge:       surge.Scaled(replicas, true, 1),
+		MaxUnavailable: unavail.Scaled(replicas, false, 0),
+	}
+	// Percentages may both round to zero; Cluster API then allows one
+	// unavailable machine so the rollout can progress.
+	if out.MaxSurge == 0 && out.MaxUnavailable == 0 {
+		out.MaxUnavailable = 1
+	}
+	return out
+}
+
+func classDeployment(cc *v1alpha1.ClusterClass, name string) *v1alpha1.MachineDeploymentClass {
+	for i := range cc.Spec.Workers.MachineDeployments {
+		if cc.Spec.Workers.MachineDeployments[i].Class == name {
+			return &cc.Spec.Workers.MachineDeployments[i]
+		}
+	}
+	return nil
+}
+
+func deploymentClassNames(cc *v1alpha1.ClusterClass) string {
+	var names []string
+	for _, m := range cc.Spec.Workers.MachineDeployments {
+		names = append(names, m.Class)
+	}
+	if len(names) == 0 {
+		return "(none defined)"
+	}
+	return strings.Join(names, ", ")
+}
+
+func waveOf(class *DesiredClass, labels map[string]string) (int, string) {
+	last := len(class.Waves) - 1
+	for i, w := range class.Waves[:last] {
+		if w.Selector.Matches(labels) {
+			return i, w.Name
+		}
+	}
+	return last, ImplicitWave
+}
+
+func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment) []Problem {
+	var problems []Problem
+	sorted := append([]*v1alpha1.MachineDeployment(nil), mds...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Metadata.Name < sorted[j].Metadata.Name })
+	for _, md := range sorted {
+		dc := d.byName[md.Spec.ClusterName]
+		if dc == nil {
+			problems = append(problems, problemf(md.Source, "spec.clusterName",
+				"no Cluster named %q; set clusterName to one of the fleet's clusters", md.Spec.ClusterName))
+			continue
+		}
+		replicas := 1
+		if md.Spec.Replicas != nil {
+			replicas = *md.Spec.Replicas
+		}
+		ver := md.Spec.Version
+		if ver == "" {
+			ver = dc.Version
+		} else if compareVersions(ver, dc.Version) > 0 {
+			dc.Problems = append(dc.Problems, problemf(md.Source, "spec.version",
+				"%s is newer than the cluster's control plane (%s); workers are never newer than the control plane: set %s or older, or upgrade the cluster first", ver, dc.Version, dc.Version))
+		}
+		p := newPool(dc, md.Metadata.Name, wire.RoleWorker, replicas, ver, md.Spec.Template, md.Spec.FailureDomain,
+			resolveStrategy(md.Spec.Strategy, replicas), md.Source, "spec.replicas")
+		dc.Deployments = append(dc.Deployments, p)
+	}
+	for _, dc := range d.Clusters {
+		seen := map[string]bool{}
+		for _, p := range dc.Deployments {
+			if seen[p.Name] {
+				dc.Problems = append(dc.Problems, problemf(p.Source, "metadata.name",
+					"cluster %s has two MachineDeployments named %q; rename one", dc.Name, p.Name))
+			}
+			seen[p.Name] = true
+		}
+	}
+	return problems
+}
+
+func expandHealthCheck(hc *v1alpha1.MachineHealthCheck) HealthCheck {
+	h := HealthCheck{
+		Name: hc.Metadata.Name, Source: hc.Source, Selector: hc.Spec.Selector,
+		NodeStartupTimeout: hc.Spec.NodeStartupTimeout.Duration,
+		UnhealthyTimeout:   hc.Spec.UnhealthyTimeout.Duration,
+		MaxUnhealthy:       hc.Spec.MaxUnhealthy,
+	}
+	if h.NodeStartupTimeout == 0 {
+		h.NodeStartupTimeout = DefaultNodeStartupTimeout
+	}
+	return h
+}

@@ -1,0 +1,85 @@
+package planner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+// unhealthy says why a machine must be remediated, or "" when it need not:
+// the provider reported it Failed; or a health check that selects it finds
+// it not Running nodeStartupTimeout after creation, or Running without a
+// heartbeat for unhealthyTimeout. A Failed machine is unhealthy even when no
+// health check selects it. It returns the index of the deciding health check
+// (-1 for none).
+func unhealthy(m *ObservedMachine, hcs []HealthCheck, now time.Time) (string, int) {
+	first := -1
+	for i := range hcs {
+		hc := &hcs[i]
+		if !hc.Selector.Matches(m.Labels) {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		switch m.Phase {
+		case wire.PhasePending, wire.PhaseProvisioning:
+			if hc.NodeStartupTimeout > 0 && now.Sub(m.Created) > hc.NodeStartupTimeout {
+				return fmt.Sprintf("not Running %s after creation (nodeStartupTimeout %s, %s)", round(now.Sub(m.Created)), hc.NodeStartupTimeout, hc.Name), i
+			}
+		case wire.PhaseRunning:
+			last := m.LastHeartbeat
+			if last.Before(m.Created) {
+				last = m.Created
+			}
+			if hc.UnhealthyTimeout > 0 && now.Sub(last) > hc.UnhealthyTimeout {
+				return fmt.Sprintf("no heartbeat for %s (unhealthyTimeout %s, %s)", round(now.Sub(last)), hc.UnhealthyTimeout, hc.Name), i
+			}
+		}
+	}
+	if m.Phase == wire.PhaseFailed {
+		return "the provider reported it Failed", first
+	}
+	return "", -1
+}
+
+func round(d time.Duration) time.Duration {
+	if d > time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// remediation decides, per health check, whether remediation may go on:
+// when more machines than maxUnhealthy of those a check selects are
+// unhealthy, remediation of that check's machines stops (Cluster API's
+// short-circuit) and blocked says why.
+func remediation(ms []*mstate, hcs []HealthCheck) (blocked []string, stopped map[int]bool) {
+	if len(hcs) == 0 {
+		return nil, nil
+	}
+	for i := range hcs {
+		hc := &hcs[i]
+		total, bad := 0, 0
+		for _, s := range ms {
+			if !hc.Selector.Matches(s.m.Labels) {
+				continue
+			}
+			total++
+			if s.unhealthy != "" {
+				bad++
+			}
+		}
+		limit := hc.MaxUnhealthy.Scaled(total, false, total)
+		if bad > limit {
+			if stopped == nil {
+				stopped = map[int]bool{}
+			}
+			stopped[i] = true
+			blocked = append(blocked, fmt.Sprintf("%s: %d of %d machines are unhealthy, more than maxUnhealthy %s (%d); remediation stops until enough recover or maxUnhealthy is raised in %s",
+				hc.Name, bad, total, hc.MaxUnhealthy, limit, hc.Source))
+		}
+	}
+	return blocked, stopped
+}

@@ -1,0 +1,66 @@
+package planner
+
+import (
+	"time"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+// ObservedMachine is one machine as the daemon knows it: from its own intent
+// records (Pending), workers' events and heartbeats.
+//
+// In-flight work is read from Phase: a machine that is Pending, Provisioning
+// or Deleting has a task in progress. The planner never asks for a second
+// step on a machine in flight, and counts such machines in surge limits.
+type ObservedMachine struct {
+	Name       string    `json:"name"`
+	Cluster    string    `json:"cluster"`
+	Deployment string    `json:"deployment,omitempty"` // worker pool; "" for the control plane
+	Role       wire.Role `json:"role"`
+	Provider   string    `json:"provider"`
+	Version    string    `json:"version"`
+	// TemplateHash is the Pool.TemplateHash the machine was created from.
+	TemplateHash string     `json:"templateHash"`
+	Phase        wire.Phase `json:"phase"`
+	Created      time.Time  `json:"created"`
+	// LastHeartbeat is the time of the newest heartbeat; zero if none yet.
+	LastHeartbeat time.Time `json:"lastHeartbeat,omitzero"`
+	// Healthy is what the newest heartbeat said.
+	Healthy bool              `json:"healthy"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// InFlight reports whether a task for the machine is still in progress.
+func (m *ObservedMachine) InFlight() bool {
+	switch m.Phase {
+	case wire.PhasePending, wire.PhaseProvisioning, wire.PhaseDeleting:
+		return true
+	}
+	return false
+}
+
+// Ready reports whether the machine serves: Running, and its newest
+// heartbeat, sent after it was created, said healthy. A heartbeat from before
+// the machine's creation time never counts.
+func (m *ObservedMachine) Ready() bool {
+	return m.Phase == wire.PhaseRunning && m.Healthy && m.LastHeartbeat.After(m.Created)
+}
+
+// PoolName is the name NewName receives for a pool: the deployment name, or
+// ControlPlanePool.
+func PoolName(deployment string) string {
+	if deployment == "" {
+		return ControlPlanePool
+	}
+	return deployment
+}
+
+// ControlPlanePool is what NewName and messages call the control plane.
+const ControlPlanePool = "control-plane"
+
+// Machine returns the wire description of an observed machine (for delete
+// tasks).
+func (m *ObservedMachine) Machine() wire.Machine {
+	return wire.Machine{Name: m.Name, Cluster: m.Cluster, Role: m.Role, Deployment: m.Deployment,
+		Version: m.Version, Provider: m.Provider, TemplateHash: m.TemplateHash, Labels: m.Labels}
+}

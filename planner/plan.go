@@ -1,0 +1,61 @@
+package planner
+
+import (
+	"sort"
+)
+
+// Plan computes the steps allowed right now for the whole fleet: every
+// desired cluster, and every cluster that still has machines but was removed
+// from the fleet.
+func Plan(in Input) Result {
+	byCluster := groupByCluster(in.Observed)
+	d := in.Desired
+	if d == nil {
+		d = &Desired{}
+	}
+	sums := make(map[string]Summary, len(d.Clusters))
+	for _, dc := range d.Clusters {
+		sums[dc.Name] = Summarize(dc, byCluster[dc.Name], in.Now)
+	}
+	gates := Rollouts(d, sums)
+	names := make([]string, 0, len(byCluster)+len(d.Clusters))
+	for _, dc := range d.Clusters {
+		names = append(names, dc.Name)
+	}
+	for n := range byCluster {
+		if d.Cluster(n) == nil {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	res := Result{Clusters: make([]ClusterStatus, 0, len(names)), Classes: gates.Classes()}
+	for _, n := range names {
+		cr := PlanCluster(ClusterInput{Name: n, Desired: d.Cluster(n), Machines: byCluster[n], Gate: gates.For(n), Now: in.Now, NewName: in.NewName})
+		res.Steps = append(res.Steps, cr.Steps...)
+		if cr.Status.Phase != PhaseDeleted {
+			res.Clusters = append(res.Clusters, cr.Status)
+		}
+	}
+	return res
+}
+
+// groupByCluster splits machines by cluster without copying them when they
+// already come grouped.
+func groupByCluster(ms []ObservedMachine) map[string][]ObservedMachine {
+	out := map[string][]ObservedMachine{}
+	start := 0
+	for i := 1; i <= len(ms); i++ {
+		if i < len(ms) && ms[i].Cluster == ms[start].Cluster {
+			continue
+		}
+		c := ms[start].Cluster
+		if prev, ok := out[c]; ok {
+			// Not contiguous: copy into a fresh slice.
+			out[c] = append(append([]ObservedMachine(nil), prev...), ms[start:i]...)
+		} else {
+			out[c] = ms[start:i:i]
+		}
+		start = i
+	}
+	return out
+}

@@ -1,0 +1,259 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+// stepHash is the hash machines of pool get at version v.
+func stepHash(pool *Pool, v string) string {
+	if v == pool.Version {
+		return pool.TemplateHash
+	}
+	return pool.hashAt(v)
+}
+
+// markUpToDate compares each machine with its pool's template at the version
+// it moves to now, and fills the pool counts of the status.
+func (p *clusterPass) markUpToDate(cpStep string, want []string) {
+	st := &p.res.Status
+	st.ControlPlane = p.poolStatus(&p.dc.ControlPlane, cpStep)
+	st.Deployments = st.Deployments[:0]
+	for i := range p.dc.Deployments {
+		st.Deployments = append(st.Deployments, p.poolStatus(&p.dc.Deployments[i], want[i]))
+	}
+}
+
+func (p *clusterPass) poolStatus(pool *Pool, ver string) PoolStatus {
+	hash := stepHash(pool, ver)
+	ps := PoolStatus{Name: PoolName(pool.Name), Replicas: pool.Replicas, Version: ver}
+	for _, s := range p.pools[pool.Name] {
+		s.upToDate = s.m.TemplateHash == hash
+		if s.deleting {
+			continue
+		}
+		ps.Machines++
+		if s.ready {
+			ps.Ready++
+		}
+		if s.upToDate {
+			ps.UpToDate++
+		}
+	}
+	return ps
+}
+
+// remediate deletes unhealthy workers (all at once, as a MachineSet does)
+// unless their health check's maxUnhealthy short-circuit stopped remediation;
+// unhealthy control-plane machines are left to planControlPlane.
+func (p *clusterPass) remediate() {
+	var live []*mstate
+	for _, dep := range sortedKeys(p.pools) {
+		for _, s := range p.pools[dep] {
+			if !s.deleting {
+				live = append(live, s)
+			}
+		}
+	}
+	blocked, stopped := remediation(live, p.dc.HealthChecks)
+	for _, msg := range blocked {
+		p.cond(CondRemediationBlocked, "%s", msg)
+	}
+	n := 0
+	for _, s := range live {
+		if s.unhealthy == "" {
+			continue
+		}
+		if s.hc >= 0 && stopped[s.hc] {
+			s.stopped = true
+			continue
+		}
+		if s.m.Deployment == "" {
+			continue
+		}
+		n++
+		p.del(s, "remediate: "+s.unhealthy)
+	}
+	if n > 0 {
+		p.cond(CondRemediating, "replacing %d unhealthy worker machines", n)
+	}
+}
+
+// planControlPlane moves the control plane one machine at a time, the way
+// Cluster API's KubeadmControlPlane does: nothing while a machine is in
+// flight; remediation only when quorum survives; scale up first (surge 1),
+// then delete an outdated machine once all are ready.
+func (p *clusterPass) planControlPlane(ver string) {
+	pool := &p.dc.ControlPlane
+	hash := stepHash(pool, ver)
+	var live []*mstate
+	for _, s := range p.pools[""] {
+		if s.deleting || (s.m.InFlight() && s.unhealthy == "") {
+			return // one control-plane change at a time
+		}
+		live = append(live, s)
+	}
+	quorum := pool.Replicas/2 + 1
+	for _, s := range live {
+		if s.unhealthy == "" || s.stopped {
+			continue
+		}
+		others := 0
+		for _, o := range live {
+			if o != s && o.ready {
+				others++
+			}
+		}
+		if others >= quorum {
+			p.del(s, "remediate control plane: "+s.unhealthy)
+			p.cond(CondRemediating, "replacing unhealthy control-plane machine %s", s.m.Name)
+			return
+		}
+		p.cond(CondRemediationBlocked, "deleting control-plane machine %s (%s) would leave %d ready, fewer than the quorum of %d; fix it by hand or restore another control-plane machine",
+			s.m.Name, s.unhealthy, others, quorum)
+		break
+	}
+	allReady := true
+	var outdated []*mstate
+	for _, s := range live {
+		allReady = allReady && s.ready
+		if !s.upToDate {
+			outdated = append(outdated, s)
+		}
+	}
+	hold := p.in.Gate.Hold
+	switch n := len(live); {
+	case n < pool.Replicas:
+		p.create(pool, ver, hash, fmt.Sprintf("control plane has %d of %d machines", n, pool.Replicas))
+	case len(outdated) > 0 && !hold && n == pool.Replicas:
+		p.create(pool, ver, hash, fmt.Sprintf("rolling update of the control plane to %s: surge one machine before removing an outdated one (%d outdated)", ver, len(outdated)))
+	case n > pool.Replicas && allReady:
+		victims := deleteOrder(live, func(s *mstate) bool { return !s.upToDate })
+		s := victims[0]
+		if !s.upToDate && !hold {
+			p.del(s, fmt.Sprintf("rolling update of the control plane to %s: replaced by a new machine that is ready", ver))
+		} else {
+			p.del(s, fmt.Sprintf("scale down control plane from %d to %d machines", n, pool.Replicas))
+		}
+	}
+}
+
+// deleteOrder sorts machines for deletion: unready first, then those
+// preferred, then the oldest.
+func deleteOrder(ms []*mstate, preferred func(*mstate) bool) []*mstate {
+	out := append([]*mstate(nil), ms...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.ready != b.ready {
+			return !a.ready
+		}
+		if pa, pb := preferred(a), preferred(b); pa != pb {
+			return pa
+		}
+		return older(a.m, b.m)
+	})
+	return out
+}
+
+// planDeployment scales and replaces one worker pool per its strategy.
+// RollingUpdate keeps machines <= replicas+maxSurge and ready machines >=
+// replicas-maxUnavailable; OnDelete (and a cluster held by its class
+// rollout) never deletes a machine only for being outdated.
+func (p *clusterPass) planDeployment(pool *Pool, ver, hash string) {
+	var live []*mstate
+	deleting := 0
+	for _, s := range p.pools[pool.Name] {
+		if s.deleting {
+			deleting++
+			continue
+		}
+		live = append(live, s)
+	}
+	newN, ready := 0, 0
+	for _, s := range live {
+		if s.upToDate {
+			newN++
+		}
+		if s.ready {
+			ready++
+		}
+	}
+	rolling := pool.Strategy.Type != "OnDelete" && !p.in.Gate.Hold
+	r := pool.Replicas
+	var create int
+	if rolling {
+		create = min(r-newN, r+pool.Strategy.MaxSurge-len(live)-deleting)
+	} else {
+		create = r - len(live)
+	}
+	for range max(create, 0) {
+		reason := fmt.Sprintf("%s has %d of %d up-to-date machines", pool.Name, newN, r)
+		if len(live) < r && newN == len(live) {
+			reason = fmt.Sprintf("%s has %d of %d machines", pool.Name, len(live), r)
+		}
+		p.create(pool, ver, hash, reason)
+	}
+
+	// Deletions: outdated machines (rolling only) and machines beyond replicas.
+	var victims []*mstate
+	if rolling {
+		for _, s := range live {
+			if !s.upToDate {
+				victims = append(victims, s)
+			}
+		}
+		extra := newN - r
+		for _, s := range deleteOrder(live, func(*mstate) bool { return false }) {
+			if extra <= 0 {
+				break
+			}
+			if s.upToDate {
+				victims = append(victims, s)
+				extra--
+			}
+		}
+	} else if extra := len(live) - r; extra > 0 {
+		victims = deleteOrder(live, func(s *mstate) bool { return !s.upToDate })[:extra]
+	}
+	budget := ready - (r - pool.Strategy.MaxUnavailable)
+	if !rolling {
+		budget = len(victims)
+	}
+	for _, s := range deleteOrder(victims, func(s *mstate) bool { return !s.upToDate }) {
+		if s.stopped {
+			continue
+		}
+		if s.ready {
+			if budget <= 0 {
+				continue
+			}
+			budget--
+		}
+		switch {
+		case !s.upToDate && rolling:
+			p.del(s, fmt.Sprintf("rolling update of %s to %s (maxSurge %d, maxUnavailable %d)", pool.Name, ver, pool.Strategy.MaxSurge, pool.Strategy.MaxUnavailable))
+		default:
+			p.del(s, fmt.Sprintf("scale down %s to %d machines", pool.Name, r))
+		}
+	}
+}
+
+// planOrphans deletes machines of pools no longer in the cluster.
+func (p *clusterPass) planOrphans() {
+	known := map[string]bool{"": true}
+	for _, d := range p.dc.Deployments {
+		known[d.Name] = true
+	}
+	for _, dep := range sortedKeys(p.pools) {
+		if known[dep] {
+			continue
+		}
+		for _, s := range p.pools[dep] {
+			if !s.deleting && s.m.Role == wire.RoleWorker {
+				p.del(s, fmt.Sprintf("MachineDeployment %s was removed from cluster %s", dep, p.in.Name))
+			}
+		}
+	}
+}
