@@ -126,6 +126,11 @@ func (w *Writer) commit() error {
 	}
 	changes := map[string]change{}
 	w.mu.Lock()
+	w.stageFleet() // recount with what the branch gained underneath
+	if p, ok := w.pending[FleetFile]; ok {
+		w.outbox[FleetFile] = p
+		delete(w.pending, FleetFile)
+	}
 	for p, c := range w.outbox {
 		if h, ok := w.known[p]; (ok && h != c.hash) || (!ok && c.data != nil) {
 			changes[p] = c
@@ -242,7 +247,8 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 	defer w.mu.Unlock()
 	w.known, w.tip = hashes, tip
 	for name, s := range sums {
-		if _, ok := w.pending[ClusterPath(name)]; ok {
+		_, pending := w.pending[ClusterPath(name)]
+		if _, out := w.outbox[ClusterPath(name)]; out || pending {
 			continue // the caller's newer word wins
 		}
 		if s == nil {

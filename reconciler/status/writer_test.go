@@ -1,0 +1,247 @@
+package status
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const branch = "gitfleet/status"
+
+var origin = Origin{SourceCommit: "1111111111111111111111111111111111111111", PlanID: "plan-1"}
+
+func TestWriterBatchesUpdatesOfOneIntervalIntoOneCommit(t *testing.T) {
+	dir := t.TempDir()
+	repo := newRepo(t, dir)
+	w := newWriter(t, Options{Repo: repo, Interval: 300 * time.Millisecond})
+	for i := range 50 {
+		phase := "Provisioning"
+		if i == 49 {
+			phase = "Running"
+		}
+		w.SetCluster(cluster("dev-1", 2+i%3, phase), origin)
+		w.SetCluster(cluster("prod-1", 3, "Provisioning"), Origin{SourceCommit: "2222222222222222222222222222222222222222", PlanID: "plan-2"})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for commitCount(t, dir, branch) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no status commit within 10s of a 300ms interval")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	flush(t, w) // nothing left: no second commit
+	if n := commitCount(t, dir, branch); n != 1 {
+		t.Fatalf("status branch has %d commits after one batch, want 1", n)
+	}
+	got := gitCLI(t, dir, "show", branch+":clusters/dev-1.yaml")
+	want, _ := EncodeCluster(cluster("dev-1", 2+49%3, "Running"))
+	if diff := cmp.Diff(strings.TrimSpace(string(want)), got); diff != "" {
+		t.Errorf("clusters/dev-1.yaml is not the last update (-want +got):\n%s", diff)
+	}
+	subject := gitCLI(t, dir, "log", "-1", "--format=%s", branch)
+	if want := "dev-1: Provisioned, 4 machines: 4 Running; and 1 more"; subject != want {
+		t.Errorf("subject = %q, want %q", subject, want)
+	}
+	body := gitCLI(t, dir, "log", "-1", "--format=%b", branch)
+	if want := "dev-1: Provisioned, 4 machines: 4 Running\nprod-1: Provisioning, 4 machines: 1 Running, 3 Provisioning\n\nGitfleet-Source-Commit:"; !strings.HasPrefix(body, want) {
+		t.Errorf("body:\n%s\nwant it to start with:\n%s", body, want)
+	}
+	// The user's work tree and HEAD are untouched.
+	if s := gitCLI(t, dir, "status", "--porcelain"); s != "" {
+		t.Errorf("work tree changed:\n%s", s)
+	}
+	if h := gitCLI(t, dir, "rev-parse", "--abbrev-ref", "HEAD"); h != "main" {
+		t.Errorf("HEAD = %s, want main", h)
+	}
+}
+
+func TestWriterCommitsOnlyMeaningfulChanges(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, Options{Repo: newRepo(t, dir), Interval: time.Hour})
+	w.SetCluster(cluster("dev-1", 2, "Provisioning"), origin)
+	flush(t, w)
+	if n := commitCount(t, dir, branch); n != 1 {
+		t.Fatalf("%d commits, want 1", n)
+	}
+	// Same state again, in another order of machines: nothing to commit.
+	c := cluster("dev-1", 2, "Provisioning")
+	c.Machines[0], c.Machines[2] = c.Machines[2], c.Machines[0]
+	w.SetCluster(c, origin)
+	flush(t, w)
+	// A change undone before the flush: nothing to commit.
+	w.SetCluster(cluster("dev-1", 2, "Running"), origin)
+	w.SetCluster(cluster("dev-1", 2, "Provisioning"), origin)
+	flush(t, w)
+	if n := commitCount(t, dir, branch); n != 1 {
+		t.Fatalf("%d commits after unchanged updates, want 1", n)
+	}
+	w.SetCluster(cluster("dev-1", 2, "Running"), origin)
+	flush(t, w)
+	if n := commitCount(t, dir, branch); n != 2 {
+		t.Fatalf("%d commits after a real change, want 2", n)
+	}
+	if s := w.Stats(); s.Commits != 2 {
+		t.Errorf("Stats().Commits = %d, want 2", s.Commits)
+	}
+}
+
+func TestWriterTrailersNameSourceCommitAndPlan(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, Options{Repo: newRepo(t, dir), Interval: time.Hour})
+	w.SetCluster(cluster("dev-1", 1, "Provisioning"), origin)
+	w.SetCluster(cluster("prod-1", 1, "Provisioning"), Origin{SourceCommit: "2222222222222222222222222222222222222222", PlanID: "plan-2"})
+	w.SetFleet(FleetStatus{LastApplied: &SourceCommit{Commit: "2222222222222222222222222222222222222222", Subject: "scale prod-1"}},
+		Origin{SourceCommit: "2222222222222222222222222222222222222222", PlanID: "plan-2"})
+	flush(t, w)
+	// git itself parses the trailers.
+	got := gitCLI(t, dir, "log", "-1", "--format=%(trailers:key=Gitfleet-Source-Commit,valueonly,separator=%x2C)|%(trailers:key=Gitfleet-Plan,valueonly,separator=%x2C)", branch)
+	want := "1111111111111111111111111111111111111111,2222222222222222222222222222222222222222|plan-1,plan-2"
+	if got != want {
+		t.Errorf("trailers = %q, want %q", got, want)
+	}
+	body := gitCLI(t, dir, "log", "-1", "--format=%b", branch)
+	if !strings.Contains(body, "fleet: applied 2222222\n") {
+		t.Errorf("body does not summarise the fleet change:\n%s", body)
+	}
+	author := gitCLI(t, dir, "log", "-1", "--format=%an <%ae>|%cn <%ce>", branch)
+	if author != "gitfleet <gitfleet@localhost>|gitfleet <gitfleet@localhost>" {
+		t.Errorf("author|committer = %s", author)
+	}
+}
+
+func TestWriterFleetCountsAndDeletion(t *testing.T) {
+	dir := t.TempDir()
+	repo := newRepo(t, dir)
+	w := newWriter(t, Options{Repo: repo, Interval: time.Hour})
+	w.SetCluster(cluster("dev-1", 2, "Running"), origin)
+	w.SetCluster(cluster("prod-1", 3, "Provisioning"), origin)
+	w.SetFleet(FleetStatus{
+		LastApplied:  &SourceCommit{Commit: "1111111111111111111111111111111111111111", Subject: "add clusters"},
+		LastRejected: &Rejection{SourceCommit: SourceCommit{Commit: "3333333333333333333333333333333333333333", Subject: "bad"}, Errors: []string{"clusters/b.yaml:3:5: spec: x", "clusters/a.yaml:1: y"}},
+	}, origin)
+	flush(t, w)
+	want := `lastApplied:
+  commit: "1111111111111111111111111111111111111111"
+  subject: add clusters
+lastRejected:
+  commit: "3333333333333333333333333333333333333333"
+  subject: bad
+  errors:
+    - 'clusters/a.yaml:1: y'
+    - 'clusters/b.yaml:3:5: spec: x'
+clusters: 2
+machines: 7
+clustersByClass:
+  standard: 2
+clustersByVersion:
+  v1.31.2: 2
+clustersByPhase:
+  Provisioned: 1
+  Provisioning: 1
+machinesByPhase:
+  Provisioning: 3
+  Running: 4
+machinesByVersion:
+  v1.31.2: 7`
+	if diff := cmp.Diff(want, gitCLI(t, dir, "show", branch+":fleet.yaml")); diff != "" {
+		t.Errorf("fleet.yaml (-want +got):\n%s", diff)
+	}
+	w.DeleteCluster("dev-1", origin)
+	w.DeleteCluster("dev-1", origin) // twice: still one change
+	w.DeleteCluster("never-existed", origin)
+	flush(t, w)
+	if files := gitCLI(t, dir, "ls-tree", "-r", "--name-only", branch); files != "clusters/prod-1.yaml\nfleet.yaml" {
+		t.Errorf("files after deleting dev-1:\n%s", files)
+	}
+	if s := gitCLI(t, dir, "log", "-1", "--format=%s", branch); !strings.HasPrefix(s, "dev-1: deleted") {
+		t.Errorf("subject = %q, want it to start with dev-1: deleted", s)
+	}
+	snap, err := Read(repo, branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Fleet.Clusters != 1 || snap.Fleet.Machines != 4 || len(snap.Clusters) != 1 || snap.Cluster("prod-1") == nil {
+		t.Errorf("after deletion: fleet counts %+v, clusters %d", snap.Fleet.Counts, len(snap.Clusters))
+	}
+	if diff := cmp.Diff(cluster("prod-1", 3, "Provisioning").normalized(), *snap.Cluster("prod-1")); diff != "" {
+		t.Errorf("Read round trip (-want +got):\n%s", diff)
+	}
+	w.DeleteCluster("prod-1", origin)
+	flush(t, w)
+	if files := gitCLI(t, dir, "ls-tree", "-r", "--name-only", branch); files != "fleet.yaml" {
+		t.Errorf("files after deleting every cluster:\n%s", files)
+	}
+}
+
+// A commit made with the git CLI between the writer reading the branch and
+// setting it makes the compare-and-set fail; the writer rebuilds on top and
+// both changes hold.
+func TestWriterRebuildsOnTopOfAConcurrentCommit(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, Options{Repo: newRepo(t, dir), Interval: time.Hour})
+	w.SetCluster(cluster("dev-1", 1, "Provisioning"), origin)
+	flush(t, w)
+	ext, _ := EncodeCluster(cluster("edge-1", 2, "Running"))
+	raced := 0
+	w.beforeCAS = func() {
+		if raced++; raced > 1 {
+			return
+		}
+		wt := filepath.Join(t.TempDir(), "wt")
+		gitCLI(t, dir, "worktree", "add", "-q", wt, branch)
+		if err := os.WriteFile(filepath.Join(wt, "clusters", "edge-1.yaml"), ext, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitCLI(t, wt, "add", ".")
+		gitCLI(t, wt, "commit", "-q", "-m", "edge-1 by hand")
+	}
+	w.SetCluster(cluster("dev-1", 1, "Running"), origin)
+	flush(t, w)
+	if raced != 2 {
+		t.Fatalf("beforeCAS ran %d times, want 2 (one race, one retry)", raced)
+	}
+	log := gitCLI(t, dir, "log", "--format=%s", branch)
+	want := "dev-1: Provisioned, 2 machines: 2 Running\nedge-1 by hand\ndev-1: Provisioning, 2 machines: 1 Running, 1 Provisioning"
+	if log != want {
+		t.Errorf("log:\n%s\nwant:\n%s", log, want)
+	}
+	fleet := gitCLI(t, dir, "show", branch+":fleet.yaml")
+	if !strings.Contains(fleet, "clusters: 2\n") {
+		t.Errorf("fleet.yaml does not count the cluster committed by hand:\n%s", fleet)
+	}
+	if s := w.Stats(); s.Retries != 1 {
+		t.Errorf("Retries = %d, want 1", s.Retries)
+	}
+}
+
+// Two writers on one repository (a daemon handing over to another): the
+// second builds on the first's commit.
+func TestTwoWritersOnOneRepository(t *testing.T) {
+	dir := t.TempDir()
+	newRepo(t, dir)
+	a := newWriter(t, Options{Repo: openRepo(t, dir), Interval: time.Hour})
+	b := newWriter(t, Options{Repo: openRepo(t, dir), Interval: time.Hour})
+	a.SetCluster(cluster("dev-1", 1, "Running"), origin)
+	flush(t, a)
+	b.SetCluster(cluster("prod-1", 1, "Running"), origin)
+	flush(t, b)
+	if files := gitCLI(t, dir, "ls-tree", "-r", "--name-only", branch); files != "clusters/dev-1.yaml\nclusters/prod-1.yaml\nfleet.yaml" {
+		t.Errorf("files:\n%s", files)
+	}
+	if n := commitCount(t, dir, branch); n != 2 {
+		t.Errorf("%d commits, want 2", n)
+	}
+}
+
+func TestWriterRefusesABadClusterName(t *testing.T) {
+	w := newWriter(t, Options{Repo: newRepo(t, t.TempDir()), Interval: time.Hour})
+	for _, n := range []string{"", "a/b", ".."} {
+		if err := w.SetCluster(ClusterStatus{Name: n}, origin); err == nil {
+			t.Errorf("SetCluster(%q) = nil, want an error", n)
+		}
+	}
+}
