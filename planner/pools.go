@@ -189,9 +189,9 @@ func (p *clusterPass) planDeployment(pool *Pool, ver, hash string) {
 		create = r - len(live)
 	}
 	for range max(create, 0) {
-		reason := fmt.Sprintf("%s has %d of %d up-to-date machines", pool.Name, newN, r)
-		if len(live) < r && newN == len(live) {
-			reason = fmt.Sprintf("%s has %d of %d machines", pool.Name, len(live), r)
+		reason := fmt.Sprintf("%s has %d of %d machines", pool.Name, len(live), r)
+		if rolling && len(live) >= r {
+			reason = fmt.Sprintf("rolling update of %s to %s: %d of %d machines up to date, surge one", pool.Name, ver, newN, r)
 		}
 		p.create(pool, ver, hash, reason)
 	}

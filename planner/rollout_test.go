@@ -1,0 +1,271 @@
+package planner
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "rollout", name+".golden")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./planner -run %s -update)", err, t.Name())
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s differs (-want +got):\n%s", path, d)
+	}
+}
+
+// converged runs the simulator on base quietly, then switches to head and
+// records every round until converged.
+func converged(t *testing.T, base, head *v1alpha1.Fleet) *sim {
+	t.Helper()
+	s := newSim(t, base)
+	s.quiet = true
+	s.run(100)
+	s.quiet = false
+	s.round = 0
+	s.setFleet(head)
+	return s
+}
+
+func TestRolloutGolden(t *testing.T) {
+	upgrade := func(surge, unavail int) (*v1alpha1.Fleet, *v1alpha1.Fleet) {
+		return testFleet(testClass("v1.29.4"), testCluster("c1", 3, 5, rolling(surge, unavail))),
+			testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5, rolling(surge, unavail)))
+	}
+	tests := []struct {
+		name  string
+		base  *v1alpha1.Fleet
+		head  *v1alpha1.Fleet
+		setup func(s *sim)
+		check func(t *testing.T, s *sim)
+	}{
+		{name: "upgrade-surge1-unavail0", base: first(upgrade(1, 0)), head: second(upgrade(1, 0))},
+		{name: "upgrade-surge0-unavail1", base: first(upgrade(0, 1)), head: second(upgrade(0, 1))},
+		{
+			name: "scale-down",
+			base: testFleet(testClass("v1.30.2"), testCluster("c1", 5, 5)),
+			head: testFleet(testClass("v1.30.2"), testCluster("c1", 3, 2)),
+		},
+		{
+			name: "ondelete",
+			base: testFleet(testClass("v1.29.4"), testCluster("c1", 3, 3, onDelete)),
+			head: testFleet(testClass("v1.30.2"), testCluster("c1", 3, 3, onDelete)),
+			setup: func(s *sim) {
+				// Nothing replaces outdated workers until someone deletes one.
+				s.minRound = 9
+				s.hooks[8] = func(s *sim) { s.deleteOldest("md", 2) }
+			},
+		},
+		{
+			name: "chained-v1.29-v1.31",
+			base: testFleet(testClass("v1.29.4", "v1.30.1", "v1.30.5", "v1.31.0"), testCluster("c1", 3, 2)),
+			head: testFleet(testClass("v1.31.0", "v1.30.1", "v1.30.5", "v1.31.0"), testCluster("c1", 3, 2)),
+		},
+		{
+			name: "remediation",
+			base: withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
+			head: withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
+			setup: func(s *sim) { s.kill("md", 1); s.minRound = 8 },
+		},
+		{
+			name: "remediation-maxunhealthy",
+			base: withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
+			head: withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
+			setup: func(s *sim) { s.kill("md", 3); s.minRound = 8 },
+			check: func(t *testing.T, s *sim) {
+				c := s.last.Clusters[0]
+				if !c.Has(CondRemediationBlocked) {
+					t.Errorf("conditions %+v lack %s", c.Conditions, CondRemediationBlocked)
+				}
+			},
+		},
+		{
+			name: "waves-second-fails",
+			base: wavesFleet("v1.29.4"),
+			head: wavesFleet("v1.30.2"),
+			setup: func(s *sim) {
+				s.fail = func(m *ObservedMachine) bool { return m.Cluster == "stage-b" && m.Version == "v1.30.2" }
+			},
+			check: func(t *testing.T, s *sim) {
+				var cr ClassRollout
+				for _, c := range s.last.Classes {
+					cr = c
+				}
+				if !cr.Halted || strings.Join(cr.Failed, ",") != "stage-b" {
+					t.Errorf("rollout = %+v, want halted with stage-b failed", cr)
+				}
+				for _, m := range s.machines {
+					if strings.HasPrefix(m.Cluster, "prod") && m.Version != "v1.29.4" {
+						t.Errorf("third wave machine %s moved to %s", m.Name, m.Version)
+					}
+				}
+			},
+		},
+		{
+			name: "cluster-deletion",
+			base: testFleet(testClass("v1.30.2"), testCluster("c1", 3, 3), testCluster("c2", 1, 1)),
+			head: testFleet(testClass("v1.30.2"), testCluster("c2", 1, 1)),
+			check: func(t *testing.T, s *sim) {
+				for _, m := range s.machines {
+					if m.Cluster == "c1" {
+						t.Errorf("machine %s of removed cluster left", m.Name)
+					}
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := converged(t, tt.base, tt.head)
+			s.check = checkInvariants(t)
+			if tt.setup != nil {
+				tt.setup(s)
+			}
+			s.run(200)
+			golden(t, tt.name, s.log.String())
+			if tt.check != nil {
+				tt.check(t, s)
+			}
+		})
+	}
+}
+
+func first[A, B any](a A, _ B) A  { return a }
+func second[A, B any](_ A, b B) B { return b }
+
+func onDelete(c *v1alpha1.Cluster) {
+	c.Spec.Topology.Workers.MachineDeployments[0].Strategy = &v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.StrategyOnDelete}
+}
+
+func withMHC(f *v1alpha1.Fleet, maxUnhealthy *v1alpha1.IntOrPercent) *v1alpha1.Fleet {
+	f.HealthChecks = append(f.HealthChecks, &v1alpha1.MachineHealthCheck{
+		Metadata: v1alpha1.ObjectMeta{Name: "c1-workers"},
+		Source:   v1alpha1.Source{Path: "clusters/c1-health.yaml", Line: 1},
+		Spec: v1alpha1.MachineHealthCheckSpec{
+			ClusterName:        "c1",
+			Selector:           v1alpha1.LabelSelector{MatchExpressions: []v1alpha1.LabelSelectorRequirement{{Key: v1alpha1.LabelDeployment, Operator: "Exists"}}},
+			NodeStartupTimeout: v1alpha1.Duration{Duration: 5 * time.Minute},
+			UnhealthyTimeout:   v1alpha1.Duration{Duration: 30 * time.Second},
+			MaxUnhealthy:       maxUnhealthy,
+		},
+	})
+	return f
+}
+
+func wavesFleet(version string) *v1alpha1.Fleet {
+	class := testClass(version)
+	class.Spec.Rollout = &v1alpha1.RolloutSpec{Waves: []v1alpha1.RolloutWave{
+		{Name: "canary", Selector: v1alpha1.LabelSelector{MatchLabels: map[string]string{"tier": "canary"}}},
+		{Name: "staging", Selector: v1alpha1.LabelSelector{MatchLabels: map[string]string{"tier": "staging"}}, MaxConcurrent: v1alpha1.Int(1)},
+		{Name: "production", Selector: v1alpha1.LabelSelector{MatchLabels: map[string]string{"tier": "prod"}}, MaxConcurrent: v1alpha1.Percent(50)},
+	}}
+	return testFleet(class,
+		testCluster("canary-a", 1, 1, labels("tier", "canary")),
+		testCluster("prod-a", 1, 1, labels("tier", "prod")),
+		testCluster("prod-b", 1, 1, labels("tier", "prod")),
+		testCluster("stage-a", 1, 1, labels("tier", "staging")),
+		testCluster("stage-b", 1, 1, labels("tier", "staging")),
+	)
+}
+
+// kill stops heartbeats of the n oldest machines of a pool.
+func (s *sim) kill(pool string, n int) {
+	for _, m := range s.oldest(pool, n) {
+		s.dead[m.Name] = true
+	}
+}
+
+// deleteOldest deletes the n oldest machines of a pool behind the planner's
+// back, as a person would with OnDelete.
+func (s *sim) deleteOldest(pool string, n int) {
+	for _, m := range s.oldest(pool, n) {
+		s.logf("(before round %d someone deletes %s)\n", s.round, m.Name)
+		delete(s.machines, m.Name)
+	}
+}
+
+func (s *sim) oldest(pool string, n int) []ObservedMachine {
+	var out []ObservedMachine
+	for _, m := range s.observed() {
+		if m.Deployment == pool && len(out) < n {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// checkInvariants returns the rules that must hold after every round: per
+// rolling pool, no more than replicas+maxSurge machines and no fewer than
+// replicas-maxUnavailable ready (unless it already was so before the round,
+// e.g. a scale down or a dead machine); workers never newer than the
+// control plane.
+func checkInvariants(t testing.TB) func(s *sim, before, after []ObservedMachine) {
+	return func(s *sim, before, after []ObservedMachine) {
+		t.Helper()
+		for _, dc := range s.desired.Clusters {
+			for i := range dc.Deployments {
+				p := &dc.Deployments[i]
+				if p.Strategy.Type != v1alpha1.StrategyRollingUpdate {
+					continue
+				}
+				nb, rb := countPool(s, before, dc.Name, p.Name)
+				na, ra := countPool(s, after, dc.Name, p.Name)
+				if limit := p.Replicas + p.Strategy.MaxSurge; na > limit && na > nb {
+					t.Errorf("round %d: %s/%s has %d machines, more than replicas+maxSurge %d", s.round, dc.Name, p.Name, na, limit)
+				}
+				if floor := p.Replicas - p.Strategy.MaxUnavailable; ra < floor && ra < rb {
+					t.Errorf("round %d: %s/%s has %d ready, fewer than replicas-maxUnavailable %d", s.round, dc.Name, p.Name, ra, floor)
+				}
+			}
+		}
+		cpMin := map[string]string{}
+		for _, m := range after {
+			if m.Role == wire.RoleControlPlane && (cpMin[m.Cluster] == "" || compareVersions(m.Version, cpMin[m.Cluster]) < 0) {
+				cpMin[m.Cluster] = m.Version
+			}
+		}
+		for _, m := range after {
+			if m.Role == wire.RoleWorker && cpMin[m.Cluster] != "" && compareVersions(m.Version, cpMin[m.Cluster]) > 0 {
+				t.Errorf("round %d: worker %s runs %s, newer than control plane %s", s.round, m.Name, m.Version, cpMin[m.Cluster])
+			}
+		}
+	}
+}
+
+// countPool counts a pool's machines (Deleting ones included: they still
+// exist) and its ready machines (those the simulator killed are not).
+func countPool(s *sim, ms []ObservedMachine, cluster, pool string) (n, ready int) {
+	for i := range ms {
+		m := &ms[i]
+		if m.Cluster != cluster || m.Deployment != pool || m.Phase == wire.PhaseDeleted {
+			continue
+		}
+		n++
+		if m.Phase != wire.PhaseDeleting && m.Ready() && !s.dead[m.Name] {
+			ready++
+		}
+	}
+	return n, ready
+}

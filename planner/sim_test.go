@@ -1,0 +1,247 @@
+package planner
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// sim is a small fleet simulator: it plans, applies every step, advances the
+// clock one tick, lets machines progress (provisioning -> Running with a
+// heartbeat, Deleting -> Deleted), and repeats until nothing is left to do.
+type sim struct {
+	t        testing.TB
+	desired  *Desired
+	machines map[string]*ObservedMachine
+	now      time.Time
+	tick     time.Duration
+	names    int
+	log      strings.Builder
+	quiet    bool
+	round    int
+	minRound int // keep ticking until this round even when nothing happens
+	rng      *rand.Rand // nil: every machine is ready one tick after creation
+	delay    map[string]int
+	dead     map[string]bool                  // machines that stopped sending heartbeats
+	fail     func(m *ObservedMachine) bool     // machines that fail to provision
+	hooks    map[int]func(s *sim)              // run before planning round n
+	check    func(s *sim, before, after []ObservedMachine) // invariants after each round's steps
+	last     Result
+}
+
+var simStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newSim(t testing.TB, f *v1alpha1.Fleet) *sim {
+	s := &sim{t: t, machines: map[string]*ObservedMachine{}, now: simStart, tick: 10 * time.Second,
+		delay: map[string]int{}, dead: map[string]bool{}, hooks: map[int]func(*sim){}}
+	s.setFleet(f)
+	return s
+}
+
+func (s *sim) setFleet(f *v1alpha1.Fleet) {
+	d, probs := Expand(f)
+	if len(probs) > 0 {
+		s.t.Fatalf("fleet has problems: %v", probs)
+	}
+	s.desired = d
+}
+
+func (s *sim) newName(cluster, pool string) string {
+	s.names++
+	return fmt.Sprintf("%s-%s-%d", cluster, pool, s.names)
+}
+
+func (s *sim) observed() []ObservedMachine {
+	out := make([]ObservedMachine, 0, len(s.machines))
+	for _, m := range s.machines {
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Cluster != out[j].Cluster {
+			return out[i].Cluster < out[j].Cluster
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func (s *sim) logf(format string, args ...any) {
+	if !s.quiet {
+		fmt.Fprintf(&s.log, format, args...)
+	}
+}
+
+// run plans and applies until converged (no step and nothing in flight) and
+// fails the test after max rounds.
+func (s *sim) run(max int) {
+	s.t.Helper()
+	for i := 0; i < max; i++ {
+		s.round++
+		if h := s.hooks[s.round]; h != nil {
+			h(s)
+		}
+		before := s.observed()
+		res := Plan(Input{Desired: s.desired, Observed: before, Now: s.now, NewName: s.newName})
+		s.last = res
+		inFlight := false
+		for _, m := range s.machines {
+			inFlight = inFlight || m.InFlight()
+		}
+		if len(res.Steps) == 0 && !inFlight && s.round > s.minRound {
+			s.logf("converged after %d rounds\n", s.round-1)
+			s.logStatus(res)
+			return
+		}
+		s.logf("round %d (+%s)\n", s.round, s.now.Sub(simStart))
+		for _, st := range res.Steps {
+			s.apply(st)
+		}
+		s.logStatus(res)
+		if s.check != nil {
+			s.check(s, before, s.observed())
+		}
+		s.advance()
+	}
+	s.t.Fatalf("not converged after %d rounds:\n%s", max, s.log.String())
+}
+
+func (s *sim) apply(st Step) {
+	m := st.Machine
+	switch st.Op {
+	case wire.OpCreate:
+		if _, dup := s.machines[m.Name]; dup {
+			s.t.Fatalf("create of existing machine %s", m.Name)
+		}
+		s.machines[m.Name] = &ObservedMachine{Name: m.Name, Cluster: m.Cluster, Deployment: m.Deployment, Role: m.Role,
+			Provider: m.Provider, Version: m.Version, TemplateHash: m.TemplateHash, Phase: wire.PhaseProvisioning,
+			Created: s.now, Labels: m.Labels}
+		if s.rng != nil {
+			s.delay[m.Name] = s.rng.Intn(3)
+		}
+		s.logf("  create %-22s %-8s %s  %s\n", m.Name, m.Version, m.TemplateHash, st.Reason)
+	case wire.OpDelete:
+		om := s.machines[m.Name]
+		if om == nil {
+			s.t.Fatalf("delete of unknown machine %s", m.Name)
+		}
+		if om.Phase == wire.PhaseDeleting {
+			s.t.Fatalf("delete of machine %s already deleting", m.Name)
+		}
+		om.Phase = wire.PhaseDeleting
+		s.logf("  delete %-22s %-8s %s  %s\n", m.Name, om.Version, om.TemplateHash, st.Reason)
+	}
+}
+
+// advance moves the clock one tick and lets every machine progress.
+func (s *sim) advance() {
+	s.now = s.now.Add(s.tick)
+	for name, m := range s.machines {
+		switch m.Phase {
+		case wire.PhaseDeleting:
+			delete(s.machines, name)
+		case wire.PhaseProvisioning:
+			if s.delay[name] > 0 {
+				s.delay[name]--
+				continue
+			}
+			if s.fail != nil && s.fail(m) {
+				m.Phase = wire.PhaseFailed
+				continue
+			}
+			m.Phase = wire.PhaseRunning
+			fallthrough
+		case wire.PhaseRunning:
+			if !s.dead[name] {
+				m.LastHeartbeat, m.Healthy = s.now, true
+			}
+		}
+	}
+}
+
+func (s *sim) logStatus(res Result) {
+	for _, c := range res.Clusters {
+		s.logf("  %s: %s cp %s", c.Name, c.Phase, poolCounts(c.ControlPlane))
+		for _, d := range c.Deployments {
+			s.logf(" %s %s", d.Name, poolCounts(d))
+		}
+		s.logf("\n")
+		for _, cond := range c.Conditions {
+			if cond.Type != CondReady && cond.Type != CondRollingOut {
+				s.logf("    %s: %s\n", cond.Type, cond.Message)
+			}
+		}
+	}
+	for _, cr := range res.Classes {
+		if len(cr.Waves) > 1 && (cr.CurrentWave != "" || cr.Halted) {
+			s.logf("  class %s: wave %q %s\n", cr.Class, cr.CurrentWave, cr.Reason)
+		}
+	}
+}
+
+func poolCounts(p PoolStatus) string {
+	return fmt.Sprintf("[want %d have %d ready %d new %d %s]", p.Replicas, p.Machines, p.Ready, p.UpToDate, p.Version)
+}
+
+// --- fleet builders ---
+
+func ptr[T any](v T) *T { return &v }
+
+type clusterOpt func(*v1alpha1.Cluster)
+
+func testClass(version string, extra ...string) *v1alpha1.ClusterClass {
+	return &v1alpha1.ClusterClass{
+		Metadata: v1alpha1.ObjectMeta{Name: "standard"},
+		Source:   v1alpha1.Source{Path: "classes/standard.yaml", Line: 1},
+		Spec: v1alpha1.ClusterClassSpec{
+			Version:            version,
+			KubernetesVersions: extra,
+			ControlPlane: v1alpha1.ControlPlaneClass{MachineTemplate: v1alpha1.MachineTemplate{
+				Provider: "inmemory", Spec: map[string]any{"cpus": 2}}},
+			Workers: v1alpha1.WorkersClass{MachineDeployments: []v1alpha1.MachineDeploymentClass{{
+				Class: "default", Template: v1alpha1.MachineTemplate{Provider: "inmemory", Spec: map[string]any{"cpus": 4}}}}},
+		},
+	}
+}
+
+func testCluster(name string, cp, workers int, opts ...clusterOpt) *v1alpha1.Cluster {
+	c := &v1alpha1.Cluster{
+		Metadata: v1alpha1.ObjectMeta{Name: name, Labels: map[string]string{}},
+		Source:   v1alpha1.Source{Path: "clusters/" + name + ".yaml", Line: 1},
+		Spec: v1alpha1.ClusterSpec{Topology: v1alpha1.Topology{
+			Class:        "standard",
+			ControlPlane: v1alpha1.ControlPlaneTopology{Replicas: ptr(cp)},
+			Workers: v1alpha1.WorkersTopology{MachineDeployments: []v1alpha1.MachineDeploymentTopology{{
+				Class: "default", Name: "md", Replicas: ptr(workers)}}},
+		}},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+func rolling(surge, unavail int) clusterOpt {
+	return func(c *v1alpha1.Cluster) {
+		c.Spec.Topology.Workers.MachineDeployments[0].Strategy = &v1alpha1.MachineDeploymentStrategy{
+			Type: v1alpha1.StrategyRollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{
+				MaxSurge: v1alpha1.Int(surge), MaxUnavailable: v1alpha1.Int(unavail)}}
+	}
+}
+
+func labels(kv ...string) clusterOpt {
+	return func(c *v1alpha1.Cluster) {
+		for i := 0; i+1 < len(kv); i += 2 {
+			c.Metadata.Labels[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func testFleet(class *v1alpha1.ClusterClass, clusters ...*v1alpha1.Cluster) *v1alpha1.Fleet {
+	return &v1alpha1.Fleet{Classes: []*v1alpha1.ClusterClass{class}, Clusters: clusters}
+}
