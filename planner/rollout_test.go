@@ -84,15 +84,15 @@ func TestRolloutGolden(t *testing.T) {
 			head: testFleet(testClass("v1.31.0", "v1.30.1", "v1.30.5", "v1.31.0"), testCluster("c1", 3, 2)),
 		},
 		{
-			name: "remediation",
-			base: withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
-			head: withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
+			name:  "remediation",
+			base:  withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
+			head:  withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
 			setup: func(s *sim) { s.kill("md", 1); s.minRound = 8 },
 		},
 		{
-			name: "remediation-maxunhealthy",
-			base: withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
-			head: withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
+			name:  "remediation-maxunhealthy",
+			base:  withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
+			head:  withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
 			setup: func(s *sim) { s.kill("md", 3); s.minRound = 8 },
 			check: func(t *testing.T, s *sim) {
 				c := s.last.Clusters[0]

@@ -25,12 +25,12 @@ type sim struct {
 	log      strings.Builder
 	quiet    bool
 	round    int
-	minRound int // keep ticking until this round even when nothing happens
+	minRound int        // keep ticking until this round even when nothing happens
 	rng      *rand.Rand // nil: every machine is ready one tick after creation
 	delay    map[string]int
-	dead     map[string]bool                  // machines that stopped sending heartbeats
-	fail     func(m *ObservedMachine) bool     // machines that fail to provision
-	hooks    map[int]func(s *sim)              // run before planning round n
+	dead     map[string]bool                               // machines that stopped sending heartbeats
+	fail     func(m *ObservedMachine) bool                 // machines that fail to provision
+	hooks    map[int]func(s *sim)                          // run before planning round n
 	check    func(s *sim, before, after []ObservedMachine) // invariants after each round's steps
 	last     Result
 }
