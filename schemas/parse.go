@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -156,7 +157,11 @@ func decodeTyped(path string, d *doc, kind string, m map[string]any) (any, *Erro
 		e := d.errorAt(path, "", "cannot decode: "+err.Error())
 		return nil, &e
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	err = dec.Decode(v)
+	fixNumbers(v)
+	if err != nil {
 		// The value is decoded as far as it goes; callers with schema
 		// errors still run the semantic checks on it.
 		e := d.errorAt(path, "", "cannot decode: "+err.Error())

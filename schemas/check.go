@@ -1,0 +1,149 @@
+package schemas
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// Check runs the rules that need more than one document — classes and
+// clusters exist, worker classes exist in their class, class variables are
+// set and satisfy their constraint, names are unique per kind — and the
+// fleet's policies (CUE files), and returns the fleet of valid objects,
+// each list sorted by name. Objects marked Invalid count for names only.
+func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
+	c := &checker{byKind: map[string]map[string]*Object{}}
+	c.index(objs)
+	fleet := c.fleet(objs)
+	v := getValidator()
+	c.vars = &variables{ctx: v.ctx, compiled: map[string]*compiledVar{}}
+	for _, cl := range fleet.Classes {
+		c.checkClass(cl)
+	}
+	for _, cl := range fleet.Clusters {
+		c.checkCluster(cl)
+	}
+	for _, md := range fleet.MachineDeployments {
+		c.clusterExists(c.objectOf(v1alpha1.KindMachineDeployment, md.Metadata.Name), md.Spec.ClusterName)
+	}
+	for _, hc := range fleet.HealthChecks {
+		c.clusterExists(c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name), hc.Spec.ClusterName)
+	}
+	c.errs = append(c.errs, applyPolicies(v, objs, policies)...)
+	v.used += len(objs) // values built for variables and policies stay in v.ctx
+	putValidator(v)
+	return fleet, sortErrors(c.errs)
+}
+
+type checker struct {
+	byKind map[string]map[string]*Object // kind -> name -> first object
+	errs   Errors
+	vars   *variables
+}
+
+func (c *checker) errorAt(o *Object, field, format string, args ...any) {
+	c.errs = append(c.errs, objectError(o, field, fmt.Sprintf(format, args...)))
+}
+
+// objectError is an error at field's line in o, or its nearest written
+// ancestor's, or the document's start.
+func objectError(o *Object, field, msg string) Error {
+	e := Error{Path: o.Source.Path, Line: o.Source.Line, Col: 1, Field: field, Message: msg}
+	for p := field; p != ""; p = parentField(p) {
+		if pos, ok := o.Lines[p]; ok {
+			e.Line, e.Col = pos.Line, pos.Col
+			break
+		}
+	}
+	return e
+}
+
+// index records the first object of each kind and name and reports repeats.
+func (c *checker) index(objs []Object) {
+	for i := range objs {
+		o := &objs[i]
+		names := c.byKind[o.Kind]
+		if names == nil {
+			names = map[string]*Object{}
+			c.byKind[o.Kind] = names
+		}
+		if first, dup := names[o.Name]; dup {
+			if o.Kind == v1alpha1.KindFleetConfig {
+				c.errorAt(o, "kind", "a second FleetConfig (the first is at %s): keep one, in gitfleet.yaml", first.Source)
+			} else {
+				c.errorAt(o, "metadata.name", "duplicate %s %q (also at %s): names are unique per kind; rename one", o.Kind, o.Name, first.Source)
+			}
+			continue
+		}
+		names[o.Name] = o
+	}
+}
+
+func (c *checker) objectOf(kind, name string) *Object { return c.byKind[kind][name] }
+
+// fleet collects the valid objects, first of each name, sorted by name.
+func (c *checker) fleet(objs []Object) *v1alpha1.Fleet {
+	f := &v1alpha1.Fleet{}
+	for i := range objs {
+		o := &objs[i]
+		if o.Invalid || c.byKind[o.Kind][o.Name] != o {
+			continue
+		}
+		switch v := o.Value.(type) {
+		case *v1alpha1.FleetConfig:
+			f.Config = *v
+		case *v1alpha1.ClusterClass:
+			f.Classes = append(f.Classes, v)
+		case *v1alpha1.Cluster:
+			f.Clusters = append(f.Clusters, v)
+		case *v1alpha1.MachineDeployment:
+			f.MachineDeployments = append(f.MachineDeployments, v)
+		case *v1alpha1.MachineHealthCheck:
+			f.HealthChecks = append(f.HealthChecks, v)
+		}
+	}
+	if f.Config.Spec.Policies == "" {
+		f.Config.Spec.Policies = v1alpha1.DefaultPoliciesDir
+	}
+	if f.Config.Spec.StatusBranch == "" {
+		f.Config.Spec.StatusBranch = v1alpha1.DefaultStatusBranch
+	}
+	sortByName(f.Classes, func(x *v1alpha1.ClusterClass) string { return x.Metadata.Name })
+	sortByName(f.Clusters, func(x *v1alpha1.Cluster) string { return x.Metadata.Name })
+	sortByName(f.MachineDeployments, func(x *v1alpha1.MachineDeployment) string { return x.Metadata.Name })
+	sortByName(f.HealthChecks, func(x *v1alpha1.MachineHealthCheck) string { return x.Metadata.Name })
+	return f
+}
+
+func sortByName[T any](s []T, name func(T) string) {
+	slices.SortFunc(s, func(a, b T) int { return cmp.Compare(name(a), name(b)) })
+}
+
+func (c *checker) clusterExists(o *Object, name string) {
+	if o == nil || c.objectOf(v1alpha1.KindCluster, name) != nil {
+		return
+	}
+	c.errorAt(o, "spec.clusterName", "%s", notFound("cluster", name, "", keys(c.byKind[v1alpha1.KindCluster])))
+}
+
+// notFound says a name is unknown (in where, when not empty) and suggests
+// the closest known one.
+func notFound(what, name, where string, known []string) string {
+	msg := fmt.Sprintf("%s %q not found", what, name)
+	if where != "" {
+		msg += " in " + where
+	}
+	if s := suggest(name, known); s != "" {
+		return msg + fmt.Sprintf("; did you mean %q?", s)
+	}
+	if len(known) == 0 {
+		return msg + fmt.Sprintf("; no %s is defined", what)
+	}
+	if len(known) > 10 {
+		known = append(known[:10:10], "…")
+	}
+	return msg + "; known: " + strings.Join(known, ", ")
+}

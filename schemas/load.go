@@ -1,0 +1,154 @@
+package schemas
+
+import (
+	"fmt"
+	"path"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// ConfigFile is the optional FleetConfig at the repository root.
+const ConfigFile = "gitfleet.yaml"
+
+// Load validates a whole tree: it reads gitfleet.yaml (when present) for
+// spec.paths and spec.policies, parses the selected YAML files in parallel,
+// and runs Check with the policy files. files is every file of the tree (or
+// at least every YAML and CUE file); others are ignored.
+func Load(files []File) (*v1alpha1.Fleet, Errors) {
+	var errs Errors
+	cfg, cfgObjs, cfgErrs := loadConfig(files)
+	errs = append(errs, cfgErrs...)
+	docs, pols, selErrs := selectFiles(files, cfg)
+	errs = append(errs, selErrs...)
+	objs, perrs := parseAll(docs)
+	errs = append(errs, perrs...)
+	kept := objs[:0]
+	for _, o := range objs {
+		if o.Kind == v1alpha1.KindFleetConfig {
+			errs = append(errs, objectError(&o, "kind", "FleetConfig belongs in gitfleet.yaml at the repository root: move it there"))
+			continue
+		}
+		kept = append(kept, o)
+	}
+	objs = kept
+	if len(objs) == 0 && len(errs) == 0 {
+		errs = append(errs, Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
+	}
+	fleet, cerrs := Check(append(cfgObjs, objs...), pols)
+	errs = append(errs, cerrs...)
+	return fleet, sortErrors(errs)
+}
+
+// loadConfig parses gitfleet.yaml; its spec tells what else to read.
+func loadConfig(files []File) (v1alpha1.FleetConfigSpec, []Object, Errors) {
+	spec := v1alpha1.FleetConfigSpec{Policies: v1alpha1.DefaultPoliciesDir}
+	for _, f := range files {
+		if f.Path != ConfigFile {
+			continue
+		}
+		objs, errs := ParseFile(f)
+		for i, o := range objs {
+			if o.Kind != v1alpha1.KindFleetConfig {
+				errs = append(errs, objectError(&objs[i], "kind", fmt.Sprintf("gitfleet.yaml holds only the FleetConfig: move this %s to its own file", o.Kind)))
+				continue
+			}
+			if c, ok := o.Value.(*v1alpha1.FleetConfig); ok {
+				spec = c.Spec
+				if spec.Policies == "" {
+					spec.Policies = v1alpha1.DefaultPoliciesDir
+				}
+			}
+		}
+		var keep []Object
+		for _, o := range objs {
+			if o.Kind == v1alpha1.KindFleetConfig {
+				keep = append(keep, o)
+			}
+		}
+		return spec, keep, errs
+	}
+	return spec, nil, nil
+}
+
+// selectFiles picks the YAML documents under spec.paths (all of the tree
+// when empty) and the policy files (*.cue directly in spec.policies).
+// gitfleet.yaml and kustomization files are not fleet documents.
+func selectFiles(files []File, spec v1alpha1.FleetConfigSpec) (docs, pols []File, errs Errors) {
+	roots := make([]string, len(spec.Paths))
+	used := make([]bool, len(spec.Paths))
+	for i, p := range spec.Paths {
+		roots[i] = strings.Trim(path.Clean("/"+p), "/")
+	}
+	policyDir := strings.Trim(path.Clean("/"+spec.Policies), "/")
+	for _, f := range files {
+		if path.Ext(f.Path) == ".cue" && path.Dir(f.Path) == policyDir {
+			pols = append(pols, f)
+			continue
+		}
+		if !isFleetYAML(f.Path) {
+			continue
+		}
+		if len(roots) == 0 {
+			docs = append(docs, f)
+			continue
+		}
+		for i, r := range roots {
+			if r == "" || f.Path == r || strings.HasPrefix(f.Path, r+"/") {
+				docs = append(docs, f)
+				used[i] = true
+				break
+			}
+		}
+	}
+	for i, u := range used {
+		if !u {
+			errs = append(errs, Error{Path: ConfigFile, Field: fmt.Sprintf("spec.paths[%d]", i),
+				Message: fmt.Sprintf("%q matches no YAML file: fix the path or remove it", spec.Paths[i])})
+		}
+	}
+	return docs, pols, errs
+}
+
+// isFleetYAML reports whether a repository path may hold fleet documents.
+func isFleetYAML(p string) bool {
+	ext := path.Ext(p)
+	if ext != ".yaml" && ext != ".yml" {
+		return false
+	}
+	base := path.Base(p)
+	return p != ConfigFile && base != "kustomization.yaml" && base != "kustomization.yml"
+}
+
+// parseAll runs ParseFile on every file, in parallel across cores, and
+// returns the objects in file order.
+func parseAll(files []File) ([]Object, Errors) {
+	type result struct {
+		objs []Object
+		errs Errors
+	}
+	results := make([]result, len(files))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), max(len(files), 1)) {
+		wg.Go(func() {
+			for i := range next {
+				results[i].objs, results[i].errs = ParseFile(files[i])
+			}
+		})
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var objs []Object
+	var errs Errors
+	for _, r := range results {
+		objs = append(objs, r.objs...)
+		errs = append(errs, r.errs...)
+	}
+	return objs, errs
+}

@@ -1,0 +1,123 @@
+package schemas
+
+import (
+	"fmt"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// checkClass checks a class's own references: worker classes unique, patches
+// naming declared variables and worker classes, variable constraints that
+// compile and defaults that satisfy them.
+func (c *checker) checkClass(cl *v1alpha1.ClusterClass) {
+	o := c.objectOf(v1alpha1.KindClusterClass, cl.Metadata.Name)
+	workers := map[string]bool{}
+	for i, md := range cl.Spec.Workers.MachineDeployments {
+		if workers[md.Class] {
+			c.errorAt(o, fmt.Sprintf("spec.workers.machineDeployments[%d].class", i), "duplicate worker class %q: rename one", md.Class)
+		}
+		workers[md.Class] = true
+	}
+	declared := map[string]bool{}
+	for i, v := range cl.Spec.Variables {
+		p := fmt.Sprintf("spec.variables[%d]", i)
+		if declared[v.Name] {
+			c.errorAt(o, p+".name", "duplicate variable %q: rename one", v.Name)
+		}
+		declared[v.Name] = true
+		cv, err := c.vars.compile(cl, i)
+		if err != nil {
+			c.errorAt(o, p+".constraint", "%q is not a CUE constraint: %v", v.Constraint, err)
+			continue
+		}
+		if v.Default != nil {
+			if msg := cv.check(v.Default); msg != "" {
+				c.errorAt(o, p+".default", "%s does not satisfy the constraint %s: %s", describe(v.Default), v.Constraint, msg)
+			}
+		}
+	}
+	for i, pt := range cl.Spec.Patches {
+		p := fmt.Sprintf("spec.patches[%d]", i)
+		for j, w := range pt.Selector.MachineDeploymentClass {
+			if !workers[w] {
+				c.errorAt(o, fmt.Sprintf("%s.selector.machineDeploymentClass[%d]", p, j), "%s", notFound("worker class", w, "", keys(workers)))
+			}
+		}
+		for j, s := range pt.Set {
+			f := fmt.Sprintf("%s.set[%d]", p, j)
+			switch {
+			case s.ValueFrom != nil && !declared[s.ValueFrom.Variable]:
+				c.errorAt(o, f+".valueFrom.variable", "%s", notFound("variable", s.ValueFrom.Variable, "", keys(declared)))
+			case s.ValueFrom == nil && s.Value == nil:
+				c.errorAt(o, f, "set needs value or valueFrom.variable")
+			}
+		}
+	}
+}
+
+// checkCluster checks a cluster against its class.
+func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
+	o := c.objectOf(v1alpha1.KindCluster, cl.Metadata.Name)
+	classObj := c.objectOf(v1alpha1.KindClusterClass, cl.Spec.Topology.Class)
+	if classObj == nil {
+		c.errorAt(o, "spec.topology.class", "%s", notFound("ClusterClass", cl.Spec.Topology.Class, "", keys(c.byKind[v1alpha1.KindClusterClass])))
+		return
+	}
+	if classObj.Invalid {
+		return // its own errors say what to fix first
+	}
+	class := classObj.Value.(*v1alpha1.ClusterClass)
+	workers := map[string]bool{}
+	for _, md := range class.Spec.Workers.MachineDeployments {
+		workers[md.Class] = true
+	}
+	names := map[string]bool{}
+	for i, md := range cl.Spec.Topology.Workers.MachineDeployments {
+		p := fmt.Sprintf("spec.topology.workers.machineDeployments[%d]", i)
+		if !workers[md.Class] {
+			c.errorAt(o, p+".class", "%s", notFound("worker class", md.Class, fmt.Sprintf("ClusterClass %q", class.Metadata.Name), keys(workers)))
+		}
+		if names[md.Name] {
+			c.errorAt(o, p+".name", "duplicate machine deployment name %q in this cluster: rename one", md.Name)
+		}
+		names[md.Name] = true
+	}
+	c.checkVariables(o, cl, class)
+}
+
+// checkVariables: every variable set is declared by the class, set once and
+// satisfies the class's constraint; every required one without a default is set.
+func (c *checker) checkVariables(o *Object, cl *v1alpha1.Cluster, class *v1alpha1.ClusterClass) {
+	index := map[string]int{}
+	for i, v := range class.Spec.Variables {
+		index[v.Name] = i
+	}
+	set := map[string]bool{}
+	for i, v := range cl.Spec.Topology.Variables {
+		p := fmt.Sprintf("spec.topology.variables[%d]", i)
+		ci, ok := index[v.Name]
+		if !ok {
+			c.errorAt(o, p+".name", "%s", notFound("variable", v.Name, fmt.Sprintf("ClusterClass %q", class.Metadata.Name), keys(index)))
+			continue
+		}
+		if set[v.Name] {
+			c.errorAt(o, p+".name", "variable %q is set twice: remove one", v.Name)
+			continue
+		}
+		set[v.Name] = true
+		cv, err := c.vars.compile(class, ci)
+		if err != nil {
+			continue // reported on the class
+		}
+		if msg := cv.check(v.Value); msg != "" {
+			decl := class.Spec.Variables[ci]
+			c.errorAt(o, p+".value", "%s does not satisfy %s, the constraint of variable %q in ClusterClass %q (%s): %s",
+				describe(v.Value), decl.Constraint, v.Name, class.Metadata.Name, class.Source, msg)
+		}
+	}
+	for _, v := range class.Spec.Variables {
+		if v.Required && v.Default == nil && !set[v.Name] {
+			c.errorAt(o, "spec.topology", "variable %q is required by ClusterClass %q: add it to spec.topology.variables", v.Name, class.Metadata.Name)
+		}
+	}
+}

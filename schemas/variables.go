@@ -1,0 +1,65 @@
+package schemas
+
+import (
+	"fmt"
+	"strings"
+
+	"cuelang.org/go/cue"
+	cueerrors "cuelang.org/go/cue/errors"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// variables compiles each class variable's CUE constraint once per Check.
+type variables struct {
+	ctx      *cue.Context
+	compiled map[string]*compiledVar // class/index
+}
+
+type compiledVar struct {
+	ctx        *cue.Context
+	constraint cue.Value
+}
+
+func (vs *variables) compile(cl *v1alpha1.ClusterClass, i int) (*compiledVar, error) {
+	key := fmt.Sprintf("%s/%d", cl.Metadata.Name, i)
+	if cv, ok := vs.compiled[key]; ok {
+		if cv == nil {
+			return nil, errBadConstraint
+		}
+		return cv, nil
+	}
+	src := strings.TrimSpace(cl.Spec.Variables[i].Constraint)
+	if src == "" {
+		src = "_"
+	}
+	v := vs.ctx.CompileString(src, cue.Filename(cl.Source.Path))
+	if err := v.Err(); err != nil {
+		vs.compiled[key] = nil
+		return nil, fmt.Errorf("%s", cueMessage(err))
+	}
+	cv := &compiledVar{ctx: vs.ctx, constraint: v}
+	vs.compiled[key] = cv
+	return cv, nil
+}
+
+var errBadConstraint = fmt.Errorf("constraint does not compile")
+
+// check returns "" when value satisfies the constraint, else why not.
+func (cv *compiledVar) check(value any) string {
+	u := cv.constraint.Unify(cv.ctx.Encode(value))
+	if err := u.Validate(cue.Concrete(true)); err != nil {
+		return cueMessage(err)
+	}
+	return ""
+}
+
+// cueMessage is the first of CUE's messages, without its path.
+func cueMessage(err error) string {
+	es := cueerrors.Errors(err)
+	if len(es) == 0 {
+		return err.Error()
+	}
+	format, args := es[0].Msg()
+	return fmt.Sprintf(format, args...)
+}
