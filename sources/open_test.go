@@ -23,6 +23,22 @@ spec:
     version: v1.30.2
 `
 
+const classYAML = `apiVersion: gitfleet.io/v1alpha1
+kind: ClusterClass
+metadata:
+  name: standard
+spec:
+  version: v1.30.2
+  controlPlane:
+    machineTemplate:
+      provider: inmemory
+  workers:
+    machineDeployments:
+      - class: default
+        template:
+          provider: inmemory
+`
+
 func cluster(name string) string { return strings.ReplaceAll(clusterYAML, "%s", name) }
 
 func open(t *testing.T, loc string, opts ...func(*sources.Options)) *sources.Repo {

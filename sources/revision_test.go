@@ -14,7 +14,7 @@ import (
 func TestRevisionNamesFileAndLineOfABrokenFile(t *testing.T) {
 	ctx := context.Background()
 	work := gittest.NewRepo(t)
-	good := work.Commit("good", map[string]string{"clusters/a.yaml": cluster("a")})
+	good := work.Commit("good", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a")})
 	bad := work.Commit("broken", map[string]string{"clusters/b.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: b\n   bad: [\n"})
 	r := open(t, work.Dir)
 
@@ -60,7 +60,7 @@ func TestFilesFollowsFleetConfigPaths(t *testing.T) {
 		t.Errorf("Files = %v, want %v", got, want)
 	}
 
-	work.Commit("typo in paths", map[string]string{"gitfleet.yaml": "kind: FleetConfig\nspec:\n  paths: [fleet/clsuters]\n"})
+	work.Commit("typo in paths", map[string]string{"gitfleet.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: FleetConfig\nspec:\n  paths: [fleet/clsuters]\n"})
 	rev, err := r.Revision(ctx, "main")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
 // Repo is a working repository in a temporary folder.
@@ -144,4 +148,28 @@ func NewServer(t testing.TB, root string) *Server {
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// CommitGo writes files, stages everything with the git CLI and commits with
+// go-git, so tests can sign with keys made in Go (opts.Signer or
+// opts.SignKey); it returns the new commit's hash.
+func (r *Repo) CommitGo(msg string, files map[string]string, opts git.CommitOptions) string {
+	r.t.Helper()
+	r.Write(files)
+	r.Git("add", "-A")
+	repo, err := git.PlainOpen(r.Dir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	sig := &object.Signature{Name: "Ada Tester", Email: "ada@example.com", When: time.Now()}
+	opts.Author, opts.Committer, opts.AllowEmptyCommits = sig, sig, true
+	h, err := wt.Commit(msg, &opts)
+	if err != nil {
+		r.t.Fatalf("commit %q: %v", msg, err)
+	}
+	return h.String()
 }
