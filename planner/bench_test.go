@@ -1,0 +1,93 @@
+package planner
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// bumpFleet is n clusters of 3 control-plane + 10 workers whose class moves
+// from v1.29.4 to v1.30.2, with every machine Running at v1.29.4.
+func bumpFleet(n int) (*Desired, []ObservedMachine, time.Time) {
+	now := simStart.Add(time.Hour)
+	build := func(ver string) *Desired {
+		class := testClass(ver)
+		class.Spec.Rollout = &v1alpha1.RolloutSpec{Waves: []v1alpha1.RolloutWave{
+			{Name: "canary", Selector: v1alpha1.LabelSelector{MatchLabels: map[string]string{"tier": "canary"}}},
+			{Name: "rest", MaxConcurrent: v1alpha1.Percent(10)},
+		}}
+		f := testFleet(class)
+		for i := range n {
+			tier := "prod"
+			if i%100 == 0 {
+				tier = "canary"
+			}
+			f.Clusters = append(f.Clusters, testCluster(fmt.Sprintf("c%05d", i), 3, 10, labels("tier", tier)))
+		}
+		d, _ := Expand(f)
+		return d
+	}
+	old, head := build("v1.29.4"), build("v1.30.2")
+	ms := make([]ObservedMachine, 0, n*13)
+	for _, dc := range old.Clusters {
+		add := func(p *Pool, k int) {
+			ms = append(ms, ObservedMachine{
+				Name: fmt.Sprintf("%s-%s-%d", dc.Name, PoolName(p.Name), k), Cluster: dc.Name, Deployment: p.Name, Role: p.Role,
+				Provider: p.Provider, Version: p.Version, TemplateHash: p.TemplateHash, Phase: wire.PhaseRunning,
+				Created: simStart, LastHeartbeat: now.Add(-time.Second), Healthy: true, Labels: p.Labels,
+			})
+		}
+		for k := range 3 {
+			add(&dc.ControlPlane, k)
+		}
+		for k := range 10 {
+			add(&dc.Deployments[0], k)
+		}
+	}
+	return head, ms, now
+}
+
+func BenchmarkPlanVersionBump(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
+			d, ms, now := bumpFleet(n)
+			names := 0
+			newName := func(c, p string) string { names++; return fmt.Sprintf("%s-%s-x%d", c, p, names) }
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			var res Result
+			for range b.N {
+				res = Plan(Input{Desired: d, Observed: ms, Now: now, NewName: newName})
+			}
+			elapsed := time.Since(start)
+			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/plan")
+			b.ReportMetric(float64(len(res.Steps)), "steps")
+			b.ReportMetric(float64(len(ms)), "machines")
+		})
+	}
+}
+
+// BenchmarkPlanOneCluster is the daemon's path for one machine's event:
+// re-summarise one cluster, recompute the gates and plan that cluster.
+func BenchmarkPlanOneCluster(b *testing.B) {
+	d, ms, now := bumpFleet(10000)
+	by := groupByCluster(ms)
+	sums := map[string]Summary{}
+	for _, dc := range d.Clusters {
+		sums[dc.Name] = Summarize(dc, by[dc.Name], now)
+	}
+	name := d.Clusters[5000].Name
+	newName := func(c, p string) string { return c + "-" + p + "-x" }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		dc := d.Cluster(name)
+		sums[name] = Summarize(dc, by[name], now)
+		g := Rollouts(d, sums)
+		PlanCluster(ClusterInput{Name: name, Desired: dc, Machines: by[name], Gate: g.For(name), Now: now, NewName: newName})
+	}
+}

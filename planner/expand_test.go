@@ -1,0 +1,191 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+func TestExpandResolvesTemplate(t *testing.T) {
+	class := testClass("v1.30.2")
+	class.Spec.Variables = []v1alpha1.ClassVariable{{Name: "size", Default: 8}, {Name: "zone"}}
+	class.Spec.Patches = []v1alpha1.ClassPatch{{
+		Name:     "size",
+		Selector: v1alpha1.PatchSelector{MachineDeploymentClass: []string{"default"}},
+		Set:      []v1alpha1.PatchSet{{Path: "spec.resources.cpus", ValueFrom: &v1alpha1.ValueFrom{Variable: "size"}}, {Path: "spec.zone", ValueFrom: &v1alpha1.ValueFrom{Variable: "zone"}}},
+	}}
+	withSize := func(size any) *v1alpha1.Fleet {
+		c := testCluster("c1", 3, 2)
+		if size != nil {
+			c.Spec.Topology.Variables = []v1alpha1.ClusterVariable{{Name: "size", Value: size}}
+		}
+		return testFleet(class, c)
+	}
+	d, probs := Expand(withSize(nil))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	c := d.Cluster("c1")
+	md := c.Deployments[0]
+	if got := string(md.Spec); got != `{"cpus":4,"resources":{"cpus":8}}` {
+		t.Errorf("spec with class default = %s", got)
+	}
+	if c.ControlPlane.Replicas != 3 || md.Replicas != 2 || md.Version != "v1.30.2" {
+		t.Errorf("replicas/version = %d/%d/%s", c.ControlPlane.Replicas, md.Replicas, md.Version)
+	}
+	if md.Strategy != (Strategy{Type: v1alpha1.StrategyRollingUpdate, MaxSurge: 1}) {
+		t.Errorf("default strategy = %+v, want Cluster API's maxSurge 1 maxUnavailable 0", md.Strategy)
+	}
+	if md.Labels[v1alpha1.LabelCluster] != "c1" || md.Labels[v1alpha1.LabelDeployment] != "md" || c.ControlPlane.Labels[v1alpha1.LabelControlPlane] == "" {
+		t.Errorf("labels = %v / %v", md.Labels, c.ControlPlane.Labels)
+	}
+	// The class's template must not be changed by the patch.
+	if _, ok := class.Spec.Workers.MachineDeployments[0].Template.Spec["resources"]; ok {
+		t.Error("Expand changed the class's template")
+	}
+
+	d2, _ := Expand(withSize(16))
+	if got := string(d2.Cluster("c1").Deployments[0].Spec); got != `{"cpus":4,"resources":{"cpus":16}}` {
+		t.Errorf("spec with cluster value = %s", got)
+	}
+	if d2.Cluster("c1").Deployments[0].TemplateHash == md.TemplateHash {
+		t.Error("template hash did not change with the spec")
+	}
+	if d2.Cluster("c1").ControlPlane.TemplateHash != c.ControlPlane.TemplateHash {
+		t.Error("control-plane hash changed though its template did not")
+	}
+}
+
+func TestTemplateHashChangesExactlyWhenReplaced(t *testing.T) {
+	hash := func(mut func(*v1alpha1.Fleet)) string {
+		f := testFleet(testClass("v1.30.2"), testCluster("c1", 3, 2))
+		mut(f)
+		d, probs := Expand(f)
+		if len(probs) > 0 {
+			t.Fatal(probs)
+		}
+		return d.Cluster("c1").Deployments[0].TemplateHash
+	}
+	base := hash(func(*v1alpha1.Fleet) {})
+	md := func(f *v1alpha1.Fleet) *v1alpha1.MachineDeploymentTopology {
+		return &f.Clusters[0].Spec.Topology.Workers.MachineDeployments[0]
+	}
+	same := map[string]func(*v1alpha1.Fleet){
+		"replicas": func(f *v1alpha1.Fleet) { md(f).Replicas = ptr(7) },
+		"labels":   func(f *v1alpha1.Fleet) { f.Clusters[0].Metadata.Labels["team"] = "a" },
+		"strategy": func(f *v1alpha1.Fleet) {
+			md(f).Strategy = &v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.StrategyOnDelete}
+		},
+	}
+	changed := map[string]func(*v1alpha1.Fleet){
+		"version":        func(f *v1alpha1.Fleet) { f.Clusters[0].Spec.Topology.Version = "v1.30.3" },
+		"provider":       func(f *v1alpha1.Fleet) { f.Classes[0].Spec.Workers.MachineDeployments[0].Template.Provider = "local" },
+		"spec":           func(f *v1alpha1.Fleet) { f.Classes[0].Spec.Workers.MachineDeployments[0].Template.Spec["cpus"] = 5 },
+		"failure domain": func(f *v1alpha1.Fleet) { md(f).FailureDomain = "zone-a" },
+	}
+	for name, mut := range same {
+		if hash(mut) != base {
+			t.Errorf("changing %s changed the template hash", name)
+		}
+	}
+	for name, mut := range changed {
+		if hash(mut) == base {
+			t.Errorf("changing %s left the template hash alone", name)
+		}
+	}
+}
+
+func TestExpandProblems(t *testing.T) {
+	class := testClass("v1.30.2")
+	class.Spec.Variables = []v1alpha1.ClassVariable{{Name: "region", Required: true}}
+	even := testCluster("even", 2, 1)
+	even.Spec.Topology.Variables = []v1alpha1.ClusterVariable{{Name: "region", Value: "eu"}, {Name: "colour", Value: "red"}}
+	noVar := testCluster("novar", 1, 1)
+	f := testFleet(class, even, noVar)
+	f.MachineDeployments = []*v1alpha1.MachineDeployment{{
+		Metadata: v1alpha1.ObjectMeta{Name: "extra"}, Source: v1alpha1.Source{Path: "clusters/extra.yaml", Line: 3},
+		Spec: v1alpha1.MachineDeploymentSpec{ClusterName: "novar", Version: "v1.31.0", Template: v1alpha1.MachineTemplate{Provider: "inmemory"}},
+	}}
+	d, probs := Expand(f)
+	var got []string
+	for _, p := range probs {
+		got = append(got, p.Error())
+	}
+	all := strings.Join(got, "\n")
+	for _, want := range []string{
+		"clusters/even.yaml:1: spec.topology.controlPlane.replicas: 2 control-plane machines cannot keep etcd quorum safely; use an odd number",
+		`clusters/even.yaml:1: spec.topology.variables[1].name: class standard declares no variable "colour"`,
+		`clusters/novar.yaml:1: spec.topology.variables: class standard requires variable "region"`,
+		"clusters/extra.yaml:3: spec.version: v1.31.0 is newer than the cluster's control plane (v1.30.2)",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems lack %q:\n%s", want, all)
+		}
+	}
+	// A cluster with problems is kept (its machines are not orphans) and gets no steps.
+	res := Plan(Input{Desired: d, Now: simStart, NewName: func(c, p string) string { return c + p }})
+	if len(res.Steps) != 0 {
+		t.Errorf("steps for broken clusters: %+v", res.Steps)
+	}
+	if res.Clusters[0].Phase != PhaseBlocked {
+		t.Errorf("phase = %s, want %s", res.Clusters[0].Phase, PhaseBlocked)
+	}
+}
+
+func TestUpgradeChain(t *testing.T) {
+	tests := []struct {
+		from, to string
+		listed   []string
+		want     string
+		err      string
+	}{
+		{from: "v1.29.4", to: "v1.29.4"},
+		{from: "v1.29.4", to: "v1.30.2", want: "v1.30.2"},
+		{from: "v1.29.4", to: "v1.31.0", listed: []string{"v1.30.1", "v1.30.5", "v1.28.0"}, want: "v1.30.5 v1.31.0"},
+		{from: "v1.28.0", to: "v1.31.0", listed: []string{"v1.29.0", "v1.30.5"}, want: "v1.29.0 v1.30.5 v1.31.0"},
+		{from: "v1.29.4", to: "v1.31.0", err: "no v1.30.x is listed to pass through; add one (e.g. v1.30.0) to the class's spec.kubernetesVersions"},
+		{from: "v1.30.2", to: "v1.29.4", err: "cannot downgrade from v1.30.2 to v1.29.4"},
+		{from: "v1.30.2", to: "v1.30.1", err: "cannot downgrade"},
+		{from: "v1.30.2", to: "1.31", err: `"1.31" is not a version like v1.30.2`},
+	}
+	for _, tt := range tests {
+		chain, err := upgradeChain(tt.from, tt.to, tt.listed)
+		if err != nil {
+			if tt.err == "" || !strings.Contains(err.message, tt.err) {
+				t.Errorf("%s -> %s: error %q, want %q", tt.from, tt.to, err.message, tt.err)
+			}
+			continue
+		}
+		if tt.err != "" || strings.Join(chain, " ") != tt.want {
+			t.Errorf("%s -> %s = %v, want %q (error %q)", tt.from, tt.to, chain, tt.want, tt.err)
+		}
+	}
+}
+
+func TestPlanRefusesSkippedMinor(t *testing.T) {
+	s := newSim(t, testFleet(testClass("v1.29.4"), testCluster("c1", 1, 1)))
+	s.quiet = true
+	s.run(50)
+	s.setFleet(testFleet(testClass("v1.31.0"), testCluster("c1", 1, 1)))
+	res := Plan(Input{Desired: s.desired, Observed: s.observed(), Now: s.now, NewName: s.newName})
+	if len(res.Steps) != 0 {
+		t.Errorf("steps for a refused upgrade: %+v", res.Steps)
+	}
+	c := res.Clusters[0]
+	if c.Phase != PhaseBlocked || !c.Has(CondBlocked) || !strings.Contains(c.Conditions[0].Message, "classes/standard.yaml:1: spec.version: cannot upgrade from v1.29.4 to v1.31.0") {
+		t.Errorf("status = %+v", c)
+	}
+}
+
+func TestPausedClusterGetsNoSteps(t *testing.T) {
+	paused := func(c *v1alpha1.Cluster) { c.Spec.Paused = true }
+	s := newSim(t, testFleet(testClass("v1.29.4"), testCluster("c1", 1, 1)))
+	s.quiet = true
+	s.run(50)
+	s.setFleet(testFleet(testClass("v1.30.2"), testCluster("c1", 1, 3, paused)))
+	res := Plan(Input{Desired: s.desired, Observed: s.observed(), Now: s.now, NewName: s.newName})
+	if len(res.Steps) != 0 || res.Clusters[0].Phase != PhasePaused {
+		t.Errorf("paused cluster: steps %+v phase %s", res.Steps, res.Clusters[0].Phase)
+	}
+}
