@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/gitfleet/gitfleet/schemas"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+func init() {
+	register(&command{
+		name:    "validate",
+		usage:   "validate [DIR] [--format text|json]",
+		summary: "check a fleet repository: schemas, references and policies",
+		run:     runValidate,
+	})
+}
+
+func runValidate(_ context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet("validate", env.stderr)
+	format := fs.String("format", "text", "output format: text or json")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *format != "text" && *format != "json" {
+		return &exitError{code: 2, err: fmt.Errorf("--format %q: use text or json", *format)}
+	}
+	if len(pos) > 1 {
+		return &exitError{code: 2, err: fmt.Errorf("want at most one DIR, got %d", len(pos))}
+	}
+	dir := "."
+	if len(pos) == 1 {
+		dir = pos[0]
+	}
+	files, err := schemas.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	fleet, errs := schemas.Load(files)
+	if *format == "json" {
+		if err := writeValidateJSON(env, fleet, errs); err != nil {
+			return err
+		}
+	} else {
+		for _, e := range errs {
+			fmt.Fprintln(env.stdout, e.Error())
+		}
+		if len(errs) == 0 {
+			fmt.Fprintln(env.stdout, "ok: "+fleetSummary(fleet))
+		} else {
+			fmt.Fprintf(env.stderr, "%d %s\n", len(errs), pluralNoun(len(errs), "error", "errors"))
+		}
+	}
+	if len(errs) > 0 {
+		return errSilent
+	}
+	return nil
+}
+
+// validateJSON is the --format json output.
+type validateJSON struct {
+	OK     bool            `json:"ok"`
+	Errors []validateError `json:"errors"`
+	Counts map[string]int  `json:"counts"`
+}
+
+type validateError struct {
+	Path    string `json:"path"`
+	Line    int    `json:"line,omitempty"`
+	Col     int    `json:"col,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+func writeValidateJSON(env *cmdEnv, fleet *v1alpha1.Fleet, errs schemas.Errors) error {
+	out := validateJSON{OK: len(errs) == 0, Errors: []validateError{}, Counts: map[string]int{
+		"classes":            len(fleet.Classes),
+		"clusters":           len(fleet.Clusters),
+		"machineDeployments": len(fleet.MachineDeployments),
+		"healthChecks":       len(fleet.HealthChecks),
+	}}
+	for _, e := range errs {
+		out.Errors = append(out.Errors, validateError(e))
+	}
+	enc := json.NewEncoder(env.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// fleetSummary counts what a valid fleet holds: "1 class, 2 clusters, 1 health check".
+func fleetSummary(f *v1alpha1.Fleet) string {
+	parts := []string{
+		fmt.Sprintf("%d %s", len(f.Classes), pluralNoun(len(f.Classes), "class", "classes")),
+		fmt.Sprintf("%d %s", len(f.Clusters), pluralNoun(len(f.Clusters), "cluster", "clusters")),
+	}
+	if n := len(f.MachineDeployments); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s", n, pluralNoun(n, "machine deployment", "machine deployments")))
+	}
+	if n := len(f.HealthChecks); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s", n, pluralNoun(n, "health check", "health checks")))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func pluralNoun(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
