@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "rollout", name+".golden")
+	path := filepath.Join("testdata", name+".golden")
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -144,7 +144,7 @@ func TestRolloutGolden(t *testing.T) {
 				tt.setup(s)
 			}
 			s.run(200)
-			golden(t, tt.name, s.log.String())
+			golden(t, "rollout/"+tt.name, s.log.String())
 			if tt.check != nil {
 				tt.check(t, s)
 			}

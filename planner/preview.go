@@ -1,0 +1,225 @@
+package planner
+
+import (
+	"sort"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// PreviewReport is what merging head into base would do: clusters added,
+// removed and changed, and head's errors.
+type PreviewReport struct {
+	Base     string          `json:"base,omitempty"` // refs, set by the caller
+	Head     string          `json:"head,omitempty"`
+	Errors   []string        `json:"errors,omitempty"`
+	Clusters []ClusterChange `json:"clusters"`
+	// Observed says whether the machines came from the status branch
+	// (true) or were assumed to match base exactly (false).
+	Observed  bool          `json:"observed"`
+	Unchanged int           `json:"unchanged"`
+	Totals    PreviewTotals `json:"totals"`
+}
+
+// PreviewTotals sums a preview up.
+type PreviewTotals struct {
+	Added    int `json:"added"`
+	Removed  int `json:"removed"`
+	Changed  int `json:"changed"`
+	Replaced int `json:"machinesReplaced"`
+	Created  int `json:"machinesCreated"`
+	Deleted  int `json:"machinesDeleted"`
+}
+
+// Kinds of cluster change.
+const (
+	ChangeAdded   = "added"
+	ChangeRemoved = "removed"
+	ChangeChanged = "changed"
+)
+
+// ClusterChange is one cluster's change.
+type ClusterChange struct {
+	Name        string       `json:"name"`
+	Change      string       `json:"change"`
+	Class       string       `json:"class,omitempty"`
+	Wave        string       `json:"wave,omitempty"`
+	WaveIndex   int          `json:"waveIndex"` // 1-based; 0 for removed clusters
+	Waves       int          `json:"waves,omitempty"`
+	FromVersion string       `json:"fromVersion,omitempty"`
+	ToVersion   string       `json:"toVersion,omitempty"`
+	Chain       []string     `json:"chain,omitempty"` // intermediate versions of a chained upgrade
+	Paused      bool         `json:"paused,omitempty"`
+	Pools       []PoolChange `json:"pools,omitempty"`
+	Replaced    int          `json:"machinesReplaced"`
+	Created     int          `json:"machinesCreated"`
+	Deleted     int          `json:"machinesDeleted"`
+	// Machines names the observed machines replaced or deleted (empty when
+	// nothing was observed).
+	Machines []string `json:"machines,omitempty"`
+}
+
+// PoolChange is one pool's change.
+type PoolChange struct {
+	Name         string `json:"name"`
+	FromReplicas int    `json:"fromReplicas"`
+	ToReplicas   int    `json:"toReplicas"`
+	Replaced     int    `json:"machinesReplaced"`
+	OnDelete     bool   `json:"onDelete,omitempty"` // replaced only when someone deletes them
+}
+
+// HasChanges reports whether merging would change any cluster.
+func (r *PreviewReport) HasChanges() bool { return len(r.Clusters) > 0 }
+
+// Preview compares base and head. headErrs are head's validation errors;
+// observed are the machines running now (from the status branch), or nil to
+// assume every cluster of base runs exactly as base says.
+func Preview(base, head *v1alpha1.Fleet, headErrs []error, observed []ObservedMachine) *PreviewReport {
+	r := &PreviewReport{Observed: observed != nil}
+	for _, e := range headErrs {
+		r.Errors = append(r.Errors, e.Error())
+	}
+	bd, _ := Expand(base)
+	hd, probs := Expand(head)
+	for _, p := range probs {
+		r.Errors = append(r.Errors, p.Error())
+	}
+	if observed == nil {
+		observed = assumeConverged(bd)
+	}
+	by := groupByCluster(observed)
+	names := map[string]bool{}
+	for _, c := range bd.Clusters {
+		names[c.Name] = true
+	}
+	for _, c := range hd.Clusters {
+		names[c.Name] = true
+	}
+	for _, n := range sortedKeys(names) {
+		cc, errs := compareCluster(n, bd.Cluster(n), hd.Cluster(n), hd, by[n])
+		r.Errors = append(r.Errors, errs...)
+		if cc == nil {
+			r.Unchanged++
+			continue
+		}
+		r.Clusters = append(r.Clusters, *cc)
+		t := &r.Totals
+		switch cc.Change {
+		case ChangeAdded:
+			t.Added++
+		case ChangeRemoved:
+			t.Removed++
+		default:
+			t.Changed++
+		}
+		t.Replaced += cc.Replaced
+		t.Created += cc.Created
+		t.Deleted += cc.Deleted
+	}
+	return r
+}
+
+// assumeConverged invents the machines base describes, for a preview
+// without observed state.
+func assumeConverged(d *Desired) []ObservedMachine {
+	var ms []ObservedMachine
+	for _, dc := range d.Clusters {
+		pools := append([]Pool{dc.ControlPlane}, dc.Deployments...)
+		for _, p := range pools {
+			for range p.Replicas {
+				ms = append(ms, ObservedMachine{Cluster: dc.Name, Deployment: p.Name, Role: p.Role,
+					Version: p.Version, TemplateHash: p.TemplateHash, Phase: wire.PhaseRunning})
+			}
+		}
+	}
+	return ms
+}
+
+func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []ObservedMachine) (*ClusterChange, []string) {
+	cc := &ClusterChange{Name: name, Change: ChangeChanged}
+	live := ms[:0:0]
+	for _, m := range ms {
+		if m.Phase != wire.PhaseDeleted {
+			live = append(live, m)
+		}
+	}
+	if h == nil {
+		cc.Change, cc.Class, cc.Deleted = ChangeRemoved, b.Class, len(live)
+		for _, m := range live {
+			if m.Name != "" {
+				cc.Machines = append(cc.Machines, m.Name)
+			}
+		}
+		if len(live) == 0 {
+			return nil, nil
+		}
+		return cc, nil
+	}
+	cc.Class, cc.Wave, cc.WaveIndex, cc.ToVersion, cc.Paused = h.Class, h.WaveName, h.Wave+1, h.Version, h.Paused
+	if class := hd.Class(h.Class); class != nil {
+		cc.Waves = len(class.Waves) - 1 // declared; the implicit one comes after
+		if len(class.Waves) == 1 {
+			cc.Wave, cc.WaveIndex, cc.Waves = "", 0, 0 // no waves declared
+		}
+	}
+	if b == nil {
+		cc.Change = ChangeAdded
+	}
+	var errs []string
+	cpVer := ""
+	for _, m := range live {
+		if m.Deployment == "" && (cpVer == "" || compareVersions(m.Version, cpVer) < 0) {
+			cpVer = m.Version
+		}
+	}
+	if cpVer != "" {
+		cc.FromVersion = cpVer
+		chain, verr := upgradeChain(cpVer, h.Version, h.KubernetesVersions)
+		if verr != nil {
+			errs = append(errs, Problem{Source: h.VersionSource, Field: h.VersionField, Message: "cluster " + name + ": " + verr.message}.Error())
+		} else if len(chain) > 1 {
+			cc.Chain = chain[:len(chain)-1]
+		}
+	}
+	byPool := map[string][]ObservedMachine{}
+	for _, m := range live {
+		byPool[m.Deployment] = append(byPool[m.Deployment], m)
+	}
+	pools := append([]Pool{h.ControlPlane}, h.Deployments...)
+	seen := map[string]bool{}
+	for i := range pools {
+		p := &pools[i]
+		seen[p.Name] = true
+		pc := PoolChange{Name: PoolName(p.Name), FromReplicas: len(byPool[p.Name]), ToReplicas: p.Replicas, OnDelete: p.Strategy.Type == v1alpha1.StrategyOnDelete}
+		kept := 0
+		for _, m := range byPool[p.Name] {
+			if m.TemplateHash != p.TemplateHash {
+				if kept < p.Replicas {
+					pc.Replaced++
+					if m.Name != "" {
+						cc.Machines = append(cc.Machines, m.Name)
+					}
+				}
+			}
+			kept++
+		}
+		cc.Created += max(0, p.Replicas-pc.FromReplicas)
+		cc.Deleted += max(0, pc.FromReplicas-p.Replicas)
+		cc.Replaced += pc.Replaced
+		if pc.FromReplicas != pc.ToReplicas || pc.Replaced > 0 {
+			cc.Pools = append(cc.Pools, pc)
+		}
+	}
+	for _, dep := range sortedKeys(byPool) {
+		if !seen[dep] {
+			n := len(byPool[dep])
+			cc.Pools = append(cc.Pools, PoolChange{Name: dep, FromReplicas: n})
+			cc.Deleted += n
+		}
+	}
+	if b != nil && len(cc.Pools) == 0 && cc.FromVersion == cc.ToVersion && b.Paused == h.Paused {
+		return nil, errs
+	}
+	sort.Strings(cc.Machines)
+	return cc, errs
+}

@@ -1,0 +1,219 @@
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// MarkdownLimit keeps a pull request comment under GitHub's 65,536
+// characters with room to spare.
+const MarkdownLimit = 60000
+
+// RenderJSON writes the preview as indented JSON for tools.
+func RenderJSON(w io.Writer, r *PreviewReport) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// RenderText writes the preview for a terminal.
+func RenderText(w io.Writer, r *PreviewReport) error {
+	var b strings.Builder
+	for _, e := range r.Errors {
+		fmt.Fprintf(&b, "error: %s\n", e)
+	}
+	if len(r.Errors) > 0 {
+		b.WriteString("\n")
+	}
+	if !r.HasChanges() {
+		fmt.Fprintf(&b, "No changes: %d clusters unchanged.\n", r.Unchanged)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	fmt.Fprintf(&b, "%s\n\n", summaryLine(r))
+	for i := range r.Clusters {
+		c := &r.Clusters[i]
+		fmt.Fprintf(&b, "%s %s (%s)\n", changeMark(c.Change), c.Name, c.Change)
+		for _, line := range clusterLines(c) {
+			fmt.Fprintf(&b, "    %s\n", line)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(assumption(r))
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func changeMark(change string) string {
+	switch change {
+	case ChangeAdded:
+		return "+"
+	case ChangeRemoved:
+		return "-"
+	}
+	return "~"
+}
+
+func summaryLine(r *PreviewReport) string {
+	t := r.Totals
+	return fmt.Sprintf("Plan: %s added, %d changed, %d removed; %s replaced, %d created, %d deleted; %s unchanged.",
+		plural(t.Added, "cluster"), t.Changed, t.Removed, plural(t.Replaced, "machine"), t.Created, t.Deleted, plural(r.Unchanged, "cluster"))
+}
+
+func assumption(r *PreviewReport) string {
+	if r.Observed {
+		return "Machines as observed on the status branch."
+	}
+	return "No observed state: assumed every cluster runs exactly as base describes."
+}
+
+func versionText(c *ClusterChange) string {
+	switch {
+	case c.FromVersion == "" && c.ToVersion != "":
+		return c.ToVersion
+	case c.FromVersion == c.ToVersion:
+		return c.ToVersion
+	case c.Change == ChangeRemoved:
+		return ""
+	}
+	s := c.FromVersion + " → " + c.ToVersion
+	if len(c.Chain) > 0 {
+		s += " via " + strings.Join(c.Chain, ", ")
+	}
+	return s
+}
+
+func waveText(c *ClusterChange) string {
+	if c.WaveIndex == 0 {
+		return ""
+	}
+	if c.WaveIndex > c.Waves {
+		return fmt.Sprintf("last, after wave %d (no wave selects it)", c.Waves)
+	}
+	return fmt.Sprintf("%d/%d %s", c.WaveIndex, c.Waves, c.Wave)
+}
+
+func poolText(p PoolChange) string {
+	s := fmt.Sprintf("%s: %d → %s", p.Name, p.FromReplicas, plural(p.ToReplicas, "machine"))
+	if p.FromReplicas == p.ToReplicas {
+		s = fmt.Sprintf("%s: %s", p.Name, plural(p.ToReplicas, "machine"))
+	}
+	if p.Replaced > 0 {
+		s += fmt.Sprintf(", %d replaced", p.Replaced)
+		if p.OnDelete {
+			s += " when deleted (OnDelete)"
+		}
+	}
+	return s
+}
+
+// clusterLines are a cluster's details, one fact per line.
+func clusterLines(c *ClusterChange) []string {
+	var lines []string
+	if c.Class != "" {
+		lines = append(lines, "class: "+c.Class)
+	}
+	if v := versionText(c); v != "" {
+		lines = append(lines, "version: "+v)
+	}
+	if w := waveText(c); w != "" {
+		lines = append(lines, "wave: "+w)
+	}
+	if c.Paused {
+		lines = append(lines, "paused: nothing happens until spec.paused is false")
+	}
+	if c.Change == ChangeRemoved {
+		lines = append(lines, fmt.Sprintf("deletes %d machines: workers first, then the control plane", c.Deleted))
+	}
+	for _, p := range c.Pools {
+		lines = append(lines, poolText(p))
+	}
+	if len(c.Machines) > 0 {
+		verb := "replaced"
+		if c.Change == ChangeRemoved {
+			verb = "deleted"
+		}
+		lines = append(lines, fmt.Sprintf("machines %s: %s", verb, strings.Join(c.Machines, ", ")))
+	}
+	return lines
+}
+
+// RenderMarkdown writes the preview as a pull request comment: errors, a
+// summary table, then each cluster's details folded, all within limit
+// characters (MarkdownLimit when limit <= 0); what does not fit is cut and a
+// note says how much.
+func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
+	if limit <= 0 {
+		limit = MarkdownLimit
+	}
+	const reserve = 400 // for the note of what was cut
+	var b strings.Builder
+	title := "### gitfleet plan"
+	if r.Base != "" || r.Head != "" {
+		title += fmt.Sprintf(": `%s` → `%s`", r.Base, r.Head)
+	}
+	b.WriteString(title + "\n\n")
+	cutErrors, cutRows, cutDetails := 0, 0, 0
+	if len(r.Errors) > 0 {
+		fmt.Fprintf(&b, "**%d errors** — merging this would be rejected:\n\n", len(r.Errors))
+		for i, e := range r.Errors {
+			line := "- `" + strings.ReplaceAll(e, "`", "'") + "`\n"
+			if b.Len()+len(line) > limit/4 {
+				cutErrors = len(r.Errors) - i
+				break
+			}
+			b.WriteString(line)
+		}
+		b.WriteString("\n")
+	}
+	if !r.HasChanges() {
+		fmt.Fprintf(&b, "No changes: %d clusters unchanged.\n", r.Unchanged)
+	} else {
+		fmt.Fprintf(&b, "%s\n\n", summaryLine(r))
+		b.WriteString("| | cluster | class | version | wave | machines replaced | created | deleted |\n|---|---|---|---|---|---:|---:|---:|\n")
+		for i := range r.Clusters {
+			c := &r.Clusters[i]
+			row := fmt.Sprintf("| %s | `%s` | %s | %s | %s | %d | %d | %d |\n", changeMark(c.Change), c.Name, c.Class,
+				versionText(c), waveText(c), c.Replaced, c.Created, c.Deleted)
+			if b.Len()+len(row) > limit*2/3-reserve {
+				cutRows = len(r.Clusters) - i
+				break
+			}
+			b.WriteString(row)
+		}
+		b.WriteString("\n<details><summary>Details per cluster</summary>\n\n")
+		shown := len(r.Clusters) - cutRows
+		for i := range r.Clusters[:shown] {
+			c := &r.Clusters[i]
+			var d strings.Builder
+			fmt.Fprintf(&d, "**%s** (%s)\n", c.Name, c.Change)
+			for _, line := range clusterLines(c) {
+				fmt.Fprintf(&d, "- %s\n", line)
+			}
+			d.WriteString("\n")
+			if b.Len()+d.Len() > limit-reserve {
+				cutDetails = shown - i
+				break
+			}
+			b.WriteString(d.String())
+		}
+		b.WriteString("</details>\n\n")
+	}
+	if cutErrors+cutRows+cutDetails > 0 {
+		fmt.Fprintf(&b, "> **Cut to stay under %d characters:** %d errors, %d table rows and %d cluster details not shown. Run `gitfleet plan --format json` for everything.\n\n",
+			limit, cutErrors, cutRows, cutDetails)
+	}
+	b.WriteString("_" + assumption(r) + "_\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
