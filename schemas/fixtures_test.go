@@ -1,0 +1,96 @@
+package schemas
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gitfleet/gitfleet/fixtures"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected.txt of every broken fixture")
+
+const brokenDir = "../fixtures/broken"
+
+// TestBrokenFixtures: every broken fleet yields exactly its expected errors.
+func TestBrokenFixtures(t *testing.T) {
+	entries, err := os.ReadDir(brokenDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		n++
+		t.Run(e.Name(), func(t *testing.T) {
+			dir := filepath.Join(brokenDir, e.Name())
+			fleet, err := fixtures.Overlay(os.DirFS(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, errs := Load(filesOf(fleet))
+			got := errs.Error() + "\n"
+			if len(errs) == 0 {
+				t.Fatalf("a broken fleet validated cleanly")
+			}
+			golden := filepath.Join(dir, fixtures.ExpectedFile)
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if d := cmp.Diff(string(want), got); d != "" {
+				t.Errorf("errors differ from %s (-want +got):\n%s", golden, d)
+			}
+		})
+	}
+	if n < 20 {
+		t.Errorf("only %d broken fixtures", n)
+	}
+}
+
+func TestInitFleetIsValid(t *testing.T) {
+	fleet, err := fixtures.Overlay(os.DirFS(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, errs := Load(filesOf(fleet))
+	if len(errs) > 0 {
+		t.Fatalf("the init fleet has errors:\n%v", errs)
+	}
+	var names []string
+	for _, c := range f.Clusters {
+		names = append(names, c.Metadata.Name+"@"+c.Source.String())
+	}
+	if want := []string{"dev-1@clusters/dev-1.yaml:1", "prod-1@clusters/prod-1.yaml:1"}; !slices.Equal(names, want) {
+		t.Errorf("clusters = %v, want %v", names, want)
+	}
+	if len(f.Classes) != 1 || len(f.HealthChecks) != 1 || f.Config.Spec.StatusBranch != "gitfleet/status" {
+		t.Errorf("fleet = %d classes, %d health checks, config %+v", len(f.Classes), len(f.HealthChecks), f.Config.Spec)
+	}
+	prod := f.Cluster("prod-1")
+	if v := prod.Spec.Topology.Variables[0].Value; v != int64(4) {
+		t.Errorf("variable value = %#v, want int64 4", v)
+	}
+}
+
+func filesOf(m map[string][]byte) []File {
+	var files []File
+	for p, data := range m {
+		files = append(files, File{Path: p, Data: data})
+	}
+	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return files
+}
