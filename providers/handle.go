@@ -112,7 +112,7 @@ func (w *Worker) publish(ev *wire.Event) (jetstream.PubAckFuture, error) {
 		return nil, err
 	}
 	return w.js.PublishAsync(wire.EventSubject(ev.Cluster, ev.Machine), data,
-		jetstream.WithMsgID(ev.TaskID+":"+string(ev.Phase)))
+		jetstream.WithMsgID(ev.TaskID+":"+string(ev.Phase)), jetstream.WithStallWait(w.o.AckWait/3))
 }
 
 // acker acknowledges tasks in the order their events were published, once
@@ -176,10 +176,9 @@ func (w *Worker) startProgress(msg jetstream.Msg, task *wire.Task, phase wire.Ph
 			p.futs = append(p.futs, f)
 		}
 	}
-	switch {
-	case w.o.ProgressAfter == 0:
+	if w.o.ProgressAfter < 0 {
 		publish()
-	case w.o.ProgressAfter > 0:
+	} else {
 		p.ev = time.AfterFunc(w.o.ProgressAfter, func() {
 			p.mu.Lock()
 			defer p.mu.Unlock()

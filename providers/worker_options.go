@@ -20,8 +20,9 @@ type WorkerOptions struct {
 	// transient error; default doubles from 1s up to 1m.
 	Backoff func(attempt int) time.Duration
 	// ProgressAfter: the Provisioning or Deleting event is published when the
-	// provider call is still running after this long. 0 publishes it before
-	// every call; a negative value never.
+	// provider call is still running after this long (default 250ms), so a
+	// call that finishes at once reports only its outcome. A negative value
+	// publishes it before every call.
 	ProgressAfter time.Duration
 	// DrainTimeout bounds how long Run waits for in-flight provider calls
 	// after it was told to stop (default 30s); then their ctx is cancelled.
@@ -47,6 +48,9 @@ func (o WorkerOptions) withDefaults(provider string) WorkerOptions {
 	}
 	if o.Backoff == nil {
 		o.Backoff = ExponentialBackoff(time.Second, time.Minute)
+	}
+	if o.ProgressAfter == 0 {
+		o.ProgressAfter = 250 * time.Millisecond
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 30 * time.Second

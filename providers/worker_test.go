@@ -17,7 +17,7 @@ import (
 func TestWorkerCreatesThenDeletes(t *testing.T) {
 	e := newEnv(t)
 	p := inmemory.New(inmemory.Options{})
-	w := e.startWorker(t, p, providers.WorkerOptions{})
+	w := e.startWorker(t, p, providers.WorkerOptions{ProgressAfter: -1})
 	events := e.events(t)
 
 	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "cp-0", ""), task(wire.OpCreate, inmemory.Name, "c1", "md-0-a", ""))
@@ -160,18 +160,18 @@ func TestWorkerInProgressAcksPreventRedelivery(t *testing.T) {
 
 func TestWorkerFastCallSkipsProgressEvent(t *testing.T) {
 	e := newEnv(t)
-	e.startWorker(t, inmemory.New(inmemory.Options{}), providers.WorkerOptions{ProgressAfter: time.Second})
+	e.startWorker(t, inmemory.New(inmemory.Options{}), providers.WorkerOptions{})
 	events := e.events(t)
 	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "fast", ""))
 	seen := waitPhases(t, events, wire.PhaseRunning, "c1/fast")
 	if got := phases(seen["c1/fast"]); !slices.Equal(got, []wire.Phase{wire.PhaseRunning}) {
-		t.Errorf("events: %v; want only Running for a call faster than ProgressAfter", got)
+		t.Errorf("events: %v; want only Running for a call faster than the default ProgressAfter", got)
 	}
 }
 
 func TestWorkerKeepsEventsOfAMachineInOrder(t *testing.T) {
 	e := newEnv(t)
-	e.startWorker(t, inmemory.New(inmemory.Options{ProvisioningDelayMax: 3 * time.Millisecond}), providers.WorkerOptions{Concurrency: 4})
+	e.startWorker(t, inmemory.New(inmemory.Options{ProvisioningDelayMax: 3 * time.Millisecond}), providers.WorkerOptions{Concurrency: 4, ProgressAfter: -1})
 	events := e.events(t)
 	var tasks []wire.Task
 	for range 5 {

@@ -3,6 +3,7 @@ package natsbus
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -34,7 +35,13 @@ func (p *Publisher) Publish(ctx context.Context, t *wire.Task) (jetstream.PubAck
 		return nil, err
 	}
 	subj := wire.TaskSubject(t.Machine.Provider, t.Machine.Cluster, t.Machine.Name)
-	f, err := p.js.PublishAsync(subj, data, jetstream.WithMsgID(t.ID))
+	// Wait for room among the pending publishes as long as ctx allows,
+	// instead of failing after nats.go's default 200ms stall.
+	stall := 30 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		stall = max(time.Until(d), time.Millisecond)
+	}
+	f, err := p.js.PublishAsync(subj, data, jetstream.WithMsgID(t.ID), jetstream.WithStallWait(stall))
 	if err != nil {
 		return nil, fmt.Errorf("publish task %s: %w", t.ID, err)
 	}
