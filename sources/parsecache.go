@@ -42,11 +42,24 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors) (*v1alpha1.Fleet
 	results := pc.parseAll(docs)
 	errs := append(schemas.Errors(nil), pre...)
 	var objs []schemas.Object
+	fleetObjs := 0
 	for _, p := range results {
-		objs = append(objs, p.objs...)
+		for _, o := range p.objs {
+			if e, bad := misplaced(o); bad {
+				errs = append(errs, e)
+				continue
+			}
+			objs = append(objs, o)
+			if o.Kind != v1alpha1.KindFleetConfig {
+				fleetObjs++
+			}
+		}
 		errs = append(errs, p.errs...)
 	}
-	fleet, cerrs := checkFleet(objs, policies)
+	if fleetObjs == 0 && len(errs) == 0 {
+		errs = append(errs, schemas.Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
+	}
+	fleet, cerrs := schemas.Check(objs, policies)
 	errs = append(errs, cerrs...)
 	sortErrors(errs)
 	return fleet, errs
@@ -74,7 +87,7 @@ func (pc *parseCache) parseAll(ins []input) []*parsed {
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				objs, errs := parseFile(ins[i].File)
+				objs, errs := schemas.ParseFile(ins[i].File)
 				out[i] = &parsed{objs: objs, errs: errs, gen: gen}
 			}
 		})
@@ -112,4 +125,21 @@ func sortErrors(es schemas.Errors) {
 		}
 		return a.Field < b.Field
 	})
+}
+
+// misplaced applies schemas.Load's rule that gitfleet.yaml holds the
+// FleetConfig and nothing else.
+func misplaced(o schemas.Object) (schemas.Error, bool) {
+	inConfig := o.Source.Path == ConfigFile
+	isConfig := o.Kind == v1alpha1.KindFleetConfig
+	if inConfig == isConfig {
+		return schemas.Error{}, false
+	}
+	e := schemas.Error{Path: o.Source.Path, Line: o.Source.Line, Field: "kind"}
+	if inConfig {
+		e.Message = "gitfleet.yaml holds only the FleetConfig: move this " + o.Kind + " to its own file"
+	} else {
+		e.Message = "FleetConfig belongs in gitfleet.yaml at the repository root: move it there"
+	}
+	return e, true
 }

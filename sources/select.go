@@ -166,7 +166,7 @@ func (r *Repo) collect(s *snapshot) ([]input, schemas.Errors, error) {
 	}
 	if pol, ok := joinRel("", fp.policies); ok && pol != "" {
 		for _, f := range s.under(pol) {
-			if strings.HasSuffix(f, ".cue") {
+			if path.Ext(f) == ".cue" && path.Dir(f) == pol {
 				if err := addRaw(f); err != nil {
 					return nil, nil, err
 				}

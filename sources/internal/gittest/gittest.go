@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,7 +124,12 @@ type Server struct {
 	Root string
 	URL  string // http://127.0.0.1:port, without a trailing slash
 	srv  *httptest.Server
+	n    atomic.Int64
 }
+
+// Fetches counts the fetches served (upload-pack requests, i.e. ref
+// advertisements for git-upload-pack).
+func (s *Server) Fetches() int64 { return s.n.Load() }
 
 // NewServer starts a smart-HTTP server on loopback for the bare
 // repositories under root; it stops when the test ends.
@@ -144,7 +150,13 @@ func NewServer(t testing.TB, root string) *Server {
 		},
 		InheritEnv: []string{"PATH"},
 	}
-	s := &Server{Root: root, srv: httptest.NewServer(http.StripPrefix("", h))}
+	s := &Server{Root: root}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("service") == "git-upload-pack" {
+			s.n.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
 	return s

@@ -1,0 +1,221 @@
+package sources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// WatchOptions configure a Source.
+type WatchOptions struct {
+	// Branch is the branch followed; default "main".
+	Branch string
+	// Interval is how often the repository is polled (remote: fetched);
+	// default DefaultInterval. Local repositories are also watched with
+	// fsnotify, so for them polling is only a safety net.
+	Interval time.Duration
+	// Debounce is the window in which ref changes are coalesced; default
+	// DefaultDebounce. The first change of a burst is acted on at once.
+	Debounce time.Duration
+	// MaxBackoff caps the wait between fetches while the remote fails;
+	// default 10 × Interval.
+	MaxBackoff time.Duration
+	// Log receives what the source does; default zerolog.Ctx(ctx).
+	Log *zerolog.Logger
+}
+
+// Source follows a branch and turns each new head into a Revision: read,
+// signature-checked and validated. Rejected revisions are delivered too, but
+// Current stays at the last good one.
+type Source struct {
+	repo *Repo
+	opts WatchOptions
+	log  zerolog.Logger
+
+	wake   chan struct{} // cap 1: triggers coalesce
+	out    chan *Revision
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	current *Revision
+	last    *Revision // newest head read, good or not
+	err     error     // last fetch or read failure, nil after a success
+}
+
+// Watch starts following opts.Branch of repo; the first head is read at
+// once. Close stops it; the caller still owns repo.
+func Watch(ctx context.Context, repo *Repo, opts WatchOptions) (*Source, error) {
+	if opts.Branch == "" {
+		opts.Branch = "main"
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 10 * opts.Interval
+	}
+	log := zerolog.Ctx(ctx)
+	if opts.Log != nil {
+		log = opts.Log
+	}
+	s := &Source{
+		repo: repo,
+		opts: opts,
+		log:  log.With().Str("repo", repo.Location()).Str("branch", opts.Branch).Logger(),
+		wake: make(chan struct{}, 1),
+		out:  make(chan *Revision, 16),
+		done: make(chan struct{}),
+	}
+	var refs *refWatcher
+	if !repo.Remote() {
+		var err error
+		refs, err = newRefWatcher(repo.GitDir(), opts.Branch)
+		if err != nil {
+			return nil, err
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	go s.run(runCtx, refs)
+	return s, nil
+}
+
+// Revisions delivers every new head of the branch, good or rejected. It is
+// closed by Close.
+func (s *Source) Revisions() <-chan *Revision { return s.out }
+
+// Current is the last good revision, or nil if none was read yet.
+func (s *Source) Current() *Revision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current
+}
+
+// Latest is the newest head read, which may be a rejected one.
+func (s *Source) Latest() *Revision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Err is the last fetch or read failure; nil once one succeeds again.
+func (s *Source) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Branch is the branch followed.
+func (s *Source) Branch() string { return s.opts.Branch }
+
+// Trigger asks for an immediate fetch and check. Calls made while one is
+// pending coalesce into it. It never blocks.
+func (s *Source) Trigger() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the source and waits for its goroutine; Revisions is closed.
+func (s *Source) Close() error {
+	s.cancel()
+	<-s.done
+	return nil
+}
+
+func (s *Source) run(ctx context.Context, refs *refWatcher) {
+	defer close(s.done)
+	defer close(s.out)
+	var refEvents <-chan struct{}
+	if refs != nil {
+		refEvents = refs.changes(ctx, s.opts.Debounce)
+		defer refs.close(true)
+	}
+	failures := 0
+	timer := time.NewTimer(0) // first check at once
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.wake:
+		case <-refEvents:
+		}
+		err := s.check(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		delay := jitter(s.opts.Interval)
+		if err != nil {
+			failures++
+			delay = backoff(s.opts.Interval, s.opts.MaxBackoff, failures)
+			s.log.Warn().Err(err).Int("failures", failures).Dur("retry_in", delay).Msg("source check failed")
+		} else {
+			failures = 0
+		}
+		timer.Reset(delay)
+	}
+}
+
+// check fetches (remote), resolves the branch and, if its head moved, reads
+// and delivers the new revision.
+func (s *Source) check(ctx context.Context) error {
+	err := s.checkOnce(ctx)
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+	return err
+}
+
+func (s *Source) checkOnce(ctx context.Context) error {
+	fctx, cancel := context.WithTimeout(ctx, max(s.opts.Interval, time.Minute))
+	defer cancel()
+	if _, err := s.repo.Fetch(fctx); err != nil {
+		return err
+	}
+	head, err := s.repo.Resolve(ctx, "refs/heads/"+s.opts.Branch)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("branch %s: %w", s.opts.Branch, err)
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	same := s.last != nil && s.last.Commit == head
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
+	s.log.Debug().Str("commit", short(head)).Msg("reading new head")
+	rev, err := s.repo.Revision(ctx, head)
+	if err != nil {
+		return err
+	}
+	rev.Ref = s.opts.Branch
+	s.mu.Lock()
+	s.last = rev
+	if !rev.Rejected() {
+		s.current = rev
+	}
+	s.mu.Unlock()
+	if rev.Rejected() {
+		s.log.Warn().Str("commit", short(rev.Commit)).Err(rev.Err).Msg("revision rejected; keeping the last good one")
+	} else {
+		s.log.Info().Str("commit", short(rev.Commit)).Msg("new revision")
+	}
+	select {
+	case s.out <- rev:
+	case <-ctx.Done():
+	}
+	return nil
+}

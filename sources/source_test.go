@@ -1,0 +1,246 @@
+package sources_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/sources"
+	"github.com/gitfleet/gitfleet/sources/internal/gittest"
+)
+
+// next waits for the source's next revision.
+func next(t *testing.T, s *sources.Source, within time.Duration) *sources.Revision {
+	t.Helper()
+	select {
+	case rev, ok := <-s.Revisions():
+		if !ok {
+			t.Fatal("Revisions closed")
+		}
+		return rev
+	case <-time.After(within):
+		t.Fatalf("no revision within %v", within)
+	}
+	return nil
+}
+
+func none(t *testing.T, s *sources.Source, within time.Duration) {
+	t.Helper()
+	select {
+	case rev := <-s.Revisions():
+		t.Fatalf("unexpected revision %s %q", rev.Commit, rev.Subject())
+	case <-time.After(within):
+	}
+}
+
+func watch(t *testing.T, r *sources.Repo, opts sources.WatchOptions) *sources.Source {
+	t.Helper()
+	s, err := sources.Watch(context.Background(), r, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestLocalCommitIsSeenAndBrokenOneRejected(t *testing.T) {
+	work := gittest.NewRepo(t)
+	first := work.Commit("first", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a")})
+	r := open(t, work.Dir)
+	// An hour between polls: only fsnotify can see the commits below.
+	s := watch(t, r, sources.WatchOptions{Branch: "main", Interval: time.Hour})
+	if rev := next(t, s, 5*time.Second); rev.Commit != first || rev.Rejected() {
+		t.Fatalf("first revision %s (err %v), want %s", rev.Commit, rev.Err, first)
+	}
+
+	second := work.Commit("add b", map[string]string{"clusters/b.yaml": cluster("b")})
+	if rev := next(t, s, 5*time.Second); rev.Commit != second || rev.Rejected() || rev.Ref != "main" {
+		t.Fatalf("after a commit: revision %s (err %v), want %s", rev.Commit, rev.Err, second)
+	}
+
+	broken := work.Commit("break c", map[string]string{"clusters/c.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: c\nspec:\n  topology:\n    class: standard\n    version: 1.30\n"})
+	rev := next(t, s, 5*time.Second)
+	if rev.Commit != broken || !errors.Is(rev.Err, sources.ErrInvalid) {
+		t.Fatalf("broken commit: revision %s err %v, want rejected %s", rev.Commit, rev.Err, broken)
+	}
+	if len(rev.Errors) == 0 || rev.Errors[0].Path != "clusters/c.yaml" || rev.Errors[0].Line != 8 {
+		t.Errorf("errors = %v, want clusters/c.yaml line 8", rev.Errors)
+	}
+	if cur := s.Current(); cur == nil || cur.Commit != second {
+		t.Errorf("Current after a rejected commit = %v, want the previous good %s", cur, second)
+	}
+	if s.Latest().Commit != broken {
+		t.Errorf("Latest = %s, want %s", s.Latest().Commit, broken)
+	}
+
+	// A branch switch in another ref (packed) and a rewrite of main both count.
+	work.Git("pack-refs", "--all")
+	none(t, s, 200*time.Millisecond)
+	work.Git("reset", "-q", "--hard", second)
+	if rev := next(t, s, 5*time.Second); rev.Commit != second || rev.Rejected() {
+		t.Errorf("after reset: %s, want %s", rev.Commit, second)
+	}
+}
+
+func TestCloseStopsTheSource(t *testing.T) {
+	work := gittest.NewRepo(t)
+	work.Commit("first", map[string]string{"clusters/a.yaml": cluster("a")})
+	s, err := sources.Watch(context.Background(), open(t, work.Dir), sources.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, s, 5*time.Second)
+	s.Close()
+	if _, ok := <-s.Revisions(); ok {
+		t.Error("Revisions still open after Close")
+	}
+}
+
+type remote struct {
+	work *gittest.Repo
+	bare string
+	srv  *gittest.Server
+}
+
+func newRemote(t *testing.T) *remote {
+	work := gittest.NewRepo(t)
+	work.Commit("first", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a")})
+	root := t.TempDir()
+	bare := gittest.NewBare(t, root, "fleet.git")
+	work.Git("push", "-q", bare, "main")
+	return &remote{work: work, bare: bare, srv: gittest.NewServer(t, root)}
+}
+
+func (rm *remote) push(t *testing.T, msg, name string) string {
+	h := rm.work.Commit(msg, map[string]string{"clusters/" + name + ".yaml": cluster(name)})
+	rm.work.Git("push", "-q", rm.bare, "main")
+	return h
+}
+
+func TestRemotePushIsSeenByPolling(t *testing.T) {
+	rm := newRemote(t)
+	s := watch(t, open(t, rm.srv.URL+"/fleet.git"), sources.WatchOptions{Interval: 100 * time.Millisecond})
+	next(t, s, 5*time.Second)
+	pushed := rm.push(t, "add b", "b")
+	if rev := next(t, s, 5*time.Second); rev.Commit != pushed {
+		t.Errorf("polled revision %s, want %s", rev.Commit, pushed)
+	}
+}
+
+func sign(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func TestSignedWebhookTriggersFetchAndForgedOneIsRefused(t *testing.T) {
+	rm := newRemote(t)
+	secret := []byte("s3cret")
+	s := watch(t, open(t, rm.srv.URL+"/fleet.git"), sources.WatchOptions{Interval: time.Hour})
+	next(t, s, 5*time.Second)
+	hook, err := s.Webhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	post := func(body string, hdr map[string]string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+sources.WebhookPath, strings.NewReader(body))
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	body := `{"ref":"refs/heads/main"}`
+
+	pushed := rm.push(t, "add b", "b")
+	before := rm.srv.Fetches()
+	forged := post(body, map[string]string{sources.HeaderGitHub: "sha256=" + sign([]byte("guess"), []byte(body))})
+	if forged != http.StatusUnauthorized {
+		t.Errorf("forged webhook: status %d, want 401", forged)
+	}
+	none(t, s, 300*time.Millisecond)
+	if got := rm.srv.Fetches(); got != before {
+		t.Errorf("a forged webhook caused %d fetches", got-before)
+	}
+
+	if code := post(body, map[string]string{sources.HeaderGitHub: "sha256=" + sign(secret, []byte(body))}); code != http.StatusAccepted {
+		t.Fatalf("signed webhook: status %d, want 202", code)
+	}
+	if rev := next(t, s, 5*time.Second); rev.Commit != pushed {
+		t.Errorf("after webhook: revision %s, want %s", rev.Commit, pushed)
+	}
+
+	// A burst of 20 signed pushes is coalesced into a few fetches.
+	pushed = rm.push(t, "add c", "c")
+	before = rm.srv.Fetches()
+	for range 20 {
+		post(body, map[string]string{sources.HeaderGitLab: string(secret)})
+	}
+	if rev := next(t, s, 5*time.Second); rev.Commit != pushed {
+		t.Errorf("after burst: revision %s, want %s", rev.Commit, pushed)
+	}
+	none(t, s, 200*time.Millisecond)
+	if n := rm.srv.Fetches() - before; n < 1 || n > 5 {
+		t.Errorf("20 webhooks caused %d fetches, want 1 to 5", n)
+	}
+}
+
+func TestWebhookSignatures(t *testing.T) {
+	secret := []byte("s3cret")
+	triggered := 0
+	h, err := sources.NewWebhook(secret, "main", func() { triggered++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"ref":"refs/heads/main","after":"abc"}`)
+	for _, tc := range []struct {
+		name    string
+		method  string
+		body    []byte
+		hdr     map[string]string
+		code    int
+		trigger bool
+	}{
+		{"github", "POST", body, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, body)}, 202, true},
+		{"gitea", "POST", body, map[string]string{"X-Gitea-Signature": sign(secret, body)}, 202, true},
+		{"gitlab", "POST", body, map[string]string{"X-Gitlab-Token": "s3cret"}, 202, true},
+		{"generic", "POST", body, map[string]string{"X-Gitfleet-Signature-256": "sha256=" + sign(secret, body)}, 202, true},
+		{"no signature", "POST", body, nil, 401, false},
+		{"wrong gitlab token", "POST", body, map[string]string{"X-Gitlab-Token": "s3cre"}, 401, false},
+		{"signature of another body", "POST", body, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, []byte("{}"))}, 401, false},
+		{"not hex", "POST", body, map[string]string{"X-Gitea-Signature": "zz"}, 401, false},
+		{"other branch", "POST", []byte(`{"ref":"refs/heads/dev"}`), map[string]string{"X-Gitlab-Token": "s3cret"}, 202, false},
+		{"too big", "POST", bytes.Repeat([]byte("x"), sources.MaxWebhookBody+1), map[string]string{"X-Gitlab-Token": "s3cret"}, 413, false},
+		{"GET", "GET", nil, nil, 405, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			triggered = 0
+			req := httptest.NewRequest(tc.method, sources.WebhookPath, bytes.NewReader(tc.body))
+			for k, v := range tc.hdr {
+				req.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.code || (triggered > 0) != tc.trigger {
+				t.Errorf("status %d triggered %d; want %d, %v (%s)", rec.Code, triggered, tc.code, tc.trigger, rec.Body)
+			}
+		})
+	}
+	if _, err := sources.NewWebhook(nil, "main", func() {}); err == nil {
+		t.Error("NewWebhook without a secret succeeded")
+	}
+}

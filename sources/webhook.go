@@ -1,0 +1,124 @@
+package sources
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// WebhookPath is where the daemon serves the push webhook.
+const WebhookPath = "/hooks/git"
+
+// MaxWebhookBody is the largest push payload accepted; larger bodies get 413.
+const MaxWebhookBody = 1 << 20
+
+// Webhook header names, one per forge. Generic senders sign like GitHub,
+// with their own header name.
+const (
+	HeaderGitHub  = "X-Hub-Signature-256" // sha256=<hex HMAC-SHA256 of the body>; Gitea sends it too
+	HeaderGitea   = "X-Gitea-Signature"   // <hex HMAC-SHA256 of the body>
+	HeaderGitLab  = "X-Gitlab-Token"      // the secret itself
+	HeaderGeneric = "X-Gitfleet-Signature-256"
+)
+
+// Webhook receives push notifications and triggers an immediate fetch. A
+// request without a valid signature or token gets 401 and triggers nothing;
+// a push to another branch is acknowledged and ignored.
+type Webhook struct {
+	secret  []byte
+	branch  string
+	trigger func()
+}
+
+// NewWebhook returns the handler for WebhookPath. secret is shared with the
+// forge; branch (may be empty) filters pushes by ref; trigger is called for
+// each accepted push and must not block (Source.Trigger coalesces bursts).
+func NewWebhook(secret []byte, branch string, trigger func()) (*Webhook, error) {
+	if len(secret) == 0 {
+		return nil, errors.New("webhook: a secret is required; an unsigned webhook would let anyone trigger fetches")
+	}
+	return &Webhook{secret: secret, branch: branch, trigger: trigger}, nil
+}
+
+// Webhook returns a webhook handler that triggers this source.
+func (s *Source) Webhook(secret []byte) (*Webhook, error) {
+	return NewWebhook(secret, s.opts.Branch, s.Trigger)
+}
+
+func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, fmt.Sprintf("body larger than %d bytes", MaxWebhookBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "reading body failed", http.StatusBadRequest)
+		return
+	}
+	if err := h.authenticate(r.Header, body); err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	if ref := pushedRef(body); h.branch != "" && strings.HasPrefix(ref, "refs/heads/") && ref != "refs/heads/"+h.branch {
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, "ignored: push to %s, following %s\n", ref, h.branch)
+		return
+	}
+	h.trigger()
+	w.WriteHeader(http.StatusAccepted)
+	fmt.Fprintln(w, "fetch triggered")
+}
+
+// authenticate accepts the first signature header present; a present but
+// wrong one fails without trying the others.
+func (h *Webhook) authenticate(hdr http.Header, body []byte) error {
+	mac := hmac.New(sha256.New, h.secret)
+	mac.Write(body)
+	sum := mac.Sum(nil)
+	checkHex := func(name, v string) error {
+		got, err := hex.DecodeString(v)
+		if err != nil || !hmac.Equal(got, sum) {
+			return fmt.Errorf("%s does not match the body signed with the webhook secret", name)
+		}
+		return nil
+	}
+	switch {
+	case hdr.Get(HeaderGitHub) != "":
+		return checkHex(HeaderGitHub, strings.TrimPrefix(hdr.Get(HeaderGitHub), "sha256="))
+	case hdr.Get(HeaderGeneric) != "":
+		return checkHex(HeaderGeneric, strings.TrimPrefix(hdr.Get(HeaderGeneric), "sha256="))
+	case hdr.Get(HeaderGitea) != "":
+		return checkHex(HeaderGitea, hdr.Get(HeaderGitea))
+	case hdr.Get(HeaderGitLab) != "":
+		if subtle.ConstantTimeCompare([]byte(hdr.Get(HeaderGitLab)), h.secret) != 1 {
+			return fmt.Errorf("%s is not the webhook secret", HeaderGitLab)
+		}
+		return nil
+	}
+	return fmt.Errorf("no signature: send %s, %s, %s or %s", HeaderGitHub, HeaderGitLab, HeaderGitea, HeaderGeneric)
+}
+
+// pushedRef is the "ref" of a push payload (GitHub, GitLab and Gitea all
+// use it), or "" when the body has none.
+func pushedRef(body []byte) string {
+	var p struct {
+		Ref string `json:"ref"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return ""
+	}
+	return p.Ref
+}
