@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"cuelang.org/go/cue"
-	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/parser"
@@ -20,26 +19,19 @@ import (
 //go:embed cue/*.cue cue/providers/*.cue
 var cueFS embed.FS
 
-// parsedSchema holds the schema files parsed once; compiling them into a
-// cue.Context is cheap compared with parsing, and each context compiles its own.
-var parsedSchema = sync.OnceValues(func() ([]*ast.File, error) {
-	var files []*ast.File
+// schemaSources holds the embedded schema files, read once. Each context
+// parses them again: compiling resolves identifiers in the AST in place, so
+// an AST cannot be shared between contexts that compile concurrently.
+var schemaSources = sync.OnceValues(func() (map[string][]byte, error) {
+	srcs := map[string][]byte{}
 	err := fs.WalkDir(cueFS, "cue", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || path.Ext(p) != ".cue" {
 			return err
 		}
-		src, err := cueFS.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		f, err := parser.ParseFile("schemas/"+p, src, parser.ParseComments)
-		if err != nil {
-			return fmt.Errorf("schemas: parse %s: %w", p, err)
-		}
-		files = append(files, f)
-		return nil
+		srcs["schemas/"+p], err = cueFS.ReadFile(p)
+		return err
 	})
-	return files, err
+	return srcs, err
 })
 
 // kindDefs maps each kind to its definition in the schema.
@@ -60,12 +52,16 @@ type compiled struct {
 }
 
 func compileSchema() (*compiled, error) {
-	files, err := parsedSchema()
+	srcs, err := schemaSources()
 	if err != nil {
 		return nil, err
 	}
 	inst := build.NewContext().NewInstance("", nil)
-	for _, f := range files {
+	for _, name := range keys(srcs) {
+		f, err := parser.ParseFile(name, srcs[name], parser.ParseComments)
+		if err != nil {
+			return nil, fmt.Errorf("schemas: parse %s: %w", name, err)
+		}
 		if err := inst.AddSyntax(f); err != nil {
 			return nil, fmt.Errorf("schemas: %w", err)
 		}
