@@ -81,7 +81,7 @@ func (r *Repo) read(ctx context.Context, rev string) (*object.Commit, []input, s
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ins, errs, err := r.collect(snap)
+	ins, errs, err := collect(snap, r.rendered)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)
 	}

@@ -90,7 +90,7 @@ func hidden(p string) bool {
 // YAML files under spec.paths (folders with a kustomization rendered), and
 // the .cue files of the policies folder. Problems with spec.paths are
 // returned as validation errors against gitfleet.yaml.
-func (r *Repo) collect(s *snapshot) ([]input, schemas.Errors, error) {
+func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 	fp, err := readConfig(s)
 	if err != nil {
 		return nil, nil, err
@@ -157,7 +157,7 @@ func (r *Repo) collect(s *snapshot) ([]input, schemas.Errors, error) {
 		}
 	}
 	for _, dir := range ks.roots {
-		files, err := r.rendered.render(s, dir)
+		files, err := rc.render(s, dir)
 		if err != nil {
 			errs = append(errs, kustomizeError(dir, err))
 			continue

@@ -1,8 +1,6 @@
 package sources
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -98,15 +96,16 @@ func treeSnapshot(st *filesystem.Storage, tree *object.Tree) (*snapshot, error) 
 	return s, nil
 }
 
-// dirSnapshot lists a working folder's regular files, skipping .git; the
-// files are read here, since their content is their key.
+// dirSnapshot lists a working folder's regular files, skipping hidden
+// folders such as .git; a file is read when it is needed. Its key is its
+// size and modification time.
 func dirSnapshot(root string) (*snapshot, error) {
 	s := &snapshot{files: map[string]entry{}}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && d.Name() == ".git" {
+		if d.IsDir() && p != root && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
 		if !d.Type().IsRegular() {
@@ -116,12 +115,12 @@ func dirSnapshot(root string) (*snapshot, error) {
 		if err != nil {
 			return err
 		}
-		data, err := os.ReadFile(p)
+		fi, err := d.Info()
 		if err != nil {
 			return err
 		}
-		sum := sha256.Sum256(data)
-		s.add(filepath.ToSlash(rel), entry{key: hex.EncodeToString(sum[:]), read: func() ([]byte, error) { return data, nil }})
+		key := fmt.Sprintf("%d-%d", fi.Size(), fi.ModTime().UnixNano())
+		s.add(filepath.ToSlash(rel), entry{key: key, read: func() ([]byte, error) { return os.ReadFile(p) }})
 		return nil
 	})
 	if err != nil {

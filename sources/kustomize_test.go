@@ -1,0 +1,118 @@
+package sources_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/sources"
+	"github.com/gitfleet/gitfleet/sources/internal/gittest"
+)
+
+func kustomizeRepo(t *testing.T) *gittest.Repo {
+	work := gittest.NewRepo(t)
+	work.Commit("base and two overlays", map[string]string{
+		"classes/standard.yaml":             classYAML,
+		"base/kustomization.yaml":           "resources: [cluster.yaml]\n",
+		"base/cluster.yaml":                 cluster("edge"),
+		"overlays/prod/kustomization.yaml":  "resources: [../../base]\nnamePrefix: prod-\nlabels:\n- pairs: {env: prod}\n",
+		"overlays/stage/kustomization.yaml": "resources: [../../base]\nnamePrefix: stage-\n",
+	})
+	return work
+}
+
+func TestKustomizationsAreRenderedAndNameTheirSources(t *testing.T) {
+	ctx := context.Background()
+	work := kustomizeRepo(t)
+	r := open(t, work.Dir)
+	files, err := r.Files(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := paths(files), []string{"classes/standard.yaml", "base/cluster.yaml", "base/cluster.yaml"}; !slices.Equal(got, want) {
+		t.Fatalf("Files = %v, want %v (each overlay's rendering named after its source)", got, want)
+	}
+	rendered := string(files[1].Data) + string(files[2].Data)
+	for _, want := range []string{"name: prod-edge", "env: prod", "name: stage-edge"} {
+		if !strings.Contains(rendered, want) {
+			t.Errorf("rendered output lacks %q:\n%s", want, rendered)
+		}
+	}
+	if strings.Contains(rendered, "config.kubernetes.io/origin") {
+		t.Errorf("origin annotations leaked into the objects:\n%s", rendered)
+	}
+	rev, err := r.Revision(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev.Rejected() || len(rev.Fleet.Clusters) != 2 {
+		t.Fatalf("revision: err %v, fleet %+v", rev.Err, rev.Fleet)
+	}
+
+	work.Commit("bad version in the base", map[string]string{"base/cluster.yaml": strings.Replace(cluster("edge"), "v1.30.2", "v1.30", 1)})
+	rev, err = r.Revision(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rev.Rejected() || len(rev.Errors) == 0 || rev.Errors[0].Path != "base/cluster.yaml" || !strings.Contains(rev.Errors[0].Error(), "spec.topology.version") {
+		t.Errorf("errors = %v, want base/cluster.yaml spec.topology.version", rev.Errors)
+	}
+}
+
+func TestKustomizeRefusesRemoteOutsideAndPlugins(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		files map[string]string
+		want  string
+	}{
+		"remote base": {map[string]string{"app/kustomization.yaml": "resources:\n- https://github.com/example/fleet//base?ref=v1\n"}, "remote base"},
+		"outside":     {map[string]string{"app/kustomization.yaml": "resources: [../../../etc]\n"}, "outside the repository"},
+		"exec plugin": {map[string]string{
+			"app/kustomization.yaml": "generators: [gen.yaml]\n",
+			"app/gen.yaml":           "apiVersion: example.com/v1\nkind: Gen\nmetadata:\n  name: g\n  annotations:\n    config.kubernetes.io/function: |\n      exec:\n        path: ./gen.sh\n",
+		}, "does not run"},
+		"helm":    {map[string]string{"app/kustomization.yaml": "helmCharts:\n- name: x\n"}, "Helm"},
+		"missing": {map[string]string{"app/kustomization.yaml": "resources: [nope.yaml]\n"}, `"nope.yaml" does not exist`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			work := gittest.NewRepo(t)
+			tc.files["classes/standard.yaml"] = classYAML
+			work.Commit(name, tc.files)
+			rev, err := open(t, work.Dir).Revision(ctx, "main")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rev.Rejected() || len(rev.Errors) == 0 || !strings.Contains(rev.Errors.Error(), tc.want) || !strings.Contains(rev.Errors.Error(), "app/kustomization.yaml") {
+				t.Errorf("errors = %v, want one naming app/kustomization.yaml and %q", rev.Errors, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateRevAndDir(t *testing.T) {
+	ctx := context.Background()
+	work := kustomizeRepo(t)
+	tagged := work.Head()
+	work.Git("tag", "good")
+	work.Commit("break a cluster", map[string]string{"base/cluster.yaml": strings.Replace(cluster("edge"), "class: standard", "class: missing", 1)})
+
+	fleet, errs, err := sources.ValidateRev(ctx, work.Dir, "good")
+	if err != nil || len(errs) != 0 || len(fleet.Clusters) != 2 {
+		t.Errorf("ValidateRev(good %s) = %v clusters, %v, %v", tagged[:8], fleet, errs, err)
+	}
+	_, errs, err = sources.ValidateRev(ctx, work.Dir, "main")
+	if err != nil || len(errs) == 0 || errs[0].Path != "base/cluster.yaml" {
+		t.Errorf("ValidateRev(main) errors = %v, %v; want base/cluster.yaml", errs, err)
+	}
+	if _, _, err := sources.ValidateRev(ctx, work.Dir, "nope"); err == nil {
+		t.Error("ValidateRev(nope) succeeded")
+	}
+
+	// The working tree, uncommitted edits included.
+	work.Write(map[string]string{"base/cluster.yaml": cluster("edge")})
+	fleet, errs, err = sources.ValidateDir(ctx, work.Dir)
+	if err != nil || len(errs) != 0 || len(fleet.Clusters) != 2 {
+		t.Errorf("ValidateDir after fixing = %v, %v, %v", fleet, errs, err)
+	}
+}
