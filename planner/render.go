@@ -21,6 +21,9 @@ func RenderJSON(w io.Writer, r *PreviewReport) error {
 // RenderText writes the preview for a terminal.
 func RenderText(w io.Writer, r *PreviewReport) error {
 	var b strings.Builder
+	if r.Base != "" || r.Head != "" {
+		fmt.Fprintf(&b, "Comparing %s with %s.\n\n", r.Base, r.Head)
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "error: %s\n", e)
 	}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/gitfleet/gitfleet/planner"
+	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/sources"
+)
+
+func init() {
+	register(&command{
+		name:    "plan",
+		usage:   "plan --repo DIR --base REF --head REF [--format text|markdown|json] [--detailed-exitcode]",
+		summary: "show what merging head into base would do: clusters, versions, machines, waves",
+		run:     runPlan,
+	})
+}
+
+// Exit codes of plan --detailed-exitcode, as Terraform's.
+const planExitChanges = 2
+
+func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet("plan", env.stderr)
+	repoLoc := fs.String("repo", ".", "fleet repository: a local path or a URL")
+	baseRef := fs.String("base", "", "the revision merged into (branch, tag or commit)")
+	headRef := fs.String("head", "", "the revision to preview (branch, tag or commit)")
+	format := fs.String("format", "text", "output format: text, markdown or json")
+	detailed := fs.Bool("detailed-exitcode", false, "exit 0 without changes, 1 on error, 2 with changes")
+	dataDir := fs.String("data-dir", "", "where a remote repository is cloned (default: a temporary folder)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; use --repo, --base and --head", pos[0])}
+	case *baseRef == "" || *headRef == "":
+		return &exitError{code: 2, err: errors.New("--base and --head are required, e.g. --base main --head my-branch")}
+	case *format != "text" && *format != "markdown" && *format != "json":
+		return &exitError{code: 2, err: fmt.Errorf("--format %q: use text, markdown or json", *format)}
+	}
+	if *dataDir == "" {
+		dir, err := os.MkdirTemp("", "gitfleet-plan-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		*dataDir = dir
+	}
+	report, err := previewRepo(ctx, sources.Options{Location: *repoLoc, DataDir: *dataDir}, *baseRef, *headRef, env)
+	if err != nil {
+		return err
+	}
+	switch *format {
+	case "json":
+		err = planner.RenderJSON(env.stdout, report)
+	case "markdown":
+		err = planner.RenderMarkdown(env.stdout, report, planner.MarkdownLimit)
+	default:
+		err = planner.RenderText(env.stdout, report)
+	}
+	switch {
+	case err != nil:
+		return err
+	case len(report.Errors) > 0:
+		return errSilent
+	case *detailed && report.HasChanges():
+		return &exitError{code: planExitChanges}
+	}
+	return nil
+}
+
+// previewRepo reads base and head from the repository and compares them
+// against the machines observed on the status branch.
+func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef string, env *cmdEnv) (*planner.PreviewReport, error) {
+	if opts.Location != "" && !isURL(opts.Location) {
+		if _, err := os.Stat(opts.Location); err != nil {
+			return nil, fmt.Errorf("--repo: %w", err)
+		}
+	}
+	repo, err := sources.Open(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", opts.Location, err)
+	}
+	defer repo.Close()
+	if repo.Remote() {
+		if _, err := repo.Fetch(ctx); err != nil {
+			return nil, err
+		}
+	}
+	base, err := repo.Revision(ctx, baseRef)
+	if err != nil {
+		return nil, fmt.Errorf("--base %s: %w", baseRef, err)
+	}
+	head, err := repo.Revision(ctx, headRef)
+	if err != nil {
+		return nil, fmt.Errorf("--head %s: %w", headRef, err)
+	}
+	if head.Fleet == nil && len(head.Errors) == 0 && head.Err != nil {
+		return nil, fmt.Errorf("--head %s: %w", headRef, head.Err)
+	}
+	if base.Fleet == nil {
+		fmt.Fprintf(env.stderr, "gitfleet plan: base %s does not validate (%v); comparing against an empty fleet\n", baseRef, base.Err)
+	}
+	branch := v1alpha1.DefaultStatusBranch
+	if f := base.Fleet; f != nil && f.Config.Spec.StatusBranch != "" {
+		branch = f.Config.Spec.StatusBranch
+	}
+	observed, err := observedMachines(repo.GitDir(), branch)
+	if err != nil {
+		return nil, err
+	}
+	var headErrs []error
+	for _, e := range head.Errors {
+		headErrs = append(headErrs, e)
+	}
+	headFleet := head.Fleet
+	if headFleet == nil {
+		// Head does not validate: report its errors, and no changes.
+		headFleet = base.Fleet
+	}
+	report := planner.Preview(base.Fleet, headFleet, headErrs, observed)
+	report.Base = fmt.Sprintf("%s (%.7s)", baseRef, base.Commit)
+	report.Head = fmt.Sprintf("%s (%.7s)", headRef, head.Commit)
+	return report, nil
+}
+
+func isURL(loc string) bool {
+	for _, p := range []string{"file://", "http://", "https://", "ssh://", "git@"} {
+		if len(loc) >= len(p) && loc[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+// observedMachines reads the machines of the status branch, or nil when the
+// repository has none, so the preview then assumes base runs as written.
+// The status branch records no heartbeats: a machine is taken as healthy
+// unless the daemon marked it unhealthy.
+func observedMachines(gitDir, branch string) ([]planner.ObservedMachine, error) {
+	st := filesystem.NewStorage(osfs.New(gitDir), cache.NewObjectLRUDefault())
+	defer st.Close()
+	repo, err := git.Open(st, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read status branch: %w", err)
+	}
+	snap, err := status.Read(repo, branch)
+	if errors.Is(err, status.ErrNoStatus) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read status branch %s: %w", branch, err)
+	}
+	ms := []planner.ObservedMachine{}
+	for _, c := range snap.Clusters {
+		for _, m := range c.Machines {
+			ms = append(ms, planner.ObservedMachine{
+				Name: m.Name, Cluster: c.Name, Deployment: m.Deployment, Role: wire.Role(m.Role),
+				Provider: m.Provider, Version: m.Version, TemplateHash: m.TemplateHash,
+				Phase: wire.Phase(m.Phase), Created: m.Created, Healthy: !m.Unhealthy,
+			})
+		}
+	}
+	return ms, nil
+}

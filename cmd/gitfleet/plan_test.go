@@ -1,0 +1,216 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gitfleet/gitfleet/reconciler/status"
+)
+
+var updatePlan = flag.Bool("update", false, "rewrite golden files of plan")
+
+// fleetRepo makes a fleet repository with gitfleet init and returns its
+// folder; branch edits files on a new branch from main and commits them.
+func fleetRepo(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "fleet")
+	if code, _, stderr := runCmd(t, "init", dir); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	return dir
+}
+
+func gitCLI(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@localhost", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@localhost")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// branch commits, on a new branch from main, files edited by replacing old
+// with new in each.
+func branch(t *testing.T, dir, name string, edits map[string][2]string) {
+	t.Helper()
+	gitCLI(t, dir, "checkout", "-q", "-b", name, "main")
+	for path, e := range edits {
+		p := filepath.Join(dir, path)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), e[0]) {
+			t.Fatalf("%s does not contain %q", path, e[0])
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(data), e[0], e[1], 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitCLI(t, dir, "commit", "-q", "-am", name)
+	gitCLI(t, dir, "checkout", "-q", "main")
+}
+
+var bumpEdits = map[string][2]string{
+	"classes/standard.yaml": {"  version: v1.31.2", "  version: v1.32.0"},
+	"clusters/prod-1.yaml":  {"    version: v1.31.2\n", ""},
+}
+
+func TestPlanVersionBump(t *testing.T) {
+	dir := fleetRepo(t)
+	branch(t, dir, "bump", bumpEdits)
+
+	code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "bump", "--detailed-exitcode")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2 (changes)\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"Plan: 0 clusters added, 2 changed, 0 removed; 9 machines replaced",
+		"~ dev-1 (changed)", "~ prod-1 (changed)",
+		"version: v1.31.2 → v1.32.0",
+		"wave: 1/2 dev", "wave: 2/2 prod",
+		"control-plane: 3 machines, 3 replaced", "md-0: 3 machines, 3 replaced",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, stdout)
+		}
+	}
+	planGolden(t, "bump.txt", stdout)
+
+	if code, _, _ := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "bump"); code != 0 {
+		t.Errorf("without --detailed-exitcode exit %d, want 0", code)
+	}
+	if code, stdout, _ := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "main", "--detailed-exitcode"); code != 0 || !strings.Contains(stdout, "No changes") {
+		t.Errorf("main..main: exit %d, want 0 and no changes\n%s", code, stdout)
+	}
+
+	_, md, _ := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "bump", "--format", "markdown")
+	if !strings.Contains(md, "| ~ | `dev-1` | standard | v1.31.2 → v1.32.0 | 1/2 dev | 3 | 0 | 0 |") || !strings.Contains(md, "<details>") {
+		t.Errorf("markdown:\n%s", md)
+	}
+	_, js, _ := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "bump", "--format", "json")
+	var rep struct {
+		Clusters []struct {
+			Name     string `json:"name"`
+			Replaced int    `json:"machinesReplaced"`
+		} `json:"clusters"`
+	}
+	if err := json.Unmarshal([]byte(js), &rep); err != nil || len(rep.Clusters) != 2 || rep.Clusters[1].Replaced != 6 {
+		t.Errorf("json (%v):\n%s", err, js)
+	}
+}
+
+func TestPlanSkippedMinorFails(t *testing.T) {
+	dir := fleetRepo(t)
+	branch(t, dir, "skip", map[string][2]string{
+		"classes/standard.yaml": {"  version: v1.31.2\n  # Upgrades step through these, one minor version at a time.\n  kubernetesVersions: [v1.30.6, v1.31.2, v1.32.0]",
+			"  version: v1.33.1\n  kubernetesVersions: [v1.30.6, v1.31.2, v1.33.1]"},
+	})
+	code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "skip", "--detailed-exitcode")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
+	}
+	want := "error: classes/standard.yaml:3: spec.version: cluster dev-1: cannot upgrade from v1.31.2 to v1.33.1: minor versions go up one at a time and no v1.32.x is listed to pass through; add one (e.g. v1.32.0) to the class's spec.kubernetesVersions, or upgrade to v1.32.x first"
+	if !strings.Contains(stdout, want) {
+		t.Errorf("plan output lacks\n%s\n---\n%s", want, stdout)
+	}
+}
+
+func TestPlanInvalidHead(t *testing.T) {
+	dir := fleetRepo(t)
+	branch(t, dir, "broken", map[string][2]string{"clusters/dev-1.yaml": {"replicas: 1", "replicas: many"}})
+	code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "broken", "--detailed-exitcode")
+	if code != 1 || !strings.Contains(stdout, "error: clusters/dev-1.yaml:") || !strings.Contains(stdout, "No changes") {
+		t.Errorf("exit %d, want 1 with the file's error and no changes\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestPlanReadsStatusBranch: with a gitfleet/status branch the preview
+// counts and names the machines that really run.
+func TestPlanReadsStatusBranch(t *testing.T) {
+	dir := fleetRepo(t)
+	branch(t, dir, "bump", bumpEdits)
+	gitCLI(t, dir, "checkout", "-q", "--orphan", "gitfleet/status")
+	gitCLI(t, dir, "rm", "-rqf", ".")
+	cs := status.ClusterStatus{Name: "dev-1", Class: "standard", Phase: "Provisioned", Machines: []status.MachineStatus{
+		{Name: "dev-1-control-plane-a1", Role: "control-plane", Phase: "Running", Version: "v1.31.2", Created: time.Unix(1, 0).UTC()},
+		{Name: "dev-1-md-0-b2", Role: "worker", Deployment: "md-0", Phase: "Running", Version: "v1.31.2", Created: time.Unix(1, 0).UTC()},
+	}}
+	data, err := status.EncodeCluster(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "clusters"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, status.ClusterPath("dev-1")), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitCLI(t, dir, "add", ".")
+	gitCLI(t, dir, "commit", "-qm", "status")
+	gitCLI(t, dir, "checkout", "-q", "-f", "main")
+
+	code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "bump", "--detailed-exitcode")
+	if code != 2 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"machines replaced: dev-1-control-plane-a1, dev-1-md-0-b2",
+		"md-0: 1 → 2 machines, 1 replaced",
+		"Machines as observed on the status branch.",
+		// prod-1 has no machines on the status branch: it is created.
+		"control-plane: 0 → 3 machines",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestPlanUsage(t *testing.T) {
+	if code, _, stderr := runCmd(t, "plan", "--repo", "."); code != 2 || !strings.Contains(stderr, "--base and --head are required") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, "plan", "--repo", t.TempDir(), "--base", "a", "--head", "b", "--format", "yaml"); code != 2 || !strings.Contains(stderr, "use text, markdown or json") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, "plan", "--repo", filepath.Join(t.TempDir(), "nope"), "--base", "a", "--head", "b"); code != 1 || !strings.Contains(stderr, "--repo") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
+
+var commitRE = regexp.MustCompile(`\([0-9a-f]{7}\)`)
+
+func planGolden(t *testing.T, name, got string) {
+	t.Helper()
+	got = commitRE.ReplaceAllString(got, "(COMMIT)")
+	path := filepath.Join("testdata", "plan", name)
+	if *updatePlan {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s differs (-want +got):\n%s", path, d)
+	}
+}
