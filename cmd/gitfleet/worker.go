@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/providers"
+	"github.com/gitfleet/gitfleet/providers/inmemory"
+	"github.com/gitfleet/gitfleet/providers/local"
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+)
+
+func init() {
+	register(&command{
+		name:    "worker",
+		usage:   "worker --provider inmemory|local [--nats URL] [--concurrency N]",
+		summary: "run a provider worker: take machine tasks from NATS, report events",
+		run:     runWorker,
+	})
+}
+
+func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet("worker", env.stderr)
+	nopts := natsbus.Options{URL: natsbus.Embedded, Name: "gitfleet-worker"}
+	nopts.BindFlags(fs)
+	provider := fs.String("provider", "", "provider to run: inmemory or local")
+	dataDir := fs.String("data-dir", ".gitfleet", "with --nats embedded: where the NATS store lives")
+	stateDir := fs.String("state-dir", "", "local: folder of the machines' state folders (default DATA-DIR/local)")
+	nodeBinary := fs.String("node-binary", "", "local: the gitfleet binary that runs nodes (default: this one)")
+	var wopts providers.WorkerOptions
+	fs.IntVar(&wopts.Concurrency, "concurrency", 4, "tasks run at once")
+	fs.DurationVar(&wopts.AckWait, "ack-wait", 30*time.Second, "redeliver a task whose worker has not acked or reported progress for this long")
+	fs.IntVar(&wopts.MaxAttempts, "max-attempts", 10, "attempts before a failing task becomes a Failed machine")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log := providerLog(env.stderr).With().Str("provider", *provider).Logger()
+	wopts.Log = log
+	nopts.DataDir = *dataDir
+
+	bus, err := natsbus.Open(ctx, nopts, log)
+	if err != nil {
+		return err
+	}
+	defer bus.Close()
+	if err := natsbus.Ensure(ctx, bus.JS); err != nil {
+		return err
+	}
+	var p providers.Provider
+	switch *provider {
+	case inmemory.Name:
+		p = inmemory.New(inmemory.Options{})
+	case local.Name:
+		dir := *stateDir
+		if dir == "" {
+			dir = filepath.Join(*dataDir, "local")
+		}
+		if p, err = local.New(local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: log}); err != nil {
+			return err
+		}
+	case "":
+		return &exitError{code: 2, err: fmt.Errorf("--provider is required: inmemory or local")}
+	default:
+		return &exitError{code: 2, err: fmt.Errorf("--provider %q: unknown provider (want inmemory or local)", *provider)}
+	}
+	w, err := providers.NewWorker(ctx, bus.JS, p, wopts)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// providerLog logs JSON, or readable lines when w is a terminal.
+func providerLog(w io.Writer) zerolog.Logger {
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			w = zerolog.ConsoleWriter{Out: f, TimeFormat: time.TimeOnly}
+		}
+	}
+	return zerolog.New(w).With().Timestamp().Logger()
+}

@@ -1,0 +1,205 @@
+package local_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gitfleet/gitfleet/providers"
+	"github.com/gitfleet/gitfleet/providers/local"
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
+	"github.com/gitfleet/gitfleet/providers/providertest"
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+func TestConformance(t *testing.T) {
+	url := startNATS(t)
+	providertest.Run(t, func(t *testing.T) providers.Provider { return newProvider(t, url, t.TempDir()) })
+}
+
+func TestNodeIsAMachine(t *testing.T) {
+	url := startNATS(t)
+	nc, _ := natstest.Connect(t, url)
+	beats := make(chan wire.Heartbeat, 100)
+	sub, err := nc.Subscribe(wire.HeartbeatSubject("c1", "cp-0"), func(m *nats.Msg) {
+		if hb, err := wire.DecodeHeartbeat(m.Data); err == nil {
+			beats <- hb
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	state := t.TempDir()
+	p := newProvider(t, url, state)
+	m := providertest.Machine(p, "c1", "cp-0")
+	m.Role = wire.RoleControlPlane
+	m.Spec = json.RawMessage(`{"cpus": 2, "memory": "512Mi", "heartbeatInterval": "100ms", "startupDelay": "200ms"}`)
+	start := time.Now()
+	inst, err := p.Create(ctx(t), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("Create returned after %s; want it to wait out the 200ms startup delay", d)
+	}
+	if !strings.HasPrefix(inst.ProviderID, "local://") || len(inst.Addresses) != 1 {
+		t.Fatalf("instance %+v; want a local:// provider ID and one address", inst)
+	}
+
+	dir := filepath.Join(state, "c1", "cp-0")
+	var onDisk wire.Machine
+	if b, err := os.ReadFile(filepath.Join(dir, "machine.json")); err != nil || json.Unmarshal(b, &onDisk) != nil {
+		t.Fatalf("machine.json: %v %s", err, b)
+	}
+	if onDisk.Role != wire.RoleControlPlane || !strings.Contains(string(onDisk.Spec), "512Mi") {
+		t.Errorf("machine.json = %+v; want the machine with its spec", onDisk)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "bootstrap.yaml")); err != nil || !strings.Contains(string(b), `kubernetesVersion: "v1.30.2"`) {
+		t.Errorf("bootstrap.yaml: %v\n%s", err, b)
+	}
+	resp, err := http.Get("http://" + inst.Addresses[0] + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"healthy":true`) {
+		t.Errorf("healthz: %d %s", resp.StatusCode, body)
+	}
+
+	hb := waitBeat(t, beats, true)
+	if hb.Version != "v1.30.2" || hb.Cluster != "c1" || hb.Machine != "cp-0" {
+		t.Errorf("heartbeat %+v; want the machine's cluster, name and version", hb)
+	}
+
+	// Killing the node is a machine failure: heartbeats stop, List drops it.
+	pids := nodePIDs(t, state)
+	if len(pids) != 1 {
+		t.Fatalf("node processes: %v; want 1", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	for len(beats) > 0 {
+		<-beats
+	}
+	select {
+	case hb := <-beats:
+		t.Fatalf("heartbeat after the node was killed: %+v", hb)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if list, _ := p.List(ctx(t)); len(list) != 0 {
+		t.Errorf("List after the node was killed: %+v; want nothing", list)
+	}
+	// Creating it again starts a new node.
+	again, err := p.Create(ctx(t), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ProviderID == inst.ProviderID {
+		t.Errorf("re-created machine kept provider ID %s of the dead node", inst.ProviderID)
+	}
+	waitBeat(t, beats, true)
+}
+
+func waitBeat(t *testing.T, beats <-chan wire.Heartbeat, healthy bool) wire.Heartbeat {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case hb := <-beats:
+			if hb.Healthy == healthy {
+				return hb
+			}
+		case <-timeout:
+			t.Fatalf("no heartbeat with healthy=%v in 10s", healthy)
+		}
+	}
+}
+
+func TestRestartedProviderAdoptsNodes(t *testing.T) {
+	url := startNATS(t)
+	state := t.TempDir()
+	first := newProvider(t, url, state)
+	var made []providers.Instance
+	for _, name := range []string{"a", "b"} {
+		inst, err := first.Create(ctx(t), providertest.Machine(first, "c1", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, inst)
+	}
+	before := nodePIDs(t, state)
+
+	second := newProvider(t, url, state) // a restarted worker
+	list, err := second.List(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].ProviderID != made[0].ProviderID || list[1].ProviderID != made[1].ProviderID {
+		t.Fatalf("restarted provider lists %+v; want the running nodes %+v", list, made)
+	}
+	inst, err := second.Create(ctx(t), providertest.Machine(second, "c1", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.ProviderID != made[0].ProviderID {
+		t.Errorf("Create after restart returned %s; want the adopted node %s", inst.ProviderID, made[0].ProviderID)
+	}
+	after := nodePIDs(t, state)
+	slices.Sort(before)
+	slices.Sort(after)
+	if !slices.Equal(before, after) {
+		t.Errorf("node processes %v after adoption; want the same %v (no duplicates)", after, before)
+	}
+	if err := second.Delete(ctx(t), providertest.Machine(second, "c1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodePIDs(t, state); len(got) != 1 {
+		t.Errorf("after deleting an adopted node, processes %v; want 1 left", got)
+	}
+	if _, err := os.Stat(filepath.Join(state, "c1", "a")); !os.IsNotExist(err) {
+		t.Errorf("state folder of the deleted machine: %v; want it removed", err)
+	}
+}
+
+func TestDeleteKillsANodeThatIgnoresSIGTERM(t *testing.T) {
+	url := startNATS(t)
+	state := t.TempDir()
+	p, err := local.New(local.Options{StateDir: state, Binary: binary, NATSURL: url, StopGrace: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killNodes(t, state) })
+	m := providertest.Machine(p, "c1", "stubborn")
+	if _, err := p.Create(ctx(t), m); err != nil {
+		t.Fatal(err)
+	}
+	pids := nodePIDs(t, state)
+	// SIGSTOP: the node cannot act on SIGTERM, as if it hung.
+	if err := syscall.Kill(pids[0], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := p.Delete(ctx(t), m); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("Delete took %s; want SIGKILL only after the 300ms grace", d)
+	}
+	if got := nodePIDs(t, state); len(got) != 0 {
+		t.Errorf("node processes after Delete: %v", got)
+	}
+}

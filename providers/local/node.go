@@ -1,0 +1,157 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+// NodeOptions are what `gitfleet node` is started with.
+type NodeOptions struct {
+	Cluster, Machine  string
+	StateDir          string
+	KubernetesVersion string
+	MachineJSON       string // the wire.Machine the node is; written to machine.json
+	HeartbeatInterval time.Duration
+	StartupDelay      time.Duration // unhealthy (booting) this long after start
+	NATS              natsbus.Options
+	Log               zerolog.Logger
+}
+
+// RunNode is a machine: it writes its machine spec and bootstrap data into
+// its state folder, serves /healthz on a loopback port (written to the
+// folder's port file) and publishes a wire.Heartbeat every interval until
+// ctx ends.
+func RunNode(ctx context.Context, o NodeOptions) error {
+	if o.Cluster == "" || o.Machine == "" || o.StateDir == "" {
+		return errors.New("node: --cluster, --machine and --state-dir are required")
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if err := writeBootFiles(o); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	var ready atomic.Bool
+	started := time.Now()
+	time.AfterFunc(o.StartupDelay, func() { ready.Store(true) })
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("node: listen: %w", err)
+	}
+	srv := &http.Server{Handler: healthHandler(o, &ready), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := writeFileAtomic(filepath.Join(o.StateDir, portFile), []byte(strconv.Itoa(port)+"\n")); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	o.Log.Info().Str("cluster", o.Cluster).Str("machine", o.Machine).Int("port", port).
+		Dur("startupDelay", o.StartupDelay).Msg("node up")
+
+	heartbeats(ctx, o, &ready)
+	o.Log.Info().Dur("uptime", time.Since(started)).Msg("node stopping")
+	return nil
+}
+
+func writeBootFiles(o NodeOptions) error {
+	mj := o.MachineJSON
+	if mj == "" {
+		b, _ := json.Marshal(wire.Machine{Name: o.Machine, Cluster: o.Cluster, Version: o.KubernetesVersion, Provider: Name})
+		mj = string(b)
+	}
+	var m wire.Machine
+	if err := json.Unmarshal([]byte(mj), &m); err != nil {
+		return fmt.Errorf("--machine-json: %w", err)
+	}
+	pretty, _ := json.MarshalIndent(m, "", "  ")
+	if err := writeFileAtomic(filepath.Join(o.StateDir, machineFile), append(pretty, '\n')); err != nil {
+		return err
+	}
+	boot := fmt.Sprintf("# bootstrap data of machine %s/%s, written by gitfleet node\n"+
+		"cluster: %q\nmachine: %q\nrole: %q\nkubernetesVersion: %q\nheartbeatSubject: %q\nheartbeatInterval: %q\n",
+		o.Cluster, o.Machine, o.Cluster, o.Machine, m.Role, o.KubernetesVersion,
+		wire.HeartbeatSubject(o.Cluster, o.Machine), o.HeartbeatInterval)
+	return writeFileAtomic(filepath.Join(o.StateDir, bootstrapFile), []byte(boot))
+}
+
+// readMachine reads the machine a node wrote into its state folder.
+func readMachine(dir string) (wire.Machine, error) {
+	var m wire.Machine
+	b, err := os.ReadFile(filepath.Join(dir, machineFile))
+	if err != nil {
+		return m, err
+	}
+	return m, json.Unmarshal(b, &m)
+}
+
+func healthHandler(o NodeOptions, ready *atomic.Bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if !ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"cluster": o.Cluster, "machine": o.Machine,
+			"version": o.KubernetesVersion, "healthy": ready.Load(), "pid": os.Getpid()})
+	})
+	return mux
+}
+
+// heartbeats connects to NATS (retrying while it is away) and publishes a
+// heartbeat every interval until ctx ends.
+func heartbeats(ctx context.Context, o NodeOptions, ready *atomic.Bool) {
+	var nc *nats.Conn
+	tick := time.NewTicker(o.HeartbeatInterval)
+	defer tick.Stop()
+	subject := wire.HeartbeatSubject(o.Cluster, o.Machine)
+	for {
+		if nc == nil {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			c, err := natsbus.Connect(cctx, o.NATS.URL, o.NATS, o.Log)
+			cancel()
+			if err != nil {
+				o.Log.Warn().Err(err).Msg("heartbeats: cannot reach NATS yet")
+			} else {
+				nc = c
+				defer nc.Close()
+			}
+		}
+		if nc != nil {
+			hb := wire.Heartbeat{Cluster: o.Cluster, Machine: o.Machine, Version: o.KubernetesVersion,
+				Healthy: ready.Load(), Time: time.Now().UTC()}
+			if !hb.Healthy {
+				hb.Message = "booting"
+			}
+			if data, err := wire.Encode(&hb); err == nil {
+				_ = nc.Publish(subject, data)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if nc != nil {
+				_ = nc.Flush()
+			}
+			return
+		case <-tick.C:
+		}
+	}
+}
