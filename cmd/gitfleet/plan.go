@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 
-	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
