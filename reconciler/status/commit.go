@@ -252,11 +252,10 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 			continue // the caller's newer word wins
 		}
 		if s == nil {
-			delete(w.clusters, name)
+			w.dropSum(name)
 		} else {
-			w.clusters[name] = *s
+			w.setSum(name, *s)
 		}
-		w.dirty = true
 	}
 	if fleet != nil && w.fleetSet == nil {
 		w.fleet.LastApplied, w.fleet.LastRejected = fleet.LastApplied, fleet.LastRejected

@@ -67,6 +67,7 @@ type Writer struct {
 	tip      plumbing.Hash            // the branch as the Writer last saw or wrote it
 	pushed   plumbing.Hash            // the remote branch as last seen
 	clusters map[string]clusterSum    // every cluster, pending state included
+	counts   Counts                   // of clusters, kept up to date
 	fleet    FleetStatus              // the caller's part of fleet.yaml
 	fleetSet *change                  // summary and origin of the last SetFleet
 	dirty    bool                     // fleet.yaml needs recounting
@@ -165,8 +166,7 @@ func (w *Writer) SetCluster(c ClusterStatus, o Origin) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stage(ClusterPath(c.Name), ch, o) {
-		w.clusters[c.Name] = summarize(c)
-		w.dirty = true
+		w.setSum(c.Name, summarize(c))
 	}
 	return nil
 }
@@ -179,8 +179,7 @@ func (w *Writer) DeleteCluster(name string, o Origin) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stage(ClusterPath(name), removal(name+": deleted"), o) {
-		delete(w.clusters, name)
-		w.dirty = true
+		w.dropSum(name)
 	}
 	return nil
 }
@@ -246,7 +245,7 @@ func (w *Writer) stageFleet() {
 	}
 	w.dirty = false
 	f := w.fleet
-	f.Counts = w.count()
+	f.Counts = w.counts
 	data, err := EncodeFleet(f)
 	if err != nil {
 		w.log.Error().Err(err).Msg("status: encode fleet.yaml")
@@ -261,30 +260,48 @@ func (w *Writer) stageFleet() {
 	w.fleetSet = nil
 }
 
-// count computes the fleet's counts. Called with mu held.
-func (w *Writer) count() Counts {
-	c := Counts{ClustersByClass: map[string]int{}, ClustersByVersion: map[string]int{},
-		ClustersByPhase: map[string]int{}, MachinesByPhase: map[string]int{}, MachinesByVersion: map[string]int{}}
-	for _, s := range w.clusters {
-		c.Clusters++
-		c.Machines += s.machines
-		if s.class != "" {
-			c.ClustersByClass[s.class]++
+// setSum replaces the summary of cluster name and updates the counts.
+// Called with mu held.
+func (w *Writer) setSum(name string, s clusterSum) {
+	w.dropSum(name)
+	w.clusters[name] = s
+	w.counts.add(s, 1)
+	w.dirty = true
+}
+
+// dropSum forgets cluster name. Called with mu held.
+func (w *Writer) dropSum(name string) {
+	if old, ok := w.clusters[name]; ok {
+		w.counts.add(old, -1)
+		delete(w.clusters, name)
+		w.dirty = true
+	}
+}
+
+// add adds (sign 1) or removes (sign -1) one cluster's summary.
+func (c *Counts) add(s clusterSum, sign int) {
+	bump := func(m *map[string]int, k string, n int) {
+		if k == "" || n == 0 {
+			return
 		}
-		if s.version != "" {
-			c.ClustersByVersion[s.version]++
+		if *m == nil {
+			*m = map[string]int{}
 		}
-		if s.phase != "" {
-			c.ClustersByPhase[s.phase]++
-		}
-		for p, n := range s.machinePhases {
-			c.MachinesByPhase[p] += n
-		}
-		for v, n := range s.machineVersions {
-			c.MachinesByVersion[v] += n
+		if (*m)[k] += n; (*m)[k] == 0 {
+			delete(*m, k)
 		}
 	}
-	return c
+	c.Clusters += sign
+	c.Machines += sign * s.machines
+	bump(&c.ClustersByClass, s.class, sign)
+	bump(&c.ClustersByVersion, s.version, sign)
+	bump(&c.ClustersByPhase, s.phase, sign)
+	for p, n := range s.machinePhases {
+		bump(&c.MachinesByPhase, p, sign*n)
+	}
+	for v, n := range s.machineVersions {
+		bump(&c.MachinesByVersion, v, sign*n)
+	}
 }
 
 // Stats returns what the Writer has done so far.
