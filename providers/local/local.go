@@ -54,7 +54,7 @@ type Provider struct {
 	client *http.Client
 
 	mu       sync.Mutex
-	locks    map[string]*sync.Mutex   // per machine folder
+	locks    map[string]*sync.Mutex  // per machine folder
 	children map[int]<-chan struct{} // nodes this process started: closed when reaped
 }
 
