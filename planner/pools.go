@@ -106,7 +106,8 @@ func (p *clusterPass) planControlPlane(ver string) {
 				others++
 			}
 		}
-		if others >= quorum {
+		// Before the control plane ever ran there is no etcd to lose.
+		if others >= quorum || neverRan(live) {
 			p.del(s, "remediate control plane: "+s.unhealthy)
 			p.cond(CondRemediating, "replacing unhealthy control-plane machine %s", s.m.Name)
 			return
@@ -138,6 +139,16 @@ func (p *clusterPass) planControlPlane(ver string) {
 			p.del(s, fmt.Sprintf("scale down control plane from %d to %d machines", n, pool.Replicas))
 		}
 	}
+}
+
+// neverRan reports whether no machine of ms ever sent a heartbeat.
+func neverRan(ms []*mstate) bool {
+	for _, s := range ms {
+		if !s.m.LastHeartbeat.IsZero() {
+			return false
+		}
+	}
+	return true
 }
 
 // deleteOrder sorts machines for deletion: unready first, then those

@@ -1,0 +1,115 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+func cpHealthCheck(f *v1alpha1.Fleet) *v1alpha1.Fleet {
+	f = withMHC(f, nil)
+	f.HealthChecks[0].Spec.Selector = v1alpha1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelControlPlane: "true"}}
+	return f
+}
+
+// TestControlPlaneRemediationKeepsQuorum: one dead control-plane machine of
+// three is replaced; with two dead, deleting one would leave no quorum, so
+// remediation is blocked and the status says why.
+func TestControlPlaneRemediationKeepsQuorum(t *testing.T) {
+	f := cpHealthCheck(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 1)))
+	s := newSim(t, f)
+	s.quiet = true
+	s.run(50)
+	s.quiet = false
+	s.kill("", 1)
+	s.minRound = s.round + 6
+	s.run(50)
+	if !strings.Contains(s.log.String(), "remediate control plane: no heartbeat") {
+		t.Errorf("dead control-plane machine not replaced:\n%s", s.log.String())
+	}
+	if c := s.last.Clusters[0]; c.Phase != PhaseProvisioned {
+		t.Errorf("phase %s after remediation", c.Phase)
+	}
+
+	s.log.Reset()
+	s.kill("", 2)
+	s.minRound = s.round + 6
+	s.run(50)
+	if strings.Contains(s.log.String(), "delete") {
+		t.Errorf("deleted a control-plane machine without quorum:\n%s", s.log.String())
+	}
+	c := s.last.Clusters[0]
+	if !c.Has(CondRemediationBlocked) || !strings.Contains(s.log.String(), "fewer than the quorum of 2") {
+		t.Errorf("status does not say remediation is blocked: %+v", c.Conditions)
+	}
+}
+
+// TestFirstControlPlaneFailureIsReplaced: a control-plane machine that fails
+// before the cluster ever ran is replaced even with one replica.
+func TestFirstControlPlaneFailureIsReplaced(t *testing.T) {
+	s := newSim(t, testFleet(testClass("v1.30.2"), testCluster("c1", 1, 1)))
+	failed := 0
+	s.fail = func(m *ObservedMachine) bool { failed++; return failed == 1 }
+	s.run(50)
+	if !strings.Contains(s.log.String(), "remediate control plane: the provider reported it Failed") {
+		t.Errorf("failed first machine not replaced:\n%s", s.log.String())
+	}
+}
+
+// TestIncrementalMatchesPlan: the daemon's one-cluster path (Summarize,
+// Rollouts, PlanCluster) gives the same steps and status as Plan.
+func TestIncrementalMatchesPlan(t *testing.T) {
+	s := newSim(t, wavesFleet("v1.29.4"))
+	s.quiet = true
+	s.run(50)
+	s.setFleet(wavesFleet("v1.30.2"))
+	for round := 0; round < 12; round++ {
+		obs := s.observed()
+		n := 0
+		names := func(c, p string) string { n++; return fmt.Sprintf("%s-%s-r%d-%d", c, p, round, n) }
+		full := Plan(Input{Desired: s.desired, Observed: obs, Now: s.now, NewName: names})
+		by := groupByCluster(obs)
+		sums := map[string]Summary{}
+		for _, dc := range s.desired.Clusters {
+			sums[dc.Name] = Summarize(dc, by[dc.Name], s.now)
+		}
+		g := Rollouts(s.desired, sums)
+		n = 0
+		var steps []Step
+		for i, dc := range s.desired.Clusters {
+			r := PlanCluster(ClusterInput{Name: dc.Name, Desired: dc, Machines: by[dc.Name], Gate: g.For(dc.Name), Now: s.now, NewName: names})
+			steps = append(steps, r.Steps...)
+			if r.Status.Phase != full.Clusters[i].Phase || len(r.Status.Conditions) != len(full.Clusters[i].Conditions) {
+				t.Fatalf("round %d %s: status %+v, Plan says %+v", round, dc.Name, r.Status, full.Clusters[i])
+			}
+		}
+		if len(steps) != len(full.Steps) {
+			t.Fatalf("round %d: %d steps one by one, %d from Plan", round, len(steps), len(full.Steps))
+		}
+		for i := range steps {
+			if steps[i].Machine.Name != full.Steps[i].Machine.Name || steps[i].Op != full.Steps[i].Op {
+				t.Errorf("round %d step %d: %+v vs %+v", round, i, steps[i], full.Steps[i])
+			}
+		}
+		for _, st := range full.Steps {
+			s.apply(st)
+		}
+		s.advance()
+	}
+	if s.machines == nil || countPhase(s, wire.PhaseRunning) == 0 {
+		t.Fatal("simulation ran nothing")
+	}
+}
+
+func countPhase(s *sim, p wire.Phase) int {
+	n := 0
+	for _, m := range s.machines {
+		if m.Phase == p {
+			n++
+		}
+	}
+	return n
+}
