@@ -225,11 +225,13 @@ func (p *clusterPass) setPhase(initialized bool, cpStep string, want []string) {
 		if p.in.Gate.Hold {
 			p.cond(CondWaitingForWave, "%s", p.in.Gate.Reason)
 		}
-	case ready:
-		st.Phase = PhaseProvisioned
-		p.cond(CondReady, "every pool has its replicas ready")
 	default:
-		st.Phase = PhaseProvisioning
+		// Like Cluster API: once the control plane runs, the cluster is
+		// Provisioned; Ready says whether every machine is there and ready.
+		st.Phase = PhaseProvisioned
+		if ready {
+			p.cond(CondReady, "every pool has its replicas ready")
+		}
 	}
 }
 
