@@ -1,0 +1,140 @@
+package local_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+// syncBuffer collects a process's output safely.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startWorkerProcess runs `gitfleet worker --provider local` as a real process.
+func startWorkerProcess(t *testing.T, url, state string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	out := &syncBuffer{}
+	cmd := exec.Command(binary, "worker", "--provider", "local", "--nats", url, "--state-dir", state,
+		"--ack-wait", "1s", "--concurrency", "2")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd, out
+}
+
+// A worker process SIGKILLed in the middle of a create: the node it started
+// survives, the task is redelivered, a new worker adopts the node, and the
+// end state is exactly one machine.
+func TestWorkerProcessKilledMidCreate(t *testing.T) {
+	url := startNATS(t)
+	state := t.TempDir()
+	t.Cleanup(func() { killNodes(t, state) })
+	_, js := natstest.Connect(t, url)
+
+	w1, out1 := startWorkerProcess(t, url, state)
+	task := wire.Task{ID: "create-c1-m-1", Operation: wire.OpCreate, Machine: wire.Machine{
+		Name: "m-1", Cluster: "c1", Role: wire.RoleWorker, Version: "v1.31.0", Provider: "local",
+		Spec: json.RawMessage(`{"startupDelay": "1500ms", "heartbeatInterval": "200ms"}`)}}
+	pub := natsbus.NewPublisher(js)
+	if _, err := pub.Publish(ctx(t), &task); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Wait(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	pidPath := filepath.Join(state, "c1", "m-1", "pid")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(pidPath); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker started no node in 30s; its output:\n%s", out1)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := w1.Process.Kill(); err != nil { // SIGKILL, mid-create: the node is still booting
+		t.Fatal(err)
+	}
+	_ = w1.Wait()
+	first := nodePIDs(t, state)
+	if len(first) != 1 {
+		t.Fatalf("node processes after the worker was killed: %v; want the one node, still running", first)
+	}
+
+	w2, out2 := startWorkerProcess(t, url, state)
+	ev := waitEvent(t, js, wire.PhaseRunning)
+	if want := "local://" + strconv.Itoa(first[0]); ev.ProviderID != want {
+		t.Errorf("Running event provider ID %s; want the adopted node %s", ev.ProviderID, want)
+	}
+	if got := nodePIDs(t, state); len(got) != 1 || got[0] != first[0] {
+		t.Errorf("node processes at the end: %v; want exactly the first node %v", got, first)
+	}
+
+	// SIGTERM drains the worker and it exits cleanly.
+	if err := w2.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Wait(); err != nil {
+		t.Errorf("worker after SIGTERM: %v; output:\n%s", err, out2)
+	}
+	if got := nodePIDs(t, state); len(got) != 1 {
+		t.Errorf("nodes after the worker stopped: %v; want the node to outlive its worker", got)
+	}
+}
+
+func waitEvent(t *testing.T, js jetstream.JetStream, phase wire.Phase) wire.Event {
+	t.Helper()
+	cons, err := js.OrderedConsumer(ctx(t), wire.StreamEvents, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		msg, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			continue
+		}
+		ev, err := wire.DecodeEvent(msg.Data())
+		if err == nil && ev.Phase == phase {
+			return ev
+		}
+	}
+	t.Fatalf("no %s event in 30s", phase)
+	return wire.Event{}
+}
