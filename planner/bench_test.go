@@ -91,3 +91,19 @@ func BenchmarkPlanOneCluster(b *testing.B) {
 		PlanCluster(ClusterInput{Name: name, Desired: dc, Machines: by[name], Gate: g.For(name), Now: now, NewName: newName})
 	}
 }
+
+// BenchmarkExpand is the cost of a new revision: expanding 10,000 clusters.
+func BenchmarkExpand(b *testing.B) {
+	class := testClass("v1.30.2")
+	f := testFleet(class)
+	for i := range 10000 {
+		f.Clusters = append(f.Clusters, testCluster(fmt.Sprintf("c%05d", i), 3, 10))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		Expand(f)
+	}
+	b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/expand")
+}

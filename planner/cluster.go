@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -49,6 +50,10 @@ type clusterPass struct {
 // PlanCluster plans one cluster. Plan calls it for every cluster; the daemon
 // calls it alone when an event about one of the cluster's machines arrives.
 func PlanCluster(in ClusterInput) ClusterResult {
+	if in.NewName == nil {
+		n := 0
+		in.NewName = func(cluster, pool string) string { n++; return fmt.Sprintf("%s-%s-%d", cluster, pool, n) }
+	}
 	p := &clusterPass{in: &in, dc: in.Desired, pools: map[string][]*mstate{}}
 	p.res.Status.Name = in.Name
 	for i := range in.Machines {
@@ -90,7 +95,8 @@ func (p *clusterPass) create(pool *Pool, ver, hash, reason string) {
 	name := p.in.NewName(p.in.Name, PoolName(pool.Name))
 	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpCreate, Reason: reason, Machine: wire.Machine{
 		Name: name, Cluster: p.in.Name, Role: pool.Role, Deployment: pool.Name, Version: ver,
-		Provider: pool.Provider, Spec: pool.Spec, FailureDomain: pool.FailureDomain, TemplateHash: hash, Labels: pool.Labels,
+		Provider: pool.Provider, Spec: pool.Spec, FailureDomain: pool.FailureDomain, TemplateHash: hash,
+		Labels: maps.Clone(pool.Labels), // the caller may add its own
 	}})
 }
 

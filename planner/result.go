@@ -8,7 +8,8 @@ import (
 
 // Input is everything Plan needs. NewName names a new machine of a pool
 // (PoolName); the daemon gives random suffixes like Cluster API, tests a
-// counter, so the planner stays deterministic.
+// counter, so the planner stays deterministic. A nil NewName numbers
+// machines from 1 per cluster, which only suits a preview.
 type Input struct {
 	Desired  *Desired
 	Observed []ObservedMachine
