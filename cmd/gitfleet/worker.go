@@ -40,6 +40,13 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	switch *provider {
+	case inmemory.Name, local.Name:
+	case "":
+		return &exitError{code: 2, err: fmt.Errorf("--provider is required: inmemory or local")}
+	default:
+		return &exitError{code: 2, err: fmt.Errorf("--provider %q: unknown provider (want inmemory or local)", *provider)}
+	}
 	log := providerLog(env.stderr).With().Str("provider", *provider).Logger()
 	wopts.Log = log
 	nopts.DataDir = *dataDir
@@ -64,10 +71,6 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 		if p, err = local.New(local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: log}); err != nil {
 			return err
 		}
-	case "":
-		return &exitError{code: 2, err: fmt.Errorf("--provider is required: inmemory or local")}
-	default:
-		return &exitError{code: 2, err: fmt.Errorf("--provider %q: unknown provider (want inmemory or local)", *provider)}
 	}
 	w, err := providers.NewWorker(ctx, bus.JS, p, wopts)
 	if err != nil {
