@@ -165,9 +165,9 @@ type Counts struct {
 // Snapshot is everything on the status branch at one commit.
 type Snapshot struct {
 	// Commit is the status branch commit read.
-	Commit   string          `json:"commit"`
-	Fleet    FleetStatus     `json:"fleet"`
-	Clusters []ClusterStatus `json:"clusters"` // sorted by name
+	Commit   string          `yaml:"commit" json:"commit"`
+	Fleet    FleetStatus     `yaml:"fleet" json:"fleet"`
+	Clusters []ClusterStatus `yaml:"clusters" json:"clusters"` // sorted by name
 }
 
 // Cluster returns the status of cluster name, or nil.

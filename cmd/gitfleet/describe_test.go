@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/reconciler/status"
+)
+
+// golden compares got with testdata/<name>, rewritten by -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *updatePlan {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s differs (-want +got):\n%s", path, d)
+	}
+}
+
+var (
+	statusEpoch = time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	describeNow = "2026-11-20T12:30:00Z"
+)
+
+// statusWriter opens dir's repository as the daemon would and returns a
+// Writer whose commits are dated from statusEpoch, one minute apart.
+func statusWriter(t *testing.T, dir string) *status.Writer {
+	t.Helper()
+	repo, err := openGit(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := statusEpoch
+	w, err := status.NewWriter(t.Context(), status.Options{Repo: repo, Interval: time.Hour, Logger: zerolog.Nop(),
+		Now: func() time.Time { tick = tick.Add(time.Minute); return tick }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+func flushStatus(t *testing.T, w *status.Writer) {
+	t.Helper()
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// machine returns a machine of cluster c; pool "" is the control plane.
+func machine(c, pool, suffix, phase, version string, created time.Time) status.MachineStatus {
+	m := status.MachineStatus{Role: "worker", Deployment: pool, Phase: phase, Version: version, Provider: "local",
+		TemplateHash: "9e1d", Created: created}
+	if pool == "" {
+		m.Role, pool = "control-plane", "control-plane"
+	}
+	m.Name = c + "-" + pool + "-" + suffix
+	m.ProviderID = "local://" + m.Name
+	if phase == "Running" {
+		m.Addresses = []string{"127.0.0.1"}
+	}
+	return m
+}
+
+// dev1 is dev-1 with n workers, the first ready ones Running and the
+// rest Provisioning.
+func dev1(n, ready int, created time.Time) status.ClusterStatus {
+	c := status.ClusterStatus{Name: "dev-1", Class: "standard", Version: "v1.31.2", Phase: status.ClusterProvisioned,
+		ControlPlane: status.Replicas{Version: "v1.31.2", Desired: 1, Replicas: 1, Ready: 1, Updated: 1},
+		Deployments: []status.DeploymentStatus{{Name: "md-0", Class: "default-worker",
+			Replicas: status.Replicas{Version: "v1.31.2", Desired: n, Replicas: n, Ready: ready, Updated: n, Unavailable: n - ready}}},
+		Conditions: []status.Condition{{Type: status.ConditionReady, Status: status.ConditionTrue}},
+		Machines:   []status.MachineStatus{machine("dev-1", "", "x7k2p", "Running", "v1.31.2", statusEpoch)},
+	}
+	for i := range n {
+		phase, at := "Running", statusEpoch
+		if i >= 2 {
+			at = created
+		}
+		if i >= ready {
+			phase = "Provisioning"
+		}
+		c.Machines = append(c.Machines, machine("dev-1", "md-0", []string{"q4m8w", "r2d9z", "b7c3v", "n5t1k"}[i], phase, "v1.31.2", at))
+	}
+	if ready < n {
+		c.Phase = status.ClusterProvisioning
+		c.Conditions = []status.Condition{{Type: status.ConditionReady, Status: status.ConditionFalse, Reason: "WaitingForWorkers", Message: "md-0: " + itoa(ready) + " of " + itoa(n) + " ready"}}
+	}
+	return c
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func prod1() status.ClusterStatus {
+	c := status.ClusterStatus{Name: "prod-1", Class: "standard", Version: "v1.31.2", Phase: status.ClusterProvisioned,
+		ControlPlane: status.Replicas{Version: "v1.31.2", Desired: 3, Replicas: 3, Ready: 3, Updated: 3},
+		Deployments: []status.DeploymentStatus{{Name: "md-0", Class: "default-worker",
+			Replicas: status.Replicas{Version: "v1.31.2", Desired: 3, Replicas: 3, Ready: 2, Updated: 3, Unavailable: 1}}},
+		Conditions: []status.Condition{{Type: status.ConditionReady, Status: status.ConditionTrue},
+			{Type: status.ConditionMachinesHealthy, Status: status.ConditionFalse, Reason: "UnhealthyMachines", Message: "1 of 3 workers missed heartbeats"}},
+	}
+	for _, s := range []string{"a1", "b2", "c3"} {
+		c.Machines = append(c.Machines, machine("prod-1", "", s, "Running", "v1.31.2", statusEpoch))
+	}
+	for _, s := range []string{"d4", "e5", "f6"} {
+		c.Machines = append(c.Machines, machine("prod-1", "md-0", s, "Running", "v1.31.2", statusEpoch.Add(-72*time.Hour)))
+	}
+	c.Machines[5].Unhealthy, c.Machines[5].Message = true, "no heartbeat for 45s"
+	return c
+}
+
+func TestDescribeWithoutStatusBranch(t *testing.T) {
+	dir := fleetRepo(t)
+	code, _, stderr := runCmd(t, "describe", "--repo", dir)
+	if code != 1 || !strings.Contains(stderr, "no status yet: is the daemon running against this repo?") {
+		t.Errorf("exit %d, stderr %q; want 1 and the hint that the daemon has not written status", code, stderr)
+	}
+}
+
+func TestDescribeTreeFromStatusBranch(t *testing.T) {
+	dir := fleetRepo(t)
+	head := strings.TrimSpace(gitCLI(t, dir, "rev-parse", "HEAD"))
+	w := statusWriter(t, dir)
+	o := status.Origin{SourceCommit: head, PlanID: "p1"}
+	w.SetCluster(dev1(4, 2, statusEpoch.Add(2*time.Hour+25*time.Minute)), o)
+	w.SetCluster(prod1(), o)
+	w.SetFleet(status.FleetStatus{
+		LastApplied:  &status.SourceCommit{Commit: head, Subject: "Initial fleet"},
+		LastRejected: &status.Rejection{SourceCommit: status.SourceCommit{Commit: strings.Repeat("b", 40), Subject: "Try 1.30"}, Errors: []string{"clusters/dev-1.yaml:14:5: spec.topology.version: cannot go down from v1.31.2 to v1.30.6"}},
+	}, o)
+	flushStatus(t, w)
+
+	code, stdout, stderr := runCmd(t, "describe", "dev-1", "--repo", dir, "--now", describeNow)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	golden(t, "describe/dev-1.txt", stdout)
+	if !regexp.MustCompile(`(?m)^  ├─Machine/dev-1-md-0-b7c3v +Provisioning +v1.31.2 +5m$`).MatchString(stdout) {
+		t.Errorf("describe dev-1 does not show the new worker as Provisioning, 5 minutes old:\n%s", stdout)
+	}
+
+	_, stdout, _ = runCmd(t, "describe", "--repo", dir, "--now", describeNow)
+	stdout = regexp.MustCompile(`Status: [0-9a-f]{7} `).ReplaceAllString(stdout, "Status: STATUS ")
+	golden(t, "describe/fleet.txt", strings.ReplaceAll(stdout, head[:7], "HEAD"))
+
+	_, js, _ := runCmd(t, "describe", "prod-1", "--repo", dir, "-o", "json")
+	var got status.ClusterStatus
+	if err := json.Unmarshal([]byte(js), &got); err != nil || got.Name != "prod-1" || len(got.Machines) != 6 || !got.Machines[5].Unhealthy {
+		t.Errorf("json (%v):\n%s", err, js)
+	}
+	_, y, _ := runCmd(t, "describe", "--repo", dir, "-o", "yaml")
+	if !strings.Contains(y, "  clustersByPhase:\n    Provisioned: 1\n    Provisioning: 1\n") {
+		t.Errorf("yaml lacks the fleet counts:\n%s", y)
+	}
+
+	code, _, stderr = runCmd(t, "describe", "nope", "--repo", dir)
+	if code != 1 || !strings.Contains(stderr, `cluster "nope" has no status on gitfleet/status (clusters there: dev-1, prod-1)`) {
+		t.Errorf("unknown cluster: exit %d, %q", code, stderr)
+	}
+}
