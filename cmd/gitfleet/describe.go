@@ -139,7 +139,6 @@ func statusBranchOf(repo *git.Repository) string {
 	return v1alpha1.DefaultStatusBranch
 }
 
-
 func writeFleetHeader(w io.Writer, s *status.Snapshot, branch string) {
 	f := s.Fleet
 	fmt.Fprintf(w, "Fleet: %d clusters%s, %d machines%s\n", f.Clusters, countList(f.ClustersByPhase), f.Machines, countList(f.MachinesByPhase))
