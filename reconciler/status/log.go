@@ -135,10 +135,14 @@ func Transitions(before, after *ClusterStatus) []string {
 		return nil
 	case after == nil:
 		return []string{"status removed (cluster deleted)"}
-	case before == nil:
-		before = &ClusterStatus{}
 	}
 	var out []string
+	if before == nil {
+		_, sum, _ := strings.Cut(after.summary(), ": ")
+		out = append(out, "status created: "+sum)
+		before = &ClusterStatus{Phase: after.Phase, Version: after.Version, Conditions: after.Conditions,
+			ControlPlane: after.ControlPlane, Deployments: after.Deployments}
+	}
 	arrow := func(what, a, b string) {
 		if a != b {
 			out = append(out, fmt.Sprintf("%s %s → %s", what, orNone(a), orNone(b)))

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/reconciler/status"
+)
+
+// scriptedFleet is a fleet repository whose commits have fixed authors and
+// dates, so their hashes and the history output are the same on every run.
+type scriptedFleet struct {
+	t   *testing.T
+	dir string
+}
+
+// newScriptedFleet copies what gitfleet init writes into a new repository
+// and commits it as Ada at 09:00.
+func newScriptedFleet(t *testing.T) *scriptedFleet {
+	t.Helper()
+	tmpl := fleetRepo(t)
+	f := &scriptedFleet{t: t, dir: filepath.Join(t.TempDir(), "fleet")}
+	if err := os.CopyFS(f.dir, os.DirFS(tmpl)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(f.dir, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	f.git("", time.Time{}, "init", "-q", "-b", "main")
+	f.commit("Ada Tester <ada@example.com>", "09:00", "Initial fleet: class standard, clusters dev-1 and prod-1", nil)
+	return f
+}
+
+func (f *scriptedFleet) git(who string, at time.Time, args ...string) string {
+	f.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = f.dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	if who != "" {
+		name, email, _ := strings.Cut(strings.TrimSuffix(who, ">"), " <")
+		date := at.Format(time.RFC3339)
+		cmd.Env = append(cmd.Env, "GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email, "GIT_AUTHOR_DATE="+date,
+			"GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email, "GIT_COMMITTER_DATE="+date)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		f.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// at is hh:mm on the day of the script.
+func at(hhmm string) time.Time {
+	t, err := time.Parse("2006-01-02 15:04", "2026-11-20 "+hhmm)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// commit edits files (path → {old, new}: the first old becomes new; an
+// empty old writes a new file) and commits everything; it returns the
+// commit hash.
+func (f *scriptedFleet) commit(who, hhmm, msg string, edits map[string][2]string) string {
+	f.t.Helper()
+	for path, e := range edits {
+		p := filepath.Join(f.dir, path)
+		if e[0] == "" {
+			if err := os.WriteFile(p, []byte(e[1]), 0o644); err != nil {
+				f.t.Fatal(err)
+			}
+			continue
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if !strings.Contains(string(data), e[0]) {
+			f.t.Fatalf("%s does not contain %q", path, e[0])
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(data), e[0], e[1], 1)), 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.git(who, at(hhmm), "add", "-A")
+	f.git(who, at(hhmm), "commit", "-q", "--allow-empty", "-m", msg)
+	return f.git(who, at(hhmm), "rev-parse", "HEAD")
+}
+
+// statusAt writes status commits dated by *clock.
+func statusAt(t *testing.T, dir string, clock *time.Time) *status.Writer {
+	t.Helper()
+	repo, err := openGit(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := status.NewWriter(t.Context(), status.Options{Repo: repo, Interval: time.Hour, Logger: zerolog.Nop(),
+		Now: func() time.Time { return *clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+// upgraded is dev-1 during the class upgrade: the control plane replaced by
+// a v1.32.0 machine (running when done).
+func upgraded(done bool) status.ClusterStatus {
+	c := dev1(4, 4, at("10:01"))
+	c.Version, c.ControlPlane.Version, c.ControlPlane.Updated = "v1.32.0", "v1.32.0", 1
+	m := machine("dev-1", "", "h8s2j", "Provisioning", "v1.32.0", at("13:01"))
+	old := &c.Machines[0]
+	if done {
+		m.Phase = "Running"
+		c.Machines = append(c.Machines[1:], m)
+		return c
+	}
+	old.Phase = "Running"
+	c.ControlPlane.Updated, c.ControlPlane.Replicas = 0, 2
+	c.Phase = status.ClusterProvisioning
+	c.Conditions = []status.Condition{{Type: status.ConditionRollingOut, Status: status.ConditionTrue, Reason: "ControlPlaneFirst"}, {Type: status.ConditionReady, Status: status.ConditionTrue}}
+	c.Machines = append(c.Machines, m)
+	return c
+}
+
+func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
+	f := newScriptedFleet(t)
+	c1 := f.git("", time.Time{}, "rev-parse", "HEAD")
+	clock := at("09:01")
+	w := statusAt(t, f.dir, &clock)
+	step := func(hhmm string, c1o status.Origin, clusters ...status.ClusterStatus) {
+		t.Helper()
+		clock = at(hhmm)
+		for _, c := range clusters {
+			w.SetCluster(c, c1o)
+		}
+		flushStatus(t, w)
+	}
+	o1 := status.Origin{SourceCommit: c1, PlanID: "plan-1"}
+	w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: c1, Subject: "Initial fleet"}}, o1)
+	step("09:01", o1, dev1(2, 0, at("09:01")), prod1())
+	step("09:04", o1, dev1(2, 2, at("09:01")))
+
+	c2 := f.commit("Bob Builder <bob@example.com>", "10:00", "Scale dev-1 workers to 4",
+		map[string][2]string{"clusters/dev-1.yaml": {"replicas: 2", "replicas: 4"}})
+	o2 := status.Origin{SourceCommit: c2, PlanID: "plan-2"}
+	step("10:01", o2, dev1(4, 2, at("10:01")))
+	step("10:03", o2, dev1(4, 4, at("10:01")))
+
+	f.commit("Ada Tester <ada@example.com>", "11:00", "Try a bigger prod",
+		map[string][2]string{"clusters/prod-1.yaml": {"          replicas: 3", "          replicas: many"}})
+	f.commit("Ada Tester <ada@example.com>", "11:30", "Revert the bigger prod",
+		map[string][2]string{"clusters/prod-1.yaml": {"          replicas: many", "          replicas: 3"}})
+	c5 := f.commit("Carol Ops <carol@example.com>", "13:00", "Upgrade the standard class to v1.32.0",
+		map[string][2]string{"classes/standard.yaml": {"  version: v1.31.2", "  version: v1.32.0"}})
+	o5 := status.Origin{SourceCommit: c5, PlanID: "plan-5"}
+	step("13:01", o5, upgraded(false))
+	step("13:06", o5, upgraded(true))
+	f.commit("Ada Tester <ada@example.com>", "14:00", "Explain the fleet", map[string][2]string{"README.md": {"", "# Our fleet\n"}})
+
+	code, stdout, stderr := runCmd(t, "history", "dev-1", "--repo", f.dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	golden(t, "history/dev-1.txt", stdout)
+	for _, want := range []string{
+		"  Bob Builder <bob@example.com>\n    Scale dev-1 workers to 4\n  spec.topology.workers.machineDeployments[md-0].replicas: 2 → 4\n",
+		"  class standard: spec.version: v1.31.2 → v1.32.0\n",
+		"    machine dev-1-md-0-b7c3v created: Provisioning v1.31.2\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("history dev-1 lacks %q", want)
+		}
+	}
+	for _, absent := range []string{"Try a bigger prod", "Explain the fleet", "prod-1:", "cluster prod-1"} {
+		if strings.Contains(stdout, absent) {
+			t.Errorf("history dev-1 shows %q, which did not change dev-1", absent)
+		}
+	}
+
+	_, stdout, _ = runCmd(t, "history", "--repo", f.dir)
+	golden(t, "history/fleet.txt", stdout)
+	if !strings.Contains(stdout, "Try a bigger prod\n  rejected:\n    clusters/prod-1.yaml:") {
+		t.Errorf("fleet history does not show the rejected commit with its error:\n%s", stdout)
+	}
+
+	if code, _, stderr := runCmd(t, "history", "nope", "--repo", f.dir); code != 1 || !strings.Contains(stderr, `cluster "nope" is in no commit`) {
+		t.Errorf("unknown cluster: exit %d, %q", code, stderr)
+	}
+}
