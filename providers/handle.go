@@ -22,8 +22,8 @@ type pendingAck struct {
 // handle runs one task: decode, provider call with in-progress acks, then
 // the outcome event; the ack itself is left to the acker.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, acks chan<- pendingAck) {
-	task, err := wire.DecodeTask(msg.Data())
-	if err == nil && msg.Subject() != wire.TaskSubject(w.p.Name(), task.Machine.Cluster, task.Machine.Name) {
+	task, err := decodeTask(msg.Data())
+	if err == nil && !onSubject(msg.Subject(), w.p.Name(), task.Machine.Cluster, task.Machine.Name) {
 		err = errMismatch(msg.Subject(), w.p.Name(), task)
 	}
 	if err != nil {
@@ -149,27 +149,18 @@ func (w *Worker) acker(acks <-chan pendingAck) {
 }
 
 // progress keeps JetStream from redelivering a task whose provider call is
-// still running, and publishes the Provisioning/Deleting event when the
-// call takes longer than ProgressAfter.
+// still running (in-progress acks every AckWait/3), and publishes the
+// Provisioning/Deleting event once the call has taken ProgressAfter. One
+// timer serves both.
 type progress struct {
 	mu      sync.Mutex
 	stopped bool
-	ack     *time.Timer
-	ev      *time.Timer
+	timer   *time.Timer
 	futs    []jetstream.PubAckFuture
 }
 
 func (w *Worker) startProgress(msg jetstream.Msg, task *wire.Task, phase wire.Phase) *progress {
 	p := &progress{}
-	every := w.o.AckWait / 3
-	p.ack = time.AfterFunc(every, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if !p.stopped {
-			_ = msg.InProgress()
-			p.ack.Reset(every)
-		}
-	})
 	publish := func() {
 		ev := w.event(task, phase)
 		if f, err := w.publish(&ev); err == nil {
@@ -178,27 +169,45 @@ func (w *Worker) startProgress(msg jetstream.Msg, task *wire.Task, phase wire.Ph
 	}
 	if w.o.ProgressAfter < 0 {
 		publish()
-	} else {
-		p.ev = time.AfterFunc(w.o.ProgressAfter, func() {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if !p.stopped {
-				publish()
-			}
-		})
 	}
+	every := w.o.AckWait / 3
+	start := time.Now()
+	nextAck := every
+	evDue := w.o.ProgressAfter >= 0
+	next := func() time.Duration {
+		if evDue {
+			return max(min(nextAck, w.o.ProgressAfter)-time.Since(start), 0)
+		}
+		return max(nextAck-time.Since(start), 0)
+	}
+	p.mu.Lock() // the timer may fire before p.timer is set
+	defer p.mu.Unlock()
+	p.timer = time.AfterFunc(next(), func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.stopped {
+			return
+		}
+		elapsed := time.Since(start)
+		if evDue && elapsed >= w.o.ProgressAfter {
+			evDue = false
+			publish()
+		}
+		if elapsed >= nextAck {
+			_ = msg.InProgress()
+			nextAck = elapsed + every
+		}
+		p.timer.Reset(next())
+	})
 	return p
 }
 
-// stop ends the progress timers and returns the futures of the events they
-// published; after stop returns, none will publish again.
+// stop ends the progress timer and returns the futures of the events it
+// published; after stop returns, it publishes nothing more.
 func (p *progress) stop() []jetstream.PubAckFuture {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopped = true
-	p.ack.Stop()
-	if p.ev != nil {
-		p.ev.Stop()
-	}
+	p.timer.Stop()
 	return p.futs
 }

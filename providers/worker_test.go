@@ -145,8 +145,8 @@ func TestWorkerGivesUpAfterMaxAttempts(t *testing.T) {
 
 func TestWorkerInProgressAcksPreventRedelivery(t *testing.T) {
 	e := newEnv(t)
-	p := &flaky{Provider: inmemory.New(inmemory.Options{ProvisioningDelay: 1500 * time.Millisecond})}
-	e.startWorker(t, p, providers.WorkerOptions{AckWait: 300 * time.Millisecond, ProgressAfter: 100 * time.Millisecond})
+	p := &flaky{Provider: inmemory.New(inmemory.Options{ProvisioningDelay: 2500 * time.Millisecond})}
+	e.startWorker(t, p, providers.WorkerOptions{AckWait: time.Second, ProgressAfter: 100 * time.Millisecond})
 	events := e.events(t)
 	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "slow", ""))
 	seen := waitPhases(t, events, wire.PhaseRunning, "c1/slow")
@@ -154,7 +154,7 @@ func TestWorkerInProgressAcksPreventRedelivery(t *testing.T) {
 		t.Errorf("events: %v; want %v", got, want)
 	}
 	if n := p.calls.Load(); n != 1 {
-		t.Errorf("Create called %d times for one 1.5s task with a 300ms AckWait; want 1 (in-progress acks)", n)
+		t.Errorf("Create called %d times for one 2.5s task with a 1s AckWait; want 1 (in-progress acks)", n)
 	}
 }
 
