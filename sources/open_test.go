@@ -41,7 +41,7 @@ spec:
 
 func cluster(name string) string { return strings.ReplaceAll(clusterYAML, "%s", name) }
 
-func open(t *testing.T, loc string, opts ...func(*sources.Options)) *sources.Repo {
+func open(t testing.TB, loc string, opts ...func(*sources.Options)) *sources.Repo {
 	t.Helper()
 	o := sources.Options{Location: loc, DataDir: t.TempDir()}
 	for _, f := range opts {

@@ -40,5 +40,5 @@ type Auth struct {
 // Defaults of the change detection.
 const (
 	DefaultInterval = time.Minute
-	DefaultDebounce = 50 * time.Millisecond
+	DefaultDebounce = 10 * time.Millisecond
 )

@@ -29,17 +29,28 @@ func newParseCache() *parseCache { return &parseCache{m: map[string]*parsed{}} }
 
 // validate parses every input (cached ones are not parsed again), then runs
 // the cross-object checks and policies. pre are errors found while reading.
-func (pc *parseCache) validate(ins []input, pre schemas.Errors) (*v1alpha1.Fleet, schemas.Errors) {
-	var policies []schemas.File
+// load reads the content of inputs that turn out not to be cached.
+func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*input) error) (*v1alpha1.Fleet, schemas.Errors, error) {
+	var policies []*input
 	var docs []input
-	for _, in := range ins {
+	for i, in := range ins {
 		if strings.HasSuffix(in.Path, ".cue") {
-			policies = append(policies, in.File)
+			policies = append(policies, &ins[i])
 		} else {
 			docs = append(docs, in)
 		}
 	}
-	results := pc.parseAll(docs)
+	if err := load(policies); err != nil {
+		return nil, nil, err
+	}
+	pols := make([]schemas.File, len(policies))
+	for i, p := range policies {
+		pols[i] = p.File
+	}
+	results, err := pc.parseAll(docs, load)
+	if err != nil {
+		return nil, nil, err
+	}
 	errs := append(schemas.Errors(nil), pre...)
 	var objs []schemas.Object
 	fleetObjs := 0
@@ -59,13 +70,21 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors) (*v1alpha1.Fleet
 	if fleetObjs == 0 && len(errs) == 0 {
 		errs = append(errs, schemas.Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
 	}
-	fleet, cerrs := schemas.Check(objs, policies)
+	fleet, cerrs := schemas.Check(objs, pols)
 	errs = append(errs, cerrs...)
 	sortErrors(errs)
-	return fleet, errs
+	return fleet, errs, nil
 }
 
-func (pc *parseCache) parseAll(ins []input) []*parsed {
+// has reports whether key's parse result is cached.
+func (pc *parseCache) has(key string) bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	_, ok := pc.m[key]
+	return ok
+}
+
+func (pc *parseCache) parseAll(ins []input, load func([]*input) error) ([]*parsed, error) {
 	pc.mu.Lock()
 	pc.gen++
 	gen := pc.gen
@@ -80,6 +99,15 @@ func (pc *parseCache) parseAll(ins []input) []*parsed {
 		}
 	}
 	pc.mu.Unlock()
+	var missing []*input
+	for _, i := range todo {
+		if ins[i].Data == nil {
+			missing = append(missing, &ins[i])
+		}
+	}
+	if err := load(missing); err != nil {
+		return nil, err
+	}
 
 	workers := min(runtime.GOMAXPROCS(0), len(todo))
 	next := make(chan int)
@@ -108,7 +136,7 @@ func (pc *parseCache) parseAll(ins []input) []*parsed {
 		}
 	}
 	pc.mu.Unlock()
-	return out
+	return out, nil
 }
 
 func sortErrors(es schemas.Errors) {

@@ -45,7 +45,7 @@ func (r *Revision) Subject() string {
 // kustomization rendered in place of its sources, and the policy .cue
 // files. Nothing is checked out.
 func (r *Repo) Files(ctx context.Context, rev string) ([]schemas.File, error) {
-	_, ins, _, err := r.read(ctx, rev)
+	_, ins, _, err := r.read(ctx, rev, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -56,8 +56,9 @@ func (r *Repo) Files(ctx context.Context, rev string) ([]schemas.File, error) {
 	return files, nil
 }
 
-// read resolves rev and collects its inputs under the repository lock.
-func (r *Repo) read(ctx context.Context, rev string) (*object.Commit, []input, schemas.Errors, error) {
+// read resolves rev and collects its inputs under the repository lock. It
+// loads the content of every input that skip (may be nil) does not cover.
+func (r *Repo) read(ctx context.Context, rev string, skip func(key string) bool) (*object.Commit, []input, schemas.Errors, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -84,6 +85,14 @@ func (r *Repo) read(ctx context.Context, rev string) (*object.Commit, []input, s
 	ins, errs, err := collect(snap, r.rendered)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)
+	}
+	for i := range ins {
+		if skip != nil && skip(ins[i].key) {
+			continue
+		}
+		if err := ins[i].load(); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	return c, ins, errs, nil
 }
@@ -117,11 +126,10 @@ func (r *Repo) Revision(ctx context.Context, rev string) (*Revision, error) {
 		}
 		out.Signer = signer
 	}
-	_, ins, errs, err := r.read(ctx, c.Hash.String())
+	out.Fleet, out.Errors, err = r.validate(ctx, c.Hash.String())
 	if err != nil {
 		return nil, err
 	}
-	out.Fleet, out.Errors = r.parsed.validate(ins, errs)
 	if len(out.Errors) > 0 {
 		out.Fleet = nil
 		out.Err = fmt.Errorf("commit %s: %w: %d error(s), first: %s", short(out.Commit), ErrInvalid, len(out.Errors), out.Errors[0].Error())
@@ -144,4 +152,29 @@ func short(h string) string {
 		return h[:12]
 	}
 	return h
+}
+
+// validate reads rev, loading only the files whose parse result is not
+// cached, and validates it.
+func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schemas.Errors, error) {
+	_, ins, pre, err := r.read(ctx, rev, r.parsed.has)
+	if err != nil {
+		return nil, nil, err
+	}
+	fleet, errs, err := r.parsed.validate(ins, pre, r.loadLocked)
+	return fleet, errs, err
+}
+
+// loadLocked reads inputs under the repository lock.
+func (r *Repo) loadLocked(ins []*input) error {
+	if err := r.lock(); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	for _, in := range ins {
+		if err := in.load(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -15,10 +15,28 @@ import (
 const ConfigFile = "gitfleet.yaml"
 
 // input is one file handed to validation, with the key its parse result is
-// cached under (content hash and path).
+// cached under (content hash and path). Data is nil until load is called:
+// a file whose parse result is cached is never read.
 type input struct {
 	schemas.File
-	key string
+	key  string
+	read func() ([]byte, error)
+}
+
+// load reads the file's content if it was not read yet.
+func (in *input) load() error {
+	if in.Data != nil || in.read == nil {
+		return nil
+	}
+	data, err := in.read()
+	if err != nil {
+		return fmt.Errorf("read %s: %w", in.Path, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	in.Data = data
+	return nil
 }
 
 // fleetPaths is what gitfleet.yaml says to read.
@@ -107,11 +125,8 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 			return nil
 		}
 		seen[p] = true
-		data, err := s.readFile(p)
-		if err != nil {
-			return err
-		}
-		out = append(out, input{File: schemas.File{Path: p, Data: data}, key: s.files[p].key + " " + p})
+		read := s.files[p].read
+		out = append(out, input{File: schemas.File{Path: p}, key: s.files[p].key + " " + p, read: read})
 		return nil
 	}
 	if _, ok := s.files[ConfigFile]; ok {

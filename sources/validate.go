@@ -19,12 +19,7 @@ func ValidateRev(ctx context.Context, dir, rev string) (*v1alpha1.Fleet, schemas
 		return nil, nil, err
 	}
 	defer repo.Close()
-	_, ins, pre, err := repo.read(ctx, rev)
-	if err != nil {
-		return nil, nil, err
-	}
-	fleet, errs := repo.parsed.validate(ins, pre)
-	return fleet, errs, nil
+	return repo.validate(ctx, rev)
 }
 
 // ValidateDir validates the working tree in dir as it is on disk (not
@@ -42,6 +37,14 @@ func ValidateDir(ctx context.Context, dir string) (*v1alpha1.Fleet, schemas.Erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("validate %s: %w", dir, err)
 	}
-	fleet, errs := newParseCache().validate(ins, pre)
-	return fleet, errs, nil
+	return newParseCache().validate(ins, pre, loadAll)
+}
+
+func loadAll(ins []*input) error {
+	for _, in := range ins {
+		if err := in.load(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

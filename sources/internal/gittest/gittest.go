@@ -39,6 +39,8 @@ func Env(home string) []string {
 		"GIT_COMMITTER_NAME=Ada Tester",
 		"GIT_COMMITTER_EMAIL=ada@example.com",
 		"GIT_TERMINAL_PROMPT=0",
+		// No background gc: tests and benchmarks decide when to pack.
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
 	)
 }
 
@@ -46,6 +48,21 @@ func Env(home string) []string {
 func NewRepo(t testing.TB) *Repo {
 	t.Helper()
 	r := &Repo{t: t, Dir: t.TempDir(), env: Env(t.TempDir())}
+	r.Git("init", "-q", "-b", "main")
+	return r
+}
+
+// NewRepoInMemory is NewRepo on /dev/shm when the machine has it: for
+// benchmarks that create thousands of files, which a disk skews
+// (MEASUREMENTS.md).
+func NewRepoInMemory(t testing.TB) *Repo {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "gittest-")
+	if err != nil {
+		return NewRepo(t)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	r := &Repo{t: t, Dir: dir, env: Env(t.TempDir())}
 	r.Git("init", "-q", "-b", "main")
 	return r
 }
