@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"sort"
 	"strings"
 
 	git "github.com/go-git/go-git/v5"
@@ -55,7 +56,7 @@ func runHistory(ctx context.Context, env *cmdEnv, args []string) error {
 	if *statusBranch == "" {
 		*statusBranch = statusBranchOf(g)
 	}
-	outcomes, err := statusBySource(g, *statusBranch)
+	slog, err := statusLog(g, *statusBranch)
 	if err != nil {
 		return err
 	}
@@ -64,16 +65,17 @@ func runHistory(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("open %s: %w", *repoDir, err)
 	}
 	defer src.Close()
-	entries, known, err := specHistory(ctx, g, src, tip, cluster)
+	entries, chainPos, known, err := specHistory(ctx, g, src, tip, cluster)
 	if err != nil {
 		return err
 	}
+	attach(entries, chainPos, slog)
 	if cluster != "" && !known {
 		return fmt.Errorf("cluster %q is in no commit of the branch", cluster)
 	}
 	differ := status.NewDiffer(g)
 	for i := len(entries) - 1; i >= 0; i-- { // newest first, as git log
-		if err := writeEntry(env.stdout, entries[i], outcomes[entries[i].commit.Hash.String()], differ, cluster); err != nil {
+		if err := writeEntry(env.stdout, entries[i], differ, cluster); err != nil {
 			return err
 		}
 	}
@@ -111,42 +113,74 @@ func specTip(g *git.Repository, branch string) (plumbing.Hash, error) {
 	return *h, nil
 }
 
-// statusBySource groups the status commits by the spec commit named in
-// their Gitfleet-Source-Commit trailers, oldest first.
-func statusBySource(g *git.Repository, branch string) (map[string][]status.Commit, error) {
+// statusLog returns the status commits oldest first; none when the
+// daemon has written no status yet.
+func statusLog(g *git.Repository, branch string) ([]status.Commit, error) {
 	log, err := status.Log(g, branch)
 	if errors.Is(err, status.ErrNoStatus) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]status.Commit{}
-	for i := len(log) - 1; i >= 0; i-- {
-		for _, s := range log[i].SourceCommits {
-			out[s] = append(out[s], log[i])
+	slices.Reverse(log)
+	return log, err
+}
+
+// outcome is a status commit shown under a spec commit; via names the
+// later spec commit it was applied with, when that one is not shown
+// (it changed nothing history shows, like an edit of another cluster).
+type outcome struct {
+	status.Commit
+	via string
+}
+
+// attach gives each entry the status commits whose Gitfleet-Source-Commit
+// is the entry's commit or a later commit of the chain before the next
+// entry: a cluster keeps converging while unrelated commits land.
+func attach(entries []entry, chainPos map[string]int, log []status.Commit) {
+	for _, sc := range log {
+		for _, src := range sc.SourceCommits {
+			p, ok := chainPos[src]
+			if !ok {
+				continue // a commit of another branch
+			}
+			i := sort.Search(len(entries), func(i int) bool { return entries[i].pos > p }) - 1
+			for i >= 0 && entries[i].rejected != nil {
+				i-- // never applied
+			}
+			if i < 0 {
+				continue
+			}
+			e := &entries[i]
+			if n := len(e.outcomes); n > 0 && e.outcomes[n-1].Hash == sc.Hash {
+				continue
+			}
+			o := outcome{Commit: sc}
+			if src != e.commit.Hash.String() {
+				o.via = src
+			}
+			e.outcomes = append(e.outcomes, o)
 		}
 	}
-	return out, nil
 }
 
 // entry is one spec commit that changed what history shows.
 type entry struct {
 	commit   *object.Commit
+	pos      int // in the first-parent chain, oldest 0
 	changes  []string
 	rejected []string // validation errors of a rejected commit
+	outcomes []outcome
 }
 
 // specHistory walks the first-parent chain from tip, oldest first, and keeps
 // the commits that changed the cluster (its Cluster, class, standalone
 // deployments and health checks), or any fleet object when cluster is "".
 // It reports whether the cluster was seen in any commit.
-func specHistory(ctx context.Context, g *git.Repository, src *sources.Repo, tip plumbing.Hash, cluster string) ([]entry, bool, error) {
+func specHistory(ctx context.Context, g *git.Repository, src *sources.Repo, tip plumbing.Hash, cluster string) ([]entry, map[string]int, bool, error) {
 	var chain []*object.Commit
 	for h := tip; !h.IsZero(); {
 		c, err := g.CommitObject(h)
 		if err != nil {
-			return nil, false, fmt.Errorf("read commit %s: %w", h, err)
+			return nil, nil, false, fmt.Errorf("read commit %s: %w", h, err)
 		}
 		chain = append(chain, c)
 		h = plumbing.ZeroHash
@@ -155,22 +189,26 @@ func specHistory(ctx context.Context, g *git.Repository, src *sources.Repo, tip 
 		}
 	}
 	slices.Reverse(chain)
+	chainPos := make(map[string]int, len(chain))
+	for i, c := range chain {
+		chainPos[c.Hash.String()] = i
+	}
 	var out []entry
 	var prev *v1alpha1.Fleet // the last fleet that validated
 	var prevTree plumbing.Hash
 	known := cluster == ""
-	for _, c := range chain {
+	for i, c := range chain {
 		if c.TreeHash == prevTree {
 			continue
 		}
 		prevTree = c.TreeHash
 		rev, err := src.Revision(ctx, c.Hash.String())
 		if err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		if rev.Fleet == nil {
 			if errs := rejectedFor(rev, prev, cluster); len(errs) > 0 {
-				out = append(out, entry{commit: c, rejected: errs})
+				out = append(out, entry{commit: c, pos: i, rejected: errs})
 			}
 			continue
 		}
@@ -178,11 +216,11 @@ func specHistory(ctx context.Context, g *git.Repository, src *sources.Repo, tip 
 			known = true
 		}
 		if ch := fleetChanges(prev, rev.Fleet, cluster); len(ch) > 0 {
-			out = append(out, entry{commit: c, changes: ch})
+			out = append(out, entry{commit: c, pos: i, changes: ch})
 		}
 		prev = rev.Fleet
 	}
-	return out, known, nil
+	return out, chainPos, known, nil
 }
 
 // rejectedFor lists a rejected revision's errors, only those in the
@@ -409,7 +447,7 @@ func show(v any) string {
 const historyTime = "2006-01-02 15:04:05 -0700"
 
 // writeEntry prints one spec commit and the status commits it led to.
-func writeEntry(w io.Writer, e entry, outcomes []status.Commit, differ *status.Differ, cluster string) error {
+func writeEntry(w io.Writer, e entry, differ *status.Differ, cluster string) error {
 	c := e.commit
 	subject, _, _ := strings.Cut(c.Message, "\n")
 	fmt.Fprintf(w, "commit %.7s  %s  %s <%s>\n", c.Hash.String(), c.Author.When.Format(historyTime), c.Author.Name, c.Author.Email)
@@ -423,15 +461,19 @@ func writeEntry(w io.Writer, e entry, outcomes []status.Commit, differ *status.D
 	for _, ch := range e.changes {
 		fmt.Fprintf(w, "  %s\n", ch)
 	}
-	for _, s := range outcomes {
-		changes, err := differ.Changes(s, cluster)
+	for _, s := range e.outcomes {
+		changes, err := differ.Changes(s.Commit, cluster)
 		if err != nil {
 			return err
 		}
 		if len(changes) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "  status %.7s  %s\n", s.Hash, s.Time.Format(historyTime))
+		via := ""
+		if s.via != "" {
+			via = fmt.Sprintf("  (applied with %.7s)", s.via)
+		}
+		fmt.Fprintf(w, "  status %.7s  %s%s\n", s.Hash, s.Time.Format(historyTime), via)
 		for _, cc := range changes {
 			for _, t := range cc.Transitions {
 				if cluster == "" {

@@ -155,8 +155,12 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 
 	f.commit("Ada Tester <ada@example.com>", "11:00", "Try a bigger prod",
 		map[string][2]string{"clusters/prod-1.yaml": {"          replicas: 3", "          replicas: many"}})
-	f.commit("Ada Tester <ada@example.com>", "11:30", "Revert the bigger prod",
+	c4 := f.commit("Ada Tester <ada@example.com>", "11:30", "Revert the bigger prod",
 		map[string][2]string{"clusters/prod-1.yaml": {"          replicas: many", "          replicas: 3"}})
+	// dev-1 keeps living while commits that do not touch it land.
+	sick := dev1(4, 4, at("10:01"))
+	sick.Machines[2].Unhealthy, sick.Machines[2].Message = true, "no heartbeat for 40s"
+	step("11:40", status.Origin{SourceCommit: c4, PlanID: "plan-4"}, sick)
 	c5 := f.commit("Carol Ops <carol@example.com>", "13:00", "Upgrade the standard class to v1.32.0",
 		map[string][2]string{"classes/standard.yaml": {"  version: v1.31.2", "  version: v1.32.0"}})
 	o5 := status.Origin{SourceCommit: c5, PlanID: "plan-5"}
@@ -173,6 +177,7 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 		"  Bob Builder <bob@example.com>\n    Scale dev-1 workers to 4\n  spec.topology.workers.machineDeployments[md-0].replicas: 2 → 4\n",
 		"  class standard: spec.version: v1.31.2 → v1.32.0\n",
 		"    machine dev-1-md-0-b7c3v created: Provisioning v1.31.2\n",
+		"  2026-11-20 11:40:00 +0000  (applied with " + c4[:7] + ")\n    machine dev-1-md-0-r2d9z unhealthy\n",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("history dev-1 lacks %q", want)
