@@ -3,6 +3,7 @@ package providers_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // (providers/local tests the same with a SIGKILLed worker process.)
 func TestWorkerLostMidCreateIsRedelivered(t *testing.T) {
 	e := newEnv(t)
-	p := &flaky{Provider: inmemory.New(inmemory.Options{ProvisioningDelay: 300 * time.Millisecond})}
+	p := &gated{Provider: inmemory.New(inmemory.Options{}), gate: make(chan struct{})}
 	opts := providers.WorkerOptions{AckWait: 500 * time.Millisecond}
 
 	nc1, js1 := natstest.Connect(t, e.srv.ClientURL())
@@ -32,6 +33,7 @@ func TestWorkerLostMidCreateIsRedelivered(t *testing.T) {
 	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "m-1", ""))
 	eventually(t, "the first worker started the create", func() bool { return p.calls.Load() == 1 })
 	nc1.Close() // the worker is gone as far as NATS can tell
+	close(p.gate)
 
 	w2 := e.startWorker(t, p, opts)
 	seen := waitPhases(t, events, wire.PhaseRunning, "c1/m-1")
@@ -74,4 +76,21 @@ func TestWorkerSurvivesServerRestart(t *testing.T) {
 	eventually(t, "every machine created after the restart", func() bool { return p.Len() == n })
 	eventually(t, "every task acked", func() bool { return e.taskCount(t) == 0 })
 	waitPhases(t, e.events(t), wire.PhaseRunning, names...)
+}
+
+// gated holds every Create until gate is closed, and counts calls.
+type gated struct {
+	providers.Provider
+	gate  chan struct{}
+	calls atomic.Int64
+}
+
+func (g *gated) Create(ctx context.Context, m wire.Machine) (providers.Instance, error) {
+	g.calls.Add(1)
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return providers.Instance{}, ctx.Err()
+	}
+	return g.Provider.Create(ctx, m)
 }

@@ -91,7 +91,7 @@ func TestNodeIsAMachine(t *testing.T) {
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // let heartbeats already on the wire arrive
 	for len(beats) > 0 {
 		<-beats
 	}
