@@ -170,36 +170,44 @@ func (s *Source) run(ctx context.Context, refs *refWatcher) {
 // check fetches (remote), resolves the branch and, if its head moved, reads
 // and delivers the new revision.
 func (s *Source) check(ctx context.Context) error {
-	err := s.checkOnce(ctx)
+	rev, err := s.checkOnce(ctx)
 	s.mu.Lock()
 	s.err = err
 	s.mu.Unlock()
+	if rev != nil {
+		select {
+		case s.out <- rev:
+		case <-ctx.Done():
+		}
+	}
 	return err
 }
 
-func (s *Source) checkOnce(ctx context.Context) error {
+// checkOnce returns the new head's revision, or nil if the head is the
+// one already read.
+func (s *Source) checkOnce(ctx context.Context) (*Revision, error) {
 	fctx, cancel := context.WithTimeout(ctx, max(s.opts.Interval, time.Minute))
 	defer cancel()
 	if _, err := s.repo.Fetch(fctx); err != nil {
-		return err
+		return nil, err
 	}
 	head, err := s.repo.Resolve(ctx, "refs/heads/"+s.opts.Branch)
 	if errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("branch %s: %w", s.opts.Branch, err)
+		return nil, fmt.Errorf("branch %s: %w", s.opts.Branch, err)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
 	same := s.last != nil && s.last.Commit == head
 	s.mu.Unlock()
 	if same {
-		return nil
+		return nil, nil
 	}
 	s.log.Debug().Str("commit", short(head)).Msg("reading new head")
 	rev, err := s.repo.Revision(ctx, head)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rev.Ref = s.opts.Branch
 	s.mu.Lock()
@@ -213,9 +221,5 @@ func (s *Source) checkOnce(ctx context.Context) error {
 	} else {
 		s.log.Info().Str("commit", short(rev.Commit)).Msg("new revision")
 	}
-	select {
-	case s.out <- rev:
-	case <-ctx.Done():
-	}
-	return nil
+	return rev, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,5 +243,45 @@ func TestWebhookSignatures(t *testing.T) {
 	}
 	if _, err := sources.NewWebhook(nil, "main", func() {}); err == nil {
 		t.Error("NewWebhook without a secret succeeded")
+	}
+}
+
+func TestFailingRemoteIsReportedAndRecovers(t *testing.T) {
+	work := gittest.NewRepo(t)
+	work.Commit("first", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a")})
+	root := t.TempDir()
+	bare := gittest.NewBare(t, root, "fleet.git")
+	work.Git("push", "-q", bare, "main")
+	var down atomic.Bool
+	srv := gittest.NewServerWith(t, root, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if down.Load() {
+				http.Error(w, "maintenance", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	s := watch(t, open(t, srv.URL+"/fleet.git"), sources.WatchOptions{Interval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	first := next(t, s, 5*time.Second)
+	down.Store(true)
+	pushed := work.Commit("second", map[string]string{"clusters/b.yaml": cluster("b")})
+	work.Git("push", "-q", bare, "main")
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Err(); !errors.Is(err, sources.ErrFetchFailed) {
+		t.Fatalf("Err while the remote is down = %v, want ErrFetchFailed", err)
+	}
+	if cur := s.Current(); cur == nil || cur.Commit != first.Commit {
+		t.Errorf("Current while down = %v, want the first revision", cur)
+	}
+	down.Store(false)
+	if rev := next(t, s, 5*time.Second); rev.Commit != pushed {
+		t.Errorf("after recovery: %s, want %s", rev.Commit, pushed)
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("Err after recovery = %v", err)
 	}
 }

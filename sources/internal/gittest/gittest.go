@@ -151,6 +151,12 @@ func (s *Server) Fetches() int64 { return s.n.Load() }
 // NewServer starts a smart-HTTP server on loopback for the bare
 // repositories under root; it stops when the test ends.
 func NewServer(t testing.TB, root string) *Server {
+	return NewServerWith(t, root, func(h http.Handler) http.Handler { return h })
+}
+
+// NewServerWith is NewServer with middleware around git http-backend, e.g.
+// an authentication check.
+func NewServerWith(t testing.TB, root string, wrap func(http.Handler) http.Handler) *Server {
 	t.Helper()
 	gitExec, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
@@ -168,12 +174,12 @@ func NewServer(t testing.TB, root string) *Server {
 		InheritEnv: []string{"PATH"},
 	}
 	s := &Server{Root: root}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.srv = httptest.NewServer(wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("service") == "git-upload-pack" {
 			s.n.Add(1)
 		}
 		h.ServeHTTP(w, r)
-	}))
+	})))
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
 	return s
