@@ -29,7 +29,8 @@ func (r *Repo) Fetch(ctx context.Context) (changed bool, err error) {
 		Auth:       r.auth,
 		Force:      true,
 		Tags:       git.NoTags, // the refspecs already name tags
-		Prune:      true,
+		// No Prune: the status writer commits to its branch in this clone
+		// before pushing it, and must not see it deleted in between.
 	})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate), errors.Is(err, transport.ErrEmptyRemoteRepository):

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/pem"
 	"errors"
 	"io"
@@ -35,18 +34,7 @@ func (s sshSigner) Sign(msg io.Reader) ([]byte, error) {
 	return sources.SignSSH(s.Signer, data)
 }
 
-func newSSHKey(t *testing.T) (ssh.Signer, ed25519.PrivateKey) {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, priv
-}
+func newSSHKey(t *testing.T) (ssh.Signer, ed25519.PrivateKey) { return gittest.NewSSHKey(t) }
 
 func newPGPKey(t *testing.T, name string) (*openpgp.Entity, []byte) {
 	t.Helper()

@@ -31,14 +31,7 @@ type SSHServer struct {
 // when the test ends.
 func NewSSHServer(t testing.TB, root string, clientKey ssh.PublicKey) *SSHServer {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, _ := NewSSHKey(t)
 	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
 		if string(k.Marshal()) == string(clientKey.Marshal()) {
 			return nil, nil
@@ -62,6 +55,21 @@ func NewSSHServer(t testing.TB, root string, clientKey ssh.PublicKey) *SSHServer
 	})
 	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
 	return s
+}
+
+// NewSSHKey makes an ed25519 key pair: the signer and the private key (for
+// ssh.MarshalPrivateKey when a key file is needed).
+func NewSSHKey(t testing.TB) (ssh.Signer, ed25519.PrivateKey) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, priv
 }
 
 // KnownHosts is a known_hosts line for this server.
