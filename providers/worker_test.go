@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/wire"
@@ -69,6 +71,25 @@ func TestWorkerTerminatesMalformedAndContinues(t *testing.T) {
 	eventually(t, "malformed tasks terminated and removed", func() bool { return e.taskCount(t) == 0 })
 	if s := w.Stats(); s.Malformed != 4 || s.Succeeded != 1 {
 		t.Errorf("stats = %+v; want 4 malformed and 1 succeeded", s)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(w.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					got[mf.GetName()+"/"+l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if got["gitfleet_worker_tasks_total/malformed"] != 4 || got["gitfleet_worker_tasks_total/succeeded"] != 1 {
+		t.Errorf("prometheus counters %v; want malformed 4, succeeded 1", got)
 	}
 }
 

@@ -1,0 +1,25 @@
+package providers
+
+import "github.com/prometheus/client_golang/prometheus"
+
+var tasksDesc = prometheus.NewDesc("gitfleet_worker_tasks_total",
+	"Tasks a provider worker finished, by outcome: succeeded, failed, retried, malformed.",
+	[]string{"provider", "outcome"}, nil)
+
+// Collector exposes the worker's Stats to Prometheus as
+// gitfleet_worker_tasks_total{provider, outcome}.
+func (w *Worker) Collector() prometheus.Collector { return workerCollector{w} }
+
+type workerCollector struct{ w *Worker }
+
+func (c workerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- tasksDesc }
+
+func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.w.Stats()
+	for _, v := range []struct {
+		outcome string
+		n       uint64
+	}{{"succeeded", s.Succeeded}, {"failed", s.Failed}, {"retried", s.Retried}, {"malformed", s.Malformed}} {
+		ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.CounterValue, float64(v.n), c.w.p.Name(), v.outcome)
+	}
+}
