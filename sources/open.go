@@ -151,11 +151,6 @@ func (r *Repo) Location() string { return r.opts.Location }
 // Remote reports whether the repository is a clone of a remote one.
 func (r *Repo) Remote() bool { return r.loc.remote }
 
-// AuthMethod is the go-git transport auth built from Options.Auth, for
-// pushing to the same remote (nil for local repositories and remotes that
-// need none).
-func (r *Repo) AuthMethod() (transport.AuthMethod, error) { return r.auth, nil }
-
 // GitDir is the folder holding the repository's refs and objects (the bare
 // clone for a remote).
 func (r *Repo) GitDir() string { return r.gitDir }
