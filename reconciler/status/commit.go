@@ -149,7 +149,8 @@ func (w *Writer) commit() error {
 		}
 		baseTree, parents = c.TreeHash, []plumbing.Hash{tip}
 	}
-	tree, err := buildTree(w.store, baseTree, changes)
+	next := trees{}
+	tree, err := buildTree(w.store, w.trees, next, baseTree, changes)
 	if err == nil && tree.IsZero() {
 		tree, err = emptyTree(w.store)
 	}
@@ -188,6 +189,7 @@ func (w *Writer) commit() error {
 		}
 	}
 	w.tip = h
+	w.trees = next
 	w.stats.Commits++
 	w.mu.Unlock()
 	w.log.Debug().Str("commit", h.String()).Int("files", len(changes)).Msg("status: committed")

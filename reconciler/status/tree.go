@@ -3,7 +3,8 @@ package status
 import (
 	"fmt"
 	"io"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -46,18 +47,33 @@ func writeBlob(s storer.EncodedObjectStorer, data []byte) (plumbing.Hash, error)
 	return s.SetEncodedObject(o)
 }
 
+// trees remembers the entries of the trees the Writer last wrote, so the
+// next commit does not decode a 10,000-entry clusters/ tree again.
+type trees map[plumbing.Hash][]object.TreeEntry
+
+// entries returns a copy of the entries of tree h (zero: empty).
+func (tc trees) entries(s storer.EncodedObjectStorer, h plumbing.Hash) ([]object.TreeEntry, error) {
+	if h.IsZero() {
+		return nil, nil
+	}
+	if e, ok := tc[h]; ok {
+		return slices.Clone(e), nil
+	}
+	t, err := object.GetTree(s, h)
+	if err != nil {
+		return nil, fmt.Errorf("read tree %s: %w", h, err)
+	}
+	return slices.Clone(t.Entries), nil
+}
+
 // buildTree returns the tree base (zero: empty) with changes applied, keyed
 // by slash-separated paths. Only the trees on a changed path are read and
 // written again; every other subtree keeps its hash. A tree left empty is
-// removed from its parent.
-func buildTree(s storer.EncodedObjectStorer, base plumbing.Hash, changes map[string]change) (plumbing.Hash, error) {
-	var entries []object.TreeEntry
-	if !base.IsZero() {
-		t, err := object.GetTree(s, base)
-		if err != nil {
-			return plumbing.ZeroHash, fmt.Errorf("read tree %s: %w", base, err)
-		}
-		entries = append(entries, t.Entries...)
+// removed from its parent. next receives the entries of every tree written.
+func buildTree(s storer.EncodedObjectStorer, tc, next trees, base plumbing.Hash, changes map[string]change) (plumbing.Hash, error) {
+	entries, err := tc.entries(s, base)
+	if err != nil {
+		return plumbing.ZeroHash, err
 	}
 	files := map[string]change{}
 	dirs := map[string]map[string]change{}
@@ -71,23 +87,33 @@ func buildTree(s storer.EncodedObjectStorer, base plumbing.Hash, changes map[str
 			files[p] = c
 		}
 	}
-	index := make(map[string]int, len(entries))
+	index := make(map[string]int, len(files)+len(dirs))
 	for i, e := range entries {
-		index[e.Name] = i
+		if _, ok := files[e.Name]; ok {
+			index[e.Name] = i
+		} else if _, ok := dirs[e.Name]; ok {
+			index[e.Name] = i
+		}
 	}
-	removed := map[string]bool{}
-	set := func(name string, mode filemode.FileMode, h plumbing.Hash) {
+	removed := map[int]bool{} // indexes into entries
+	added := false
+	drop := func(name string) {
 		if i, ok := index[name]; ok {
-			entries[i].Mode, entries[i].Hash = mode, h
-			delete(removed, name)
+			removed[i] = true
+		}
+	}
+	set := func(name string, mode filemode.FileMode, h plumbing.Hash) {
+		if i, ok := index[name]; ok && entries[i].Mode == mode {
+			entries[i].Hash = h
 			return
 		}
-		index[name] = len(entries)
+		drop(name) // a file became a folder, or the reverse
 		entries = append(entries, object.TreeEntry{Name: name, Mode: mode, Hash: h})
+		added = true
 	}
 	for name, c := range files {
 		if c.data == nil {
-			removed[name] = true
+			drop(name)
 			continue
 		}
 		h, err := writeBlob(s, c.data)
@@ -101,29 +127,88 @@ func buildTree(s storer.EncodedObjectStorer, base plumbing.Hash, changes map[str
 		if i, ok := index[name]; ok && entries[i].Mode == filemode.Dir {
 			subBase = entries[i].Hash
 		}
-		h, err := buildTree(s, subBase, sub)
+		h, err := buildTree(s, tc, next, subBase, sub)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
 		if h.IsZero() {
-			removed[name] = true
+			drop(name)
 			continue
 		}
 		set(name, filemode.Dir, h)
 	}
-	kept := entries[:0]
-	for _, e := range entries {
-		if !removed[e.Name] {
-			kept = append(kept, e)
+	if len(removed) > 0 {
+		kept := entries[:0]
+		for i, e := range entries {
+			if !removed[i] {
+				kept = append(kept, e)
+			}
 		}
+		entries = kept
 	}
-	if len(kept) == 0 {
+	if len(entries) == 0 {
 		return plumbing.ZeroHash, nil
 	}
-	sort.Sort(object.TreeEntrySorter(kept))
-	t := &object.Tree{Entries: kept}
+	if added {
+		slices.SortFunc(entries, compareEntries)
+	}
+	h, err := writeTree(s, entries)
+	if err == nil {
+		next[h] = entries
+	}
+	return h, err
+}
+
+// compareEntries orders tree entries as Git does: a folder's name compares
+// as if it ended with a slash.
+func compareEntries(a, b object.TreeEntry) int {
+	an, bn := a.Name, b.Name
+	n := min(len(an), len(bn))
+	if c := strings.Compare(an[:n], bn[:n]); c != 0 {
+		return c
+	}
+	at, bt := sortTail(a, n), sortTail(b, n)
+	return int(at) - int(bt)
+}
+
+// sortTail is the byte after the first n of e's sort name, 0 when none.
+func sortTail(e object.TreeEntry, n int) byte {
+	if n < len(e.Name) {
+		return e.Name[n]
+	}
+	if n == len(e.Name) && e.Mode == filemode.Dir {
+		return '/'
+	}
+	return 0
+}
+
+// writeTree encodes a tree the way Git does ("<octal mode> <name>\0<hash>"
+// per entry) without go-git's per-entry formatting, which costs more than
+// the hashing on a 10,000-entry folder.
+func writeTree(s storer.EncodedObjectStorer, entries []object.TreeEntry) (plumbing.Hash, error) {
+	buf := make([]byte, 0, len(entries)*(len(entries[0].Name)+30))
+	for _, e := range entries {
+		if strings.IndexByte(e.Name, 0) >= 0 || e.Name == "" {
+			return plumbing.ZeroHash, fmt.Errorf("malformed file name %q", e.Name)
+		}
+		buf = strconv.AppendUint(buf, uint64(e.Mode), 8)
+		buf = append(buf, ' ')
+		buf = append(buf, e.Name...)
+		buf = append(buf, 0)
+		buf = append(buf, e.Hash[:]...)
+	}
 	o := s.NewEncodedObject()
-	if err := t.Encode(o); err != nil {
+	o.SetType(plumbing.TreeObject)
+	o.SetSize(int64(len(buf)))
+	w, err := o.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(buf); err != nil {
+		w.Close()
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
 		return plumbing.ZeroHash, err
 	}
 	return s.SetEncodedObject(o)

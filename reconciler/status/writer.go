@@ -58,6 +58,7 @@ type Writer struct {
 	log   zerolog.Logger
 
 	flushMu sync.Mutex // one flush at a time
+	trees   trees      // entries of the trees of tip; used under flushMu
 
 	mu       sync.Mutex
 	seq      int64
@@ -132,7 +133,7 @@ func NewWriter(ctx context.Context, opts Options) (*Writer, error) {
 		opts: opts, ref: ref, store: opts.Repo.Storer,
 		log:     opts.Logger.With().Str("branch", opts.Branch).Logger(),
 		pending: map[string]change{}, outbox: map[string]change{},
-		known: map[string]plumbing.Hash{}, clusters: map[string]clusterSum{},
+		known: map[string]plumbing.Hash{}, clusters: map[string]clusterSum{}, trees: trees{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if opts.Remote != "" {

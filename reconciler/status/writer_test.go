@@ -175,6 +175,7 @@ machinesByVersion:
 	if files := gitCLI(t, dir, "ls-tree", "-r", "--name-only", branch); files != "fleet.yaml" {
 		t.Errorf("files after deleting every cluster:\n%s", files)
 	}
+	gitCLI(t, dir, "fsck", "--strict", "--no-dangling") // every object the writer made is one Git accepts
 }
 
 // A commit made with the git CLI between the writer reading the branch and
@@ -216,6 +217,7 @@ func TestWriterRebuildsOnTopOfAConcurrentCommit(t *testing.T) {
 	if s := w.Stats(); s.Retries != 1 {
 		t.Errorf("Retries = %d, want 1", s.Retries)
 	}
+	gitCLI(t, dir, "fsck", "--strict", "--no-dangling")
 }
 
 // Two writers on one repository (a daemon handing over to another): the
