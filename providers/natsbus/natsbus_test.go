@@ -1,0 +1,149 @@
+package natsbus_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/providers/wire"
+)
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func openEmbedded(t *testing.T, dir string) *natsbus.Bus {
+	t.Helper()
+	bus, err := natsbus.Open(ctx(t), natsbus.Options{URL: natsbus.Embedded, DataDir: dir}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bus
+}
+
+func TestEnsureIsIdempotentAndTasksSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	bus := openEmbedded(t, dir)
+	for range 2 {
+		if err := natsbus.Ensure(ctx(t), bus.JS); err != nil {
+			t.Fatalf("Ensure: %v", err)
+		}
+	}
+	s, err := bus.JS.Stream(ctx(t), wire.StreamTasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := s.CachedInfo().Config; cfg.Retention != jetstream.WorkQueuePolicy || cfg.Duplicates != natsbus.DedupWindow {
+		t.Errorf("%s: retention %v, duplicates %v; want work queue and %v", wire.StreamTasks, cfg.Retention, cfg.Duplicates, natsbus.DedupWindow)
+	}
+	kv, err := bus.JS.KeyValue(ctx(t), wire.BucketLeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := kv.Status(ctx(t)); st.TTL() != natsbus.LeaderTTL {
+		t.Errorf("leader bucket TTL %v; want %v", st.TTL(), natsbus.LeaderTTL)
+	}
+
+	// The same task published twice is stored once.
+	pub := natsbus.NewPublisher(bus.JS)
+	task := wire.Task{ID: "t-1", Operation: wire.OpCreate, Machine: wire.Machine{Name: "m", Cluster: "c", Provider: "inmemory"}}
+	for range 2 {
+		if _, err := pub.Publish(ctx(t), &task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Wait(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := msgs(t, bus.JS); n != 1 {
+		t.Errorf("tasks stored after publishing one task twice: %d; want 1", n)
+	}
+	bus.Close()
+
+	bus = openEmbedded(t, dir)
+	defer bus.Close()
+	if err := natsbus.Ensure(ctx(t), bus.JS); err != nil {
+		t.Fatal(err)
+	}
+	if n := msgs(t, bus.JS); n != 1 {
+		t.Errorf("tasks after a restart on the same data dir: %d; want 1", n)
+	}
+}
+
+func msgs(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	s, err := js.Stream(ctx(t), wire.StreamTasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func TestPublishRejectsATaskWithoutProvider(t *testing.T) {
+	bus := openEmbedded(t, t.TempDir())
+	defer bus.Close()
+	task := wire.Task{ID: "t-1", Operation: wire.OpCreate, Machine: wire.Machine{Name: "m", Cluster: "c"}}
+	_, err := natsbus.NewPublisher(bus.JS).Publish(ctx(t), &task)
+	if err == nil || !strings.Contains(err.Error(), "machine needs provider, cluster and name") {
+		t.Fatalf("Publish without provider: %v", err)
+	}
+}
+
+func TestConnectWithToken(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, Authorization: "s3cret", NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+
+	_, err = natsbus.Connect(ctx(t), s.ClientURL(), natsbus.Options{Token: "wrong"}, zerolog.Nop())
+	if !errors.Is(err, natsbus.ErrConnect) || !strings.Contains(err.Error(), s.ClientURL()) {
+		t.Errorf("wrong token: %v; want ErrConnect naming the URL", err)
+	}
+	t.Setenv("GITFLEET_NATS_TOKEN", "s3cret")
+	nc, err := natsbus.Connect(ctx(t), s.ClientURL(), natsbus.Options{}, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("token from $GITFLEET_NATS_TOKEN: %v", err)
+	}
+	nc.Close()
+}
+
+func TestConnectOptionErrorsNameTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		opts natsbus.Options
+		want string
+	}{
+		{natsbus.Options{NKeySeed: "/nonexistent/seed.nk"}, "--nats-nkey /nonexistent/seed.nk"},
+		{natsbus.Options{CredsFile: "/nonexistent/user.creds"}, "--nats-creds"},
+		{natsbus.Options{TLSCert: "cert.pem"}, "--nats-tls-cert and --nats-tls-key go together"},
+	} {
+		_, err := natsbus.Connect(ctx(t), "nats://127.0.0.1:1", tc.opts, zerolog.Nop())
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v; want %q", tc.opts, err, tc.want)
+		}
+	}
+}
+
+func TestEmbeddedNeedsADataDir(t *testing.T) {
+	_, err := natsbus.Open(ctx(t), natsbus.Options{URL: natsbus.Embedded}, zerolog.Nop())
+	if err == nil || !strings.Contains(err.Error(), "--data-dir") {
+		t.Fatalf("embedded without data dir: %v; want it to say --data-dir", err)
+	}
+}
