@@ -30,8 +30,13 @@ func removal(summary string) change { return change{summary: summary} }
 
 // writeBlob stores data as a blob.
 func writeBlob(s storer.EncodedObjectStorer, data []byte) (plumbing.Hash, error) {
+	return writeObject(s, plumbing.BlobObject, data)
+}
+
+// writeObject stores data as an object of type t.
+func writeObject(s storer.EncodedObjectStorer, t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
 	o := s.NewEncodedObject()
-	o.SetType(plumbing.BlobObject)
+	o.SetType(t)
 	o.SetSize(int64(len(data)))
 	w, err := o.Writer()
 	if err != nil {
@@ -197,21 +202,7 @@ func writeTree(s storer.EncodedObjectStorer, entries []object.TreeEntry) (plumbi
 		buf = append(buf, 0)
 		buf = append(buf, e.Hash[:]...)
 	}
-	o := s.NewEncodedObject()
-	o.SetType(plumbing.TreeObject)
-	o.SetSize(int64(len(buf)))
-	w, err := o.Writer()
-	if err != nil {
-		return plumbing.ZeroHash, err
-	}
-	if _, err := w.Write(buf); err != nil {
-		w.Close()
-		return plumbing.ZeroHash, err
-	}
-	if err := w.Close(); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return s.SetEncodedObject(o)
+	return writeObject(s, plumbing.TreeObject, buf)
 }
 
 // emptyTree stores the empty tree, for a commit that removes every file.
