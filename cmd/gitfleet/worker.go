@@ -59,18 +59,13 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	if err := natsbus.Ensure(ctx, bus.JS); err != nil {
 		return err
 	}
-	var p providers.Provider
-	switch *provider {
-	case inmemory.Name:
-		p = inmemory.New(inmemory.Options{})
-	case local.Name:
-		dir := *stateDir
-		if dir == "" {
-			dir = filepath.Join(*dataDir, "local")
-		}
-		if p, err = local.New(local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: log}); err != nil {
-			return err
-		}
+	dir := *stateDir
+	if dir == "" {
+		dir = filepath.Join(*dataDir, "local")
+	}
+	p, err := newProvider(*provider, local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: log})
+	if err != nil {
+		return err
 	}
 	w, err := providers.NewWorker(ctx, bus.JS, p, wopts)
 	if err != nil {
@@ -87,4 +82,16 @@ func providerLog(w io.Writer) zerolog.Logger {
 		}
 	}
 	return zerolog.New(w).With().Timestamp().Logger()
+}
+
+// newProvider makes the provider called name. Only local uses lo (its state
+// dir, node binary and the NATS its nodes report to).
+func newProvider(name string, lo local.Options) (providers.Provider, error) {
+	switch name {
+	case inmemory.Name:
+		return inmemory.New(inmemory.Options{}), nil
+	case local.Name:
+		return local.New(lo)
+	}
+	return nil, fmt.Errorf("unknown provider %q (want inmemory or local)", name)
 }
