@@ -207,11 +207,7 @@ func writeTree(s storer.EncodedObjectStorer, entries []object.TreeEntry) (plumbi
 
 // emptyTree stores the empty tree, for a commit that removes every file.
 func emptyTree(s storer.EncodedObjectStorer) (plumbing.Hash, error) {
-	o := s.NewEncodedObject()
-	if err := (&object.Tree{}).Encode(o); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return s.SetEncodedObject(o)
+	return writeObject(s, plumbing.TreeObject, nil)
 }
 
 // fileHashes lists the blobs of the files the writer owns at tree: fleet.yaml
