@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/providers"
+	"github.com/gitfleet/gitfleet/providers/inmemory"
+	"github.com/gitfleet/gitfleet/providers/local"
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/reconciler"
+	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/sources"
+)
+
+// daemonOptions are the flags serve and up share.
+type daemonOptions struct {
+	repo           string
+	branch         string
+	dataDir        string
+	listen         string
+	statusBranch   string
+	statusInterval time.Duration
+	interval       time.Duration
+	replica        string
+	webhookSecret  string
+	verifySSH      string
+	verifyPGP      string
+	auth           sources.Auth
+	nats           natsbus.Options
+	// workers are the providers run in-process (up); none for serve.
+	workers  []string
+	console  bool
+	logLevel string
+}
+
+func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.repo, "repo", ".", "fleet repository: a local path or a URL (https://, ssh://, git@host:path, file://)")
+	fs.StringVar(&o.branch, "branch", "main", "branch holding the fleet's spec")
+	fs.StringVar(&o.dataDir, "data-dir", ".gitfleet/data", "where NATS (when embedded), clones of remote repos and local machines keep their state")
+	fs.StringVar(&o.listen, "listen", defaultListen, "HTTP address for /healthz, /readyz, /metrics and /hooks/git; empty: none")
+	fs.StringVar(&o.statusBranch, "status-branch", v1alpha1.DefaultStatusBranch, "branch the status is committed to")
+	fs.DurationVar(&o.statusInterval, "status-interval", status.DefaultInterval, "at most one status commit per interval")
+	fs.DurationVar(&o.interval, "interval", sources.DefaultInterval, "how often the repository is polled (local repos are also watched)")
+	fs.StringVar(&o.replica, "replica", "", "this replica's name in leader election (default host-pid)")
+	fs.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("GITFLEET_WEBHOOK_SECRET"), "secret of /hooks/git (default $GITFLEET_WEBHOOK_SECRET); empty disables the webhook")
+	fs.StringVar(&o.verifySSH, "verify-ssh-keys", "", "comma-separated files of allowed SSH signing keys: only commits they signed are applied")
+	fs.StringVar(&o.verifyPGP, "verify-pgp-keys", "", "comma-separated files of allowed OpenPGP public keys")
+	fs.StringVar(&o.auth.Username, "git-username", "", "HTTP basic-auth user for a remote repository")
+	fs.StringVar(&o.auth.Password, "git-password", os.Getenv("GITFLEET_GIT_PASSWORD"), "HTTP password (default $GITFLEET_GIT_PASSWORD)")
+	fs.StringVar(&o.auth.Token, "git-token", os.Getenv("GITFLEET_GIT_TOKEN"), "HTTP access token (default $GITFLEET_GIT_TOKEN)")
+	fs.StringVar(&o.auth.SSHKeyFile, "git-ssh-key", "", "SSH private key for ssh:// and git@ repositories")
+	fs.StringVar(&o.auth.KnownHostsFile, "git-known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
+	o.nats.BindFlags(fs)
+}
+
+// daemonLog is JSON for serve, readable lines for up and on a terminal.
+func daemonLog(w io.Writer, console bool) zerolog.Logger {
+	if console {
+		return zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}).With().Timestamp().Logger()
+	}
+	return providerLog(w)
+}
+
+// runDaemon wires sources, NATS, in-process workers, the leader lease, the
+// reconciler and the status writer, and runs them until ctx ends.
+func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
+	level, err := zerolog.ParseLevel(o.logLevel)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("--log-level %q: use debug, info, warn or error", o.logLevel)}
+	}
+	log := daemonLog(env.stderr, o.console).Level(level)
+	ctx = log.WithContext(ctx)
+	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if o.replica == "" {
+		host, _ := os.Hostname()
+		o.replica = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+
+	verifier, err := loadVerifier(o.verifySSH, o.verifyPGP)
+	if err != nil {
+		return err
+	}
+	repo, err := sources.Open(ctx, sources.Options{Location: o.repo, DataDir: o.dataDir, Auth: o.auth, Verify: verifier})
+	if err != nil {
+		return err
+	}
+	defer repo.Close()
+
+	if o.nats.URL == "" || o.nats.URL == natsbus.Embedded {
+		o.nats.Port = stickyPort(o.dataDir, o.nats.Port)
+	}
+	o.nats.DataDir = o.dataDir
+	if o.nats.Name == "" {
+		o.nats.Name = "gitfleet-" + o.replica
+	}
+	bus, err := natsbus.Open(ctx, o.nats, log)
+	if err != nil {
+		return err
+	}
+	defer bus.Close()
+	if bus.Server != nil {
+		rememberPort(o.dataDir, bus.Server.Port())
+	}
+	if err := natsbus.Ensure(ctx, bus.JS); err != nil {
+		return err
+	}
+
+	src, err := sources.Watch(ctx, repo, sources.WatchOptions{Branch: o.branch, Interval: o.interval, Log: &log})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	revs := latestOnly(src.Revisions())
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := reconciler.NewMetrics(reg)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	for _, name := range o.workers {
+		w, err := inProcessWorker(wctx, name, bus, o, log)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(wctx); err != nil {
+				log.Error().Err(err).Str("provider", name).Msg("worker stopped")
+			}
+		}()
+	}
+
+	if o.listen != "" {
+		srv, err := serveHTTP(ctx, o, src, bus, reg, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+
+	kv, err := bus.JS.KeyValue(ctx, "gitfleet-leader")
+	if err != nil {
+		return fmt.Errorf("leader bucket: %w", err)
+	}
+	lease := reconciler.NewLease(kv, o.replica, natsbus.LeaderTTL, log)
+	log.Info().Str("repo", o.repo).Str("branch", o.branch).Str("nats", bus.URL).Strs("workers", o.workers).Msg("gitfleet daemon started")
+	err = lease.Run(ctx, func(lctx context.Context) {
+		metrics.Leader.Set(1)
+		defer metrics.Leader.Set(0)
+		if err := lead(lctx, o, repo, src, revs, bus, metrics, log); err != nil {
+			log.Error().Err(err).Msg("reconciler stopped")
+		}
+	})
+	log.Info().Msg("gitfleet daemon stopping")
+	return err
+}
+
+// lead runs the reconciler and the status writer for one term as leader.
+// On the way out the pending status is flushed, so a graceful stop loses
+// nothing.
+func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources.Source, revs <-chan *sources.Revision,
+	bus *natsbus.Bus, metrics *reconciler.Metrics, log zerolog.Logger) error {
+	g, err := git.PlainOpen(repo.GitDir())
+	if err != nil {
+		return fmt.Errorf("status: open %s: %w", repo.GitDir(), err)
+	}
+	sopts := status.Options{Repo: g, Branch: o.statusBranch, Interval: o.statusInterval, Logger: log}
+	if repo.Remote() {
+		sopts.Remote = "origin"
+		if sopts.Auth, err = repo.AuthMethod(); err != nil {
+			return err
+		}
+	}
+	w, err := status.NewWriter(ctx, sopts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.Flush(fctx); err != nil {
+			log.Error().Err(err).Msg("status: final flush")
+		}
+		_ = w.Close()
+	}()
+	var initial []*sources.Revision
+	if cur := src.Current(); cur != nil {
+		initial = append(initial, cur)
+	}
+	if l := src.Latest(); l != nil && (len(initial) == 0 || l.Commit != initial[0].Commit) {
+		initial = append(initial, l)
+	}
+	r, err := reconciler.New(reconciler.Options{
+		Initial: initial, Revisions: revs, JS: bus.JS, Status: w, Log: log, Metrics: metrics,
+	})
+	if err != nil {
+		return err
+	}
+	return r.Run(ctx)
+}
+
+// latestOnly drains a source's revisions so the source never waits on a
+// follower replica, keeping only the newest for whoever leads.
+func latestOnly(in <-chan *sources.Revision) <-chan *sources.Revision {
+	out := make(chan *sources.Revision, 1)
+	go func() {
+		defer close(out)
+		for rev := range in {
+			select {
+			case <-out:
+			default:
+			}
+			out <- rev
+		}
+	}()
+	return out
+}
+
+func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, log zerolog.Logger) (*providers.Worker, error) {
+	var p providers.Provider
+	switch name {
+	case inmemory.Name:
+		p = inmemory.New(inmemory.Options{})
+	case local.Name:
+		lp, err := local.New(local.Options{StateDir: filepath.Join(o.dataDir, "local"), NATSURL: bus.URL, NATS: o.nats,
+			Log: log.With().Str("provider", name).Logger()})
+		if err != nil {
+			return nil, err
+		}
+		p = lp
+	default:
+		return nil, fmt.Errorf("unknown provider %q (want inmemory or local)", name)
+	}
+	return providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{
+		Concurrency: 16, Log: log.With().Str("provider", name).Logger(),
+	})
+}
+
+func loadVerifier(sshKeys, pgpKeys string) (*sources.Verifier, error) {
+	if sshKeys == "" && pgpKeys == "" {
+		return nil, nil
+	}
+	return sources.LoadVerifier(splitList(sshKeys), splitList(pgpKeys))
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// serveHTTP starts /healthz, /readyz, /metrics and /hooks/git.
+func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, bus *natsbus.Bus, reg *prometheus.Registry, log zerolog.Logger) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case !bus.Conn.IsConnected():
+			http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
+		case src.Current() == nil:
+			msg := "no valid revision of the fleet repository yet"
+			if err := src.Err(); err != nil {
+				msg += ": " + err.Error()
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if o.webhookSecret != "" {
+		hook, err := src.Webhook([]byte(o.webhookSecret))
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle(sources.WebhookPath, hook)
+	} else {
+		mux.HandleFunc(sources.WebhookPath, func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "webhook disabled: start gitfleet with --webhook-secret", http.StatusNotFound)
+		})
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", o.listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("http server stopped")
+		}
+	}()
+	log.Info().Str("listen", ln.Addr().String()).Msg("serving /healthz /readyz /metrics /hooks/git")
+	return srv, nil
+}
+
+// stickyPort keeps the embedded NATS server on the same port across
+// restarts, so the local provider's machines, which keep running while the
+// daemon restarts, find it again.
+func stickyPort(dataDir string, port int) int {
+	if port != 0 {
+		return port
+	}
+	b, err := os.ReadFile(filepath.Join(dataDir, "nats.port"))
+	if err != nil {
+		return 0
+	}
+	p, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return p
+}
+
+func rememberPort(dataDir string, port int) {
+	_ = os.WriteFile(filepath.Join(dataDir, "nats.port"), []byte(strconv.Itoa(port)+"\n"), 0o644)
+}

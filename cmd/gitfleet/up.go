@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/gitfleet/gitfleet/providers/inmemory"
+	"github.com/gitfleet/gitfleet/providers/local"
+)
+
+func init() {
+	register(&command{
+		name:    "up",
+		usage:   "up [--repo DIR]",
+		summary: "all in one: daemon + embedded NATS + local and inmemory workers",
+		run:     runUp,
+	})
+}
+
+func runUp(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet("up", env.stderr)
+	var o daemonOptions
+	o.bindFlags(fs, "127.0.0.1:8080")
+	o.nats.URL = "embedded"
+	json := fs.Bool("json", false, "log JSON lines instead of readable ones")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 1 && o.repo == "." {
+		o.repo = pos[0]
+	} else if len(pos) > 0 {
+		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q", pos[0])}
+	}
+	if _, err := os.Stat(o.repo); err != nil {
+		return fmt.Errorf("--repo %s: %w (make one with: gitfleet init %s)", o.repo, err, o.repo)
+	}
+	o.workers = []string{local.Name, inmemory.Name}
+	o.console = !*json
+	return runDaemon(ctx, env, o)
+}

@@ -1,0 +1,121 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// leaderKey is the one key of the gitfleet-leader bucket.
+const leaderKey = "leader"
+
+// Lease elects one leader among daemon replicas that share a NATS server.
+// The leader holds a key in a KV bucket whose TTL expires it; it renews the
+// key every ttl/3 and steps down as soon as a renewal fails, so a follower
+// can only take over once the old leader has stopped acting as one.
+type Lease struct {
+	kv  jetstream.KeyValue
+	id  string
+	ttl time.Duration
+	log zerolog.Logger
+}
+
+// NewLease returns a lease on kv for the replica named id. ttl must match the
+// bucket's TTL: it is how long a dead leader keeps the lease.
+func NewLease(kv jetstream.KeyValue, id string, ttl time.Duration, log zerolog.Logger) *Lease {
+	return &Lease{kv: kv, id: id, ttl: ttl, log: log.With().Str("replica", id).Logger()}
+}
+
+// Run campaigns until ctx ends. Each time this replica becomes leader, lead
+// runs with a context that is cancelled when leadership is lost; Run waits for
+// lead to return before it campaigns again. On the way out the lease is
+// released so a follower takes over at once.
+func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) error {
+	retry := l.ttl / 3
+	for {
+		rev, err := l.acquire(ctx)
+		switch {
+		case err == nil:
+			l.log.Info().Msg("elected leader")
+			if err := l.hold(ctx, rev, lead); err != nil {
+				return err
+			}
+		case ctx.Err() != nil:
+			return nil
+		case !errors.Is(err, jetstream.ErrKeyExists):
+			l.log.Warn().Err(err).Msg("leader election failed; retrying")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(retry):
+		}
+	}
+}
+
+// acquire takes the lease if it is free, or if it is still ours (a renewal
+// that failed on a dropped connection).
+func (l *Lease) acquire(ctx context.Context) (uint64, error) {
+	rev, err := l.kv.Create(ctx, leaderKey, []byte(l.id))
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return rev, err
+	}
+	e, gerr := l.kv.Get(ctx, leaderKey)
+	if gerr != nil || string(e.Value()) != l.id {
+		return 0, err
+	}
+	return l.kv.Update(ctx, leaderKey, []byte(l.id), e.Revision())
+}
+
+// hold runs lead while renewing the lease. It returns nil when leadership
+// was lost (Run campaigns again) and when ctx ended (Run returns).
+func (l *Lease) hold(ctx context.Context, rev uint64, lead func(ctx context.Context)) error {
+	leadCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lead(leadCtx)
+	}()
+	stop := func() {
+		cancel()
+		<-done
+	}
+	tick := time.NewTicker(l.ttl / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			stop()
+			l.release(rev)
+			return nil
+		case <-done:
+			// lead gave up on its own: let another replica try.
+			cancel()
+			l.release(rev)
+			return nil
+		case <-tick.C:
+			rctx, rcancel := context.WithTimeout(ctx, l.ttl/3)
+			next, err := l.kv.Update(rctx, leaderKey, []byte(l.id), rev)
+			rcancel()
+			if err != nil {
+				l.log.Warn().Err(err).Msg("lost leadership: lease renewal failed")
+				stop()
+				return nil
+			}
+			rev = next
+		}
+	}
+}
+
+func (l *Lease) release(rev uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := l.kv.Delete(ctx, leaderKey, jetstream.LastRevision(rev)); err != nil {
+		l.log.Debug().Err(err).Msg("releasing lease")
+		return
+	}
+	l.log.Info().Msg("released leadership")
+}

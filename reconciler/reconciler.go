@@ -1,0 +1,337 @@
+// Package reconciler is the daemon's loop: it turns the current revision of
+// the fleet repository and the machines observed through NATS into tasks for
+// provider workers, and writes what happened to the status branch.
+//
+// The loop is level-triggered. Every wake-up — a new revision, a worker
+// event, a heartbeat that changed a machine's health, a task left
+// unanswered, a timer — marks clusters dirty; the loop then plans the dirty
+// clusters alone (planner.PlanCluster, with the class rollout gates computed
+// from per-cluster summaries) and publishes only steps that are not already
+// in flight. One goroutine owns all state; NATS callbacks only hand messages
+// to it.
+package reconciler
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/planner"
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/sources"
+)
+
+// Options wire a Reconciler.
+type Options struct {
+	// Revisions delivers the spec branch's heads, good and rejected.
+	Revisions <-chan *sources.Revision
+	// Initial are the revisions to start from, oldest first: the source's
+	// current (last good) one and, when newer, its latest rejected one.
+	Initial []*sources.Revision
+	JS      jetstream.JetStream
+	// Status, when set, receives every cluster's status and the fleet's.
+	Status  *status.Writer
+	Log     zerolog.Logger
+	Metrics *Metrics
+	// Now is the clock (default time.Now); NewName names new machines
+	// (default: <cluster>-<pool>-<5 random characters>, like Cluster API).
+	Now     func() time.Time
+	NewName func(cluster, pool string) string
+	// Tick is how often time-based health is looked at (default 1s).
+	Tick time.Duration
+	// TaskTimeout: a task with no answer for this long is published again
+	// under the same ID (default 2m).
+	TaskTimeout time.Duration
+}
+
+// Reconciler is the loop. Run it while this replica is the leader.
+type Reconciler struct {
+	o       Options
+	log     zerolog.Logger
+	kv      jetstream.KeyValue
+	pub     *natsbus.Publisher
+	metrics *Metrics
+
+	rev      *sources.Revision
+	desired  *planner.Desired
+	machines map[string]map[string]*Record // cluster → machine → record
+	sums     map[string]planner.Summary
+	dirty    map[string]bool
+	gone     map[string]bool // clusters whose status file was removed
+	planSeq  int
+}
+
+// New checks opts and returns a Reconciler.
+func New(opts Options) (*Reconciler, error) {
+	if opts.JS == nil {
+		return nil, errors.New("reconciler: no JetStream")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.NewName == nil {
+		opts.NewName = RandomName
+	}
+	if opts.Tick <= 0 {
+		opts.Tick = time.Second
+	}
+	if opts.TaskTimeout <= 0 {
+		opts.TaskTimeout = 2 * time.Minute
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	return &Reconciler{o: opts, log: opts.Log, metrics: opts.Metrics, pub: natsbus.NewPublisher(opts.JS)}, nil
+}
+
+// RandomName names a machine <cluster>-<pool>-<5 random characters>.
+func RandomName(cluster, pool string) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return cluster + "-" + pool + "-" + string(b)
+}
+
+// Run reconciles until ctx ends. It loads the observed state from the
+// machines bucket, then follows revisions, events and heartbeats.
+func (r *Reconciler) Run(ctx context.Context) error {
+	kv, err := r.o.JS.KeyValue(ctx, wire.BucketMachines)
+	if err != nil {
+		return fmt.Errorf("reconciler: machines bucket: %w", err)
+	}
+	r.kv = kv
+	r.machines = map[string]map[string]*Record{}
+	r.sums = map[string]planner.Summary{}
+	r.dirty = map[string]bool{}
+	r.gone = map[string]bool{}
+	if err := r.load(ctx); err != nil {
+		return err
+	}
+
+	events := make(chan jetstream.Msg, 1024)
+	cons, err := r.o.JS.CreateOrUpdateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{
+		Durable:       "gitfleet-reconciler",
+		FilterSubject: wire.SubjectEvents + ".>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 4096,
+	})
+	if err != nil {
+		return fmt.Errorf("reconciler: events consumer: %w", err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case events <- m:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("reconciler: consume events: %w", err)
+	}
+	defer cc.Stop()
+
+	beats := make(chan *nats.Msg, 8192)
+	sub, err := r.o.JS.Conn().ChanSubscribe(wire.SubjectHeartbeats+".>", beats)
+	if err != nil {
+		return fmt.Errorf("reconciler: heartbeats: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	for _, rev := range r.o.Initial {
+		r.applyRevision(rev)
+	}
+	tick := time.NewTicker(r.o.Tick)
+	defer tick.Stop()
+	for {
+		r.step(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case rev, ok := <-r.o.Revisions:
+			if !ok {
+				r.o.Revisions = nil
+				continue
+			}
+			r.applyRevision(rev)
+		case m := <-events:
+			r.handleEvent(ctx, m)
+		case m := <-beats:
+			r.handleHeartbeat(m)
+		case <-tick.C:
+			r.checkTime(ctx)
+		}
+		// Take everything else that is waiting before planning, so a burst
+		// of events costs one plan.
+		for drained := false; !drained; {
+			select {
+			case m := <-events:
+				r.handleEvent(ctx, m)
+			case m := <-beats:
+				r.handleHeartbeat(m)
+			default:
+				drained = true
+			}
+		}
+	}
+}
+
+// load reads every machine record from the bucket.
+func (r *Reconciler) load(ctx context.Context) error {
+	w, err := r.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("reconciler: read machines: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for e := range w.Updates() {
+		if e == nil {
+			break // initial values done
+		}
+		rec, err := decodeRecord(e.Key(), e.Value())
+		if err != nil {
+			r.log.Error().Err(err).Msg("skipping unreadable machine record")
+			continue
+		}
+		r.put(rec)
+	}
+	r.log.Info().Int("clusters", len(r.machines)).Msg("observed state loaded")
+	return nil
+}
+
+func (r *Reconciler) put(rec *Record) {
+	ms := r.machines[rec.Cluster]
+	if ms == nil {
+		ms = map[string]*Record{}
+		r.machines[rec.Cluster] = ms
+	}
+	ms[rec.Name] = rec
+	r.dirty[rec.Cluster] = true
+}
+
+func (r *Reconciler) remove(cluster, name string) {
+	if ms := r.machines[cluster]; ms != nil {
+		delete(ms, name)
+		if len(ms) == 0 {
+			delete(r.machines, cluster)
+		}
+	}
+	r.dirty[cluster] = true
+}
+
+// applyRevision makes a good revision the desired state, or records why a
+// rejected one was not applied; the last good revision stays in force.
+func (r *Reconciler) applyRevision(rev *sources.Revision) {
+	log := r.log.With().Str(logCommit, short(rev.Commit)).Logger()
+	if rev.Rejected() {
+		r.metrics.RevisionsRejected.Inc()
+		log.Warn().Err(rev.Err).Int("errors", len(rev.Errors)).Msg("revision rejected; keeping the last good one")
+		r.writeFleet(rev)
+		return
+	}
+	if r.rev != nil && r.rev.Commit == rev.Commit {
+		return // the same revision again (the source's first head, then its event)
+	}
+	desired, problems := planner.Expand(rev.Fleet)
+	for _, p := range problems {
+		log.Warn().Str("problem", p.Error()).Msg("cluster blocked by the planner's rules")
+	}
+	r.rev, r.desired = rev, desired
+	r.metrics.RevisionsApplied.Inc()
+	log.Info().Str("subject", rev.Subject()).Int("clusters", len(desired.Clusters)).Msg("applying revision")
+	for _, c := range desired.Clusters {
+		r.dirty[c.Name] = true
+		delete(r.gone, c.Name)
+	}
+	for name := range r.machines {
+		r.dirty[name] = true
+	}
+	r.writeFleet(rev)
+}
+
+// step plans every dirty cluster and publishes its new steps.
+func (r *Reconciler) step(ctx context.Context) {
+	if r.desired == nil || len(r.dirty) == 0 {
+		return
+	}
+	start := r.o.Now()
+	now := start
+	for name := range r.dirty {
+		if dc := r.desired.Cluster(name); dc != nil {
+			r.sums[name] = planner.Summarize(dc, r.observed(name), now)
+		} else {
+			delete(r.sums, name)
+		}
+	}
+	gates := planner.Rollouts(r.desired, r.sums)
+	r.planSeq++
+	planID := fmt.Sprintf("%s-%d", short(r.rev.Commit), r.planSeq)
+	published := 0
+	for name := range r.dirty {
+		delete(r.dirty, name)
+		res := planner.PlanCluster(planner.ClusterInput{
+			Name: name, Desired: r.desired.Cluster(name), Machines: r.observed(name),
+			Gate: gates.For(name), Now: now, NewName: r.o.NewName,
+		})
+		for _, s := range res.Steps {
+			if r.act(ctx, s, planID) {
+				published++
+			}
+		}
+		r.writeCluster(name, res.Status, planID)
+	}
+	if published > 0 {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := r.pub.Wait(wctx); err != nil {
+			r.log.Error().Err(err).Msg("tasks not acknowledged by NATS; they will be published again")
+		}
+		cancel()
+	}
+	r.metrics.PlanDuration.Observe(r.o.Now().Sub(start).Seconds())
+	r.countPhases()
+}
+
+// observed returns a cluster's machines as the planner sees them.
+func (r *Reconciler) observed(cluster string) []planner.ObservedMachine {
+	ms := r.machines[cluster]
+	out := make([]planner.ObservedMachine, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.ObservedMachine)
+	}
+	return out
+}
+
+func (r *Reconciler) countPhases() {
+	counts := map[wire.Phase]int{}
+	for _, ms := range r.machines {
+		for _, m := range ms {
+			counts[m.Phase]++
+		}
+	}
+	for _, p := range []wire.Phase{wire.PhasePending, wire.PhaseProvisioning, wire.PhaseRunning, wire.PhaseFailed, wire.PhaseDeleting} {
+		r.metrics.Machines.WithLabelValues(string(p)).Set(float64(counts[p]))
+	}
+}
+
+// Log field names.
+const (
+	logCommit  = "commit"
+	logCluster = "cluster"
+	logMachine = "machine"
+)
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}

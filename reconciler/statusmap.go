@@ -1,0 +1,96 @@
+package reconciler
+
+import (
+	"sort"
+
+	"github.com/gitfleet/gitfleet/planner"
+	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/sources"
+)
+
+// writeCluster hands one cluster's status to the status writer, which
+// commits it only when something a user would notice changed.
+func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID string) {
+	if r.o.Status == nil {
+		return
+	}
+	origin := status.Origin{PlanID: planID}
+	if r.rev != nil {
+		origin.SourceCommit = r.rev.Commit
+	}
+	if r.desired.Cluster(name) == nil && len(r.machines[name]) == 0 {
+		if !r.gone[name] {
+			r.gone[name] = true
+			r.log.Info().Str(logCluster, name).Msg("cluster deleted")
+			if err := r.o.Status.DeleteCluster(name, origin); err != nil {
+				r.log.Error().Err(err).Msg("status: delete cluster")
+			}
+		}
+		return
+	}
+	if err := r.o.Status.SetCluster(clusterStatus(ps, r.machines[name]), origin); err != nil {
+		r.log.Error().Err(err).Str(logCluster, name).Msg("status: set cluster")
+	}
+}
+
+// clusterStatus turns the planner's view of a cluster and its machine
+// records into the status branch's file. Planner conditions hold when
+// present; Ready is always written, False when the planner did not set it.
+func clusterStatus(ps planner.ClusterStatus, ms map[string]*Record) status.ClusterStatus {
+	cs := status.ClusterStatus{Name: ps.Name, Class: ps.Class, Version: ps.Version, Phase: ps.Phase,
+		Paused: ps.Has(planner.CondPaused)}
+	if !ps.Has(planner.CondReady) {
+		cs.Conditions = append(cs.Conditions, status.Condition{Type: status.ConditionReady, Status: status.ConditionFalse})
+	}
+	for _, c := range ps.Conditions {
+		cs.Conditions = append(cs.Conditions, status.Condition{Type: c.Type, Status: status.ConditionTrue, Message: c.Message})
+	}
+	sort.Slice(cs.Conditions, func(i, j int) bool { return cs.Conditions[i].Type < cs.Conditions[j].Type })
+	cs.ControlPlane = replicas(ps.ControlPlane)
+	for _, d := range ps.Deployments {
+		cs.Deployments = append(cs.Deployments, status.DeploymentStatus{Name: d.Name, Replicas: replicas(d)})
+	}
+	for _, m := range ms {
+		cs.Machines = append(cs.Machines, status.MachineStatus{
+			Name: m.Name, Role: string(m.Role), Deployment: m.Deployment, Phase: string(m.Phase),
+			Version: m.Version, Provider: m.Provider, ProviderID: m.ProviderID, Addresses: m.Addresses,
+			TemplateHash: m.TemplateHash, Unhealthy: unhealthy(m), Message: m.Message,
+			SourceCommit: m.SourceCommit, Created: m.Created.UTC().Truncate(1e9),
+		})
+	}
+	sort.Slice(cs.Machines, func(i, j int) bool { return cs.Machines[i].Name < cs.Machines[j].Name })
+	return cs
+}
+
+func replicas(p planner.PoolStatus) status.Replicas {
+	return status.Replicas{Version: p.Version, Desired: p.Replicas, Replicas: p.Machines, Ready: p.Ready,
+		Updated: p.UpToDate, Unavailable: max(p.Replicas-p.Ready, 0)}
+}
+
+// unhealthy: a running machine whose last heartbeat said so.
+func unhealthy(m *Record) bool {
+	return m.Phase == wire.PhaseRunning && !m.LastHeartbeat.IsZero() && !m.Healthy
+}
+
+// writeFleet records the last applied and the last rejected revision.
+func (r *Reconciler) writeFleet(latest *sources.Revision) {
+	if r.o.Status == nil {
+		return
+	}
+	var f status.FleetStatus
+	if r.rev != nil {
+		f.LastApplied = &status.SourceCommit{Commit: r.rev.Commit, Subject: r.rev.Subject()}
+	}
+	if latest.Rejected() {
+		rej := &status.Rejection{SourceCommit: status.SourceCommit{Commit: latest.Commit, Subject: latest.Subject()}}
+		for _, e := range latest.Errors {
+			rej.Errors = append(rej.Errors, e.Error())
+		}
+		if len(rej.Errors) == 0 && latest.Err != nil {
+			rej.Errors = []string{latest.Err.Error()}
+		}
+		f.LastRejected = rej
+	}
+	r.o.Status.SetFleet(f, status.Origin{SourceCommit: latest.Commit})
+}
