@@ -22,7 +22,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers"
-	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/local"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/reconciler"
@@ -247,23 +246,12 @@ func latestOnly(in <-chan *sources.Revision) <-chan *sources.Revision {
 }
 
 func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, log zerolog.Logger) (*providers.Worker, error) {
-	var p providers.Provider
-	switch name {
-	case inmemory.Name:
-		p = inmemory.New(inmemory.Options{})
-	case local.Name:
-		lp, err := local.New(local.Options{StateDir: filepath.Join(o.dataDir, "local"), NATSURL: bus.URL, NATS: o.nats,
-			Log: log.With().Str("provider", name).Logger()})
-		if err != nil {
-			return nil, err
-		}
-		p = lp
-	default:
-		return nil, fmt.Errorf("unknown provider %q (want inmemory or local)", name)
+	log = log.With().Str("provider", name).Logger()
+	p, err := newProvider(name, local.Options{StateDir: filepath.Join(o.dataDir, "local"), NATSURL: bus.URL, NATS: o.nats, Log: log})
+	if err != nil {
+		return nil, err
 	}
-	return providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{
-		Concurrency: 16, Log: log.With().Str("provider", name).Logger(),
-	})
+	return providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{Concurrency: 16, Log: log})
 }
 
 func loadVerifier(sshKeys, pgpKeys string) (*sources.Verifier, error) {
