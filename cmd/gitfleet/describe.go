@@ -22,7 +22,7 @@ import (
 func init() {
 	register(&command{
 		name:    "describe",
-		usage:   "describe [CLUSTER] [--repo DIR] [--status-branch B] [-o text|yaml|json]",
+		usage:   "describe [CLUSTER] [--repo DIR] [-o text|yaml|json]",
 		summary: "show cluster → control plane/deployments → machines, from the status branch",
 		run:     runDescribe,
 	})

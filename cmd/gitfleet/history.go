@@ -23,7 +23,7 @@ import (
 func init() {
 	register(&command{
 		name:    "history",
-		usage:   "history [CLUSTER] [--repo DIR] [--branch B] [--status-branch S]",
+		usage:   "history [CLUSTER] [--repo DIR] [--branch B]",
 		summary: "the audit trail from Git: spec commits (author, date, what changed) and the status they led to",
 		run:     runHistory,
 	})

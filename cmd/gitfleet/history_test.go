@@ -199,3 +199,25 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 		t.Errorf("unknown cluster: exit %d, %q", code, stderr)
 	}
 }
+
+// Without a status branch history still tells the spec story; --branch
+// reads another branch than HEAD's.
+func TestHistoryWithoutStatusAndOfAnotherBranch(t *testing.T) {
+	f := newScriptedFleet(t)
+	f.git("", time.Time{}, "checkout", "-q", "-b", "bigger")
+	f.commit("Bob Builder <bob@example.com>", "10:00", "Three control plane machines for dev-1",
+		map[string][2]string{"clusters/dev-1.yaml": {"      replicas: 1", "      replicas: 3"}})
+	f.git("", time.Time{}, "checkout", "-q", "main")
+
+	_, stdout, stderr := runCmd(t, "history", "dev-1", "--repo", f.dir)
+	if !strings.Contains(stdout, "Initial fleet") || strings.Contains(stdout, "Three control plane") || strings.Contains(stdout, "status ") {
+		t.Errorf("history of main without status:\n%s%s", stdout, stderr)
+	}
+	_, stdout, stderr = runCmd(t, "history", "dev-1", "--repo", f.dir, "--branch", "bigger")
+	if !strings.Contains(stdout, "Three control plane machines for dev-1\n  spec.topology.controlPlane.replicas: 1 → 3\n") {
+		t.Errorf("history --branch bigger:\n%s%s", stdout, stderr)
+	}
+	if code, _, stderr := runCmd(t, "history", "--repo", f.dir, "--branch", "nope"); code != 1 || !strings.Contains(stderr, "--branch nope: no such branch") {
+		t.Errorf("unknown branch: exit %d, %q", code, stderr)
+	}
+}
