@@ -118,6 +118,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if err := r.load(ctx); err != nil {
 		return err
 	}
+	r.resume(ctx)
 
 	events := make(chan jetstream.Msg, 1024)
 	cons, err := r.o.JS.CreateOrUpdateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{
@@ -193,6 +194,7 @@ func (r *Reconciler) load(ctx context.Context) error {
 		return fmt.Errorf("reconciler: read machines: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
+	now := r.o.Now()
 	for e := range w.Updates() {
 		if e == nil {
 			break // initial values done
@@ -202,10 +204,40 @@ func (r *Reconciler) load(ctx context.Context) error {
 			r.log.Error().Err(err).Msg("skipping unreadable machine record")
 			continue
 		}
+		if rec.Phase == wire.PhaseRunning && !rec.LastHeartbeat.IsZero() {
+			// Heartbeats were the last leader's, in its memory: give every
+			// machine one unhealthyTimeout from now to send a fresh one.
+			rec.LastHeartbeat = now
+		}
 		r.put(rec)
 	}
 	r.log.Info().Int("clusters", len(r.machines)).Msg("observed state loaded")
 	return nil
+}
+
+// resume publishes again every task a previous leader left in flight: a
+// daemon that died between recording a machine and publishing its task
+// must not leave it Pending forever. The IDs are the same, so a task that
+// was published is deduplicated, and providers are idempotent past the
+// deduplication window.
+func (r *Reconciler) resume(ctx context.Context) {
+	n := 0
+	for _, ms := range r.machines {
+		for _, rec := range ms {
+			if rec.InFlight() && rec.TaskID != "" && r.publish(ctx, rec) {
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return
+	}
+	r.log.Info().Int("tasks", n).Msg("resumed tasks in flight")
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.pub.Wait(wctx); err != nil {
+		r.log.Error().Err(err).Msg("resumed tasks not acknowledged by NATS; retried after the task timeout")
+	}
 }
 
 func (r *Reconciler) put(rec *Record) {
