@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -220,4 +223,43 @@ func TestHistoryWithoutStatusAndOfAnotherBranch(t *testing.T) {
 	if code, _, stderr := runCmd(t, "history", "--repo", f.dir, "--branch", "nope"); code != 1 || !strings.Contains(stderr, "--branch nope: no such branch") {
 		t.Errorf("unknown branch: exit %d, %q", code, stderr)
 	}
+}
+
+// BenchmarkHistory100Commits: history of one cluster over 100 spec
+// commits, each scaling dev-1; files are parsed once per blob hash.
+func BenchmarkHistory100Commits(b *testing.B) {
+	const commits = 100
+	dir := filepath.Join(b.TempDir(), "fleet")
+	var out, errb bytes.Buffer
+	if code := run(b.Context(), []string{"init", dir}, &cmdEnv{stdout: &out, stderr: &errb}); code != 0 {
+		b.Fatalf("init: %s", errb.String())
+	}
+	path := filepath.Join(dir, "clusters", "dev-1.yaml")
+	for i := range commits {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data = regexp.MustCompile(`(?m)^          replicas: \d+$`).ReplaceAll(data, fmt.Appendf(nil, "          replicas: %d", 3+i%7))
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command("git", "commit", "-qam", fmt.Sprintf("scale %d", i))
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@x", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@x")
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, o)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		out.Reset()
+		if code := run(b.Context(), []string{"history", "dev-1", "--repo", dir}, &cmdEnv{stdout: &out, stderr: &errb}); code != 0 {
+			b.Fatalf("history: %s", errb.String())
+		}
+	}
+	b.StopTimer()
+	if n := strings.Count(out.String(), "commit "); n < commits {
+		b.Fatalf("history shows %d commits, want at least %d", n, commits)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*(commits+1)), "ms/spec-commit")
 }
