@@ -18,8 +18,8 @@ func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
 	c := &checker{byKind: map[string]map[string]*Object{}}
 	c.index(objs)
 	fleet := c.fleet(objs)
-	v := getValidator()
-	c.vars = &variables{ctx: v.ctx, compiled: map[string]*compiledVar{}}
+	c.vars = newVariables()
+	defer c.vars.close()
 	for _, cl := range fleet.Classes {
 		c.checkClass(cl)
 	}
@@ -32,9 +32,7 @@ func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
 	for _, hc := range fleet.HealthChecks {
 		c.clusterExists(c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name), hc.Spec.ClusterName)
 	}
-	c.errs = append(c.errs, applyPolicies(v, objs, policies)...)
-	v.used += len(objs) // values built for variables and policies stay in v.ctx
-	putValidator(v)
+	c.errs = append(c.errs, applyPolicies(objs, policies)...)
 	return fleet, sortErrors(c.errs)
 }
 

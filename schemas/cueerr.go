@@ -10,15 +10,15 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// validateCUE unifies the document with its kind's schema in a pooled
-// context and turns every violation into an Error at the user's line.
-func validateCUE(path string, d *doc, kind string, m map[string]any) []Error {
-	c := getValidator()
-	defer putValidator(c)
-	v := c.kinds[kind].Unify(c.ctx.Encode(m))
+// validateCUE unifies the document with its kind's schema in c's context
+// and turns every violation into an Error at the user's line. It returns
+// the document encoded in c's context, for policies.
+func validateCUE(c *compiled, path string, d *doc, kind string, m map[string]any) (cue.Value, []Error) {
+	data := c.ctx.Encode(m)
+	v := c.kinds[kind].Unify(data)
 	err := v.Validate(cue.Concrete(true), cue.All())
 	if err == nil {
-		return nil
+		return data, nil
 	}
 	var out []Error
 	seen := map[string]bool{}
@@ -36,7 +36,7 @@ func validateCUE(path string, d *doc, kind string, m map[string]any) []Error {
 		seen[field] = true
 		out = append(out, d.errorAt(path, field, message(v, cpath, d, field, raw)))
 	}
-	return out
+	return data, out
 }
 
 // fieldPath turns CUE's path selectors into the dotted form used in errors

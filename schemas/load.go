@@ -23,7 +23,12 @@ func Load(files []File) (*v1alpha1.Fleet, Errors) {
 	errs = append(errs, cfgErrs...)
 	docs, pols, selErrs := selectFiles(files, cfg)
 	errs = append(errs, selErrs...)
-	objs, perrs := parseAll(docs)
+	good, polErrs := compilePolicies(pols)
+	errs = append(errs, polErrs...)
+	if good == nil {
+		good = []File{} // not nil: parseFile then drops Raw
+	}
+	objs, perrs := parseAll(docs, good)
 	errs = append(errs, perrs...)
 	kept := objs[:0]
 	for _, o := range objs {
@@ -37,7 +42,9 @@ func Load(files []File) (*v1alpha1.Fleet, Errors) {
 	if len(objs) == 0 && len(errs) == 0 {
 		errs = append(errs, Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
 	}
-	fleet, cerrs := Check(append(cfgObjs, objs...), pols)
+	// Policies were applied while parsing, where each document was already
+	// encoded.
+	fleet, cerrs := Check(append(cfgObjs, objs...), nil)
 	errs = append(errs, cerrs...)
 	return fleet, sortErrors(errs)
 }
@@ -122,28 +129,17 @@ func isFleetYAML(p string) bool {
 	return p != ConfigFile && base != "kustomization.yaml" && base != "kustomization.yml"
 }
 
-// parseAll runs ParseFile on every file, in parallel across cores, and
+// parseAll runs parseFile on every file, in parallel across cores, and
 // returns the objects in file order.
-func parseAll(files []File) ([]Object, Errors) {
+func parseAll(files []File, policies []File) ([]Object, Errors) {
 	type result struct {
 		objs []Object
 		errs Errors
 	}
 	results := make([]result, len(files))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(runtime.GOMAXPROCS(0), max(len(files), 1)) {
-		wg.Go(func() {
-			for i := range next {
-				results[i].objs, results[i].errs = ParseFile(files[i])
-			}
-		})
-	}
-	for i := range files {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	parallel(len(files), func(i int) {
+		results[i].objs, results[i].errs = parseFile(files[i], policies)
+	})
 	var objs []Object
 	var errs Errors
 	for _, r := range results {
@@ -151,4 +147,22 @@ func parseAll(files []File) ([]Object, Errors) {
 		errs = append(errs, r.errs...)
 	}
 	return objs, errs
+}
+
+// parallel calls work(0..n-1) on one goroutine per core and waits.
+func parallel(n int, work func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), max(n, 1)) {
+		wg.Go(func() {
+			for i := range next {
+				work(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }

@@ -14,15 +14,24 @@ import (
 // per document that has a kind and a name (Invalid when it has errors) and
 // every error found, sorted. It is safe for concurrent use and depends only
 // on f, so callers may cache its result by the content's hash.
-func ParseFile(f File) ([]Object, Errors) {
+func ParseFile(f File) ([]Object, Errors) { return parseFile(f, nil) }
+
+// parseFile is ParseFile that also checks each valid document against
+// policies when they are not nil, and then drops Object.Raw: Load's path,
+// where each document is encoded once and 10,000 documents' raw values
+// need not stay in memory together.
+func parseFile(f File, policies []File) ([]Object, Errors) {
 	docs, synErr := splitYAML(f.Path, f.Data)
 	var errs Errors
 	if synErr != nil {
 		errs = append(errs, *synErr)
 	}
 	var objs []Object
+	c := getValidator()
+	defer putValidator(c)
 	for _, d := range docs {
-		obj, es := parseDoc(f.Path, d)
+		c.used++
+		obj, es := parseDoc(c, f.Path, d, policies)
 		errs = append(errs, es...)
 		if obj != nil {
 			objs = append(objs, *obj)
@@ -36,7 +45,7 @@ var kindNames = []string{
 	v1alpha1.KindMachineHealthCheck, v1alpha1.KindFleetConfig,
 }
 
-func parseDoc(path string, d *doc) (*Object, []Error) {
+func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []Error) {
 	errs := d.errs
 	m, ok := d.value.(map[string]any)
 	if !ok {
@@ -52,7 +61,8 @@ func parseDoc(path string, d *doc) (*Object, []Error) {
 		return invalidObject(path, d, kind, m), errs
 	}
 	errs = append(errs, allowedShapes().unknownFields(kind, m, d, path)...)
-	errs = append(errs, validateCUE(path, d, kind, m)...)
+	data, cerrs := validateCUE(c, path, d, kind, m)
+	errs = append(errs, cerrs...)
 	value, derr := decodeTyped(path, d, kind, m)
 	if value != nil {
 		errs = append(errs, unrelated(semanticChecks(path, d, value), errs)...)
@@ -66,6 +76,11 @@ func parseDoc(path string, d *doc) (*Object, []Error) {
 	}
 	obj.Invalid = false
 	obj.Value = value
+	if policies != nil {
+		errs := c.policyErrors(policies, obj, data)
+		obj.Raw = nil
+		return obj, errs
+	}
 	return obj, nil
 }
 
@@ -122,15 +137,11 @@ func invalidObject(path string, d *doc, kind string, m map[string]any) *Object {
 	if md, ok := m["metadata"].(map[string]any); ok {
 		name, _ = md["name"].(string)
 	}
-	lines := make(map[string]Pos, len(d.nodes))
-	for p, n := range d.nodes {
-		lines[p] = Pos{Line: n.Line, Col: n.Column}
-	}
 	return &Object{
 		Kind:    kind,
 		Name:    name,
 		Source:  v1alpha1.Source{Path: path, Line: d.line},
-		Lines:   lines,
+		Lines:   d.lines,
 		Raw:     m,
 		Invalid: true,
 	}
@@ -192,8 +203,8 @@ func describe(v any) string {
 func (d *doc) errorAt(path, field, msg string) Error {
 	e := Error{Path: path, Line: d.line, Col: 1, Field: field, Message: msg}
 	for p := field; p != ""; p = parentField(p) {
-		if n, ok := d.nodes[p]; ok {
-			e.Line, e.Col = n.Line, n.Column
+		if pos, ok := d.lines[p]; ok {
+			e.Line, e.Col = pos.Line, pos.Col
 			break
 		}
 	}

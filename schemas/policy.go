@@ -3,6 +3,7 @@ package schemas
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
@@ -15,29 +16,103 @@ import (
 // (#Name) and hidden fields (_name) may hold helpers. A conflict is an error
 // at the object's field, naming the policy's file and line; a policy field's
 // @help attribute replaces CUE's message.
-func applyPolicies(v *compiled, objs []Object, policies []File) []Error {
-	var errs []Error
+func applyPolicies(objs []Object, policies []File) []Error {
+	good, errs := compilePolicies(policies)
+	if len(good) == 0 {
+		return errs
+	}
+	// Check the objects in chunks, in parallel, each chunk in a pooled
+	// context with the policies compiled into it.
+	chunks := chunk(objs, rotateAfter)
+	results := make([][]Error, len(chunks))
+	parallel(len(chunks), func(i int) {
+		c := getValidator()
+		defer putValidator(c)
+		for j := range chunks[i] {
+			o := &chunks[i][j]
+			if o.Invalid || o.Raw == nil {
+				continue
+			}
+			c.used++
+			results[i] = append(results[i], c.policyErrors(good, o, c.ctx.Encode(o.Raw))...)
+		}
+	})
+	for _, r := range results {
+		errs = append(errs, r...)
+	}
+	return errs
+}
+
+// compilePolicies reports the policy files' own errors and returns the
+// files that compile.
+func compilePolicies(policies []File) (good []File, errs []Error) {
+	if len(policies) == 0 {
+		return nil, nil
+	}
+	c := getValidator()
+	defer putValidator(c)
 	for _, f := range policies {
-		pv := v.ctx.CompileBytes(f.Data, cue.Filename(f.Path))
+		pv := c.ctx.CompileBytes(f.Data, cue.Filename(f.Path))
 		if err := pv.Err(); err != nil {
 			errs = append(errs, policyFileErrors(f.Path, err)...)
 			continue
 		}
-		kinds, es := policyKinds(f.Path, pv)
+		_, es := policyKinds(f.Path, pv)
 		errs = append(errs, es...)
-		for i := range objs {
-			o := &objs[i]
-			p, ok := kinds[o.Kind]
-			if !ok || o.Invalid {
-				continue
-			}
-			u := p.Unify(v.ctx.Encode(o.Raw))
-			if err := u.Validate(cue.Concrete(true)); err != nil {
-				errs = append(errs, policyViolations(f.Path, o, u, err)...)
-			}
+		good = append(good, f)
+	}
+	return good, errs
+}
+
+// policyErrors checks one valid object, encoded as data in c's context,
+// against every policy.
+func (c *compiled) policyErrors(policies []File, o *Object, data cue.Value) []Error {
+	var errs []Error
+	for _, f := range policies {
+		p, ok := c.policyKinds(f)[o.Kind]
+		if !ok {
+			continue
+		}
+		u := p.Unify(data)
+		if err := u.Validate(cue.Concrete(true)); err != nil {
+			errs = append(errs, policyViolations(f.Path, o, u, err)...)
 		}
 	}
 	return errs
+}
+
+// policyKey identifies a policy file's content without hashing it: the
+// files of one Load or Check keep their Data.
+type policyKey struct {
+	path string
+	data *byte
+	n    int
+}
+
+// policyKinds compiles a policy file into c's context once.
+func (c *compiled) policyKinds(f File) map[string]cue.Value {
+	key := policyKey{f.Path, unsafe.SliceData(f.Data), len(f.Data)}
+	if k, ok := c.policies[key]; ok {
+		return k
+	}
+	if c.policies == nil {
+		c.policies = map[policyKey]map[string]cue.Value{}
+	}
+	k, _ := policyKinds(f.Path, c.ctx.CompileBytes(f.Data, cue.Filename(f.Path)))
+	c.policies[key] = k
+	return k
+}
+
+func chunk[T any](s []T, n int) [][]T {
+	var out [][]T
+	for len(s) > n {
+		out = append(out, s[:n:n])
+		s = s[n:]
+	}
+	if len(s) > 0 {
+		out = append(out, s)
+	}
+	return out
 }
 
 // policyKinds returns the policy's value for each kind it constrains.

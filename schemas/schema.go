@@ -49,6 +49,8 @@ type compiled struct {
 	root  cue.Value
 	kinds map[string]cue.Value
 	used  int // documents validated in ctx
+	// policies compiled in ctx, by policy file path and content
+	policies map[policyKey]map[string]cue.Value
 }
 
 func compileSchema() (*compiled, error) {

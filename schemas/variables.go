@@ -10,11 +10,31 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
-// variables compiles each class variable's CUE constraint once per Check.
+// variables compiles each class variable's CUE constraint once per
+// context; the context rotates every rotateAfter checks so a large fleet
+// does not keep every checked value alive.
 type variables struct {
+	v        *compiled
 	ctx      *cue.Context
 	compiled map[string]*compiledVar // class/index
 }
+
+func newVariables() *variables {
+	vs := &variables{}
+	vs.rotate()
+	return vs
+}
+
+func (vs *variables) rotate() {
+	if vs.v != nil {
+		putValidator(vs.v)
+	}
+	vs.v = getValidator()
+	vs.ctx = vs.v.ctx
+	vs.compiled = map[string]*compiledVar{}
+}
+
+func (vs *variables) close() { putValidator(vs.v) }
 
 type compiledVar struct {
 	ctx        *cue.Context
@@ -22,6 +42,9 @@ type compiledVar struct {
 }
 
 func (vs *variables) compile(cl *v1alpha1.ClusterClass, i int) (*compiledVar, error) {
+	if vs.v.used++; vs.v.used >= rotateAfter {
+		vs.rotate()
+	}
 	key := fmt.Sprintf("%s/%d", cl.Metadata.Name, i)
 	if cv, ok := vs.compiled[key]; ok {
 		if cv == nil {

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"gopkg.in/yaml.v3"
 )
@@ -23,7 +25,7 @@ const maxNodes = 200_000
 type doc struct {
 	line  int // first line of the document
 	value any
-	nodes map[string]*yaml.Node // field path -> the node written there (key node for fields)
+	lines map[string]Pos        // field path -> where it is written (the key, for fields)
 	vals  map[string]*yaml.Node // field path -> the value node
 	errs  []Error               // duplicate keys, alias bombs, odd keys
 }
@@ -51,7 +53,7 @@ func splitYAML(path string, data []byte) ([]*doc, *Error) {
 		if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 			continue // an empty document: only comments, or a stray ---
 		}
-		d := &doc{line: root.Line, nodes: map[string]*yaml.Node{}, vals: map[string]*yaml.Node{}}
+		d := &doc{line: root.Line, lines: map[string]Pos{}, vals: map[string]*yaml.Node{}}
 		b := &docBuilder{path: path, d: d}
 		d.value = b.value(root, "", nil)
 		docs = append(docs, d)
@@ -96,8 +98,8 @@ func (b *docBuilder) value(n *yaml.Node, p string, seen []*yaml.Node) any {
 	if _, ok := b.d.vals[p]; !ok {
 		b.d.vals[p] = n
 	}
-	if _, ok := b.d.nodes[p]; !ok {
-		b.d.nodes[p] = n
+	if _, ok := b.d.lines[p]; !ok {
+		b.d.lines[p] = Pos{n.Line, n.Column}
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
@@ -116,7 +118,7 @@ func (b *docBuilder) value(n *yaml.Node, p string, seen []*yaml.Node) any {
 	case yaml.SequenceNode:
 		out := make([]any, len(n.Content))
 		for i, c := range n.Content {
-			out[i] = b.value(c, fmt.Sprintf("%s[%d]", p, i), seen)
+			out[i] = b.value(c, intern(p+"["+strconv.Itoa(i)+"]"), seen)
 		}
 		return out
 	case yaml.MappingNode:
@@ -142,19 +144,15 @@ func (b *docBuilder) mapping(n *yaml.Node, p string, out map[string]any, seen []
 			b.errorf(k, p, "a key must be a plain string")
 			continue
 		}
-		fp := joinField(p, k.Value)
+		fp := intern(joinField(p, k.Value))
 		if _, dup := out[k.Value]; dup {
 			if !merging {
 				b.errorf(k, fp, "duplicate key %q: remove one", k.Value)
 			}
 			continue
 		}
-		if merging {
-			if _, ok := b.d.nodes[fp]; !ok {
-				b.d.nodes[fp] = k
-			}
-		} else {
-			b.d.nodes[fp] = k
+		if _, ok := b.d.lines[fp]; !ok || !merging {
+			b.d.lines[fp] = Pos{k.Line, k.Column}
 		}
 		out[k.Value] = b.value(v, fp, seen)
 	}
@@ -236,4 +234,27 @@ func joinField(p, key string) string {
 		return key
 	}
 	return p + "." + key
+}
+
+// interned holds field paths shared by many documents (spec.topology.class),
+// so 10,000 clusters' Lines maps share one copy of each key.
+var (
+	interned     sync.Map
+	internedSize atomic.Int64
+)
+
+const maxInterned = 1 << 16
+
+func intern(s string) string {
+	if v, ok := interned.Load(s); ok {
+		return v.(string)
+	}
+	if internedSize.Load() >= maxInterned || len(s) > 256 {
+		return s
+	}
+	v, loaded := interned.LoadOrStore(s, s)
+	if !loaded {
+		internedSize.Add(1)
+	}
+	return v.(string)
 }

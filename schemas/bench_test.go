@@ -1,0 +1,125 @@
+package schemas
+
+import (
+	"fmt"
+	"io/fs"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/fixtures"
+)
+
+// BenchmarkLoad validates a fleet of one class and n generated clusters of
+// ~30 lines, each in its own file, with Load (parallel ParseFile + Check +
+// the init fleet's policy). It reports objects/s and peak-heap-MiB: the
+// largest heap (live and not yet swept objects, runtime/metrics
+// /memory/classes/heap/objects:bytes) seen by a sampler every millisecond
+// during the run, and sys-MiB: memory obtained from the OS by the end.
+func BenchmarkLoad(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
+			files := generatedFleet(b, n)
+			runtime.GC()
+			peak := startPeakSampler()
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				if _, errs := Load(files); len(errs) > 0 {
+					b.Fatalf("generated fleet has errors:\n%v", errs[:min(len(errs), 5)])
+				}
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			heap := peak()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "objects/s")
+			b.ReportMetric(float64(heap)/(1<<20), "peak-heap-MiB")
+			b.ReportMetric(float64(ms.Sys)/(1<<20), "sys-MiB")
+		})
+	}
+}
+
+// startPeakSampler samples the heap every millisecond until the returned
+// function is called, which returns the largest sample.
+func startPeakSampler() func() uint64 {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var peak uint64
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	wg.Go(func() {
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			peak = max(peak, sample[0].Value.Uint64())
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() uint64 {
+		close(stop)
+		wg.Wait()
+		return peak
+	}
+}
+
+// generatedFleet is the init fleet plus n clusters of the standard class.
+func generatedFleet(tb testing.TB, n int) []File {
+	var files []File
+	err := fs.WalkDir(fixtures.Init(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(fixtures.Init(), p)
+		files = append(files, File{Path: p, Data: data})
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range n {
+		env := []string{"dev", "staging", "prod"}[i%3]
+		files = append(files, File{Path: fmt.Sprintf("clusters/gen/c-%05d.yaml", i), Data: fmt.Appendf(nil, `# generated cluster %[1]d
+apiVersion: gitfleet.io/v1alpha1
+kind: Cluster
+metadata:
+  name: c-%05[1]d
+  labels:
+    env: %[2]s
+    region: eu-%[3]d
+spec:
+  clusterNetwork:
+    pods:
+      cidrBlocks: [10.244.0.0/16]
+    services:
+      cidrBlocks: [10.96.0.0/12]
+    serviceDomain: cluster.local
+  topology:
+    class: standard
+    version: v1.31.2
+    controlPlane:
+      replicas: 3
+    workers:
+      machineDeployments:
+        - class: default-worker
+          name: md-0
+          replicas: %[4]d
+          failureDomain: zone-a
+        - class: default-worker
+          name: md-1
+          replicas: 2
+          failureDomain: zone-b
+    variables:
+      - name: workerCPUs
+        value: %[5]d
+`, i, env, i%4, i%7, 1+i%16)})
+	}
+	return files
+}
