@@ -65,7 +65,7 @@ func TestFilesFollowsFleetConfigPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rev.Rejected() || len(rev.Errors) == 0 || !strings.Contains(rev.Errors[0].Error(), "gitfleet.yaml: spec.paths[0]: \"fleet/clsuters\" does not exist") {
-		t.Errorf("errors = %v, want gitfleet.yaml: spec.paths[0] does not exist", rev.Errors)
+	if !rev.Rejected() || len(rev.Errors) == 0 || !strings.Contains(rev.Errors[0].Error(), "gitfleet.yaml: spec.paths[0]: \"fleet/clsuters\" matches no YAML file") {
+		t.Errorf("errors = %v, want gitfleet.yaml: spec.paths[0] matches no YAML file", rev.Errors)
 	}
 }

@@ -43,6 +43,7 @@ func (in *input) load() error {
 type fleetPaths struct {
 	paths    []string // repository-relative folders or files; [""] is the whole tree
 	policies string
+	explicit bool // paths came from gitfleet.yaml
 }
 
 // readConfig reads spec.paths and spec.policies from gitfleet.yaml. A file
@@ -66,7 +67,7 @@ func readConfig(s *snapshot) (fleetPaths, error) {
 		return fp, nil
 	}
 	if len(doc.Spec.Paths) > 0 {
-		fp.paths = doc.Spec.Paths
+		fp.paths, fp.explicit = doc.Spec.Paths, true
 	}
 	if doc.Spec.Policies != "" {
 		fp.policies = doc.Spec.Policies
@@ -145,10 +146,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 			raw = append(raw, p)
 			continue
 		}
-		if !s.isDir(p) {
-			errs = append(errs, schemas.Error{Path: ConfigFile, Field: field, Message: fmt.Sprintf("%q does not exist at this revision; fix the path or remove it", want)})
-			continue
-		}
+		matched := false
 		for _, f := range s.under(p) {
 			if hidden(strings.TrimPrefix(f, p)) || !isYAML(f) || f == ConfigFile {
 				continue
@@ -157,6 +155,11 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 				kdirs = append(kdirs, path.Dir(f))
 			}
 			raw = append(raw, f)
+			matched = true
+		}
+		if !matched && fp.explicit {
+			// The words of schemas.Load, so both commands say the same.
+			errs = append(errs, schemas.Error{Path: ConfigFile, Field: field, Message: fmt.Sprintf("%q matches no YAML file: fix the path or remove it", want)})
 		}
 	}
 	ks, err := planKustomizations(s, kdirs)
