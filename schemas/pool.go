@@ -8,7 +8,7 @@ import (
 // dropped: a context keeps every value built in it, so a long-lived one grows
 // without bound (MEASUREMENTS.md). Compiling the schema takes ~1 ms, so a
 // short life costs little and keeps memory flat.
-const rotateAfter = 100
+const rotateAfter = 250
 
 // validators hands each goroutine a compiled schema of its own; a cue.Context
 // is not safe for concurrent use, and sync.Pool keeps one per P.
