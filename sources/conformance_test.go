@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gitfleet/gitfleet/fixtures"
@@ -37,6 +38,8 @@ func TestValidateAgreesWithSchemasLoadOnFixtures(t *testing.T) {
 				files = append(files, schemas.File{Path: p, Data: data})
 				content[p] = string(data)
 			}
+			// In path order, as schemas.ReadDir returns them.
+			slices.SortFunc(files, func(a, b schemas.File) int { return strings.Compare(a.Path, b.Path) })
 			_, want := schemas.Load(files)
 			if len(want) == 0 {
 				t.Fatalf("schemas.Load finds no error in a broken fixture")
