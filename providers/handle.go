@@ -104,15 +104,15 @@ func (w *Worker) event(task *wire.Task, phase wire.Phase) wire.Event {
 	}
 }
 
-// publish sends an event asynchronously. Its message ID is task ID + phase,
-// so a redelivered task does not store the same event twice.
+// publish sends an event asynchronously. Events carry no message ID: they
+// report state, so the copy a redelivered task may publish is harmless, and
+// without the header the event path costs less.
 func (w *Worker) publish(ev *wire.Event) (jetstream.PubAckFuture, error) {
 	data, err := wire.Encode(ev)
 	if err != nil {
 		return nil, err
 	}
-	return w.js.PublishAsync(wire.EventSubject(ev.Cluster, ev.Machine), data,
-		jetstream.WithMsgID(ev.TaskID+":"+string(ev.Phase)), jetstream.WithStallWait(w.o.AckWait/3))
+	return w.js.PublishAsync(wire.EventSubject(ev.Cluster, ev.Machine), data, w.stall)
 }
 
 // acker acknowledges tasks in the order their events were published, once

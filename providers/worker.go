@@ -21,6 +21,8 @@ type Worker struct {
 	p    Provider
 	o    WorkerOptions
 	cons jetstream.Consumer
+	// stall is how long an event publish may wait for room among pending ones.
+	stall jetstream.PublishOpt
 
 	malformed, succeeded, failed, retried atomic.Uint64
 
@@ -57,7 +59,8 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, p Provider, opts Wor
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %s: %w", ErrWorker, o.Durable, err)
 	}
-	return &Worker{js: js, p: p, o: o, cons: cons, stop: make(chan struct{}), done: make(chan struct{})}, nil
+	return &Worker{js: js, p: p, o: o, cons: cons, stall: jetstream.WithStallWait(o.AckWait / 3),
+		stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // Stats returns the worker's counters.
