@@ -164,6 +164,13 @@ func (p *Provider) start(m wire.Machine, dir string, spec Spec) (int, error) {
 	args = append(args, p.o.NATS.Args(p.o.NATSURL)...)
 	cmd := exec.Command(p.o.Binary, args...)
 	cmd.Dir = dir
+	cmd.Env = os.Environ() // secrets reach the node here, never on its command line
+	if p.o.NATS.Password != "" {
+		cmd.Env = append(cmd.Env, "GITFLEET_NATS_PASSWORD="+p.o.NATS.Password)
+	}
+	if p.o.NATS.Token != "" {
+		cmd.Env = append(cmd.Env, "GITFLEET_NATS_TOKEN="+p.o.NATS.Token)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // outlives the worker
 	p.o.Log.Info().Str("cluster", m.Cluster).Str("machine", m.Name).Str("dir", dir).Msg("starting node")

@@ -7,15 +7,18 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/local"
+	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/providers/providertest"
 	"github.com/gitfleet/gitfleet/providers/wire"
@@ -201,5 +204,48 @@ func TestDeleteKillsANodeThatIgnoresSIGTERM(t *testing.T) {
 	}
 	if got := nodePIDs(t, state); len(got) != 0 {
 		t.Errorf("node processes after Delete: %v", got)
+	}
+}
+
+// A node reaches a NATS that wants a token even when the worker got the
+// token as a value, not from the environment: it never appears in ps.
+func TestNodeGetsTheTokenThroughItsEnvironment(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, Authorization: "s3cret", NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := nats.Connect(s.ClientURL(), nats.Token("s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	beats, err := nc.SubscribeSync(wire.HeartbeatSubject("c1", "m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	state := t.TempDir()
+	p, err := local.New(local.Options{StateDir: state, Binary: binary, NATSURL: s.ClientURL(), NATS: natsbus.Options{Token: "s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killNodes(t, state) })
+	m := providertest.Machine(p, "c1", "m")
+	m.Spec = json.RawMessage(`{"heartbeatInterval": "100ms"}`)
+	if _, err := p.Create(ctx(t), m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := beats.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("no heartbeat from a node that needs a token: %v", err)
+	}
+	for _, pid := range nodePIDs(t, state) {
+		if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline")); strings.Contains(string(b), "s3cret") {
+			t.Errorf("the token is on the node's command line: %q", b)
+		}
 	}
 }
