@@ -341,7 +341,13 @@ func build(s *snapshot, dir string, files []string) ([]input, error) {
 	for _, src := range order {
 		data := byFile[src].Bytes()
 		sum := sha256.Sum256(data)
-		out = append(out, input{File: schemas.File{Path: src, Data: data}, key: hex.EncodeToString(sum[:]) + " " + src})
+		in := input{File: schemas.File{Path: src, Data: data}, key: hex.EncodeToString(sum[:]) + " " + src}
+		if src != root {
+			if in.origin, err = s.readFile(src); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, in)
 	}
 	return out, nil
 }

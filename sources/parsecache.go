@@ -72,6 +72,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	}
 	fleet, cerrs := schemas.Check(objs, pols)
 	errs = append(errs, cerrs...)
+	newSourceLines(ins).fix(errs)
 	sortErrors(errs)
 	return fleet, errs, nil
 }

@@ -21,6 +21,9 @@ type input struct {
 	schemas.File
 	key  string
 	read func() ([]byte, error)
+	// origin is the source file of a kustomize-rendered input, whose
+	// lines errors are mapped back to; nil for files read as they are.
+	origin []byte
 }
 
 // load reads the file's content if it was not read yet.
