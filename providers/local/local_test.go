@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/gitfleet/gitfleet/providers"
@@ -210,16 +209,8 @@ func TestDeleteKillsANodeThatIgnoresSIGTERM(t *testing.T) {
 // A node reaches a NATS that wants a token even when the worker got the
 // token as a value, not from the environment: it never appears in ps.
 func TestNodeGetsTheTokenThroughItsEnvironment(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, Authorization: "s3cret", NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := nats.Connect(s.ClientURL(), nats.Token("s3cret"))
+	url := natstest.StartWithToken(t, "s3cret")
+	nc, err := nats.Connect(url, nats.Token("s3cret"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +221,7 @@ func TestNodeGetsTheTokenThroughItsEnvironment(t *testing.T) {
 	}
 
 	state := t.TempDir()
-	p, err := local.New(local.Options{StateDir: state, Binary: binary, NATSURL: s.ClientURL(), NATS: natsbus.Options{Token: "s3cret"}})
+	p, err := local.New(local.Options{StateDir: state, Binary: binary, NATSURL: url, NATS: natsbus.Options{Token: "s3cret"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/providers/wire"
 )
 
@@ -103,22 +103,13 @@ func TestPublishRejectsATaskWithoutProvider(t *testing.T) {
 }
 
 func TestConnectWithToken(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, Authorization: "s3cret", NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-
-	_, err = natsbus.Connect(ctx(t), s.ClientURL(), natsbus.Options{Token: "wrong"}, zerolog.Nop())
-	if !errors.Is(err, natsbus.ErrConnect) || !strings.Contains(err.Error(), s.ClientURL()) {
+	url := natstest.StartWithToken(t, "s3cret")
+	_, err := natsbus.Connect(ctx(t), url, natsbus.Options{Token: "wrong"}, zerolog.Nop())
+	if !errors.Is(err, natsbus.ErrConnect) || !strings.Contains(err.Error(), url) {
 		t.Errorf("wrong token: %v; want ErrConnect naming the URL", err)
 	}
 	t.Setenv("GITFLEET_NATS_TOKEN", "s3cret")
-	nc, err := natsbus.Connect(ctx(t), s.ClientURL(), natsbus.Options{}, zerolog.Nop())
+	nc, err := natsbus.Connect(ctx(t), url, natsbus.Options{}, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("token from $GITFLEET_NATS_TOKEN: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -76,4 +77,20 @@ func Connect(tb testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 		tb.Fatal(err)
 	}
 	return nc, js
+}
+
+// StartWithToken starts a plain nats-server (no JetStream) that accepts
+// only clients presenting token, and returns its URL. Shut down on cleanup.
+func StartWithToken(tb testing.TB, token string) string {
+	tb.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, Authorization: token, NoSigs: true, NoLog: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		tb.Fatal("nats-server with token auth not ready after 10s")
+	}
+	tb.Cleanup(s.Shutdown)
+	return s.ClientURL()
 }
