@@ -14,7 +14,20 @@
 //
 // Location is a local path (working or bare repository, read in place), a
 // file://, http(s):// or ssh:// URL, or git@host:path. Remote repositories
-// are cloned bare into DataDir/repos once; Repo.Fetch updates the clone.
+// are cloned bare into DataDir/repos once; Resolve, Files and Revision read
+// what the clone holds, and Repo.Fetch updates it.
+//
+// Following a branch:
+//
+//	src, err := sources.Watch(ctx, repo, sources.WatchOptions{Branch: "main"})
+//	defer src.Close()
+//	hook, err := src.Webhook(secret)        // mount on sources.WebhookPath
+//	for rev := range src.Revisions() { ... } // each new head, good or rejected
+//	good := src.Current()                    // last good revision
+//
+// Local repositories are watched with fsnotify, remote ones polled (with
+// jitter and backoff) and fetched at once on a signed webhook. Decisions
+// are written down in docs/sources.md.
 //
 // A Revision with Err set is a rejected revision (validation errors or a bad
 // signature), not a failure: the error result of Revision is for Git and

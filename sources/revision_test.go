@@ -69,3 +69,23 @@ func TestFilesFollowsFleetConfigPaths(t *testing.T) {
 		t.Errorf("errors = %v, want gitfleet.yaml: spec.paths[0] matches no YAML file", rev.Errors)
 	}
 }
+
+// git gc in a watched working repository repacks objects under the open
+// object store; new commits after it are still read.
+func TestReadsAfterGitGC(t *testing.T) {
+	ctx := context.Background()
+	work := gittest.NewRepo(t)
+	work.Commit("one", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a")})
+	r := open(t, work.Dir)
+	if rev, err := r.Revision(ctx, "main"); err != nil || rev.Rejected() {
+		t.Fatalf("before gc: %v %v", err, rev.Err)
+	}
+	for i, name := range []string{"b", "c"} {
+		work.Commit("add "+name, map[string]string{"clusters/" + name + ".yaml": cluster(name)})
+		work.Git("gc", "-q", "--prune=now")
+		rev, err := r.Revision(ctx, "main")
+		if err != nil || rev.Rejected() || len(rev.Fleet.Clusters) != i+2 {
+			t.Fatalf("after gc %d: %v %v", i+1, err, rev)
+		}
+	}
+}
