@@ -48,7 +48,7 @@ type Source struct {
 }
 
 // Watch starts following opts.Branch of repo; the first head is read at
-// once. Close stops it; the caller still owns repo.
+// once. It runs until ctx ends or Close; the caller still owns repo.
 func Watch(ctx context.Context, repo *Repo, opts WatchOptions) (*Source, error) {
 	if opts.Branch == "" {
 		opts.Branch = "main"
@@ -82,7 +82,7 @@ func Watch(ctx context.Context, repo *Repo, opts WatchOptions) (*Source, error) 
 			return nil, err
 		}
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	runCtx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	go s.run(runCtx, refs)
 	return s, nil
