@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -21,22 +22,56 @@ func validateCUE(c *compiled, path string, d *doc, kind string, m map[string]any
 		return data, nil
 	}
 	var out []Error
-	seen := map[string]bool{}
-	for _, e := range cueerrors.Errors(err) {
-		sels := e.Path()
-		if len(sels) > 0 && strings.HasPrefix(sels[0], "#") {
-			sels = sels[1:]
+	for _, g := range groupErrors(err, m, 1) {
+		if strings.Contains(g.msg, "field not allowed") {
+			continue // unknown fields come from shapes, all of them
 		}
-		field, cpath := fieldPath(m, sels)
-		format, args := e.Msg()
-		raw := fmt.Sprintf(format, args...)
-		if seen[field] || strings.Contains(raw, "field not allowed") {
-			continue // one message per field; unknown fields come from shapes
-		}
-		seen[field] = true
-		out = append(out, d.errorAt(path, field, message(v, cpath, d, field, raw)))
+		out = append(out, d.errorAt(path, g.field, message(v, g.path, d, g.field, g.msg)))
 	}
 	return data, out
+}
+
+// cueError is CUE's verdict on one field.
+type cueError struct {
+	field string   // dotted, list elements as [i]
+	path  cue.Path // into the unified value
+	msg   string
+	first cueerrors.Error
+}
+
+var disjunctionRE = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
+
+// groupErrors gives one message per field, in CUE's order. skip drops the
+// leading selectors that are not part of the document (#Cluster, or the
+// policy's kind field). "N errors in empty disjunction" is replaced by the
+// reasons that follow it.
+func groupErrors(err error, data any, skip int) []cueError {
+	var out []cueError
+	index := map[string]int{}
+	for _, e := range cueerrors.Errors(err) {
+		sels := e.Path()
+		sels = sels[min(skip, len(sels)):]
+		field, cpath := fieldPath(data, sels)
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		i, ok := index[field]
+		if !ok {
+			index[field] = len(out)
+			out = append(out, cueError{field: field, path: cpath, msg: msg, first: e})
+			continue
+		}
+		g := &out[i]
+		switch {
+		case disjunctionRE.MatchString(g.msg):
+			g.msg = msg
+		case strings.Contains(g.msg, msg):
+		default:
+			if len(g.msg) < 300 {
+				g.msg += "; " + msg
+			}
+		}
+	}
+	return out
 }
 
 // fieldPath turns CUE's path selectors into the dotted form used in errors

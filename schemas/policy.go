@@ -153,21 +153,10 @@ func policyFileErrors(path string, err error) []Error {
 // policy's line.
 func policyViolations(policyPath string, o *Object, u cue.Value, err error) []Error {
 	var out []Error
-	seen := map[string]bool{}
-	for _, e := range cueerrors.Errors(err) {
-		sels := e.Path()
-		if len(sels) > 0 {
-			sels = sels[1:] // the policy's kind field
-		}
-		field, cpath := fieldPath(o.Raw, sels)
-		if seen[field] {
-			continue
-		}
-		seen[field] = true
-		format, args := e.Msg()
-		msg := fmt.Sprintf(format, args...)
-		raw, written := lookupRaw(o.Raw, cpath)
-		help, hasHelp := helpFor(u, cpath, nil)
+	for _, g := range groupErrors(err, o.Raw, 1) {
+		msg := g.msg
+		raw, written := lookupRaw(o.Raw, g.path)
+		help, hasHelp := helpFor(u, g.path, nil)
 		switch {
 		case !written && hasHelp:
 			msg = "is not set; it " + help
@@ -177,10 +166,10 @@ func policyViolations(policyPath string, o *Object, u cue.Value, err error) []Er
 			msg = describe(raw) + " " + help
 		}
 		where := policyPath
-		if pos := policyPos(policyPath, e, u.LookupPath(cpath)); pos.IsValid() {
+		if pos := policyPos(policyPath, g.first, u.LookupPath(g.path)); pos.IsValid() {
 			where = fmt.Sprintf("%s:%d", policyPath, pos.Line())
 		}
-		out = append(out, objectError(o, field, fmt.Sprintf("violates policy %s: %s", where, msg)))
+		out = append(out, objectError(o, g.field, fmt.Sprintf("violates policy %s: %s", where, msg)))
 	}
 	return out
 }

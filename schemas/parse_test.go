@@ -1,0 +1,148 @@
+package schemas
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+const header = "apiVersion: gitfleet.io/v1alpha1\n"
+
+// errLines formats errors one per line, for comparison.
+func errLines(es Errors) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+func TestParseFileMultiDocumentAnchorsAndComments(t *testing.T) {
+	src := `# two health checks sharing settings through an anchor
+` + header + `kind: MachineHealthCheck
+metadata: {name: a}
+spec: &common
+  clusterName: dev-1   # trailing comment
+  nodeStartupTimeout: 10m
+  maxUnhealthy: 40%
+---
+---
+# an empty document above is skipped
+` + header + `kind: MachineHealthCheck
+metadata: {name: b}
+spec:
+  <<: *common
+  clusterName: prod-1
+`
+	objs, errs := ParseFile(File{Path: "hc.yaml", Data: []byte(src)})
+	if len(errs) > 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	if len(objs) != 2 {
+		t.Fatalf("got %d objects, want 2", len(objs))
+	}
+	b := objs[1].Value.(*v1alpha1.MachineHealthCheck)
+	if b.Spec.ClusterName != "prod-1" || b.Spec.NodeStartupTimeout.Minutes() != 10 || b.Spec.MaxUnhealthy.String() != "40%" {
+		t.Errorf("merged spec = %+v", b.Spec)
+	}
+	if objs[1].Source != (v1alpha1.Source{Path: "hc.yaml", Line: 12}) {
+		t.Errorf("second document source = %v, want hc.yaml:12", objs[1].Source)
+	}
+	if got := objs[0].Lines["spec.nodeStartupTimeout"]; got != (Pos{7, 3}) {
+		t.Errorf("Lines[spec.nodeStartupTimeout] = %v, want 7:3", got)
+	}
+}
+
+func TestParseFileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      []string
+	}{
+		{"not yaml", "kind: Cluster\n  bad: [\n", []string{"f.yaml:2: not valid YAML: mapping values are not allowed in this context"}},
+		{"plain text", "These are my notes.\n", []string{`f.yaml:1:1: not a fleet document: found "These are my notes." where a YAML mapping with apiVersion and kind was expected`}},
+		{"binary", "\x00\x01\x02", []string{"f.yaml: not valid YAML: control characters are not allowed"}},
+		{"duplicate key", header + "kind: MachineHealthCheck\nmetadata: {name: a}\nspec: {clusterName: x}\nspec: {clusterName: y}\n",
+			[]string{`f.yaml:5:1: spec: duplicate key "spec": remove one`}},
+		{"alias cycle", "a: &a [*a]\n", []string{
+			"f.yaml:1:1: document has no kind: add kind: one of ClusterClass, Cluster, MachineDeployment, MachineHealthCheck, FleetConfig",
+			"f.yaml:1:8: a[0][0]: alias *a refers to itself",
+		}},
+		{"no apiVersion", "kind: Cluster\nmetadata: {name: a}\n", []string{"f.yaml:1:1: document has no apiVersion: add apiVersion: gitfleet.io/v1alpha1"}},
+		{"kind not a string", header + "kind: [Cluster]\n", []string{`f.yaml:2:1: kind: unknown kind a list; gitfleet reads ClusterClass, Cluster, MachineDeployment, MachineHealthCheck, FleetConfig`}},
+		{"every error of a document", header + "kind: MachineHealthCheck\nmetadata: {name: A}\nspec:\n  clusterName: x\n  unhealthyTimeout: soon\n  maxUnhealthy: -1\n  extra: 1\n", []string{
+			`f.yaml:3:12: metadata.name: "A" is not a DNS-1123 name: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters`,
+			`f.yaml:6:3: spec.unhealthyTimeout: "soon" is not a duration like "10m" or "90s"`,
+			`f.yaml:7:3: spec.maxUnhealthy: -1 is neither a count nor a percentage like "40%"`,
+			`f.yaml:8:3: spec.extra: unknown field "extra"; allowed here: clusterName, maxUnhealthy, nodeStartupTimeout, selector, unhealthyTimeout`,
+		}},
+		{"required field", header + "kind: MachineHealthCheck\nmetadata: {name: a}\nspec: {}\n", []string{"f.yaml:4:1: spec.clusterName: is required"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := ParseFile(File{Path: "f.yaml", Data: []byte(tc.src)})
+			if d := cmp.Diff(tc.want, errLines(errs)); d != "" {
+				t.Errorf("errors (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestParseFileAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 10; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d [*a%d, *a%[3]d, *a%[3]d, *a%[3]d, *a%[3]d, *a%[3]d, *a%[3]d, *a%[3]d, *a%[3]d, *a%[3]d]\n", i, i, i-1)
+	}
+	_, errs := ParseFile(File{Path: "bomb.yaml", Data: []byte(b.String())})
+	if len(errs) == 0 || !strings.Contains(errs.Error(), "more than") {
+		t.Fatalf("want a too-many-values error, got %v", errs)
+	}
+}
+
+// TestParseFileConcurrent: the sources package calls ParseFile from many
+// goroutines (-race checks the pooled contexts).
+func TestParseFileConcurrent(t *testing.T) {
+	var files []File
+	for _, f := range generatedFleet(t, 60) {
+		if strings.HasSuffix(f.Path, ".yaml") && f.Path != ConfigFile {
+			files = append(files, f)
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := g; i < len(files); i += 4 {
+				if _, errs := ParseFile(files[i]); len(errs) > 0 {
+					t.Errorf("%s: %v", files[i].Path, errs)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestProviderSpecs(t *testing.T) {
+	md := func(provider, spec string) File {
+		return File{Path: "md.yaml", Data: []byte(header + "kind: MachineDeployment\nmetadata: {name: extra}\nspec:\n  clusterName: dev-1\n  template:\n    provider: " + provider + "\n    spec: " + spec + "\n")}
+	}
+	for _, tc := range []struct {
+		provider, spec string
+		want           []string
+	}{
+		{"local", "{cpus: 2, memory: 512Mi, heartbeatInterval: 1s, startupDelay: 100ms}", nil},
+		{"inmemory", "{provisioningDelay: 10ms, provisioningDelayMax: 1s, failureRate: 0.1}", nil},
+		{"inmemory", "{failureRate: 2}", []string{"md.yaml:8:12: spec.template.spec.failureRate: 2 is not a failure rate between 0 and 1"}},
+		{"inmemory", "{cpus: 2}", []string{`md.yaml:8:12: spec.template.spec.cpus: unknown field "cpus"; allowed here: failureRate, provisioningDelay, provisioningDelayMax`}},
+		{"local", "{cpus: 0}", []string{"md.yaml:8:12: spec.template.spec.cpus: 0 is not a CPU count >= 1"}},
+		{"lokal", "{}", []string{`md.yaml:7:5: spec.template.provider: unknown provider "lokal"; did you mean "local"? (known providers: inmemory, local)`}},
+	} {
+		_, errs := ParseFile(md(tc.provider, tc.spec))
+		if d := cmp.Diff(tc.want, errLines(errs)); d != "" {
+			t.Errorf("%s %s (-want +got):\n%s", tc.provider, tc.spec, d)
+		}
+	}
+}
