@@ -2,7 +2,6 @@ package providers
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,7 +20,7 @@ type pendingAck struct {
 
 // handle runs one task: decode, provider call with in-progress acks, then
 // the outcome event; the ack itself is left to the acker.
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, acks chan<- pendingAck) {
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, slot *progress, acks chan<- pendingAck) {
 	task, err := decodeTask(msg.Data())
 	if err == nil && !onSubject(msg.Subject(), w.p.Name(), task.Machine.Cluster, task.Machine.Name) {
 		err = errMismatch(msg.Subject(), w.p.Name(), task)
@@ -43,14 +42,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, acks chan<- pend
 	w.o.Log.Debug().Str("task", task.ID).Str("op", string(task.Operation)).Str("cluster", task.Machine.Cluster).
 		Str("machine", task.Machine.Name).Int("attempt", attempt).Msg("task")
 
-	prog := w.startProgress(msg, &task, start)
+	slot.begin(msg, &task, start)
 	var inst Instance
 	if task.Operation == wire.OpCreate {
 		inst, err = w.p.Create(ctx, task.Machine)
 	} else {
 		err = w.p.Delete(ctx, task.Machine)
 	}
-	futs := prog.stop()
+	futs := slot.end()
 
 	switch {
 	case err == nil:
@@ -146,68 +145,4 @@ func (w *Worker) acker(acks <-chan pendingAck) {
 			_ = pa.msg.Ack()
 		}
 	}
-}
-
-// progress keeps JetStream from redelivering a task whose provider call is
-// still running (in-progress acks every AckWait/3), and publishes the
-// Provisioning/Deleting event once the call has taken ProgressAfter. One
-// timer serves both.
-type progress struct {
-	mu      sync.Mutex
-	stopped bool
-	timer   *time.Timer
-	futs    []jetstream.PubAckFuture
-}
-
-func (w *Worker) startProgress(msg jetstream.Msg, task *wire.Task, phase wire.Phase) *progress {
-	p := &progress{}
-	publish := func() {
-		ev := w.event(task, phase)
-		if f, err := w.publish(&ev); err == nil {
-			p.futs = append(p.futs, f)
-		}
-	}
-	if w.o.ProgressAfter < 0 {
-		publish()
-	}
-	every := w.o.AckWait / 3
-	start := time.Now()
-	nextAck := every
-	evDue := w.o.ProgressAfter >= 0
-	next := func() time.Duration {
-		if evDue {
-			return max(min(nextAck, w.o.ProgressAfter)-time.Since(start), 0)
-		}
-		return max(nextAck-time.Since(start), 0)
-	}
-	p.mu.Lock() // the timer may fire before p.timer is set
-	defer p.mu.Unlock()
-	p.timer = time.AfterFunc(next(), func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.stopped {
-			return
-		}
-		elapsed := time.Since(start)
-		if evDue && elapsed >= w.o.ProgressAfter {
-			evDue = false
-			publish()
-		}
-		if elapsed >= nextAck {
-			_ = msg.InProgress()
-			nextAck = elapsed + every
-		}
-		p.timer.Reset(next())
-	})
-	return p
-}
-
-// stop ends the progress timer and returns the futures of the events it
-// published; after stop returns, it publishes nothing more.
-func (p *progress) stop() []jetstream.PubAckFuture {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stopped = true
-	p.timer.Stop()
-	return p.futs
 }

@@ -99,18 +99,24 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	n := w.o.Concurrency
 	queues := make([]chan jetstream.Msg, n)
+	slots := make([]*progress, n)
 	var wg sync.WaitGroup
 	for i := range queues {
-		queues[i] = make(chan jetstream.Msg, 32)
+		queues[i], slots[i] = make(chan jetstream.Msg, 32), &progress{w: w}
 		wg.Add(1)
-		go func(q chan jetstream.Msg) { defer wg.Done(); w.shard(workCtx, q, stopped, acks) }(queues[i])
+		go func() { defer wg.Done(); w.shard(workCtx, queues[i], slots[i], stopped, acks) }()
 	}
+	tickCtx, tickStop := context.WithCancel(context.Background())
+	tickDone := make(chan struct{})
+	go func() { defer close(tickDone); w.tickProgress(tickCtx, slots) }()
 	closeStopped := sync.OnceFunc(func() { close(stopped) })
 	finish := func() {
 		closeStopped()
 		t := time.AfterFunc(w.o.DrainTimeout, workCancel)
 		wg.Wait()
 		t.Stop()
+		tickStop()
+		<-tickDone
 		close(acks)
 		<-ackDone
 	}
@@ -147,7 +153,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // shard runs the tasks of its machines one at a time, so events about one
 // machine are published in the order its tasks arrived.
-func (w *Worker) shard(ctx context.Context, q <-chan jetstream.Msg, stopped <-chan struct{}, acks chan<- pendingAck) {
+func (w *Worker) shard(ctx context.Context, q <-chan jetstream.Msg, slot *progress, stopped <-chan struct{}, acks chan<- pendingAck) {
 	for {
 		select {
 		case <-stopped:
@@ -166,7 +172,7 @@ func (w *Worker) shard(ctx context.Context, q <-chan jetstream.Msg, stopped <-ch
 				continue
 			default:
 			}
-			w.handle(ctx, m, acks)
+			w.handle(ctx, m, slot, acks)
 		}
 	}
 }
