@@ -96,7 +96,7 @@ func (s *shapes) walk(sh *shape, value any, p string, report func(field, parent 
 		if sh.fields == nil {
 			return // a type error; CUE reports it
 		}
-		for _, k := range sortedKeys(v) {
+		for k, x := range v { // errors are sorted by position later
 			fp := joinField(p, k)
 			sub, ok := sh.fields[k]
 			if sh.template && k == "spec" {
@@ -109,7 +109,7 @@ func (s *shapes) walk(sh *shape, value any, p string, report func(field, parent 
 				}
 				continue
 			}
-			s.walk(sub, v[k], fp, report)
+			s.walk(sub, x, fp, report)
 		}
 	case []any:
 		for i, x := range v {
@@ -133,5 +133,3 @@ func keys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
-
-func sortedKeys(m map[string]any) []string { return keys(m) }

@@ -36,6 +36,8 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
 // the documents before it are returned with the error.
 func splitYAML(path string, data []byte) ([]*doc, *Error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
+	// A field or list element per line is typical: size the maps once.
+	hint := min(bytes.Count(data, []byte{'\n'})+8, 64)
 	var docs []*doc
 	for {
 		var n yaml.Node
@@ -53,7 +55,7 @@ func splitYAML(path string, data []byte) ([]*doc, *Error) {
 		if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 			continue // an empty document: only comments, or a stray ---
 		}
-		d := &doc{line: root.Line, lines: map[string]Pos{}, vals: map[string]*yaml.Node{}}
+		d := &doc{line: root.Line, lines: make(map[string]Pos, hint), vals: make(map[string]*yaml.Node, hint)}
 		b := &docBuilder{path: path, d: d}
 		d.value = b.value(root, "", nil)
 		docs = append(docs, d)
