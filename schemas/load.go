@@ -21,7 +21,7 @@ func Load(files []File) (*v1alpha1.Fleet, Errors) {
 	var errs Errors
 	cfg, cfgObjs, cfgErrs := loadConfig(files)
 	errs = append(errs, cfgErrs...)
-	docs, pols, selErrs := selectFiles(files, cfg)
+	docs, pols, selErrs := selectFiles(files, cfg, cfgObjs)
 	errs = append(errs, selErrs...)
 	good, polErrs := compilePolicies(pols)
 	errs = append(errs, polErrs...)
@@ -83,7 +83,7 @@ func loadConfig(files []File) (v1alpha1.FleetConfigSpec, []Object, Errors) {
 // selectFiles picks the YAML documents under spec.paths (all of the tree
 // when empty) and the policy files (*.cue directly in spec.policies).
 // gitfleet.yaml and kustomization files are not fleet documents.
-func selectFiles(files []File, spec v1alpha1.FleetConfigSpec) (docs, pols []File, errs Errors) {
+func selectFiles(files []File, spec v1alpha1.FleetConfigSpec, cfgObjs []Object) (docs, pols []File, errs Errors) {
 	roots := make([]string, len(spec.Paths))
 	used := make([]bool, len(spec.Paths))
 	for i, p := range spec.Paths {
@@ -111,9 +111,9 @@ func selectFiles(files []File, spec v1alpha1.FleetConfigSpec) (docs, pols []File
 		}
 	}
 	for i, u := range used {
-		if !u {
-			errs = append(errs, Error{Path: ConfigFile, Field: fmt.Sprintf("spec.paths[%d]", i),
-				Message: fmt.Sprintf("%q matches no YAML file: fix the path or remove it", spec.Paths[i])})
+		if !u && len(cfgObjs) > 0 {
+			errs = append(errs, objectError(&cfgObjs[0], fmt.Sprintf("spec.paths[%d]", i),
+				fmt.Sprintf("%q matches no YAML file: fix the path or remove it", spec.Paths[i])))
 		}
 	}
 	return docs, pols, errs
