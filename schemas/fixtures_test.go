@@ -86,6 +86,22 @@ func TestInitFleetIsValid(t *testing.T) {
 	}
 }
 
+// TestLoadSkipsWhatIsNotAFleetDocument: Load gets every file of a revision
+// from the sources package, so it skips the same files ReadDir does.
+func TestLoadSkipsWhatIsNotAFleetDocument(t *testing.T) {
+	fleet, err := fixtures.Overlay(os.DirFS(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet["gitfleet.yaml"] = []byte(header + "kind: FleetConfig\n") // no spec.paths: the whole tree
+	fleet[".github/workflows/ci.yaml"] = []byte("on: push\n")
+	fleet["clusters/kustomization.yaml"] = []byte("resources: [dev-1.yaml]\n")
+	fleet["README.md"] = []byte("# fleet\n")
+	if _, errs := Load(filesOf(fleet)); len(errs) > 0 {
+		t.Fatalf("errors:\n%v", errs)
+	}
+}
+
 func filesOf(m map[string][]byte) []File {
 	var files []File
 	for p, data := range m {

@@ -119,10 +119,15 @@ func selectFiles(files []File, spec v1alpha1.FleetConfigSpec, cfgObjs []Object) 
 	return docs, pols, errs
 }
 
-// isFleetYAML reports whether a repository path may hold fleet documents.
+// isFleetYAML reports whether a repository path may hold fleet documents:
+// YAML, not in a dot folder (.github), not gitfleet.yaml, not a
+// kustomization.
 func isFleetYAML(p string) bool {
 	ext := path.Ext(p)
 	if ext != ".yaml" && ext != ".yml" {
+		return false
+	}
+	if strings.HasPrefix(p, ".") || strings.Contains(p, "/.") {
 		return false
 	}
 	base := path.Base(p)
