@@ -46,17 +46,9 @@ func (c *checker) errorAt(o *Object, field, format string, args ...any) {
 	c.errs = append(c.errs, objectError(o, field, fmt.Sprintf(format, args...)))
 }
 
-// objectError is an error at field's line in o, or its nearest written
-// ancestor's, or the document's start.
+// objectError is an error at field's line in o.
 func objectError(o *Object, field, msg string) Error {
-	e := Error{Path: o.Source.Path, Line: o.Source.Line, Col: 1, Field: field, Message: msg}
-	for p := field; p != ""; p = parentField(p) {
-		if pos, ok := o.Lines[p]; ok {
-			e.Line, e.Col = pos.Line, pos.Col
-			break
-		}
-	}
-	return e
+	return errorNear(o.Source.Path, o.Source.Line, o.Lines, field, msg)
 }
 
 // index records the first object of each kind and name and reports repeats.

@@ -198,12 +198,17 @@ func describe(v any) string {
 	}
 }
 
-// errorAt makes an error at field's position, or its nearest written
-// ancestor's, or the document's start.
+// errorAt makes an error at field's position in d.
 func (d *doc) errorAt(path, field, msg string) Error {
-	e := Error{Path: path, Line: d.line, Col: 1, Field: field, Message: msg}
+	return errorNear(path, d.line, d.lines, field, msg)
+}
+
+// errorNear makes an error at field's position, or its nearest written
+// ancestor's, or the document's start.
+func errorNear(path string, docLine int, lines map[string]Pos, field, msg string) Error {
+	e := Error{Path: path, Line: docLine, Col: 1, Field: field, Message: msg}
 	for p := field; p != ""; p = parentField(p) {
-		if pos, ok := d.lines[p]; ok {
+		if pos, ok := lines[p]; ok {
 			e.Line, e.Col = pos.Line, pos.Col
 			break
 		}
