@@ -75,9 +75,9 @@ func shapeOf(v cue.Value, depth int) *shape {
 // allow.
 func (s *shapes) unknownFields(kind string, value any, d *doc, path string) []Error {
 	var errs []Error
-	s.walk(s.kinds[kind], value, "", func(field, parent string, allowed *shape) {
-		msg := fmt.Sprintf("unknown field %q", lastKey(field))
-		if sug := suggest(lastKey(field), keys(allowed.fields)); sug != "" {
+	s.walk(s.kinds[kind], value, "", func(field, key string, allowed *shape) {
+		msg := fmt.Sprintf("unknown field %q", key)
+		if sug := suggest(key, keys(allowed.fields)); sug != "" {
 			msg += fmt.Sprintf("; did you mean %q?", sug)
 		} else if len(allowed.fields) > 0 {
 			msg += "; allowed here: " + strings.Join(keys(allowed.fields), ", ")
@@ -87,7 +87,7 @@ func (s *shapes) unknownFields(kind string, value any, d *doc, path string) []Er
 	return errs
 }
 
-func (s *shapes) walk(sh *shape, value any, p string, report func(field, parent string, allowed *shape)) {
+func (s *shapes) walk(sh *shape, value any, p string, report func(field, key string, allowed *shape)) {
 	if sh == nil {
 		return
 	}
@@ -105,7 +105,7 @@ func (s *shapes) walk(sh *shape, value any, p string, report func(field, parent 
 			}
 			if !ok {
 				if !sh.open {
-					report(fp, p, sh)
+					report(fp, k, sh)
 				}
 				continue
 			}
@@ -116,13 +116,6 @@ func (s *shapes) walk(sh *shape, value any, p string, report func(field, parent 
 			s.walk(sh.elem, x, fmt.Sprintf("%s[%d]", p, i), report)
 		}
 	}
-}
-
-func lastKey(field string) string {
-	if i := strings.LastIndexByte(field, '.'); i >= 0 {
-		return field[i+1:]
-	}
-	return field
 }
 
 func keys[V any](m map[string]V) []string {
