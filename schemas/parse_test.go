@@ -146,3 +146,24 @@ func TestProviderSpecs(t *testing.T) {
 		}
 	}
 }
+
+func TestRolloutWaves(t *testing.T) {
+	src := header + `kind: ClusterClass
+metadata: {name: c}
+spec:
+  controlPlane: {machineTemplate: {provider: inmemory}}
+  rollout:
+    waves:
+      - {name: a, selector: {}, maxConcurrent: 0}
+      - {name: a, selector: {}, maxConcurrent: "0%"}
+`
+	_, errs := ParseFile(File{Path: "c.yaml", Data: []byte(src)})
+	want := []string{
+		`c.yaml:8:33: spec.rollout.waves[0].maxConcurrent: 0 would never start a cluster of this wave: use at least 1 (or "10%")`,
+		`c.yaml:9:10: spec.rollout.waves[1].name: duplicate wave "a": rename one`,
+		`c.yaml:9:33: spec.rollout.waves[1].maxConcurrent: 0% would never start a cluster of this wave: use at least 1 (or "10%")`,
+	}
+	if d := cmp.Diff(want, errLines(errs)); d != "" {
+		t.Errorf("errors (-want +got):\n%s", d)
+	}
+}

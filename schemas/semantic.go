@@ -24,6 +24,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 			checkTemplate(add, p+".template", md.Template)
 			checkStrategy(add, p+".strategy", md.Strategy)
 		}
+		checkRollout(add, o.Spec.Rollout)
 	case *v1alpha1.Cluster:
 		if r := o.Spec.Topology.ControlPlane.Replicas; r != nil && *r%2 == 0 {
 			add("spec.topology.controlPlane.replicas", "%d control-plane machines cannot keep etcd quorum through a failure: use an odd count (1, 3 or 5)", *r)
@@ -62,6 +63,24 @@ func checkStrategy(add addFunc, field string, s *v1alpha1.MachineDeploymentStrat
 	ru := s.RollingUpdate
 	if ru.MaxSurge.Scaled(100, true, 1) == 0 && ru.MaxUnavailable.Scaled(100, false, 0) == 0 {
 		add(field+".rollingUpdate", "maxSurge and maxUnavailable are both 0, so no machine can ever be replaced: set maxSurge: 1 (or maxUnavailable: 1)")
+	}
+}
+
+// checkRollout: wave names are unique and every wave can make progress.
+func checkRollout(add addFunc, r *v1alpha1.RolloutSpec) {
+	if r == nil {
+		return
+	}
+	names := map[string]bool{}
+	for i, w := range r.Waves {
+		p := fmt.Sprintf("spec.rollout.waves[%d]", i)
+		if names[w.Name] {
+			add(p+".name", "duplicate wave %q: rename one", w.Name)
+		}
+		names[w.Name] = true
+		if w.MaxConcurrent != nil && w.MaxConcurrent.Value == 0 {
+			add(p+".maxConcurrent", "%s would never start a cluster of this wave: use at least 1 (or \"10%%\")", w.MaxConcurrent)
+		}
 	}
 }
 
