@@ -22,9 +22,26 @@ func validateCUE(c *compiled, path string, d *doc, kind string, m map[string]any
 		return data, nil
 	}
 	var out []Error
+	missing := map[string]bool{}
 	for _, g := range groupErrors(err, m, 1) {
 		if strings.Contains(g.msg, "field not allowed") {
 			continue // unknown fields come from shapes, all of them
+		}
+		if _, written := d.vals[g.field]; !written {
+			// Report the outermost field that is missing: "spec: is
+			// required", not each field inside it.
+			f := g.field
+			for p := parentField(f); p != ""; p = parentField(p) {
+				if _, ok := d.vals[p]; ok {
+					break
+				}
+				f = p
+			}
+			if !missing[f] {
+				missing[f] = true
+				out = append(out, d.errorAt(path, f, "is required"))
+			}
+			continue
 		}
 		out = append(out, d.errorAt(path, g.field, message(v, g.path, d, g.field, g.msg)))
 	}
@@ -109,13 +126,14 @@ func fieldPath(data any, sels []string) (string, cue.Path) {
 	return b.String(), cue.MakePath(cs...)
 }
 
-// message says what is wrong with the value at field: the schema's @help
-// text after the value as written, "is required" for a missing field, or
-// CUE's own message.
+// message says what is wrong with the value written at field: the schema's
+// @help text after the value as written, or CUE's own message.
 func message(v cue.Value, p cue.Path, d *doc, field, raw string) string {
-	n, written := d.vals[field]
-	if !written {
-		return "is required"
+	n := d.vals[field]
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && strings.Contains(raw, "mismatched types") && strings.Contains(raw, "string") {
+		if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
+			return strconv.Quote(n.Value) + " is a string, not a number: remove the quotes"
+		}
 	}
 	if help, ok := helpFor(v, p, n); ok {
 		return shown(n) + " " + help

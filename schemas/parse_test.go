@@ -81,6 +81,9 @@ func TestParseFileErrors(t *testing.T) {
 			`f.yaml:8:3: spec.extra: unknown field "extra"; allowed here: clusterName, maxUnhealthy, nodeStartupTimeout, selector, unhealthyTimeout`,
 		}},
 		{"required field", header + "kind: MachineHealthCheck\nmetadata: {name: a}\nspec: {}\n", []string{"f.yaml:4:1: spec.clusterName: is required"}},
+		{"missing spec and metadata", header + "kind: MachineDeployment\n", []string{"f.yaml:1:1: metadata: is required", "f.yaml:1:1: spec: is required"}},
+		{"quoted number", header + "kind: MachineDeployment\nmetadata: {name: a}\nspec: {clusterName: x, replicas: \"3\", template: {provider: local}}\n",
+			[]string{`f.yaml:4:24: spec.replicas: "3" is a string, not a number: remove the quotes`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errs := ParseFile(File{Path: "f.yaml", Data: []byte(tc.src)})
