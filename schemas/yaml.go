@@ -120,7 +120,7 @@ func (b *docBuilder) value(n *yaml.Node, p string, seen []*yaml.Node) any {
 	case yaml.SequenceNode:
 		out := make([]any, len(n.Content))
 		for i, c := range n.Content {
-			out[i] = b.value(c, intern(p+"["+strconv.Itoa(i)+"]"), seen)
+			out[i] = b.value(c, internPath(p, "", i), seen)
 		}
 		return out
 	case yaml.MappingNode:
@@ -146,7 +146,7 @@ func (b *docBuilder) mapping(n *yaml.Node, p string, out map[string]any, seen []
 			b.errorf(k, p, "a key must be a plain string")
 			continue
 		}
-		fp := intern(joinField(p, k.Value))
+		fp := internPath(p, k.Value, -1)
 		if _, dup := out[k.Value]; dup {
 			if !merging {
 				b.errorf(k, fp, "duplicate key %q: remove one", k.Value)
@@ -239,22 +239,34 @@ func joinField(p, key string) string {
 }
 
 // interned holds field paths shared by many documents (spec.topology.class),
-// so 10,000 clusters' Lines maps share one copy of each key.
+// keyed by parent path and key or index, so 10,000 clusters' Lines maps
+// share one copy of each path and a hit builds no string.
 var (
-	interned     sync.Map
+	interned     sync.Map // pathKey -> string
 	internedSize atomic.Int64
 )
 
 const maxInterned = 1 << 16
 
-func intern(s string) string {
-	if v, ok := interned.Load(s); ok {
+type pathKey struct {
+	parent, key string
+	index       int // -1 for a map key
+}
+
+// internPath returns parent.key (index < 0) or parent[index].
+func internPath(parent, key string, index int) string {
+	k := pathKey{parent, key, index}
+	if v, ok := interned.Load(k); ok {
 		return v.(string)
+	}
+	s := joinField(parent, key)
+	if index >= 0 {
+		s = parent + "[" + strconv.Itoa(index) + "]"
 	}
 	if internedSize.Load() >= maxInterned || len(s) > 256 {
 		return s
 	}
-	v, loaded := interned.LoadOrStore(s, s)
+	v, loaded := interned.LoadOrStore(k, s)
 	if !loaded {
 		internedSize.Add(1)
 	}
