@@ -297,11 +297,26 @@ func (r *Reconciler) step(ctx context.Context) {
 	}
 	start := r.o.Now()
 	now := start
+	// A cluster's summary gates the other clusters of its class (waves):
+	// when one changes, they are planned again too.
+	moved := map[string]bool{}
 	for name := range r.dirty {
-		if dc := r.desired.Cluster(name); dc != nil {
-			r.sums[name] = planner.Summarize(dc, r.observed(name), now)
-		} else {
+		dc := r.desired.Cluster(name)
+		if dc == nil {
 			delete(r.sums, name)
+			continue
+		}
+		sum := planner.Summarize(dc, r.observed(name), now)
+		if old, ok := r.sums[name]; !ok || old != sum {
+			moved[dc.Class] = true
+		}
+		r.sums[name] = sum
+	}
+	if len(moved) > 0 {
+		for _, dc := range r.desired.Clusters {
+			if moved[dc.Class] {
+				r.dirty[dc.Name] = true
+			}
 		}
 	}
 	gates := planner.Rollouts(r.desired, r.sums)
