@@ -1,0 +1,456 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+
+	"github.com/gitfleet/gitfleet/reconciler/status"
+)
+
+// TestEndToEnd drives the real binary the way a user does: gitfleet init,
+// gitfleet up (embedded NATS, local provider, real node processes), commits
+// with the git CLI, a killed node, a broken commit, a daemon killed in the
+// middle of a rollout, a deleted cluster, and gitfleet history.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test builds the binary and runs real processes")
+	}
+	e := newE2E(t)
+
+	// Faster heartbeats and health checks than the example's, so the test
+	// does not wait 30s for a dead machine.
+	e.edit("classes/standard.yaml", func(s string) string {
+		return strings.ReplaceAll(s, "        memory: 2Gi\n", "        memory: 2Gi\n        heartbeatInterval: 300ms\n")
+	})
+	e.edit("clusters/prod-1.yaml", func(s string) string {
+		return strings.Replace(s, "unhealthyTimeout: 30s", "unhealthyTimeout: 3s", 1)
+	})
+	e.commit("Ada Lovelace", "test settings: fast heartbeats")
+
+	e.start()
+	e.waitConverged("initial fleet", fleetWant{"dev-1": {3, "v1.31.2"}, "prod-1": {6, "v1.31.2"}})
+
+	// Scale up: two more workers for dev-1.
+	e.edit("clusters/dev-1.yaml", func(s string) string { return strings.Replace(s, "replicas: 2", "replicas: 4", 1) })
+	scaleUp := e.commit("Grace Hopper", "dev-1: four workers")
+	e.waitConverged("scale up", fleetWant{"dev-1": {5, "v1.31.2"}, "prod-1": {6, "v1.31.2"}})
+
+	// A killed node is a real machine failure: the health check replaces it.
+	victim := e.nodeOf("prod-1", "md-0")
+	if err := syscall.Kill(victim.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("killed machine replaced", 60*time.Second, func() (bool, string) {
+		s := e.status()
+		c := s.Cluster("prod-1")
+		if c == nil {
+			return false, "no prod-1"
+		}
+		for _, m := range c.Machines {
+			if m.Name == victim.name {
+				return false, victim.name + " still listed as " + m.Phase
+			}
+		}
+		return e.converged(fleetWant{"dev-1": {5, "v1.31.2"}, "prod-1": {6, "v1.31.2"}})
+	})
+
+	// A broken commit is rejected; machines keep running on the last good
+	// revision and fleet.yaml names the commit and the error.
+	before := e.machineNames()
+	e.edit("clusters/dev-1.yaml", func(s string) string { return strings.Replace(s, "replicas: 4", "replicas: four", 1) })
+	bad := e.commit("Bob", "broken replicas")
+	e.waitFor("rejection in fleet.yaml", 30*time.Second, func() (bool, string) {
+		f := e.status().Fleet
+		if f.LastRejected == nil || f.LastRejected.Commit != bad {
+			return false, fmt.Sprintf("lastRejected %+v", f.LastRejected)
+		}
+		msg := strings.Join(f.LastRejected.Errors, "\n")
+		return strings.Contains(msg, "clusters/dev-1.yaml:") && strings.Contains(msg, "replicas"), msg
+	})
+	if f := e.status().Fleet; f.LastApplied == nil || f.LastApplied.Commit == bad {
+		t.Fatalf("lastApplied = %+v, want the last good commit", f.LastApplied)
+	}
+	if after := e.machineNames(); !equalStrings(before, after) {
+		t.Fatalf("machines changed after a rejected commit:\nbefore %v\nafter  %v", before, after)
+	}
+	e.edit("clusters/dev-1.yaml", func(s string) string { return strings.Replace(s, "replicas: four", "replicas: 4", 1) })
+	e.commit("Bob", "fix replicas")
+
+	// A version bump replaces every dev-1 machine, control plane first.
+	// The daemon is killed in the middle and started again.
+	// Nodes of the new template take a second to start, so the rollout is
+	// still going when the daemon dies.
+	e.edit("classes/standard.yaml", func(s string) string {
+		s = strings.Replace(s, "  version: v1.31.2", "  version: v1.32.0", 1)
+		s = strings.Replace(s, "        heartbeatInterval: 300ms\n", "        heartbeatInterval: 300ms\n        startupDelay: 1s\n", 1)
+		return strings.Replace(s, "            memory: 4Gi\n", "            memory: 4Gi\n            startupDelay: 1s\n", 1)
+	})
+	e.commit("Carol", "standard: Kubernetes v1.32.0")
+	e.waitFor("rollout under way", 30*time.Second, func() (bool, string) {
+		return strings.Contains(e.logText(), `to v1.32.0`), "no v1.32.0 task yet"
+	})
+	e.kill()
+	e.start()
+	// prod-1 pins v1.31.2 but takes the new template, in the second wave.
+	e.waitConverged("version bump after a daemon restart", fleetWant{"dev-1": {5, "v1.32.0"}, "prod-1": {6, "v1.31.2"}})
+	e.checkControlPlaneFirst("dev-1", "v1.32.0")
+
+	// Deleting a cluster's file removes its machine processes, workers first.
+	devNodes := e.nodes("dev-1")
+	if len(devNodes) != 5 {
+		t.Fatalf("dev-1 has %d node processes, want 5", len(devNodes))
+	}
+	e.git("rm", "-q", "clusters/dev-1.yaml")
+	e.commit("Dan", "retire dev-1")
+	e.waitFor("dev-1 deleted", 60*time.Second, func() (bool, string) {
+		if n := len(e.nodes("dev-1")); n > 0 {
+			return false, fmt.Sprintf("%d dev-1 nodes still running", n)
+		}
+		if e.status().Cluster("dev-1") != nil {
+			return false, "dev-1 still on the status branch"
+		}
+		return true, ""
+	})
+	e.checkWorkersDeletedFirst("dev-1")
+
+	// No duplicate and no orphan: the processes running are exactly the
+	// machines the status branch lists.
+	e.waitFor("processes match status", 20*time.Second, func() (bool, string) {
+		want := e.machineNames()
+		got := e.nodeNames()
+		return equalStrings(want, got), fmt.Sprintf("status %v, processes %v", want, got)
+	})
+
+	// The audit trail: the scale-up commit, its author and its transitions.
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"history", "dev-1", "--repo", e.repo}, &cmdEnv{stdout: &out, stderr: &errOut}); code != 0 {
+		t.Fatalf("history exit %d: %s", code, errOut.String())
+	}
+	h := out.String()
+	for _, want := range []string{"commit " + scaleUp[:7], "Grace Hopper", "replicas: 2 → 4", "status ", "created: Running"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("history dev-1 lacks %q:\n%s", want, h)
+		}
+	}
+}
+
+type e2e struct {
+	t       *testing.T
+	bin     string
+	dir     string
+	repo    string
+	data    string
+	logFile string
+	cmd     *exec.Cmd
+}
+
+type node struct {
+	cluster, name string
+	pid           int
+}
+
+func newE2E(t *testing.T) *e2e {
+	t.Helper()
+	dir := t.TempDir()
+	e := &e2e{t: t, dir: dir, bin: filepath.Join(dir, "gitfleet"), repo: filepath.Join(dir, "fleet"),
+		data: filepath.Join(dir, "data"), logFile: filepath.Join(dir, "up.log")}
+	build := exec.Command("go", "build", "-o", e.bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(e.bin, "init", e.repo).CombinedOutput(); err != nil {
+		t.Fatalf("gitfleet init: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		e.kill()
+		for _, n := range e.nodes("") {
+			_ = syscall.Kill(n.pid, syscall.SIGKILL)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(e.logFile)
+			lines := strings.Split(string(b), "\n")
+			t.Logf("last lines of gitfleet up:\n%s", strings.Join(lines[max(0, len(lines)-60):], "\n"))
+			for _, c := range e.status().Clusters {
+				b, _ := status.EncodeCluster(c)
+				t.Logf("status of %s:\n%s", c.Name, b)
+			}
+		}
+	})
+	return e
+}
+
+func (e *e2e) start() {
+	e.t.Helper()
+	f, err := os.OpenFile(e.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.cmd = exec.Command(e.bin, "up", "--repo", e.repo, "--data-dir", e.data, "--listen", "",
+		"--status-interval", "200ms", "--interval", "5s", "--json", "--log-level", "debug")
+	e.cmd.Stdout, e.cmd.Stderr = f, f
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	_ = f.Close()
+}
+
+// kill stops the daemon the hard way (SIGKILL): a crash, not a shutdown.
+func (e *e2e) kill() {
+	if e.cmd == nil || e.cmd.Process == nil {
+		return
+	}
+	_ = e.cmd.Process.Kill()
+	_ = e.cmd.Wait()
+	e.cmd = nil
+}
+
+func (e *e2e) logText() string {
+	b, _ := os.ReadFile(e.logFile)
+	return string(b)
+}
+
+func (e *e2e) git(args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = e.repo
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (e *e2e) edit(path string, f func(string) string) {
+	e.t.Helper()
+	p := filepath.Join(e.repo, path)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	next := f(string(b))
+	if next == string(b) {
+		e.t.Fatalf("edit of %s changed nothing", path)
+	}
+	if err := os.WriteFile(p, []byte(next), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// commit commits everything as author and returns the commit hash.
+func (e *e2e) commit(author, msg string) string {
+	e.t.Helper()
+	email := strings.ToLower(strings.Fields(author)[0]) + "@example.com"
+	e.git("-c", "user.name="+author, "-c", "user.email="+email, "commit", "-qam", msg)
+	return e.git("rev-parse", "HEAD")
+}
+
+func (e *e2e) status() *status.Snapshot {
+	e.t.Helper()
+	repo, err := git.PlainOpen(e.repo)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s, err := status.Read(repo, "gitfleet/status")
+	if err != nil {
+		return &status.Snapshot{}
+	}
+	return s
+}
+
+func (e *e2e) waitFor(what string, timeout time.Duration, cond func() (bool, string)) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		time.Sleep(200 * time.Millisecond)
+	}
+	e.t.Fatalf("%s: not reached within %s: %s", what, timeout, last)
+}
+
+// fleetWant is, per cluster, how many machines it must have at which version.
+type fleetWant map[string]struct {
+	machines int
+	version  string
+}
+
+// converged: the status branch reflects the repository's HEAD, and each
+// cluster has exactly its machines, all Running at its version, every pool
+// ready and up to date, and a node process per machine.
+func (e *e2e) converged(want fleetWant) (bool, string) {
+	s := e.status()
+	head := e.git("rev-parse", "HEAD")
+	if s.Fleet.LastApplied == nil || s.Fleet.LastApplied.Commit != head {
+		return false, fmt.Sprintf("status has not applied HEAD %s yet", head[:7])
+	}
+	for name, w := range want {
+		n, version := w.machines, w.version
+		c := s.Cluster(name)
+		switch {
+		case c == nil:
+			return false, name + " not on the status branch"
+		case len(c.Machines) != n:
+			return false, fmt.Sprintf("%s has %d machines, want %d", name, len(c.Machines), n)
+		case c.ControlPlane.Ready != c.ControlPlane.Desired:
+			return false, fmt.Sprintf("%s control plane %d/%d ready", name, c.ControlPlane.Ready, c.ControlPlane.Desired)
+		}
+		for _, m := range c.Machines {
+			if m.Phase != "Running" || m.Version != version {
+				return false, fmt.Sprintf("%s/%s is %s %s", name, m.Name, m.Phase, m.Version)
+			}
+		}
+		for _, d := range c.Deployments {
+			if d.Ready != d.Desired || d.Updated != d.Desired {
+				return false, fmt.Sprintf("%s/%s %d/%d ready, %d updated", name, d.Name, d.Ready, d.Desired, d.Updated)
+			}
+		}
+		if got := len(e.nodes(name)); got != n {
+			return false, fmt.Sprintf("%s has %d node processes, want %d", name, got, n)
+		}
+	}
+	return true, ""
+}
+
+func (e *e2e) waitConverged(what string, want fleetWant) {
+	e.t.Helper()
+	e.waitFor(what, 90*time.Second, func() (bool, string) { return e.converged(want) })
+}
+
+// nodes lists the live node processes of cluster ("" for all), from the
+// local provider's state folders and /proc.
+func (e *e2e) nodes(cluster string) []node {
+	var out []node
+	pattern := filepath.Join(e.data, "local", "*", "*", "pid")
+	files, _ := filepath.Glob(pattern)
+	for _, f := range files {
+		dir := filepath.Dir(f)
+		c, name := filepath.Base(filepath.Dir(dir)), filepath.Base(dir)
+		if cluster != "" && c != cluster {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
+			continue
+		}
+		out = append(out, node{cluster: c, name: name, pid: pid})
+	}
+	return out
+}
+
+func (e *e2e) nodeOf(cluster, deployment string) node {
+	e.t.Helper()
+	for _, n := range e.nodes(cluster) {
+		if strings.HasPrefix(n.name, cluster+"-"+deployment+"-") {
+			return n
+		}
+	}
+	e.t.Fatalf("no node process of %s/%s", cluster, deployment)
+	return node{}
+}
+
+func (e *e2e) nodeNames() []string {
+	var out []string
+	for _, n := range e.nodes("") {
+		out = append(out, n.cluster+"/"+n.name)
+	}
+	return sortStrings(out)
+}
+
+func (e *e2e) machineNames() []string {
+	var out []string
+	for _, c := range e.status().Clusters {
+		for _, m := range c.Machines {
+			out = append(out, c.Name+"/"+m.Name)
+		}
+	}
+	return sortStrings(out)
+}
+
+// tasks returns the tasks the daemon published for cluster, in order, from
+// its JSON log.
+func (e *e2e) tasks(cluster string) []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(e.logText()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) != nil || line["message"] != "publishing task" || line["cluster"] != cluster {
+			continue
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// checkControlPlaneFirst: during the upgrade to version, no worker was
+// created at that version before the control plane had been.
+func (e *e2e) checkControlPlaneFirst(cluster, version string) {
+	e.t.Helper()
+	cpDone := false
+	for _, task := range e.tasks(cluster) {
+		name, _ := task["machine"].(string)
+		if task["op"] != "create" || !strings.Contains(fmt.Sprint(task["reason"]), version) {
+			continue
+		}
+		if strings.HasPrefix(name, cluster+"-control-plane-") {
+			cpDone = true
+		} else if !cpDone {
+			e.t.Errorf("worker %s created at %s before any control plane machine", name, version)
+		}
+	}
+	if !cpDone {
+		e.t.Errorf("no control plane machine was created at %s", version)
+	}
+}
+
+// checkWorkersDeletedFirst: when the cluster was removed, every worker delete
+// was published before the control plane's.
+func (e *e2e) checkWorkersDeletedFirst(cluster string) {
+	e.t.Helper()
+	sawCP := false
+	n := 0
+	for _, task := range e.tasks(cluster) {
+		if task["op"] != "delete" || !strings.Contains(fmt.Sprint(task["reason"]), "removed") {
+			continue
+		}
+		n++
+		name, _ := task["machine"].(string)
+		if strings.HasPrefix(name, cluster+"-control-plane-") {
+			sawCP = true
+		} else if sawCP {
+			e.t.Errorf("worker %s deleted after the control plane", name)
+		}
+	}
+	if n == 0 || !sawCP {
+		e.t.Errorf("deleting %s published %d deletes, control plane among them: %v", cluster, n, sawCP)
+	}
+}
+
+func sortStrings(s []string) []string {
+	slices.Sort(s)
+	return s
+}
+
+func equalStrings(a, b []string) bool { return slices.Equal(a, b) }
