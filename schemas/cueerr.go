@@ -27,12 +27,13 @@ func validateCUE(c *compiled, path string, d *doc, kind string, m map[string]any
 		if strings.Contains(g.msg, "field not allowed") {
 			continue // unknown fields come from shapes, all of them
 		}
-		if _, written := d.vals[g.field]; !written {
+		vals := d.valueNodes()
+		if _, written := vals[g.field]; !written {
 			// Report the outermost field that is missing: "spec: is
 			// required", not each field inside it.
 			f := g.field
 			for p := parentField(f); p != ""; p = parentField(p) {
-				if _, ok := d.vals[p]; ok {
+				if _, ok := vals[p]; ok {
 					break
 				}
 				f = p
@@ -129,7 +130,7 @@ func fieldPath(data any, sels []string) (string, cue.Path) {
 // message says what is wrong with the value written at field: the schema's
 // @help text after the value as written, or CUE's own message.
 func message(v cue.Value, p cue.Path, d *doc, field, raw string) string {
-	n := d.vals[field]
+	n := d.valueNodes()[field]
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && strings.Contains(raw, "mismatched types") && strings.Contains(raw, "string") {
 		if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
 			return strconv.Quote(n.Value) + " is a string, not a number: remove the quotes"

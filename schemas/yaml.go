@@ -26,7 +26,8 @@ type doc struct {
 	line  int // first line of the document
 	value any
 	lines map[string]Pos        // field path -> where it is written (the key, for fields)
-	vals  map[string]*yaml.Node // field path -> the value node
+	root  *yaml.Node
+	vals  map[string]*yaml.Node // field path -> the value node; built by valueNodes on the first error
 	errs  []Error               // duplicate keys, alias bombs, odd keys
 }
 
@@ -55,11 +56,23 @@ func splitYAML(path string, data []byte) ([]*doc, *Error) {
 		if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 			continue // an empty document: only comments, or a stray ---
 		}
-		d := &doc{line: root.Line, lines: make(map[string]Pos, hint), vals: make(map[string]*yaml.Node, hint)}
+		d := &doc{line: root.Line, root: root, lines: make(map[string]Pos, hint)}
 		b := &docBuilder{path: path, d: d}
 		d.value = b.value(root, "", nil)
 		docs = append(docs, d)
 	}
+}
+
+// valueNodes maps each field path to its YAML value node, for messages that
+// show a value as written. Only documents with errors need it, so it is
+// built on first use by converting the document again.
+func (d *doc) valueNodes() map[string]*yaml.Node {
+	if d.vals == nil {
+		again := &doc{line: d.line, root: d.root, lines: map[string]Pos{}, vals: map[string]*yaml.Node{}}
+		(&docBuilder{d: again}).value(d.root, "", nil)
+		d.vals = again.vals
+	}
+	return d.vals
 }
 
 func yamlSyntaxError(path string, err error) *Error {
@@ -97,8 +110,10 @@ func (b *docBuilder) value(n *yaml.Node, p string, seen []*yaml.Node) any {
 		}
 		return nil
 	}
-	if _, ok := b.d.vals[p]; !ok {
-		b.d.vals[p] = n
+	if b.d.vals != nil {
+		if _, ok := b.d.vals[p]; !ok {
+			b.d.vals[p] = n
+		}
 	}
 	if _, ok := b.d.lines[p]; !ok {
 		b.d.lines[p] = Pos{n.Line, n.Column}
