@@ -170,3 +170,15 @@ spec:
 		t.Errorf("errors (-want +got):\n%s", d)
 	}
 }
+
+func TestScalars(t *testing.T) {
+	d, err := splitYAML("s.yaml", []byte("a: 0x1F\nb: 1_000\nc: 1.5e3\nd: .inf\ne: True\nf: ~\ng: '3'\nh: -7\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d[0].value.(map[string]any)
+	want := map[string]any{"a": int64(31), "b": int64(1000), "c": 1500.0, "d": ".inf", "e": true, "f": nil, "g": "3", "h": int64(-7)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scalars (-want +got):\n%s", diff)
+	}
+}

@@ -212,17 +212,27 @@ func (b *docBuilder) mergeMissing(v *yaml.Node, p string, out map[string]any, se
 	}
 }
 
-// scalar converts a scalar node by its resolved tag.
+// scalar converts a scalar node by its resolved tag; strconv first (most
+// values), yaml.v3's own decoding for the rare forms it does not read.
 func scalar(n *yaml.Node) any {
 	switch n.Tag {
 	case "!!null":
 		return nil
 	case "!!bool":
+		switch n.Value {
+		case "true", "True", "TRUE":
+			return true
+		case "false", "False", "FALSE":
+			return false
+		}
 		var v bool
 		if n.Decode(&v) == nil {
 			return v
 		}
 	case "!!int":
+		if v, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+			return v
+		}
 		var v int64
 		if n.Decode(&v) == nil {
 			return v
@@ -232,6 +242,9 @@ func scalar(n *yaml.Node) any {
 			return f
 		}
 	case "!!float":
+		if v, err := strconv.ParseFloat(n.Value, 64); err == nil && !math.IsInf(v, 0) && !math.IsNaN(v) {
+			return v
+		}
 		var v float64
 		if n.Decode(&v) == nil && !math.IsInf(v, 0) && !math.IsNaN(v) {
 			return v
