@@ -25,7 +25,7 @@ const maxNodes = 200_000
 type doc struct {
 	line  int // first line of the document
 	value any
-	lines map[string]Pos        // field path -> where it is written (the key, for fields)
+	lines map[string]Pos // field path -> where it is written (the key, for fields)
 	root  *yaml.Node
 	vals  map[string]*yaml.Node // field path -> the value node; built by valueNodes on the first error
 	errs  []Error               // duplicate keys, alias bombs, odd keys
