@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"cuelang.org/go/cue"
+
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
@@ -61,7 +63,14 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []Err
 		return invalidObject(path, d, kind, m), errs
 	}
 	errs = append(errs, allowedShapes().unknownFields(kind, m, d, path)...)
-	data, cerrs := validateCUE(c, path, d, kind, m)
+	var data cue.Value
+	var cerrs []Error
+	if err := safely(func() error {
+		data, cerrs = validateCUE(c, path, d, kind, m)
+		return nil
+	}); err != nil {
+		cerrs = append(cerrs, d.errorAt(path, "", "cannot validate: "+err.Error()))
+	}
 	errs = append(errs, cerrs...)
 	value, derr := decodeTyped(path, d, kind, m)
 	if value != nil {
@@ -76,7 +85,7 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []Err
 	}
 	obj.Invalid = false
 	obj.Value = value
-	if policies != nil {
+	if policies != nil && data.Exists() {
 		errs := c.policyErrors(policies, obj, data)
 		obj.Raw = nil
 		return obj, errs

@@ -52,16 +52,34 @@ func compilePolicies(policies []File) (good []File, errs []Error) {
 	c := getValidator()
 	defer putValidator(c)
 	for _, f := range policies {
-		pv := c.ctx.CompileBytes(f.Data, cue.Filename(f.Path))
-		if err := pv.Err(); err != nil {
-			errs = append(errs, policyFileErrors(f.Path, err)...)
-			continue
+		var es []Error
+		err := safely(func() error {
+			pv := c.ctx.CompileBytes(f.Data, cue.Filename(f.Path))
+			if err := pv.Err(); err != nil {
+				es = policyFileErrors(f.Path, err)
+				return nil
+			}
+			_, es = policyKinds(f.Path, pv)
+			good = append(good, f)
+			return nil
+		})
+		if err != nil {
+			es = append(es, Error{Path: f.Path, Message: "not a valid policy: " + err.Error()})
 		}
-		_, es := policyKinds(f.Path, pv)
 		errs = append(errs, es...)
-		good = append(good, f)
 	}
 	return good, errs
+}
+
+// safely runs f and turns a panic inside CUE into an error, so one odd
+// policy or constraint cannot crash the daemon.
+func safely(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("CUE failed on it: %v", r)
+		}
+	}()
+	return f()
 }
 
 // policyErrors checks one valid object, encoded as data in c's context,
@@ -73,9 +91,15 @@ func (c *compiled) policyErrors(policies []File, o *Object, data cue.Value) []Er
 		if !ok {
 			continue
 		}
-		u := p.Unify(data)
-		if err := u.Validate(cue.Concrete(true)); err != nil {
-			errs = append(errs, policyViolations(f.Path, o, u, err)...)
+		err := safely(func() error {
+			u := p.Unify(data)
+			if err := u.Validate(cue.Concrete(true)); err != nil {
+				errs = append(errs, policyViolations(f.Path, o, u, err)...)
+			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, objectError(o, "", fmt.Sprintf("policy %s could not be evaluated: %v", f.Path, err)))
 		}
 	}
 	return errs

@@ -56,10 +56,17 @@ func (vs *variables) compile(cl *v1alpha1.ClusterClass, i int) (*compiledVar, er
 	if src == "" {
 		src = "_"
 	}
-	v := vs.ctx.CompileString(src, cue.Filename(cl.Source.Path))
-	if err := v.Err(); err != nil {
+	var v cue.Value
+	err := safely(func() error {
+		v = vs.ctx.CompileString(src, cue.Filename(cl.Source.Path))
+		if err := v.Err(); err != nil {
+			return fmt.Errorf("%s", cueMessage(err))
+		}
+		return nil
+	})
+	if err != nil {
 		vs.compiled[key] = nil
-		return nil, fmt.Errorf("%s", cueMessage(err))
+		return nil, err
 	}
 	cv := &compiledVar{ctx: vs.ctx, constraint: v}
 	vs.compiled[key] = cv
@@ -69,12 +76,18 @@ func (vs *variables) compile(cl *v1alpha1.ClusterClass, i int) (*compiledVar, er
 var errBadConstraint = fmt.Errorf("constraint does not compile")
 
 // check returns "" when value satisfies the constraint, else why not.
-func (cv *compiledVar) check(value any) string {
-	u := cv.constraint.Unify(cv.ctx.Encode(value))
-	if err := u.Validate(cue.Concrete(true)); err != nil {
-		return cueMessage(err)
+func (cv *compiledVar) check(value any) (msg string) {
+	err := safely(func() error {
+		u := cv.constraint.Unify(cv.ctx.Encode(value))
+		if err := u.Validate(cue.Concrete(true)); err != nil {
+			msg = cueMessage(err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err.Error()
 	}
-	return ""
+	return msg
 }
 
 // cueMessage is the first of CUE's messages, without its path.
