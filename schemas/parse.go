@@ -69,6 +69,7 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []Err
 		data, cerrs = validateCUE(c, path, d, kind, m)
 		return nil
 	}); err != nil {
+		c.used = rotateAfter // do not reuse a context CUE panicked in
 		cerrs = append(cerrs, d.errorAt(path, "", "cannot validate: "+err.Error()))
 	}
 	errs = append(errs, cerrs...)

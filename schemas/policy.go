@@ -99,6 +99,7 @@ func (c *compiled) policyErrors(policies []File, o *Object, data cue.Value) []Er
 			return nil
 		})
 		if err != nil {
+			c.used = rotateAfter // do not reuse a context CUE panicked in
 			errs = append(errs, objectError(o, "", fmt.Sprintf("policy %s could not be evaluated: %v", f.Path, err)))
 		}
 	}
