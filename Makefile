@@ -26,9 +26,10 @@ build: deps ## build bin/gitfleet
 	$(GO) build -o $(BIN) ./cmd/gitfleet
 
 .PHONY: run
-run: build ## make a demo fleet under .gitfleet/demo (once) and run gitfleet on it
+run: build ## make a demo fleet under .gitfleet/demo (once) and run gitfleet up on it
 	@[ -d $(DEMO) ] || ./$(BIN) init $(DEMO)
 	./$(BIN) validate $(DEMO)
+	./$(BIN) up --repo $(DEMO) --data-dir .gitfleet/data
 
 .PHONY: test
 test: deps ## run every test with -race, then a short fuzz run
