@@ -51,6 +51,23 @@ func objectError(o *Object, field, msg string) Error {
 	return errorNear(o.Source.Path, o.Source.Line, o.Lines, field, msg)
 }
 
+// ErrorAt is an error at field's line and column in o (or its nearest
+// written parent's), for checks made after parsing (the planner's). field
+// uses the keys of Object.Lines: spec.topology.workers.machineDeployments[0].replicas.
+func (o *Object) ErrorAt(field, message string) Error { return objectError(o, field, message) }
+
+// ConfigFieldError is an error at a field of gitfleet.yaml, such as
+// spec.paths[1], placed at its line when the file parses.
+func ConfigFieldError(config File, field, message string) Error {
+	objs, _ := ParseFile(config)
+	for i := range objs {
+		if objs[i].Kind == v1alpha1.KindFleetConfig {
+			return objs[i].ErrorAt(field, message)
+		}
+	}
+	return Error{Path: config.Path, Field: field, Message: message}
+}
+
 // index records the first object of each kind and name and reports repeats.
 func (c *checker) index(objs []Object) {
 	for i := range objs {

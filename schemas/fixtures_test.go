@@ -102,6 +102,16 @@ func TestLoadSkipsWhatIsNotAFleetDocument(t *testing.T) {
 	}
 }
 
+func TestConfigFieldError(t *testing.T) {
+	cfg := File{Path: ConfigFile, Data: []byte(header + "kind: FleetConfig\nspec:\n  paths:\n    - a\n    - b\n")}
+	if got := ConfigFieldError(cfg, "spec.paths[1]", "no").Error(); got != "gitfleet.yaml:6:7: spec.paths[1]: no" {
+		t.Errorf("got %q", got)
+	}
+	if got := ConfigFieldError(File{Path: ConfigFile, Data: []byte("{")}, "spec.paths[1]", "no").Error(); got != "gitfleet.yaml: spec.paths[1]: no" {
+		t.Errorf("unparsable config: got %q", got)
+	}
+}
+
 func filesOf(m map[string][]byte) []File {
 	var files []File
 	for p, data := range m {

@@ -112,7 +112,7 @@ func selectFiles(files []File, spec v1alpha1.FleetConfigSpec, cfgObjs []Object) 
 	}
 	for i, u := range used {
 		if !u && len(cfgObjs) > 0 {
-			errs = append(errs, objectError(&cfgObjs[0], fmt.Sprintf("spec.paths[%d]", i),
+			errs = append(errs, cfgObjs[0].ErrorAt(fmt.Sprintf("spec.paths[%d]", i),
 				fmt.Sprintf("%q matches no YAML file: fix the path or remove it", spec.Paths[i])))
 		}
 	}
