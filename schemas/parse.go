@@ -60,7 +60,7 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []Err
 	}
 	if len(errs) > 0 {
 		// Duplicate keys and alias errors make the value unreliable.
-		return invalidObject(path, d, kind, m), errs
+		return newObject(path, d, kind, m), errs
 	}
 	errs = append(errs, allowedShapes().unknownFields(kind, m, d, path)...)
 	var data cue.Value
@@ -80,7 +80,7 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []Err
 	if len(errs) == 0 && derr != nil {
 		errs = append(errs, *derr)
 	}
-	obj := invalidObject(path, d, kind, m)
+	obj := newObject(path, d, kind, m)
 	if len(errs) > 0 {
 		return obj, errs
 	}
@@ -142,7 +142,9 @@ func typeMeta(path string, d *doc, m map[string]any) (string, *Error) {
 	return kind, nil
 }
 
-func invalidObject(path string, d *doc, kind string, m map[string]any) *Object {
+// newObject is the document as an Object, Invalid until parseDoc has found
+// no error.
+func newObject(path string, d *doc, kind string, m map[string]any) *Object {
 	name := ""
 	if md, ok := m["metadata"].(map[string]any); ok {
 		name, _ = md["name"].(string)
