@@ -23,8 +23,20 @@ func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
 	for _, cl := range fleet.Classes {
 		c.checkClass(cl)
 	}
-	for _, cl := range fleet.Clusters {
-		c.checkCluster(cl)
+	// Clusters are many and independent: check them in parallel, each
+	// goroutine with its own errors and CUE context.
+	chunks := chunk(fleet.Clusters, rotateAfter)
+	subs := make([]*checker, len(chunks))
+	parallel(len(chunks), func(i int) {
+		sc := &checker{byKind: c.byKind, vars: newVariables()}
+		defer sc.vars.close()
+		for _, cl := range chunks[i] {
+			sc.checkCluster(cl)
+		}
+		subs[i] = sc
+	})
+	for _, sc := range subs {
+		c.errs = append(c.errs, sc.errs...)
 	}
 	for _, md := range fleet.MachineDeployments {
 		c.clusterExists(c.objectOf(v1alpha1.KindMachineDeployment, md.Metadata.Name), md.Spec.ClusterName)
