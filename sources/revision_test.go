@@ -65,8 +65,8 @@ func TestFilesFollowsFleetConfigPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rev.Rejected() || len(rev.Errors) == 0 || !strings.Contains(rev.Errors[0].Error(), "gitfleet.yaml: spec.paths[0]: \"fleet/clsuters\" matches no YAML file") {
-		t.Errorf("errors = %v, want gitfleet.yaml: spec.paths[0] matches no YAML file", rev.Errors)
+	if !rev.Rejected() || len(rev.Errors) == 0 || !strings.Contains(rev.Errors[0].Error(), "gitfleet.yaml:4:11: spec.paths[0]: \"fleet/clsuters\" matches no YAML file") {
+		t.Errorf("errors = %v, want gitfleet.yaml:4:11: spec.paths[0] matches no YAML file", rev.Errors)
 	}
 }
 

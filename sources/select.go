@@ -46,7 +46,13 @@ func (in *input) load() error {
 type fleetPaths struct {
 	paths    []string // repository-relative folders or files; [""] is the whole tree
 	policies string
-	explicit bool // paths came from gitfleet.yaml
+	explicit bool   // paths came from gitfleet.yaml
+	config   []byte // gitfleet.yaml, to place errors at their line
+}
+
+// configError is an error at a field of gitfleet.yaml, at its line.
+func (fp fleetPaths) configError(field, message string) schemas.Error {
+	return schemas.ConfigFieldError(schemas.File{Path: ConfigFile, Data: fp.config}, field, message)
 }
 
 // readConfig reads spec.paths and spec.policies from gitfleet.yaml. A file
@@ -66,6 +72,7 @@ func readConfig(s *snapshot) (fleetPaths, error) {
 			Policies string   `yaml:"policies"`
 		} `yaml:"spec"`
 	}
+	fp.config = data
 	if yaml.Unmarshal(data, &doc) != nil {
 		return fp, nil
 	}
@@ -142,7 +149,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		p, ok := joinRel("", strings.TrimSuffix(want, "/"))
 		field := fmt.Sprintf("spec.paths[%d]", i)
 		if !ok {
-			errs = append(errs, schemas.Error{Path: ConfigFile, Field: field, Message: fmt.Sprintf("%q leaves the repository; give a folder inside it", want)})
+			errs = append(errs, fp.configError(field, fmt.Sprintf("%q leaves the repository; give a folder inside it", want)))
 			continue
 		}
 		if _, isFile := s.files[p]; isFile {
@@ -162,7 +169,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		}
 		if !matched && fp.explicit {
 			// The words of schemas.Load, so both commands say the same.
-			errs = append(errs, schemas.Error{Path: ConfigFile, Field: field, Message: fmt.Sprintf("%q matches no YAML file: fix the path or remove it", want)})
+			errs = append(errs, fp.configError(field, fmt.Sprintf("%q matches no YAML file: fix the path or remove it", want)))
 		}
 	}
 	ks, err := planKustomizations(s, kdirs)

@@ -6,22 +6,25 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/schemas"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/sources"
 )
 
 func init() {
 	register(&command{
 		name:    "validate",
-		usage:   "validate [DIR] [--format text|json]",
-		summary: "check a fleet repository: schemas, references and policies",
+		usage:   "validate [DIR] [--rev REV] [--format text|json]",
+		summary: "check a fleet repository: schemas, references, policies and planner rules",
 		run:     runValidate,
 	})
 }
 
-func runValidate(_ context.Context, env *cmdEnv, args []string) error {
+func runValidate(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet("validate", env.stderr)
 	format := fs.String("format", "text", "output format: text or json")
+	rev := fs.String("rev", "", "validate this branch, tag or commit from the object store (no checkout)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -36,11 +39,17 @@ func runValidate(_ context.Context, env *cmdEnv, args []string) error {
 	if len(pos) == 1 {
 		dir = pos[0]
 	}
-	files, err := schemas.ReadDir(dir)
+	var fleet *v1alpha1.Fleet
+	var errs schemas.Errors
+	if *rev != "" {
+		fleet, errs, err = sources.ValidateRev(ctx, dir, *rev)
+	} else {
+		fleet, errs, err = sources.ValidateDir(ctx, dir)
+	}
 	if err != nil {
 		return err
 	}
-	fleet, errs := schemas.Load(files)
+	errs = append(errs, plannerErrors(fleet, errs)...)
 	if *format == "json" {
 		if err := writeValidateJSON(env, fleet, errs); err != nil {
 			return err
@@ -59,6 +68,20 @@ func runValidate(_ context.Context, env *cmdEnv, args []string) error {
 		return errSilent
 	}
 	return nil
+}
+
+// plannerErrors are the planner's rules (odd control planes, classes and
+// variables it can expand, versions) for a fleet that passed the schemas.
+func plannerErrors(fleet *v1alpha1.Fleet, errs schemas.Errors) schemas.Errors {
+	if fleet == nil || len(errs) > 0 {
+		return nil
+	}
+	_, problems := planner.Expand(fleet)
+	var out schemas.Errors
+	for _, p := range problems {
+		out = append(out, schemas.Error{Path: p.Source.Path, Line: p.Source.Line, Field: p.Field, Message: p.Message})
+	}
+	return out
 }
 
 // validateJSON is the --format json output.
