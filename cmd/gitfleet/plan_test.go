@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/gitfleet/gitfleet/reconciler/status"
 )
@@ -195,22 +194,5 @@ var commitRE = regexp.MustCompile(`\([0-9a-f]{7}\)`)
 
 func planGolden(t *testing.T, name, got string) {
 	t.Helper()
-	got = commitRE.ReplaceAllString(got, "(COMMIT)")
-	path := filepath.Join("testdata", "plan", name)
-	if *updatePlan {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if d := cmp.Diff(string(want), got); d != "" {
-		t.Errorf("%s differs (-want +got):\n%s", path, d)
-	}
+	golden(t, "plan/"+name, commitRE.ReplaceAllString(got, "(COMMIT)"))
 }
