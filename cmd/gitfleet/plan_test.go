@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/gitfleet/gitfleet/reconciler/status"
 )
 
