@@ -75,7 +75,7 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 // daemonLog is JSON for serve, readable lines for up and on a terminal.
 func daemonLog(w io.Writer, console bool) zerolog.Logger {
 	if console {
-		return zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}).With().Timestamp().Logger()
+		return zerolog.New(zerolog.ConsoleWriter{Out: zerolog.SyncWriter(w), TimeFormat: time.TimeOnly}).With().Timestamp().Logger()
 	}
 	return providerLog(w)
 }

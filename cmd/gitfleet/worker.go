@@ -74,14 +74,17 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	return w.Run(ctx)
 }
 
-// providerLog logs JSON, or readable lines when w is a terminal.
+// providerLog logs JSON, or readable lines when w is a terminal. Workers, the reconciler and NATS callbacks log from many goroutines, so
+// the writer is serialized: a bytes.Buffer (tests) or a pipe must not see
+// interleaved writes.
 func providerLog(w io.Writer) zerolog.Logger {
+	out := zerolog.SyncWriter(w)
 	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			w = zerolog.ConsoleWriter{Out: f, TimeFormat: time.TimeOnly}
+			out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.TimeOnly}
 		}
 	}
-	return zerolog.New(w).With().Timestamp().Logger()
+	return zerolog.New(out).With().Timestamp().Logger()
 }
 
 // newProvider makes the provider called name. Only local uses lo (its state
