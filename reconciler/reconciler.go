@@ -31,12 +31,11 @@ import (
 
 // Options wire a Reconciler.
 type Options struct {
-	// Revisions delivers the spec branch's heads, good and rejected.
+	// Revisions delivers the spec branch's heads, good and rejected, oldest
+	// first; a new leader's first ones are the newest good head and, after
+	// it, a newer rejected one.
 	Revisions <-chan *sources.Revision
-	// Initial are the revisions to start from, oldest first: the source's
-	// current (last good) one and, when newer, its latest rejected one.
-	Initial []*sources.Revision
-	JS      jetstream.JetStream
+	JS        jetstream.JetStream
 	// Status, when set, receives every cluster's status and the fleet's.
 	Status  *status.Writer
 	Log     zerolog.Logger
@@ -61,6 +60,7 @@ type Reconciler struct {
 	metrics *Metrics
 
 	rev      *sources.Revision
+	rejected string // the last rejected commit, reported once
 	desired  *planner.Desired
 	machines map[string]map[string]*Record // cluster → machine → record
 	sums     map[string]planner.Summary
@@ -149,9 +149,6 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 
-	for _, rev := range r.o.Initial {
-		r.applyRevision(rev)
-	}
 	tick := time.NewTicker(r.o.Tick)
 	defer tick.Stop()
 	for {
@@ -265,6 +262,10 @@ func (r *Reconciler) remove(cluster, name string) {
 func (r *Reconciler) applyRevision(rev *sources.Revision) {
 	log := r.log.With().Str(logCommit, short(rev.Commit)).Logger()
 	if rev.Rejected() {
+		if rev.Commit == r.rejected {
+			return
+		}
+		r.rejected = rev.Commit
 		r.metrics.RevisionsRejected.Inc()
 		log.Warn().Err(rev.Err).Int("errors", len(rev.Errors)).Msg("revision rejected; keeping the last good one")
 		r.writeFleet(rev)

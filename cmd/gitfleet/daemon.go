@@ -131,7 +131,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		return err
 	}
 	defer src.Close()
-	revs := latestOnly(src.Revisions())
+	revs := newRevisionBox(src.Revisions())
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -176,7 +176,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	err = lease.Run(ctx, func(lctx context.Context) {
 		metrics.Leader.Set(1)
 		defer metrics.Leader.Set(0)
-		if err := lead(lctx, o, repo, src, revs, bus, metrics, log); err != nil {
+		if err := lead(lctx, o, repo, revs, bus, metrics, log); err != nil {
 			log.Error().Err(err).Msg("reconciler stopped")
 		}
 	})
@@ -187,7 +187,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 // lead runs the reconciler and the status writer for one term as leader.
 // On the way out the pending status is flushed, so a graceful stop loses
 // nothing.
-func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources.Source, revs <-chan *sources.Revision,
+func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisionBox,
 	bus *natsbus.Bus, metrics *reconciler.Metrics, log zerolog.Logger) error {
 	g, err := git.PlainOpen(repo.GitDir())
 	if err != nil {
@@ -212,37 +212,13 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources
 		}
 		_ = w.Close()
 	}()
-	var initial []*sources.Revision
-	if cur := src.Current(); cur != nil {
-		initial = append(initial, cur)
-	}
-	if l := src.Latest(); l != nil && (len(initial) == 0 || l.Commit != initial[0].Commit) {
-		initial = append(initial, l)
-	}
 	r, err := reconciler.New(reconciler.Options{
-		Initial: initial, Revisions: revs, JS: bus.JS, Status: w, Log: log, Metrics: metrics,
+		Revisions: revs.follow(ctx), JS: bus.JS, Status: w, Log: log, Metrics: metrics,
 	})
 	if err != nil {
 		return err
 	}
 	return r.Run(ctx)
-}
-
-// latestOnly drains a source's revisions so the source never waits on a
-// follower replica, keeping only the newest for whoever leads.
-func latestOnly(in <-chan *sources.Revision) <-chan *sources.Revision {
-	out := make(chan *sources.Revision, 1)
-	go func() {
-		defer close(out)
-		for rev := range in {
-			select {
-			case <-out:
-			default:
-			}
-			out <- rev
-		}
-	}()
-	return out
 }
 
 func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, log zerolog.Logger) (*providers.Worker, error) {
