@@ -17,6 +17,7 @@ type Metrics struct {
 	Machines          *prometheus.GaugeVec   // by phase
 	StatusCommits     prometheus.Counter
 	Leader            prometheus.Gauge
+	Malformed         *prometheus.CounterVec // by kind: event, heartbeat
 }
 
 // NewMetrics registers the series on reg (nil: a fresh registry).
@@ -53,8 +54,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gitfleet_leader", Help: "1 while this replica is the leader.",
 		}),
+		Malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitfleet_malformed_messages_total", Help: "Events and heartbeats that could not be decoded (events are terminated).",
+		}, []string{"kind"}),
 	}
 	reg.MustRegister(m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
-		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.Leader)
+		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.Leader, m.Malformed)
 	return m
 }

@@ -18,6 +18,7 @@ func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 	ev, err := wire.DecodeEvent(m.Data())
 	if err != nil {
 		r.log.Warn().Err(err).Str("subject", m.Subject()).Msg("terminating malformed event")
+		r.metrics.Malformed.WithLabelValues("event").Inc()
 		_ = m.Term()
 		return
 	}
@@ -100,7 +101,11 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 func (r *Reconciler) handleHeartbeat(m *nats.Msg) {
 	hb, err := wire.DecodeHeartbeat(m.Data)
 	if err != nil {
+		// Heartbeats are not stored, so there is nothing to terminate;
+		// logged at debug level, since a broken node sends one every few
+		// seconds.
 		r.log.Debug().Err(err).Str("subject", m.Subject).Msg("ignoring malformed heartbeat")
+		r.metrics.Malformed.WithLabelValues("heartbeat").Inc()
 		return
 	}
 	rec := r.machines[hb.Cluster][hb.Machine]
