@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // bumpFleet is n clusters of 3 control-plane + 10 workers whose class moves

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // ClusterInput is what PlanCluster needs for one cluster: its desired state

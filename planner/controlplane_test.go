@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 func cpHealthCheck(f *v1alpha1.Fleet) *v1alpha1.Fleet {

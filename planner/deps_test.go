@@ -16,11 +16,11 @@ func TestPure(t *testing.T) {
 	allowed := map[string]bool{
 		"github.com/gitfleet/gitfleet/planner":          true,
 		"github.com/gitfleet/gitfleet/schemas/v1alpha1": true,
-		"github.com/gitfleet/gitfleet/providers/wire":   true,
+		"github.com/gitfleet/gitfleet/schemas/wire":     true,
 	}
 	for _, p := range strings.Fields(string(out)) {
 		if !allowed[p] {
-			t.Errorf("planner depends on %s; it must stay pure (standard library, schemas/v1alpha1, providers/wire)", p)
+			t.Errorf("planner depends on %s; it must stay pure (standard library, schemas/v1alpha1, schemas/wire)", p)
 		}
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // Expand turns a validated fleet into the desired topology of every cluster.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // unhealthy says why a machine must be remediated, or "" when it need not:

@@ -3,7 +3,7 @@ package planner
 import (
 	"time"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // ObservedMachine is one machine as the daemon knows it: from its own intent

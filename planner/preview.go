@@ -3,8 +3,8 @@ package planner
 import (
 	"sort"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // PreviewReport is what merging head into base would do: clusters added,

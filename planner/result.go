@@ -3,7 +3,7 @@ package planner
 import (
 	"time"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // Input is everything Plan needs. NewName names a new machine of a pool

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 	"github.com/google/go-cmp/cmp"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // sim is a small fleet simulator: it plans, applies every step, advances the

@@ -3,7 +3,7 @@ package planner
 import (
 	"time"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // Summary is what a class rollout needs to know of one cluster. The daemon

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // decodeTask is wire.DecodeTask with one JSON pass for the common, valid

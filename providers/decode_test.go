@@ -3,7 +3,7 @@ package providers
 import (
 	"testing"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 func TestDecodeTaskAgreesWithWire(t *testing.T) {

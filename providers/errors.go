@@ -3,7 +3,7 @@ package providers
 import (
 	"fmt"
 
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 func errMismatch(subject, provider string, t wire.Task) error {

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/gitfleet/gitfleet/planner"
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // act carries out one step: the machine's record is written first (Pending

@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // A malformed event is terminated and counted and does not stop the loop;

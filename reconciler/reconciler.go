@@ -24,8 +24,8 @@ import (
 
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
-	"github.com/gitfleet/gitfleet/providers/wire"
 	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 	"github.com/gitfleet/gitfleet/sources"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/planner"
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // Record is one machine in the gitfleet-machines bucket, under the key

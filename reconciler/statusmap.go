@@ -4,8 +4,8 @@ import (
 	"sort"
 
 	"github.com/gitfleet/gitfleet/planner"
-	"github.com/gitfleet/gitfleet/providers/wire"
 	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 	"github.com/gitfleet/gitfleet/sources"
 )
 

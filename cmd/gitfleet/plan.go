@@ -12,9 +12,9 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/gitfleet/gitfleet/planner"
-	"github.com/gitfleet/gitfleet/providers/wire"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 	"github.com/gitfleet/gitfleet/sources"
 )
 

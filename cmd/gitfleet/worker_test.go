@@ -9,7 +9,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 func TestWorkerNeedsAKnownProvider(t *testing.T) {

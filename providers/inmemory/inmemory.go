@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/providers"
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // Name of the provider in machine templates and task subjects.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/providers"
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // Spec is a machine's local spec.

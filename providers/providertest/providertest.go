@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/providers"
-	"github.com/gitfleet/gitfleet/providers/wire"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // Run runs the suite; newProvider returns a fresh provider with no machines

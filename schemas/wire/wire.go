@@ -15,7 +15,7 @@ import (
 // APIVersion of every message this package writes and accepts.
 const APIVersion = "gitfleet.io/wire/v1"
 
-// Subject roots, streams and buckets (ARCHITECTURE.md).
+// Subject roots, streams and buckets (docs/providers.md).
 const (
 	StreamTasks    = "GITFLEET_TASKS"
 	StreamEvents   = "GITFLEET_EVENTS"
