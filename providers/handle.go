@@ -95,6 +95,7 @@ func (w *Worker) retry(msg jetstream.Msg, task *wire.Task, attempt int, err erro
 func (w *Worker) event(task *wire.Task, phase wire.Phase) wire.Event {
 	return wire.Event{
 		TaskID:  task.ID,
+		Attempt: task.Attempt,
 		Cluster: task.Machine.Cluster,
 		Machine: task.Machine.Name,
 		Phase:   phase,

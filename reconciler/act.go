@@ -2,76 +2,222 @@ package reconciler
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
-// act carries out one step: the machine's record is written first (Pending
-// for a create, Deleting for a delete), then the task is published. A daemon
-// that dies in between finds the record at start and publishes the same task
-// again (same ID, deduplicated) instead of inventing another machine.
+// act carries out one step: the machine's next record is built on a copy
+// (Pending for a create, Deleting for a delete) and saved; only then is it
+// put in memory and the task published. A daemon that dies in between
+// finds the record at start and publishes the same attempt again (same
+// message ID, deduplicated) instead of inventing another machine; a save
+// that fails changes nothing, and the cluster is planned again.
 func (r *Reconciler) act(ctx context.Context, s planner.Step, planID string) bool {
 	m := s.Machine
 	log := r.log.With().Str(logCluster, m.Cluster).Str(logMachine, m.Name).Logger()
-	rec := r.machines[m.Cluster][m.Name]
+	cur := r.lookup(m.Cluster, m.Name)
+	var next *Record
 	switch s.Op {
 	case wire.OpCreate:
-		if rec != nil {
+		if cur != nil {
 			return false // the planner never reuses a name; already intended
 		}
-		rec = &Record{
-			ObservedMachine: planner.ObservedMachine{
-				Name: m.Name, Cluster: m.Cluster, Deployment: m.Deployment, Role: m.Role,
-				Provider: m.Provider, Version: m.Version, TemplateHash: m.TemplateHash,
-				Phase: wire.PhasePending, Created: r.o.Now(), Labels: m.Labels,
-			},
-			Spec: m.Spec, FailureDomain: m.FailureDomain,
+		next = &Record{
+			Name: m.Name, Cluster: m.Cluster, Deployment: m.Deployment, Role: m.Role,
+			Provider: m.Provider, Version: m.Version, TemplateHash: m.TemplateHash, Labels: m.Labels,
+			Spec: m.Spec, FailureDomain: m.FailureDomain, Phase: wire.PhasePending, Created: r.o.Now(),
+		}
+		if r.rev != nil {
+			next.SourceCommit = r.rev.Commit
 		}
 	case wire.OpDelete:
-		if rec == nil || rec.Phase == wire.PhaseDeleting {
+		if cur == nil || cur.rec.Phase == wire.PhaseDeleting {
 			return false
 		}
-		rec.Phase = wire.PhaseDeleting
+		next = cur.rec.clone()
+		next.Phase = wire.PhaseDeleting
+		if next.SourceCommit == "" && r.rev != nil {
+			next.SourceCommit = r.rev.Commit
+		}
 	default:
 		return false
 	}
-	rec.TaskID = taskID(s.Op, m.Cluster, m.Name)
-	rec.PlanID = planID
-	if r.rev != nil && (s.Op == wire.OpCreate || rec.SourceCommit == "") {
-		rec.SourceCommit = r.rev.Commit
-	}
+	next.TaskID = taskID(s.Op, m.Cluster, m.Name)
+	next.Attempt = 1
+	next.Published = r.o.Now()
+	next.PlanID = planID
 	log.Info().Str("op", string(s.Op)).Str("reason", s.Reason).Msg("publishing task")
-	if !r.save(ctx, rec) {
+	saved := r.commit(ctx, cur, next)
+	if saved == nil {
 		return false
 	}
-	r.put(rec)
-	return r.publish(ctx, rec)
+	r.publish(ctx, saved)
+	return true
 }
 
-// save writes a record to the machines bucket.
-func (r *Reconciler) save(ctx context.Context, rec *Record) bool {
-	data, err := json.Marshal(rec)
-	if err == nil {
-		_, err = r.kv.Put(ctx, rec.key(), data)
+// commit saves next as the new version of cur's record (cur nil: a new
+// machine) and, once it is stored, swaps it into memory and returns the
+// machine. When the save fails, memory is left as it was, the error is
+// reported as the loop's, and the cluster is planned again; a conflict (the
+// record changed underneath) reloads the record first.
+func (r *Reconciler) commit(ctx context.Context, cur *machine, next *Record) *machine {
+	var rev uint64
+	if cur != nil {
+		rev = cur.rev
 	}
+	newRev, err := r.store.Save(ctx, next.key(), next, rev)
 	if err != nil {
-		r.log.Error().Err(err).Str(logCluster, rec.Cluster).Str(logMachine, rec.Name).Msg("cannot record machine; step skipped, will be planned again")
-		r.dirty[rec.Cluster] = true
+		r.saveFailed(ctx, next, err)
+		return nil
+	}
+	r.health.Report(ProblemStore, nil)
+	m := &machine{rec: next, rev: newRev}
+	if cur != nil {
+		m.lastHeartbeat, m.healthy = cur.lastHeartbeat, cur.healthy
+	}
+	r.put(m)
+	return m
+}
+
+// drop deletes cur's record once its machine is gone; false when the
+// delete could not be stored (memory is left as it was).
+func (r *Reconciler) drop(ctx context.Context, cur *machine) bool {
+	if err := r.store.Delete(ctx, cur.rec.key(), cur.rev); err != nil {
+		r.saveFailed(ctx, cur.rec, err)
 		return false
 	}
+	r.health.Report(ProblemStore, nil)
+	r.remove(cur.rec.Cluster, cur.rec.Name)
 	return true
 }
 
-// publish sends the task the record says is in progress.
-func (r *Reconciler) publish(ctx context.Context, rec *Record) bool {
-	t := rec.task()
-	if _, err := r.pub.Publish(ctx, t); err != nil {
-		r.log.Error().Err(err).Str("task", t.ID).Msg("publish failed; it will be retried after the task timeout")
-		return false
+func (r *Reconciler) saveFailed(ctx context.Context, rec *Record, err error) {
+	r.log.Error().Err(err).Str(logCluster, rec.Cluster).Str(logMachine, rec.Name).
+		Msg("cannot record machine; nothing changed, it will be tried again")
+	r.dirty[rec.Cluster] = true
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		return // the lease is going; the next leader reads the store
+	case errors.Is(err, ErrConflict):
+		r.reload(ctx, rec.Cluster, rec.Name)
 	}
-	rec.Published = r.o.Now()
+	r.health.Report(ProblemStore, err)
+}
+
+// reload reads one record again after a conflict: the stored version wins.
+func (r *Reconciler) reload(ctx context.Context, cluster, name string) {
+	data, rev, err := r.store.Get(ctx, recordKey(cluster, name))
+	if err != nil {
+		return
+	}
+	cur := r.lookup(cluster, name)
+	if data == nil {
+		r.remove(cluster, name)
+		return
+	}
+	rec, err := decodeRecord(recordKey(cluster, name), data)
+	if err != nil {
+		r.log.Error().Err(err).Msg("unreadable machine record")
+		return
+	}
+	m := &machine{rec: rec, rev: rev}
+	if cur != nil {
+		m.lastHeartbeat, m.healthy = cur.lastHeartbeat, cur.healthy
+	}
+	r.log.Warn().Str(logCluster, cluster).Str(logMachine, name).Msg("machine record changed underneath; reloaded it")
+	r.put(m)
+}
+
+// publish sends the task m's record says is in progress. An attempt NATS
+// does not accept is published again on the next tick.
+func (r *Reconciler) publish(ctx context.Context, m *machine) {
+	key := m.rec.key()
+	if r.o.Fence != nil {
+		if err := r.o.Fence(); err != nil {
+			r.log.Warn().Err(err).Str("task", m.rec.TaskID).Msg("not publishing")
+			return
+		}
+	}
+	t := m.rec.task(m.rev)
+	f, err := r.pub.Publish(ctx, t)
+	if err != nil {
+		r.log.Error().Err(err).Str("task", t.ID).Msg("publish failed; it will be retried")
+		r.unsent[key] = m
+		r.health.Report(ProblemPublish, err)
+		return
+	}
+	delete(r.unsent, key)
+	r.inflight = append(r.inflight, published{m: m, f: f})
 	r.metrics.TasksPublished.WithLabelValues(string(t.Operation)).Inc()
-	return true
+}
+
+// published is a task publish awaiting NATS's acknowledgement.
+type published struct {
+	m *machine
+	f jetstream.PubAckFuture
+}
+
+// waitPublished waits for NATS to acknowledge the tasks published since
+// the last wait; those it did not store are published again on the next
+// tick.
+func (r *Reconciler) waitPublished(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	failed := 0
+	var last error
+	for _, p := range r.inflight {
+		select {
+		case <-p.f.Ok():
+			continue
+		case err := <-p.f.Err():
+			last = err
+		case <-wctx.Done():
+			last = wctx.Err()
+		}
+		failed++
+		if r.lookup(p.m.rec.Cluster, p.m.rec.Name) == p.m {
+			r.unsent[p.m.rec.key()] = p.m
+		}
+	}
+	r.inflight = r.inflight[:0]
+	if failed > 0 {
+		r.log.Error().Err(last).Int("tasks", failed).Msg("tasks not acknowledged by NATS; they will be published again")
+		r.health.Report(ProblemPublish, last)
+		return
+	}
+	r.health.Report(ProblemPublish, nil)
+}
+
+// republish sends again the attempts NATS did not accept.
+func (r *Reconciler) republish(ctx context.Context) {
+	if len(r.unsent) == 0 {
+		return
+	}
+	for _, m := range r.unsent {
+		if r.lookup(m.rec.Cluster, m.rec.Name) != m || !m.rec.InFlight() {
+			delete(r.unsent, m.rec.key())
+			continue
+		}
+		r.publish(ctx, m)
+	}
+	r.waitPublished(ctx)
+}
+
+// retry publishes an unanswered task again as its next attempt: a new
+// message ID, so JetStream does not drop it as a duplicate, and a worker
+// that still holds the older attempt drops it.
+func (r *Reconciler) retry(ctx context.Context, cur *machine) {
+	next := cur.rec.clone()
+	next.Attempt++
+	next.Published = r.o.Now()
+	r.log.Warn().Str(logCluster, next.Cluster).Str(logMachine, next.Name).Str("task", next.TaskID).
+		Int("attempt", next.Attempt).Msg("no answer to task; publishing it again")
+	if m := r.commit(ctx, cur, next); m != nil {
+		r.publish(ctx, m)
+	}
 }

@@ -3,6 +3,8 @@ package reconciler
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,11 +18,19 @@ const leaderKey = "leader"
 // The leader holds a key in a KV bucket whose TTL expires it; it renews the
 // key every ttl/3 and steps down as soon as a renewal fails, so a follower
 // can only take over once the old leader has stopped acting as one.
+//
+// Fence tells the leader's writers whether the lease is surely still held:
+// until one TTL (less a margin) after the last renewal was sent. A leader
+// that was paused (SIGSTOP) past that point writes nothing when it resumes,
+// even before its next renewal fails.
 type Lease struct {
 	kv  jetstream.KeyValue
 	id  string
 	ttl time.Duration
 	log zerolog.Logger
+
+	mu    sync.Mutex
+	until time.Time // the lease is surely ours before this (monotonic)
 }
 
 // NewLease returns a lease on kv for the replica named id. ttl must match the
@@ -36,9 +46,11 @@ func NewLease(kv jetstream.KeyValue, id string, ttl time.Duration, log zerolog.L
 func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	retry := l.ttl / 3
 	for {
+		sent := time.Now()
 		rev, err := l.acquire(ctx)
 		switch {
 		case err == nil:
+			l.held(sent)
 			l.log.Info().Msg("elected leader")
 			if err := l.hold(ctx, rev, lead); err != nil {
 				return err
@@ -89,25 +101,56 @@ func (l *Lease) hold(ctx context.Context, rev uint64, lead func(ctx context.Cont
 		select {
 		case <-ctx.Done():
 			stop()
+			l.held(time.Time{})
 			l.release(rev)
 			return nil
 		case <-done:
 			// lead gave up on its own: let another replica try.
 			cancel()
+			l.held(time.Time{})
 			l.release(rev)
 			return nil
 		case <-tick.C:
+			sent := time.Now()
 			rctx, rcancel := context.WithTimeout(ctx, l.ttl/3)
 			next, err := l.kv.Update(rctx, leaderKey, []byte(l.id), rev)
 			rcancel()
 			if err != nil {
+				l.held(time.Time{})
 				l.log.Warn().Err(err).Msg("lost leadership: lease renewal failed")
 				stop()
 				return nil
 			}
+			l.held(sent)
 			rev = next
 		}
 	}
+}
+
+// held notes a renewal sent at sent (zero: the lease is not held).
+func (l *Lease) held(sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sent.IsZero() {
+		l.until = time.Time{}
+		return
+	}
+	l.until = sent.Add(l.ttl - l.ttl/5)
+}
+
+// Fence returns nil while the lease is surely held, ErrNotLeader otherwise.
+// Writers of the leader call it before each write.
+func (l *Lease) Fence() error {
+	l.mu.Lock()
+	until := l.until
+	l.mu.Unlock()
+	if until.IsZero() {
+		return fmt.Errorf("%w: this replica holds no lease", ErrNotLeader)
+	}
+	if late := time.Since(until); late > 0 {
+		return fmt.Errorf("%w: lease not renewed for %s", ErrNotLeader, (l.ttl - l.ttl/5 + late).Round(time.Millisecond))
+	}
+	return nil
 }
 
 func (l *Lease) release(rev uint64) {

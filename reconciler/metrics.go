@@ -18,6 +18,7 @@ type Metrics struct {
 	StatusCommits     prometheus.Counter
 	Leader            prometheus.Gauge
 	Malformed         *prometheus.CounterVec // by kind: event, heartbeat
+	Refused           *prometheus.CounterVec // by kind and reason
 }
 
 // NewMetrics registers the series on reg (nil: a fresh registry).
@@ -57,8 +58,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gitfleet_malformed_messages_total", Help: "Events and heartbeats that could not be decoded (events are terminated).",
 		}, []string{"kind"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitfleet_refused_messages_total", Help: "Events and heartbeats refused because they do not match the machine's record (by reason: subject, no-task, task, phase, no-record); never applied.",
+		}, []string{"kind", "reason"}),
 	}
-	reg.MustRegister(m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
+	reg.MustRegister(m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
 		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.Leader, m.Malformed)
 	return m
 }

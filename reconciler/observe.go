@@ -2,7 +2,7 @@ package reconciler
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -11,9 +11,21 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
-// handleEvent applies a worker's event to the machine's record and acks it
-// once the record is stored. Malformed events are terminated: they can
-// never be applied and must not block the stream.
+// Why an event or heartbeat is refused (the reason label of
+// gitfleet_refused_messages_total).
+const (
+	refusedSubject  = "subject"   // the subject names another machine than the body
+	refusedNoTask   = "no-task"   // an event that names no task
+	refusedTask     = "task"      // an event about a task the record does not know
+	refusedPhase    = "phase"     // a phase that cannot come from the record's task
+	refusedNoRecord = "no-record" // about a machine with no record
+)
+
+// handleEvent checks a worker's event against the machine's record,
+// applies it to a copy of the record, saves the copy and only then swaps it
+// in and acknowledges the event. A save that fails leaves memory as it was
+// and the event is redelivered. Malformed events are terminated; events
+// the record refutes are counted, logged and acknowledged, never applied.
 func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 	ev, err := wire.DecodeEvent(m.Data())
 	if err != nil {
@@ -22,38 +34,106 @@ func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	rec := r.machines[ev.Cluster][ev.Machine]
-	if rec == nil {
-		// A machine this daemon no longer tracks (deleted, or a stray
-		// worker): nothing to update.
+	if m.Subject() != wire.EventSubject(ev.Cluster, ev.Machine) {
+		r.refuse("event", refusedSubject, ev.Cluster, ev.Machine, fmt.Sprintf("published on %s", m.Subject()))
+		_ = m.Term()
+		return
+	}
+	cur := r.lookup(ev.Cluster, ev.Machine)
+	switch {
+	case cur == nil:
+		// A machine this daemon no longer tracks (deleted, and this is a
+		// repeat of its Deleted event), or one it never had.
+		if ev.Phase != wire.PhaseDeleted {
+			r.refuse("event", refusedNoRecord, ev.Cluster, ev.Machine, string(ev.Phase))
+		}
+		_ = m.Ack()
+		return
+	case ev.TaskID == "":
+		r.refuse("event", refusedNoTask, ev.Cluster, ev.Machine, string(ev.Phase))
+		_ = m.Ack()
+		return
+	case ev.TaskID != cur.rec.TaskID:
+		// A late event about an earlier task (a Running that arrives once
+		// the machine is being deleted) is expected; a task the machine
+		// never had is not.
+		if ev.TaskID != taskID(wire.OpCreate, ev.Cluster, ev.Machine) {
+			r.refuse("event", refusedTask, ev.Cluster, ev.Machine, ev.TaskID)
+		}
+		_ = m.Ack()
+		return
+	case !ev.Phase.For(cur.rec.operation()):
+		r.refuse("event", refusedPhase, ev.Cluster, ev.Machine,
+			fmt.Sprintf("%s for task %s", ev.Phase, cur.rec.TaskID))
 		_ = m.Ack()
 		return
 	}
-	if !r.applyEvent(rec, ev) {
+	next := cur.rec.clone()
+	if !r.applyEvent(next, ev) {
+		if ev.Phase == wire.PhaseRunning {
+			r.noteRunning(cur)
+		}
 		_ = m.Ack()
 		return
 	}
 	if ev.Phase == wire.PhaseDeleted {
-		if err := r.kv.Delete(ctx, rec.key()); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			r.log.Error().Err(err).Msg("cannot remove machine record; event will be redelivered")
-			_ = m.Nak()
+		if !r.drop(ctx, cur) {
+			_ = m.NakWithDelay(time.Second)
 			return
 		}
-		r.remove(rec.Cluster, rec.Name)
-	} else {
-		if !r.save(ctx, rec) {
-			_ = m.Nak()
-			return
-		}
-		r.dirty[rec.Cluster] = true
+		r.countOutcome(cur.rec, ev.Phase)
+		_ = m.Ack()
+		return
+	}
+	saved := r.commit(ctx, cur, next)
+	if saved == nil {
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	if cur.rec.Phase != saved.rec.Phase {
+		r.log.Info().Str(logCluster, next.Cluster).Str(logMachine, next.Name).
+			Str("from", string(cur.rec.Phase)).Str("to", string(next.Phase)).Str("message", ev.Message).Msg("machine phase")
+		r.countOutcome(cur.rec, ev.Phase)
+	}
+	if ev.Phase == wire.PhaseRunning {
+		r.noteRunning(saved)
 	}
 	_ = m.Ack()
 }
 
-// applyEvent updates rec from ev and reports whether anything changed.
-// An event about another task than the record's current one (a late
-// "Running" of a machine already being deleted) only updates what the
-// provider knows of the machine, never its phase.
+// noteRunning takes a Running event as the machine's first sign of health:
+// the only one from providers whose machines send no heartbeats (inmemory).
+func (r *Reconciler) noteRunning(m *machine) {
+	if m.lastHeartbeat.Before(m.rec.Created.Add(time.Nanosecond)) {
+		m.lastHeartbeat, m.healthy = r.o.Now(), true
+		r.dirty[m.rec.Cluster] = true
+	}
+}
+
+func (r *Reconciler) countOutcome(rec *Record, to wire.Phase) {
+	switch to {
+	case wire.PhaseRunning, wire.PhaseDeleted:
+		r.metrics.TasksCompleted.WithLabelValues(string(rec.operation())).Inc()
+	case wire.PhaseFailed:
+		r.metrics.TasksFailed.WithLabelValues(string(rec.operation())).Inc()
+	}
+}
+
+func (r *Reconciler) refuse(kind, reason, cluster, machine, detail string) {
+	r.metrics.Refused.WithLabelValues(kind, reason).Inc()
+	ev := r.log.Warn()
+	if reason == refusedNoRecord {
+		ev = r.log.Debug() // late repeats of a deleted machine's events
+	}
+	ev.Str("kind", kind).Str("reason", reason).Str(logCluster, cluster).Str(logMachine, machine).
+		Str("detail", detail).Msg("refusing message: it does not match the machine's record")
+}
+
+// applyEvent updates rec, a copy, from an event about its current task and
+// reports whether anything changed. Phases only move forward: once a create
+// reached Running or Failed, a late progress event changes nothing, and a
+// machine the inventory found missing is not brought back by an old
+// Running.
 func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 	changed := false
 	set := func(dst *string, v string) {
@@ -62,32 +142,22 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 			changed = true
 		}
 	}
+	terminal := rec.Phase == wire.PhaseRunning || rec.Phase == wire.PhaseFailed
+	if terminal && rec.operation() == wire.OpCreate {
+		return false
+	}
 	set(&rec.ProviderID, ev.ProviderID)
 	if len(ev.Addresses) > 0 && !equalStrings(rec.Addresses, ev.Addresses) {
 		rec.Addresses, changed = ev.Addresses, true
 	}
-	current := ev.TaskID == "" || ev.TaskID == rec.TaskID
-	if !current {
-		return changed
-	}
+	set(&rec.Worker, ev.Worker)
 	if ev.Phase != rec.Phase {
-		r.log.Info().Str(logCluster, rec.Cluster).Str(logMachine, rec.Name).
-			Str("from", string(rec.Phase)).Str("to", string(ev.Phase)).Str("message", ev.Message).Msg("machine phase")
-		switch ev.Phase {
-		case wire.PhaseRunning, wire.PhaseDeleted:
-			r.metrics.TasksCompleted.WithLabelValues(string(rec.task().Operation)).Inc()
-		case wire.PhaseFailed:
-			r.metrics.TasksFailed.WithLabelValues(string(rec.task().Operation)).Inc()
-		}
 		rec.Phase, changed = ev.Phase, true
+		rec.Reason = ""
 	}
-	if ev.Phase == wire.PhaseRunning && rec.LastHeartbeat.Before(rec.Created.Add(time.Nanosecond)) {
-		// The worker saw the machine come up after it was created: that is
-		// the first sign of health, and the only one from providers whose
-		// machines send no heartbeats (inmemory).
-		rec.LastHeartbeat, rec.Healthy = r.o.Now(), true
+	if ev.Phase == wire.PhaseRunning {
+		set(&rec.Version, ev.Version)
 	}
-	set(&rec.Version, ev.Version)
 	if rec.Message != ev.Message {
 		rec.Message, changed = ev.Message, true
 	}
@@ -97,59 +167,135 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 // handleHeartbeat notes a machine's heartbeat in memory. The cluster is
 // re-planned only when the heartbeat changes what the planner sees: the
 // first heartbeat after creation (the machine becomes ready) or a change
-// of health or version.
-func (r *Reconciler) handleHeartbeat(m *nats.Msg) {
-	hb, err := wire.DecodeHeartbeat(m.Data)
+// of health or version. A heartbeat whose subject names another machine
+// than its body is refused.
+func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
+	hb, err := wire.DecodeHeartbeat(msg.Data)
 	if err != nil {
 		// Heartbeats are not stored, so there is nothing to terminate;
 		// logged at debug level, since a broken node sends one every few
 		// seconds.
-		r.log.Debug().Err(err).Str("subject", m.Subject).Msg("ignoring malformed heartbeat")
+		r.log.Debug().Err(err).Str("subject", msg.Subject).Msg("ignoring malformed heartbeat")
 		r.metrics.Malformed.WithLabelValues("heartbeat").Inc()
 		return
 	}
-	rec := r.machines[hb.Cluster][hb.Machine]
-	if rec == nil {
+	if msg.Subject != wire.HeartbeatSubject(hb.Cluster, hb.Machine) {
+		r.refuse("heartbeat", refusedSubject, hb.Cluster, hb.Machine, "published on "+msg.Subject)
 		return
 	}
-	at := r.o.Now()
-	fresh := rec.LastHeartbeat.Before(rec.Created) || rec.LastHeartbeat.IsZero()
-	if fresh || rec.Healthy != hb.Healthy || (hb.Version != "" && rec.Version != hb.Version) {
-		r.dirty[rec.Cluster] = true
+	m := r.lookup(hb.Cluster, hb.Machine)
+	if m == nil {
+		return
 	}
-	rec.LastHeartbeat, rec.Healthy = at, hb.Healthy
-	if hb.Version != "" {
-		rec.Version = hb.Version
+	now := r.o.Now()
+	fresh := m.lastHeartbeat.Before(m.rec.Created) || m.lastHeartbeat.IsZero()
+	if fresh || m.healthy != hb.Healthy || (hb.Version != "" && m.rec.Version != hb.Version) {
+		r.dirty[m.rec.Cluster] = true
+	}
+	m.lastHeartbeat, m.healthy = now, hb.Healthy
+	if !m.rec.Heartbeats || (m.rec.Phase == wire.PhaseRunning && hb.Version != "" && m.rec.Version != hb.Version) {
+		next := m.rec.clone()
+		next.Heartbeats = true
+		if m.rec.Phase == wire.PhaseRunning && hb.Version != "" {
+			next.Version = hb.Version
+		}
+		m = r.commit(ctx, m, next)
+		if m == nil {
+			return
+		}
+	}
+	r.judge(ctx, m, now, hb.Message)
+}
+
+// judge records a change of a running machine's health: unhealthy when its
+// heartbeats stopped for the heartbeat timeout or the newest said so,
+// healthy again when a heartbeat says so. Status shows it whether or not a
+// MachineHealthCheck selects the machine.
+func (r *Reconciler) judge(ctx context.Context, m *machine, now time.Time, msg string) {
+	rec := m.rec
+	if rec.Phase != wire.PhaseRunning || !rec.Heartbeats {
+		return
+	}
+	want := Health{Healthy: true}
+	last := m.lastHeartbeat
+	if last.Before(r.heard) {
+		last = r.heard
+	}
+	switch {
+	case now.Sub(last) > r.o.HeartbeatTimeout:
+		want = Health{Reason: ReasonHeartbeatMissing, Since: m.lastHeartbeat,
+			Message: fmt.Sprintf("no heartbeat since %s", m.lastHeartbeat.UTC().Format(time.RFC3339))}
+		if m.lastHeartbeat.IsZero() {
+			want.Since, want.Message = last, "no heartbeat since this leader started"
+		}
+	case !m.healthy:
+		want = Health{Reason: ReasonNodeUnhealthy, Since: now, Message: msg}
+		if want.Message == "" {
+			want.Message = "its heartbeat says it is not healthy"
+		}
+	}
+	old := rec.Health
+	if old == nil {
+		old = &Health{Healthy: true}
+	}
+	if old.Healthy == want.Healthy && old.Reason == want.Reason {
+		return
+	}
+	next := rec.clone()
+	want.Since = want.Since.UTC().Truncate(time.Second)
+	if want.Healthy {
+		want.Since = now.UTC().Truncate(time.Second)
+	}
+	next.Health = &want
+	if r.commit(ctx, m, next) != nil {
+		ev := r.log.Warn()
+		if want.Healthy {
+			ev = r.log.Info()
+		}
+		ev.Str(logCluster, rec.Cluster).Str(logMachine, rec.Name).Bool("healthy", want.Healthy).
+			Str("reason", want.Reason).Msg("machine health")
 	}
 }
 
 // checkTime wakes clusters whose machines time may have made unhealthy,
-// and publishes again the tasks left unanswered past the task timeout.
+// records machines whose heartbeats stopped, publishes again what NATS did
+// not accept, and the tasks left unanswered past the task timeout as their
+// next attempt.
 func (r *Reconciler) checkTime(ctx context.Context) {
 	now := r.o.Now()
+	if !r.o.JS.Conn().IsConnected() {
+		r.heard = now // heartbeats are not reaching us: none is missed
+	}
+	r.republish(ctx)
+	retried := false
 	for cluster, ms := range r.machines {
 		checked := r.desired != nil && r.desired.Cluster(cluster) != nil && len(r.desired.Cluster(cluster).HealthChecks) > 0
-		for _, rec := range ms {
-			if rec.InFlight() && !rec.Published.IsZero() && now.Sub(rec.Published) > r.o.TaskTimeout {
-				r.log.Warn().Str(logCluster, cluster).Str(logMachine, rec.Name).Str("task", rec.TaskID).Msg("no answer to task; publishing it again")
-				r.publish(ctx, rec)
+		for _, m := range ms {
+			if m.rec.InFlight() && !m.rec.Published.IsZero() && now.Sub(m.rec.Published) > r.o.TaskTimeout {
+				r.retry(ctx, m)
+				retried = true
+				continue
 			}
-			if checked && r.stale(rec, now) {
+			r.judge(ctx, m, now, "")
+			if checked && r.stale(m, now) {
 				r.dirty[cluster] = true
 			}
 		}
+	}
+	if retried {
+		r.waitPublished(ctx)
 	}
 }
 
 // stale reports whether the machine's health may have changed by the
 // passing of time alone: a running machine whose heartbeats stopped, or a
 // machine still not running. The planner decides with the real timeouts.
-func (r *Reconciler) stale(rec *Record, now time.Time) bool {
-	switch rec.Phase {
+func (r *Reconciler) stale(m *machine, now time.Time) bool {
+	switch m.rec.Phase {
 	case wire.PhaseRunning:
-		return !rec.LastHeartbeat.IsZero() && now.Sub(rec.LastHeartbeat) > staleAfter
+		return !m.lastHeartbeat.IsZero() && now.Sub(m.lastHeartbeat) > staleAfter
 	case wire.PhasePending, wire.PhaseProvisioning:
-		return now.Sub(rec.Created) > staleAfter
+		return now.Sub(m.rec.Created) > staleAfter
 	}
 	return false
 }

@@ -47,26 +47,49 @@ type Options struct {
 	// Tick is how often time-based health is looked at (default 1s).
 	Tick time.Duration
 	// TaskTimeout: a task with no answer for this long is published again
-	// under the same ID (default 2m).
+	// as its next attempt, under a new message ID (default 2m).
 	TaskTimeout time.Duration
+	// HeartbeatTimeout: a machine that sends heartbeats and sent none for
+	// this long is recorded unhealthy (default 15s). Whether it is
+	// replaced is a MachineHealthCheck's decision.
+	HeartbeatTimeout time.Duration
+	// Health receives the loop's errors (store, publish, status); the
+	// daemon's /readyz reads it. Default: a new one.
+	Health *LoopHealth
+	// Fence, when set, is asked before every write to the store, every
+	// publish and every status commit: a replica whose lease may be gone
+	// returns an error and writes nothing.
+	Fence func() error
 }
 
 // Reconciler is the loop. Run it while this replica is the leader.
 type Reconciler struct {
 	o       Options
 	log     zerolog.Logger
-	kv      jetstream.KeyValue
+	store   *Store
 	pub     *natsbus.Publisher
 	metrics *Metrics
+	health  *LoopHealth
 
 	rev      *sources.Revision
 	rejected string // the last rejected commit, reported once
-	desired  *planner.Desired
-	machines map[string]map[string]*Record // cluster → machine → record
-	sums     map[string]planner.Summary
-	dirty    map[string]bool
-	gone     map[string]bool // clusters whose status file was removed
-	planSeq  int
+	// lastRejected is the newest rejected revision since the last applied
+	// one, shown in fleet.yaml.
+	lastRejected *sources.Revision
+	desired      *planner.Desired
+	machines     map[string]map[string]*machine // cluster → machine name → machine
+	// unsent are machines whose current attempt is recorded but was not
+	// accepted by NATS: published again on the next tick.
+	unsent map[string]*machine
+	// inflight are publishes awaiting NATS's acknowledgement.
+	inflight []published
+	// heard is since when this leader hears heartbeats without a gap (its
+	// start, or the end of its last disconnection from NATS).
+	heard   time.Time
+	sums    map[string]planner.Summary
+	dirty   map[string]bool
+	gone    map[string]bool // clusters whose status file was removed
+	planSeq int
 }
 
 // New checks opts and returns a Reconciler.
@@ -86,10 +109,17 @@ func New(opts Options) (*Reconciler, error) {
 	if opts.TaskTimeout <= 0 {
 		opts.TaskTimeout = 2 * time.Minute
 	}
+	if opts.HeartbeatTimeout <= 0 {
+		opts.HeartbeatTimeout = 15 * time.Second
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
-	return &Reconciler{o: opts, log: opts.Log, metrics: opts.Metrics, pub: natsbus.NewPublisher(opts.JS)}, nil
+	if opts.Health == nil {
+		opts.Health = NewLoopHealth()
+	}
+	return &Reconciler{o: opts, log: opts.Log, metrics: opts.Metrics, health: opts.Health,
+		pub: natsbus.NewPublisher(opts.JS)}, nil
 }
 
 // RandomName names a machine <cluster>-<pool>-<5 random characters>.
@@ -110,8 +140,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconciler: machines bucket: %w", err)
 	}
-	r.kv = kv
-	r.machines = map[string]map[string]*Record{}
+	r.store = NewStore(kv, r.o.Fence)
+	r.machines = map[string]map[string]*machine{}
+	r.unsent = map[string]*machine{}
+	r.heard = r.o.Now()
 	r.sums = map[string]planner.Summary{}
 	r.dirty = map[string]bool{}
 	r.gone = map[string]bool{}
@@ -165,9 +197,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case m := <-events:
 			r.handleEvent(ctx, m)
 		case m := <-beats:
-			r.handleHeartbeat(m)
+			r.handleHeartbeat(ctx, m)
 		case <-tick.C:
 			r.checkTime(ctx)
+			if r.o.Status != nil {
+				r.health.Report(ProblemStatus, r.o.Status.Err())
+			}
+		case <-r.health.Changed():
+			r.writeFleet()
 		}
 		// Take everything else that is waiting before planning, so a burst
 		// of events costs one plan.
@@ -176,7 +213,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			case m := <-events:
 				r.handleEvent(ctx, m)
 			case m := <-beats:
-				r.handleHeartbeat(m)
+				r.handleHeartbeat(ctx, m)
 			default:
 				drained = true
 			}
@@ -184,29 +221,26 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 }
 
-// load reads every machine record from the bucket.
+// load reads every machine record from the bucket. Heartbeats were the
+// last leader's, in its memory: every running machine gets one heartbeat
+// timeout from now to send a fresh one, and keeps the health recorded for
+// it until then.
 func (r *Reconciler) load(ctx context.Context) error {
-	w, err := r.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return fmt.Errorf("reconciler: read machines: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
 	now := r.o.Now()
-	for e := range w.Updates() {
-		if e == nil {
-			break // initial values done
-		}
-		rec, err := decodeRecord(e.Key(), e.Value())
+	err := r.store.Load(ctx, func(key string, value []byte, rev uint64) {
+		rec, err := decodeRecord(key, value)
 		if err != nil {
 			r.log.Error().Err(err).Msg("skipping unreadable machine record")
-			continue
+			return
 		}
-		if rec.Phase == wire.PhaseRunning && !rec.LastHeartbeat.IsZero() {
-			// Heartbeats were the last leader's, in its memory: give every
-			// machine one unhealthyTimeout from now to send a fresh one.
-			rec.LastHeartbeat = now
+		m := &machine{rec: rec, rev: rev}
+		if rec.Phase == wire.PhaseRunning {
+			m.lastHeartbeat, m.healthy = now, rec.Health == nil || rec.Health.Healthy
 		}
-		r.put(rec)
+		r.put(m)
+	})
+	if err != nil {
+		return fmt.Errorf("reconciler: %w", err)
 	}
 	r.log.Info().Int("clusters", len(r.machines)).Msg("observed state loaded")
 	return nil
@@ -214,14 +248,15 @@ func (r *Reconciler) load(ctx context.Context) error {
 
 // resume publishes again every task a previous leader left in flight: a
 // daemon that died between recording a machine and publishing its task
-// must not leave it Pending forever. The IDs are the same, so a task that
-// was published is deduplicated, and providers are idempotent past the
-// deduplication window.
+// must not leave it Pending forever. The message IDs are the same, so an
+// attempt that was published is deduplicated, and providers are idempotent
+// past the deduplication window.
 func (r *Reconciler) resume(ctx context.Context) {
 	n := 0
 	for _, ms := range r.machines {
-		for _, rec := range ms {
-			if rec.InFlight() && rec.TaskID != "" && r.publish(ctx, rec) {
+		for _, m := range ms {
+			if m.rec.InFlight() && m.rec.TaskID != "" {
+				r.publish(ctx, m)
 				n++
 			}
 		}
@@ -230,21 +265,17 @@ func (r *Reconciler) resume(ctx context.Context) {
 		return
 	}
 	r.log.Info().Int("tasks", n).Msg("resumed tasks in flight")
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := r.pub.Wait(wctx); err != nil {
-		r.log.Error().Err(err).Msg("resumed tasks not acknowledged by NATS; retried after the task timeout")
-	}
+	r.waitPublished(ctx)
 }
 
-func (r *Reconciler) put(rec *Record) {
-	ms := r.machines[rec.Cluster]
+func (r *Reconciler) put(m *machine) {
+	ms := r.machines[m.rec.Cluster]
 	if ms == nil {
-		ms = map[string]*Record{}
-		r.machines[rec.Cluster] = ms
+		ms = map[string]*machine{}
+		r.machines[m.rec.Cluster] = ms
 	}
-	ms[rec.Name] = rec
-	r.dirty[rec.Cluster] = true
+	ms[m.rec.Name] = m
+	r.dirty[m.rec.Cluster] = true
 }
 
 func (r *Reconciler) remove(cluster, name string) {
@@ -254,7 +285,12 @@ func (r *Reconciler) remove(cluster, name string) {
 			delete(r.machines, cluster)
 		}
 	}
+	delete(r.unsent, recordKey(cluster, name))
 	r.dirty[cluster] = true
+}
+
+func (r *Reconciler) lookup(cluster, name string) *machine {
+	return r.machines[cluster][name]
 }
 
 // applyRevision makes a good revision the desired state, or records why a
@@ -268,7 +304,8 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 		r.rejected = rev.Commit
 		r.metrics.RevisionsRejected.Inc()
 		log.Warn().Err(rev.Err).Int("errors", len(rev.Errors)).Msg("revision rejected; keeping the last good one")
-		r.writeFleet(rev)
+		r.lastRejected = rev
+		r.writeFleet()
 		return
 	}
 	if r.rev != nil && r.rev.Commit == rev.Commit {
@@ -278,7 +315,7 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 	for _, p := range problems {
 		log.Warn().Str("problem", p.Error()).Msg("cluster blocked by the planner's rules")
 	}
-	r.rev, r.desired = rev, desired
+	r.rev, r.desired, r.lastRejected = rev, desired, nil
 	r.metrics.RevisionsApplied.Inc()
 	log.Info().Str("subject", rev.Subject()).Int("clusters", len(desired.Clusters)).Msg("applying revision")
 	for _, c := range desired.Clusters {
@@ -288,7 +325,7 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 	for name := range r.machines {
 		r.dirty[name] = true
 	}
-	r.writeFleet(rev)
+	r.writeFleet()
 }
 
 // step plans every dirty cluster and publishes its new steps.
@@ -338,11 +375,7 @@ func (r *Reconciler) step(ctx context.Context) {
 		r.writeCluster(name, res.Status, planID)
 	}
 	if published > 0 {
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		if err := r.pub.Wait(wctx); err != nil {
-			r.log.Error().Err(err).Msg("tasks not acknowledged by NATS; they will be published again")
-		}
-		cancel()
+		r.waitPublished(ctx)
 	}
 	r.metrics.PlanDuration.Observe(r.o.Now().Sub(start).Seconds())
 	r.countPhases()
@@ -353,7 +386,13 @@ func (r *Reconciler) observed(cluster string) []planner.ObservedMachine {
 	ms := r.machines[cluster]
 	out := make([]planner.ObservedMachine, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, m.ObservedMachine)
+		o := m.observed()
+		if !o.LastHeartbeat.IsZero() && o.LastHeartbeat.Before(r.heard) {
+			// Heartbeats missed while this leader could not hear them
+			// (disconnected from NATS) count from when it could again.
+			o.LastHeartbeat = r.heard
+		}
+		out = append(out, o)
 	}
 	return out
 }
@@ -362,7 +401,7 @@ func (r *Reconciler) countPhases() {
 	counts := map[wire.Phase]int{}
 	for _, ms := range r.machines {
 		for _, m := range ms {
-			counts[m.Phase]++
+			counts[m.rec.Phase]++
 		}
 	}
 	for _, p := range []wire.Phase{wire.PhasePending, wire.PhaseProvisioning, wire.PhaseRunning, wire.PhaseFailed, wire.PhaseDeleting} {

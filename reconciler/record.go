@@ -3,6 +3,8 @@ package reconciler
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,49 +12,130 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
-// Record is one machine in the gitfleet-machines bucket, under the key
-// <cluster>.<machine>. It is written before a task is published (intent
-// before action) and updated by workers' events. Heartbeats are kept in
-// memory only: writing every heartbeat would cost a KV write per machine
-// every few seconds, and a new leader simply waits one unhealthyTimeout for
-// fresh ones before it judges a machine.
+// Record is one machine as stored in the gitfleet-machines bucket, under
+// the key <cluster>.<machine>. It is the daemon's own format, separate from
+// planner.ObservedMachine (the planner's input, built from it): it holds
+// what a restarting leader must know — the intent, the task in progress and
+// its attempt, what the provider reported — and nothing that changes every
+// few seconds. Heartbeats stay in memory; only a change of health is
+// recorded.
+//
+// Records are never changed in place: the next version is built on a copy
+// (clone), saved with compare-and-set on the revision it replaces, and only
+// then swapped into memory.
 type Record struct {
-	planner.ObservedMachine
-	Spec          json.RawMessage `json:"spec,omitempty"`
-	FailureDomain string          `json:"failureDomain,omitempty"`
-	ProviderID    string          `json:"providerID,omitempty"`
-	Addresses     []string        `json:"addresses,omitempty"`
-	Message       string          `json:"message,omitempty"`
-	// TaskID is the task in progress or last finished; events about other
-	// tasks only update what they know (provider ID, addresses).
-	TaskID string `json:"taskID,omitempty"`
-	// Published is when TaskID was last published; a task left unanswered
-	// past the task timeout is published again under the same ID.
-	Published    time.Time `json:"published,omitzero"`
-	SourceCommit string    `json:"sourceCommit,omitempty"`
-	PlanID       string    `json:"planID,omitempty"`
+	Name          string            `json:"name"`
+	Cluster       string            `json:"cluster"`
+	Deployment    string            `json:"deployment,omitempty"` // worker pool; "" for the control plane
+	Role          wire.Role         `json:"role"`
+	Provider      string            `json:"provider"`
+	Version       string            `json:"version"`
+	TemplateHash  string            `json:"templateHash"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Spec          json.RawMessage   `json:"spec,omitempty"`
+	FailureDomain string            `json:"failureDomain,omitempty"`
+
+	Phase wire.Phase `json:"phase"`
+	// Reason is a CamelCase word for why the machine is in its phase when
+	// that is not the outcome of its task (MachineMissing).
+	Reason  string    `json:"reason,omitempty"`
+	Message string    `json:"message,omitempty"`
+	Created time.Time `json:"created"`
+
+	ProviderID string   `json:"providerID,omitempty"`
+	Addresses  []string `json:"addresses,omitempty"`
+	// Worker is the worker that reported the machine last: for a provider
+	// whose machines live on one host, the worker every task goes to.
+	Worker string `json:"worker,omitempty"`
+
+	// TaskID is the task in progress or last finished. Attempt counts its
+	// publications: a task left unanswered past the task timeout is
+	// published again with the next attempt, under a new message ID, and a
+	// worker drops any attempt but the record's.
+	TaskID  string `json:"taskID,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	// Published is when the attempt was published.
+	Published time.Time `json:"published,omitzero"`
+
+	// Health is the machine's health as last judged from its heartbeats;
+	// recorded only when it changes.
+	Health *Health `json:"health,omitempty"`
+
+	SourceCommit string `json:"sourceCommit,omitempty"`
+	PlanID       string `json:"planID,omitempty"`
+
+	// Heartbeats says the machine sends heartbeats (it sent one), so their
+	// absence means something. Machines of providers without heartbeats
+	// (inmemory) are judged by inventory alone.
+	Heartbeats bool `json:"heartbeats,omitempty"`
 }
+
+// Health is a recorded health judgement, as Cluster API's Healthy
+// condition: false with a reason since a time.
+type Health struct {
+	Healthy bool      `json:"healthy"`
+	Reason  string    `json:"reason,omitempty"`
+	Message string    `json:"message,omitempty"`
+	Since   time.Time `json:"since"`
+}
+
+// Reasons the daemon records.
+const (
+	// ReasonMachineMissing: the machine's provider no longer has it.
+	ReasonMachineMissing = "MachineMissing"
+	// ReasonHeartbeatMissing: no heartbeat for the heartbeat timeout.
+	ReasonHeartbeatMissing = "HeartbeatMissing"
+	// ReasonNodeUnhealthy: the machine's own heartbeat says it is unhealthy.
+	ReasonNodeUnhealthy = "NodeUnhealthy"
+)
 
 // key is the record's KV key.
 func (r *Record) key() string { return recordKey(r.Cluster, r.Name) }
 
 func recordKey(cluster, machine string) string { return cluster + "." + machine }
 
-// wireMachine is the description a task carries.
-func (r *Record) wireMachine() wire.Machine {
-	m := r.Machine()
-	m.Spec = r.Spec
-	m.FailureDomain = r.FailureDomain
-	return m
+// clone returns a copy that shares nothing mutable with r.
+func (r *Record) clone() *Record {
+	c := *r
+	c.Labels = maps.Clone(r.Labels)
+	c.Addresses = slices.Clone(r.Addresses)
+	c.Spec = slices.Clone(r.Spec)
+	if r.Health != nil {
+		h := *r.Health
+		c.Health = &h
+	}
+	return &c
 }
 
-// task rebuilds the task the record says is in progress.
-func (r *Record) task() *wire.Task {
-	op := wire.OpCreate
-	if r.Phase == wire.PhaseDeleting {
-		op = wire.OpDelete
+// InFlight reports whether a task for the machine is in progress.
+func (r *Record) InFlight() bool {
+	switch r.Phase {
+	case wire.PhasePending, wire.PhaseProvisioning, wire.PhaseDeleting:
+		return true
 	}
-	return &wire.Task{ID: r.TaskID, Operation: op, Machine: r.wireMachine(), PlanID: r.PlanID, SourceCommit: r.SourceCommit}
+	return false
+}
+
+// operation is what the record's task asks.
+func (r *Record) operation() wire.Operation {
+	if strings.HasPrefix(r.TaskID, string(wire.OpDelete)+".") {
+		return wire.OpDelete
+	}
+	return wire.OpCreate
+}
+
+// wireMachine is the description a task carries.
+func (r *Record) wireMachine() wire.Machine {
+	return wire.Machine{Name: r.Name, Cluster: r.Cluster, Role: r.Role, Deployment: r.Deployment,
+		Version: r.Version, Provider: r.Provider, Spec: r.Spec, FailureDomain: r.FailureDomain,
+		TemplateHash: r.TemplateHash, Labels: r.Labels}
+}
+
+// task rebuilds the task the record says is in progress; rev is the
+// record's revision in the bucket, which the worker checks.
+func (r *Record) task(rev uint64) *wire.Task {
+	return &wire.Task{ID: r.TaskID, Attempt: r.Attempt, Revision: rev, Operation: r.operation(),
+		Machine: r.wireMachine(), Worker: r.Worker, PlanID: r.PlanID, SourceCommit: r.SourceCommit}
 }
 
 func decodeRecord(key string, data []byte) (*Record, error) {
@@ -66,9 +149,33 @@ func decodeRecord(key string, data []byte) (*Record, error) {
 	return &r, nil
 }
 
-// taskID is deterministic per machine and operation, so re-publishing the
-// same intent is deduplicated by JetStream and a machine name is never
-// reused (names carry a random suffix).
+// taskID is deterministic per machine and operation; attempts of one task
+// differ by their attempt number (wire.Task.MsgID).
 func taskID(op wire.Operation, cluster, machine string) string {
 	return strings.Join([]string{string(op), cluster, machine}, ".")
+}
+
+// machine is a record in memory: the stored record, the revision it was
+// stored at, and what the daemon keeps in memory only (heartbeats).
+type machine struct {
+	rec *Record
+	rev uint64
+	// lastHeartbeat is when the newest heartbeat arrived; healthy is what
+	// it said. Zero until the first heartbeat this leader heard.
+	lastHeartbeat time.Time
+	healthy       bool
+}
+
+// observed is the machine as the planner sees it. Health comes from the
+// heartbeats this leader heard; a machine recorded unhealthy stays so until
+// a heartbeat says otherwise.
+func (m *machine) observed() planner.ObservedMachine {
+	r := m.rec
+	o := planner.ObservedMachine{Name: r.Name, Cluster: r.Cluster, Deployment: r.Deployment, Role: r.Role,
+		Provider: r.Provider, Version: r.Version, TemplateHash: r.TemplateHash, Phase: r.Phase,
+		Created: r.Created, LastHeartbeat: m.lastHeartbeat, Healthy: m.healthy, Labels: r.Labels}
+	if r.Health != nil && !r.Health.Healthy {
+		o.Healthy = false // its heartbeats stopped: not ready, even unchecked
+	}
+	return o
 }

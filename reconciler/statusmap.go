@@ -1,12 +1,13 @@
 package reconciler
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
-	"github.com/gitfleet/gitfleet/sources"
 )
 
 // writeCluster hands one cluster's status to the status writer, which
@@ -37,7 +38,7 @@ func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID 
 // clusterStatus turns the planner's view of a cluster and its machine
 // records into the status branch's file. Planner conditions hold when
 // present; Ready is always written, False when the planner did not set it.
-func clusterStatus(ps planner.ClusterStatus, ms map[string]*Record) status.ClusterStatus {
+func clusterStatus(ps planner.ClusterStatus, ms map[string]*machine) status.ClusterStatus {
 	cs := status.ClusterStatus{Name: ps.Name, Class: ps.Class, Version: ps.Version, Phase: ps.Phase,
 		Paused: ps.Has(planner.CondPaused)}
 	if !ps.Has(planner.CondReady) {
@@ -52,12 +53,7 @@ func clusterStatus(ps planner.ClusterStatus, ms map[string]*Record) status.Clust
 		cs.Deployments = append(cs.Deployments, status.DeploymentStatus{Name: d.Name, Replicas: replicas(d)})
 	}
 	for _, m := range ms {
-		cs.Machines = append(cs.Machines, status.MachineStatus{
-			Name: m.Name, Role: string(m.Role), Deployment: m.Deployment, Phase: string(m.Phase),
-			Version: m.Version, Provider: m.Provider, ProviderID: m.ProviderID, Addresses: m.Addresses,
-			TemplateHash: m.TemplateHash, Unhealthy: unhealthy(m), Message: m.Message,
-			SourceCommit: m.SourceCommit, Created: m.Created.UTC().Truncate(1e9),
-		})
+		cs.Machines = append(cs.Machines, machineStatus(m.rec))
 	}
 	sort.Slice(cs.Machines, func(i, j int) bool { return cs.Machines[i].Name < cs.Machines[j].Name })
 	return cs
@@ -68,21 +64,36 @@ func replicas(p planner.PoolStatus) status.Replicas {
 		Updated: p.UpToDate, Unavailable: max(p.Replicas-p.Ready, 0)}
 }
 
-// unhealthy: a running machine whose last heartbeat said so.
-func unhealthy(m *Record) bool {
-	return m.Phase == wire.PhaseRunning && !m.LastHeartbeat.IsZero() && !m.Healthy
+// machineStatus is one machine's entry in its cluster's status file.
+func machineStatus(m *Record) status.MachineStatus {
+	ms := status.MachineStatus{
+		Name: m.Name, Role: string(m.Role), Deployment: m.Deployment, Phase: string(m.Phase),
+		Version: m.Version, Provider: m.Provider, ProviderID: m.ProviderID, Addresses: m.Addresses,
+		TemplateHash: m.TemplateHash, Reason: m.Reason, Message: m.Message,
+		SourceCommit: m.SourceCommit, Created: m.Created.UTC().Truncate(1e9),
+	}
+	if h := m.Health; h != nil && !h.Healthy && m.Phase == wire.PhaseRunning {
+		ms.Unhealthy = true
+		ms.Conditions = []status.Condition{{Type: status.ConditionHealthy, Status: status.ConditionFalse,
+			Reason: h.Reason, Message: h.Message, LastTransitionTime: h.Since}}
+	}
+	return ms
 }
 
-// writeFleet records the last applied and the last rejected revision.
-func (r *Reconciler) writeFleet(latest *sources.Revision) {
+// writeFleet hands fleet.yaml's part the daemon owns to the status writer:
+// the last applied and rejected revisions, the loop's problems as a
+// Reconciling condition, and the orphans.
+func (r *Reconciler) writeFleet() {
 	if r.o.Status == nil {
 		return
 	}
 	var f status.FleetStatus
+	var o status.Origin
 	if r.rev != nil {
 		f.LastApplied = &status.SourceCommit{Commit: r.rev.Commit, Subject: r.rev.Subject()}
+		o.SourceCommit = r.rev.Commit
 	}
-	if latest.Rejected() {
+	if latest := r.lastRejected; latest != nil {
 		rej := &status.Rejection{SourceCommit: status.SourceCommit{Commit: latest.Commit, Subject: latest.Subject()}}
 		for _, e := range latest.Errors {
 			rej.Errors = append(rej.Errors, e.Error())
@@ -91,6 +102,21 @@ func (r *Reconciler) writeFleet(latest *sources.Revision) {
 			rej.Errors = []string{latest.Err.Error()}
 		}
 		f.LastRejected = rej
+		o.SourceCommit = latest.Commit
 	}
-	r.o.Status.SetFleet(f, status.Origin{SourceCommit: latest.Commit})
+	if ps := r.health.Problems(); len(ps) > 0 {
+		c := status.Condition{Type: status.ConditionReconciling, Status: status.ConditionFalse,
+			Reason: ps[0].Kind + "Failing", LastTransitionTime: ps[0].Since}
+		var msgs []string
+		for _, p := range ps {
+			msgs = append(msgs, fmt.Sprintf("%s: %s", strings.ToLower(p.Kind), p.Message))
+			if p.Since.Before(c.LastTransitionTime) {
+				c.LastTransitionTime = p.Since
+			}
+		}
+		c.Message = strings.Join(msgs, "; ")
+		f.Conditions = append(f.Conditions, c)
+	}
+	f.Orphans = r.orphanList()
+	r.o.Status.SetFleet(f, o)
 }

@@ -136,6 +136,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := reconciler.NewMetrics(reg)
+	loop := reconciler.NewLoopHealth()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -156,7 +157,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	}
 
 	if o.listen != "" {
-		srv, err := serveHTTP(ctx, o, src, bus, reg, log)
+		srv, err := serveHTTP(ctx, o, src, bus, reg, loop, log)
 		if err != nil {
 			return err
 		}
@@ -176,7 +177,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	err = lease.Run(ctx, func(lctx context.Context) {
 		metrics.Leader.Set(1)
 		defer metrics.Leader.Set(0)
-		if err := lead(lctx, o, repo, revs, bus, metrics, log); err != nil {
+		if err := lead(lctx, o, repo, revs, bus, metrics, loop, lease.Fence, log); err != nil {
 			log.Error().Err(err).Msg("reconciler stopped")
 		}
 	})
@@ -188,12 +189,12 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 // On the way out the pending status is flushed, so a graceful stop loses
 // nothing.
 func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisionBox,
-	bus *natsbus.Bus, metrics *reconciler.Metrics, log zerolog.Logger) error {
+	bus *natsbus.Bus, metrics *reconciler.Metrics, loop *reconciler.LoopHealth, fence func() error, log zerolog.Logger) error {
 	g, err := git.PlainOpen(repo.GitDir())
 	if err != nil {
 		return fmt.Errorf("status: open %s: %w", repo.GitDir(), err)
 	}
-	sopts := status.Options{Repo: g, Branch: o.statusBranch, Interval: o.statusInterval, Logger: log}
+	sopts := status.Options{Repo: g, Branch: o.statusBranch, Interval: o.statusInterval, Logger: log, Fence: fence}
 	if repo.Remote() {
 		sopts.Remote = "origin"
 		if sopts.Auth, err = repo.AuthMethod(); err != nil {
@@ -214,6 +215,7 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisi
 	}()
 	r, err := reconciler.New(reconciler.Options{
 		Revisions: revs.follow(ctx), JS: bus.JS, Status: w, Log: log, Metrics: metrics,
+		Health: loop, Fence: fence,
 	})
 	if err != nil {
 		return err
@@ -248,7 +250,8 @@ func splitList(s string) []string {
 }
 
 // serveHTTP starts /healthz, /readyz, /metrics and /hooks/git.
-func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, bus *natsbus.Bus, reg *prometheus.Registry, log zerolog.Logger) (*http.Server, error) {
+func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, bus *natsbus.Bus, reg *prometheus.Registry,
+	loop *reconciler.LoopHealth, log zerolog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -261,6 +264,8 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, bus *n
 				msg += ": " + err.Error()
 			}
 			http.Error(w, msg, http.StatusServiceUnavailable)
+		case loop.Err(loopErrorBound) != nil:
+			http.Error(w, loop.Err(loopErrorBound).Error(), http.StatusServiceUnavailable)
 		default:
 			fmt.Fprintln(w, "ok")
 		}
@@ -290,6 +295,10 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, bus *n
 	log.Info().Str("listen", ln.Addr().String()).Msg("serving /healthz /readyz /metrics /hooks/git")
 	return srv, nil
 }
+
+// loopErrorBound is how long the reconciler loop may keep failing (store,
+// publish, status) before /readyz fails.
+const loopErrorBound = time.Minute
 
 // stickyPort keeps the embedded NATS server on the same port across
 // restarts, so the local provider's machines, which keep running while the

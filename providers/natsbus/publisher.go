@@ -10,8 +10,9 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
-// Publisher publishes tasks asynchronously with the task ID as JetStream
-// message ID, so a task re-published after a restart is deduplicated.
+// Publisher publishes tasks asynchronously with the task's ID and attempt
+// as JetStream message ID (wire.Task.MsgID), so the same attempt published
+// again after a restart is deduplicated and a new attempt is not.
 // It is safe for concurrent use.
 type Publisher struct {
 	js jetstream.JetStream
@@ -20,7 +21,7 @@ type Publisher struct {
 // NewPublisher returns a task publisher on js.
 func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
 
-// Publish sends t to wire.TaskSubject(provider, cluster, machine) without
+// Publish sends t to its subject (wire.Task.Subject) without
 // waiting for the server. Wait (or the returned future) says whether it was
 // stored.
 func (p *Publisher) Publish(ctx context.Context, t *wire.Task) (jetstream.PubAckFuture, error) {
@@ -34,14 +35,22 @@ func (p *Publisher) Publish(ctx context.Context, t *wire.Task) (jetstream.PubAck
 	if err != nil {
 		return nil, err
 	}
-	subj := wire.TaskSubject(t.Machine.Provider, t.Machine.Cluster, t.Machine.Name)
+	for _, tok := range []string{t.Machine.Provider, t.Machine.Cluster, t.Machine.Name} {
+		if !wire.ValidToken(tok) {
+			return nil, fmt.Errorf("publish task %s: %q cannot be part of a subject", t.ID, tok)
+		}
+	}
+	if t.Worker != "" && !wire.ValidToken(t.Worker) {
+		return nil, fmt.Errorf("publish task %s: worker %q cannot be part of a subject", t.ID, t.Worker)
+	}
+	subj := t.Subject()
 	// Wait for room among the pending publishes as long as ctx allows,
 	// instead of failing after nats.go's default 200ms stall.
 	stall := 30 * time.Second
 	if d, ok := ctx.Deadline(); ok {
 		stall = max(time.Until(d), time.Millisecond)
 	}
-	f, err := p.js.PublishAsync(subj, data, jetstream.WithMsgID(t.ID), jetstream.WithStallWait(stall))
+	f, err := p.js.PublishAsync(subj, data, jetstream.WithMsgID(t.MsgID()), jetstream.WithStallWait(stall))
 	if err != nil {
 		return nil, fmt.Errorf("publish task %s: %w", t.ID, err)
 	}

@@ -57,6 +57,9 @@ func (w *Writer) Flush(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := w.fenced(); err != nil {
+			return err
+		}
 		err = w.commit()
 		if errors.Is(err, errRaced) {
 			w.log.Debug().Msg("status: branch moved while committing; rebuilding on top")
@@ -69,6 +72,9 @@ func (w *Writer) Flush(ctx context.Context) error {
 			w.settled()
 			return nil
 		}
+		if err := w.fenced(); err != nil {
+			return err
+		}
 		if err = w.push(ctx); err == nil {
 			w.settled()
 			return nil
@@ -79,6 +85,17 @@ func (w *Writer) Flush(ctx context.Context) error {
 		w.log.Debug().Err(err).Msg("status: push rejected; fetched and rebuilding on top")
 	}
 	return fmt.Errorf("status commit: gave up after %d attempts: %w", maxAttempts, err)
+}
+
+// fenced asks Options.Fence whether this writer may still write.
+func (w *Writer) fenced() error {
+	if w.opts.Fence == nil {
+		return nil
+	}
+	if err := w.opts.Fence(); err != nil {
+		return fmt.Errorf("status: not writing: %w", err)
+	}
+	return nil
 }
 
 // settled empties the outbox once its changes are durable.
@@ -260,7 +277,8 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 		}
 	}
 	if fleet != nil && w.fleetSet == nil {
-		w.fleet.LastApplied, w.fleet.LastRejected = fleet.LastApplied, fleet.LastRejected
+		fleet.Counts = Counts{}
+		w.fleet = fleet.normalized()
 	}
 	if len(sums) > 0 || fleet != nil {
 		w.dirty = true // recount; an unchanged fleet.yaml encodes the same and is not written

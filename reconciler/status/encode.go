@@ -13,13 +13,13 @@ import (
 // normalized returns a copy of c with every list sorted and times in UTC
 // seconds, so the same observation always encodes to the same bytes.
 func (c ClusterStatus) normalized() ClusterStatus {
-	c.Conditions = slices.Clone(c.Conditions)
-	slices.SortStableFunc(c.Conditions, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
 	c.Deployments = slices.Clone(c.Deployments)
 	slices.SortStableFunc(c.Deployments, func(a, b DeploymentStatus) int { return strings.Compare(a.Name, b.Name) })
+	c.Conditions = normalConditions(c.Conditions)
 	c.Machines = slices.Clone(c.Machines)
 	for i := range c.Machines {
 		m := &c.Machines[i]
+		m.Conditions = normalConditions(m.Conditions)
 		m.Addresses = slices.Clone(m.Addresses)
 		slices.Sort(m.Addresses)
 		if !m.Created.IsZero() {
@@ -30,7 +30,35 @@ func (c ClusterStatus) normalized() ClusterStatus {
 	return c
 }
 
+// normalConditions sorts conditions by type and keeps their times to the
+// second, in UTC.
+func normalConditions(cs []Condition) []Condition {
+	if len(cs) == 0 {
+		return nil
+	}
+	cs = slices.Clone(cs)
+	for i := range cs {
+		if !cs[i].LastTransitionTime.IsZero() {
+			cs[i].LastTransitionTime = cs[i].LastTransitionTime.UTC().Truncate(time.Second)
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
+	return cs
+}
+
 func (f FleetStatus) normalized() FleetStatus {
+	f.Conditions = normalConditions(f.Conditions)
+	if len(f.Orphans) == 0 {
+		f.Orphans = nil
+	} else {
+		f.Orphans = slices.Clone(f.Orphans)
+		for i := range f.Orphans {
+			f.Orphans[i].Since = f.Orphans[i].Since.UTC().Truncate(time.Second)
+		}
+		slices.SortFunc(f.Orphans, func(a, b Orphan) int {
+			return strings.Compare(a.Cluster+"/"+a.Machine+"/"+a.Worker, b.Cluster+"/"+b.Machine+"/"+b.Worker)
+		})
+	}
 	if f.LastRejected != nil {
 		r := *f.LastRejected
 		r.Errors = slices.Clone(r.Errors)
@@ -126,7 +154,21 @@ func (c ClusterStatus) summary() string {
 	if len(c.Machines) == 1 {
 		word = "machine"
 	}
-	return fmt.Sprintf("%s, %d %s: %s", s, len(c.Machines), word, phaseCounts(c.Machines))
+	s = fmt.Sprintf("%s, %d %s: %s", s, len(c.Machines), word, phaseCounts(c.Machines))
+	if n := unhealthyCount(c.Machines); n > 0 {
+		s += fmt.Sprintf(" (%d unhealthy)", n)
+	}
+	return s
+}
+
+func unhealthyCount(ms []MachineStatus) int {
+	n := 0
+	for _, m := range ms {
+		if m.Unhealthy {
+			n++
+		}
+	}
+	return n
 }
 
 func (f FleetStatus) summary() string {
@@ -136,6 +178,14 @@ func (f FleetStatus) summary() string {
 	}
 	if f.LastRejected != nil {
 		parts = append(parts, fmt.Sprintf("rejected %s (%d errors)", short(f.LastRejected.Commit), len(f.LastRejected.Errors)))
+	}
+	for _, c := range f.Conditions {
+		if c.Status == ConditionFalse {
+			parts = append(parts, fmt.Sprintf("%s False (%s)", c.Type, c.Reason))
+		}
+	}
+	if n := len(f.Orphans); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d orphan machines", n))
 	}
 	if len(parts) == 0 {
 		return ""

@@ -37,6 +37,8 @@ const (
 
 // Condition types the daemon sets, as in Cluster API.
 const (
+	ConditionHealthy             = "Healthy"
+	ConditionReconciling         = "Reconciling"
 	ConditionReady               = "Ready"
 	ConditionControlPlaneReady   = "ControlPlaneReady"
 	ConditionWorkersReady        = "WorkersReady"
@@ -74,6 +76,9 @@ type Condition struct {
 	Status  string `yaml:"status" json:"status"` // True, False, Unknown
 	Reason  string `yaml:"reason,omitempty" json:"reason,omitempty"`
 	Message string `yaml:"message,omitempty" json:"message,omitempty"`
+	// LastTransitionTime is when the condition last changed status, to the
+	// second; set on conditions that say since when something is wrong.
+	LastTransitionTime time.Time `yaml:"lastTransitionTime,omitempty" json:"lastTransitionTime,omitzero"`
 }
 
 // Replicas counts the machines of a control plane or a worker pool.
@@ -113,10 +118,17 @@ type MachineStatus struct {
 	// Addresses are sorted.
 	Addresses    []string `yaml:"addresses,omitempty" json:"addresses,omitempty"`
 	TemplateHash string   `yaml:"templateHash,omitempty" json:"templateHash,omitempty"`
-	// Healthy is false when a MachineHealthCheck found the machine unhealthy.
+	// Unhealthy is true when the machine's Healthy condition is False.
 	Unhealthy bool `yaml:"unhealthy,omitempty" json:"unhealthy,omitempty"`
+	// Reason is a CamelCase word for why the machine is in its phase when
+	// its own task did not put it there (MachineMissing).
+	Reason string `yaml:"reason,omitempty" json:"reason,omitempty"`
 	// Message says why a machine failed or is unhealthy.
 	Message string `yaml:"message,omitempty" json:"message,omitempty"`
+	// Conditions hold Healthy (False, with reason and since when) for a
+	// machine whose heartbeats stopped or say it is unhealthy, whether or
+	// not a MachineHealthCheck selects it.
+	Conditions []Condition `yaml:"conditions,omitempty" json:"conditions,omitempty"`
 	// SourceCommit is the fleet repository commit whose plan created the
 	// machine.
 	SourceCommit string `yaml:"sourceCommit,omitempty" json:"sourceCommit,omitempty"`
@@ -132,9 +144,30 @@ type FleetStatus struct {
 	// LastRejected is the newest commit that failed validation, with why.
 	// It is cleared when a newer commit is applied.
 	LastRejected *Rejection `yaml:"lastRejected,omitempty" json:"lastRejected,omitempty"`
+	// Conditions say what the daemon cannot do: Reconciling False while its
+	// loop fails to record machines, publish tasks or write status.
+	Conditions []Condition `yaml:"conditions,omitempty" json:"conditions,omitempty"`
+	// Orphans are machines a provider has and no record wants, sorted.
+	Orphans []Orphan `yaml:"orphans,omitempty" json:"orphans,omitempty"`
 	// Counts are computed by the Writer from the cluster files; what a
 	// caller puts here is replaced.
 	Counts `yaml:",inline" json:",inline"`
+}
+
+// Orphan is a machine a provider reported that no record wants: a stray,
+// or one whose record was lost. It is deleted after a grace period unless
+// the daemon runs with --orphans report.
+type Orphan struct {
+	Cluster  string `yaml:"cluster" json:"cluster"`
+	Machine  string `yaml:"machine" json:"machine"`
+	Provider string `yaml:"provider" json:"provider"`
+	// Worker holds the machine, for providers whose machines live on one
+	// host.
+	Worker     string    `yaml:"worker,omitempty" json:"worker,omitempty"`
+	ProviderID string    `yaml:"providerID,omitempty" json:"providerID,omitempty"`
+	Since      time.Time `yaml:"since" json:"since"`
+	// Action is "delete" (after the grace period) or "report".
+	Action string `yaml:"action" json:"action"`
 }
 
 // SourceCommit names a commit of the fleet repository.

@@ -38,6 +38,9 @@ type Options struct {
 	Logger         zerolog.Logger
 	// Now is the clock for commit dates (default time.Now).
 	Now func() time.Time
+	// Fence, when set, is asked before every commit and push: a daemon
+	// whose leader lease may be gone returns an error and writes nothing.
+	Fence func() error
 }
 
 // Stats count what a Writer did.
@@ -71,6 +74,7 @@ type Writer struct {
 	counts   Counts                   // of clusters, kept up to date
 	fleet    FleetStatus              // the caller's part of fleet.yaml
 	fleetSet *change                  // summary and origin of the last SetFleet
+	err      error                    // of the last flush; nil once one succeeds
 	dirty    bool                     // fleet.yaml needs recounting
 	stats    Stats
 
@@ -185,15 +189,16 @@ func (w *Writer) DeleteCluster(name string, o Origin) error {
 	return nil
 }
 
-// SetFleet records the last applied and rejected source commits. The counts
-// in fleet.yaml are computed from the clusters; f.Counts is ignored.
+// SetFleet records the caller's part of fleet.yaml: the last applied and
+// rejected source commits, the daemon's conditions and the orphans. The
+// counts are computed from the clusters; f.Counts is ignored.
 func (w *Writer) SetFleet(f FleetStatus, o Origin) {
 	f.Counts = Counts{}
 	f = f.normalized()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	old, _ := encodeYAML(FleetStatus{LastApplied: w.fleet.LastApplied, LastRejected: w.fleet.LastRejected})
-	now, _ := encodeYAML(FleetStatus{LastApplied: f.LastApplied, LastRejected: f.LastRejected})
+	old, _ := encodeYAML(w.fleet)
+	now, _ := encodeYAML(f)
 	if string(old) == string(now) {
 		return
 	}
@@ -312,6 +317,14 @@ func (w *Writer) Stats() Stats {
 	return w.stats
 }
 
+// Err is the error of the last commit or push the Writer's goroutine
+// tried; nil once one succeeds.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
 // Close stops the goroutine without writing what is pending; call Flush
 // first for a graceful shutdown.
 func (w *Writer) Close() error {
@@ -334,7 +347,11 @@ func (w *Writer) run(ctx context.Context) {
 			}
 		case <-timer:
 			timer = nil
-			if err := w.Flush(ctx); err != nil {
+			err := w.Flush(ctx)
+			w.mu.Lock()
+			w.err = err
+			w.mu.Unlock()
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}

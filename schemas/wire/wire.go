@@ -27,9 +27,45 @@ const (
 	SubjectHeartbeats = "gitfleet.heartbeat" // .<cluster>.<machine>
 )
 
-// TaskSubject is where a task for a machine is published.
+// TaskSubject is where a task for a machine is published when any worker
+// of the provider may take it.
 func TaskSubject(provider, cluster, machine string) string {
 	return SubjectTasks + "." + provider + "." + cluster + "." + machine
+}
+
+// WorkerTaskSubject is where a task is published for one worker: the one
+// that holds the machine, for providers whose machines live on one host.
+func WorkerTaskSubject(provider, cluster, machine, worker string) string {
+	return TaskSubject(provider, cluster, machine) + "." + worker
+}
+
+// Subject is where t is published: its worker's subject when it names one.
+func (t *Task) Subject() string {
+	if t.Worker != "" {
+		return WorkerTaskSubject(t.Machine.Provider, t.Machine.Cluster, t.Machine.Name, t.Worker)
+	}
+	return TaskSubject(t.Machine.Provider, t.Machine.Cluster, t.Machine.Name)
+}
+
+// MsgID is the JetStream message ID of one attempt of a task: the same
+// attempt published twice is stored once, a new attempt is a new message.
+func (t *Task) MsgID() string {
+	return fmt.Sprintf("%s#%d", t.ID, t.Attempt)
+}
+
+// ValidToken reports whether s can be one token of a NATS subject (a
+// cluster, machine or worker name): not empty, no dots, wildcards or
+// white space.
+func ValidToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c == '.' || c == '*' || c == '>' || c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // EventSubject is where events about a machine are published.
@@ -74,6 +110,29 @@ const (
 	PhaseDeleted      Phase = "Deleted"
 )
 
+// Reported reports whether workers may send phase p in an event.
+func (p Phase) Reported() bool {
+	switch p {
+	case PhaseProvisioning, PhaseRunning, PhaseFailed, PhaseDeleting, PhaseDeleted:
+		return true
+	}
+	return false
+}
+
+// For reports whether an event of phase p can be the outcome or progress
+// of a task doing op.
+func (p Phase) For(op Operation) bool {
+	switch p {
+	case PhaseFailed:
+		return true
+	case PhaseProvisioning, PhaseRunning:
+		return op == OpCreate
+	case PhaseDeleting, PhaseDeleted:
+		return op == OpDelete
+	}
+	return false
+}
+
 // Machine is everything a provider needs to make one machine.
 type Machine struct {
 	Name          string            `json:"name"`
@@ -88,21 +147,44 @@ type Machine struct {
 	Labels        map[string]string `json:"labels,omitempty"`
 }
 
-// Task asks a provider worker to create or delete one machine. ID is also the
-// JetStream message ID, so publishing the same task twice is deduplicated.
+// Task asks a provider worker to create or delete one machine. ID names
+// the intent (one per machine and operation); Attempt counts its
+// publications, and ID#Attempt is the JetStream message ID (MsgID), so the
+// same attempt published twice is deduplicated and a retry is not.
+//
+// Revision is the revision of the machine's record in the gitfleet-machines
+// bucket when the attempt was decided. Before it acts, a worker reads the
+// record: a task whose record is gone, names another task or attempt, or
+// is older than the task (a store that was lost and rebuilt) is stale —
+// an older leader's or one a paused worker held — and is dropped. Orphan
+// tasks (deleting a machine no record wants) are checked the other way:
+// dropped when a record wants the machine after all.
 type Task struct {
-	APIVersion   string    `json:"apiVersion"`
-	ID           string    `json:"id"`
-	Operation    Operation `json:"operation"`
-	Machine      Machine   `json:"machine"`
-	PlanID       string    `json:"planID,omitempty"`
-	SourceCommit string    `json:"sourceCommit,omitempty"`
+	APIVersion string    `json:"apiVersion"`
+	ID         string    `json:"id"`
+	Attempt    int       `json:"attempt,omitempty"`
+	Revision   uint64    `json:"revision,omitempty"`
+	Operation  Operation `json:"operation"`
+	Machine    Machine   `json:"machine"`
+	// Worker routes the task to one worker (WorkerTaskSubject); empty: any
+	// worker of the provider.
+	Worker string `json:"worker,omitempty"`
+	// Orphan: a delete of a machine the provider has and no record wants.
+	Orphan       bool   `json:"orphan,omitempty"`
+	PlanID       string `json:"planID,omitempty"`
+	SourceCommit string `json:"sourceCommit,omitempty"`
 }
 
-// Event reports what happened to a machine.
+// Event reports what happened to a machine while a worker ran a task:
+// Provisioning, Running or Failed for a create, Deleting, Deleted or Failed
+// for a delete. It is published on EventSubject of the machine it names.
 type Event struct {
-	APIVersion string    `json:"apiVersion"`
-	TaskID     string    `json:"taskID,omitempty"`
+	APIVersion string `json:"apiVersion"`
+	TaskID     string `json:"taskID"`
+	Attempt    int    `json:"attempt,omitempty"`
+	// Worker is the worker that holds the machine, for providers whose
+	// machines live on one host; empty otherwise.
+	Worker     string    `json:"worker,omitempty"`
 	Cluster    string    `json:"cluster"`
 	Machine    string    `json:"machine"`
 	Phase      Phase     `json:"phase"`
@@ -162,6 +244,8 @@ func DecodeTask(data []byte) (Task, error) {
 		return Task{}, fmt.Errorf("%w: task %s: unknown operation %q (want create or delete)", ErrMalformed, t.ID, t.Operation)
 	case t.Machine.Name == "" || t.Machine.Cluster == "":
 		return Task{}, fmt.Errorf("%w: task %s: machine name and cluster are required", ErrMalformed, t.ID)
+	case t.Orphan && t.Operation != OpDelete:
+		return Task{}, fmt.Errorf("%w: task %s: only a delete can be an orphan task", ErrMalformed, t.ID)
 	}
 	return t, nil
 }
@@ -174,6 +258,9 @@ func DecodeEvent(data []byte) (Event, error) {
 	}
 	if e.Machine == "" || e.Cluster == "" || e.Phase == "" {
 		return Event{}, fmt.Errorf("%w: event needs cluster, machine and phase", ErrMalformed)
+	}
+	if !e.Phase.Reported() {
+		return Event{}, fmt.Errorf("%w: event for %s/%s: unknown phase %q (want Provisioning, Running, Failed, Deleting or Deleted)", ErrMalformed, e.Cluster, e.Machine, e.Phase)
 	}
 	return e, nil
 }

@@ -1,0 +1,129 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Store is a KV bucket of JSON values written with compare-and-set: every
+// write names the revision it replaces (0: the key must not exist), so a
+// write based on a stale read — another leader's, or one of ours that was
+// lost — fails instead of overwriting. The reconciler keeps its machine
+// records in one; other state the leader must not lose across a restart
+// (rollout decisions) belongs in one too.
+//
+// The rule for callers: build the next value on a copy, Save it, and only
+// when Save succeeded put the copy and the returned revision in memory. A
+// failed Save leaves memory as it was, and the caller tries again later.
+type Store struct {
+	kv      jetstream.KeyValue
+	timeout time.Duration
+	// fence, when set, is asked before every write: a replica that is no
+	// longer sure to be the leader writes nothing.
+	fence func() error
+}
+
+// ErrConflict: the key's revision is not the one the write was based on.
+var ErrConflict = errors.New("stored value changed underneath")
+
+// ErrNotLeader is returned by writes of a replica whose lease may be gone.
+var ErrNotLeader = errors.New("not the leader")
+
+// NewStore wraps kv. fence may be nil.
+func NewStore(kv jetstream.KeyValue, fence func() error) *Store {
+	return &Store{kv: kv, timeout: 10 * time.Second, fence: fence}
+}
+
+// Save writes v under key if the key is at revision rev (0: absent), and
+// returns the new revision.
+func (s *Store) Save(ctx context.Context, key string, v any, rev uint64) (uint64, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("save %s: %w", key, err)
+	}
+	if err := s.check(); err != nil {
+		return 0, fmt.Errorf("save %s: %w", key, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var next uint64
+	if rev == 0 {
+		next, err = s.kv.Create(ctx, key, data)
+	} else {
+		next, err = s.kv.Update(ctx, key, data, rev)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("save %s: %w", key, conflict(err))
+	}
+	return next, nil
+}
+
+// Delete removes key if it is at revision rev. A key that is already gone
+// is not an error.
+func (s *Store) Delete(ctx context.Context, key string, rev uint64) error {
+	if err := s.check(); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("delete %s: %w", key, conflict(err))
+	}
+	return nil
+}
+
+// Get reads one key: its value (nil when absent) and revision.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", key, err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// Load calls fn for every key in the bucket with its value and revision.
+func (s *Store) Load(ctx context.Context, fn func(key string, value []byte, rev uint64)) error {
+	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("read %s: %w", s.kv.Bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil {
+				return nil // initial values done
+			}
+			fn(e.Key(), e.Value(), e.Revision())
+		case <-ctx.Done():
+			return fmt.Errorf("read %s: %w", s.kv.Bucket(), ctx.Err())
+		}
+	}
+}
+
+func (s *Store) check() error {
+	if s.fence == nil {
+		return nil
+	}
+	return s.fence()
+}
+
+// conflict maps JetStream's "wrong last sequence" and "key exists" to
+// ErrConflict.
+func conflict(err error) error {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return err
+}
