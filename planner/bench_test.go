@@ -10,8 +10,9 @@ import (
 )
 
 // bumpFleet is n clusters of 3 control-plane + 10 workers whose class moves
-// from v1.29.4 to v1.30.2, with every machine Running at v1.29.4.
-func bumpFleet(n int) (*Desired, []ObservedMachine, time.Time) {
+// from v1.29.4 to v1.30.2, with every machine Running at v1.29.4 and every
+// cluster admitted to the old revision, done.
+func bumpFleet(n int) (*Desired, []ObservedMachine, Records, time.Time) {
 	now := simStart.Add(time.Hour)
 	build := func(ver string) *Desired {
 		class := testClass(ver)
@@ -47,13 +48,14 @@ func bumpFleet(n int) (*Desired, []ObservedMachine, time.Time) {
 			add(&dc.Deployments[0], k)
 		}
 	}
-	return head, ms, now
+	recs := Plan(Input{Desired: old, Observed: ms, Now: now}).Records
+	return head, ms, recs, now
 }
 
 func BenchmarkPlanVersionBump(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
-			d, ms, now := bumpFleet(n)
+			d, ms, recs, now := bumpFleet(n)
 			names := 0
 			newName := func(c, p string) string { names++; return fmt.Sprintf("%s-%s-x%d", c, p, names) }
 			b.ReportAllocs()
@@ -61,7 +63,7 @@ func BenchmarkPlanVersionBump(b *testing.B) {
 			start := time.Now()
 			var res Result
 			for range b.N {
-				res = Plan(Input{Desired: d, Observed: ms, Now: now, NewName: newName})
+				res = Plan(Input{Desired: d, Observed: ms, Records: recs, Now: now, NewName: newName})
 			}
 			elapsed := time.Since(start)
 			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/plan")
@@ -74,11 +76,11 @@ func BenchmarkPlanVersionBump(b *testing.B) {
 // BenchmarkPlanOneCluster is the daemon's path for one machine's event:
 // re-summarise one cluster, recompute the gates and plan that cluster.
 func BenchmarkPlanOneCluster(b *testing.B) {
-	d, ms, now := bumpFleet(10000)
+	d, ms, recs, now := bumpFleet(10000)
 	by := groupByCluster(ms)
 	sums := map[string]Summary{}
 	for _, dc := range d.Clusters {
-		sums[dc.Name] = Summarize(dc, by[dc.Name], now)
+		sums[dc.Name] = Summarize(dc, recs.Cluster(dc.Name), by[dc.Name], now)
 	}
 	name := d.Clusters[5000].Name
 	newName := func(c, p string) string { return c + "-" + p + "-x" }
@@ -86,9 +88,9 @@ func BenchmarkPlanOneCluster(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		dc := d.Cluster(name)
-		sums[name] = Summarize(dc, by[name], now)
-		g := Rollouts(d, sums)
-		PlanCluster(ClusterInput{Name: name, Desired: dc, Machines: by[name], Gate: g.For(name), Now: now, NewName: newName})
+		sums[name] = Summarize(dc, recs.Cluster(name), by[name], now)
+		g := Rollouts(d, sums, recs.Rollouts, now)
+		PlanCluster(ClusterInput{Name: name, Desired: dc, Machines: by[name], Record: recs.Cluster(name), Gate: g.For(name), Now: now, NewName: newName})
 	}
 }
 

@@ -11,21 +11,33 @@ import (
 )
 
 // ClusterInput is what PlanCluster needs for one cluster: its desired state
-// (nil when the cluster was removed from the fleet), its machines, and the
-// gate its class rollout puts on it.
+// (nil when the cluster was removed from the fleet), its machines, its
+// record, and the gate its class rollout puts on it.
 type ClusterInput struct {
 	Name     string
 	Desired  *DesiredCluster
 	Machines []ObservedMachine // this cluster's machines only
-	Gate     Gate
-	Now      time.Time
-	NewName  func(cluster, pool string) string
+	// Record is the cluster's record from earlier plans (nil: none).
+	Record  *ClusterRecord
+	Gate    Gate
+	Now     time.Time
+	NewName func(cluster, pool string) string
+	Backoff Backoff
 }
 
-// ClusterResult is one cluster's steps and status.
+// ClusterResult is one cluster's steps and status, and its record after
+// this plan.
 type ClusterResult struct {
 	Steps  []Step
 	Status ClusterStatus
+	// Record is the cluster's record now; RecordChanged says it differs
+	// from the input's and must be persisted before any step is carried
+	// out. A record with no admission and no backoff may be deleted.
+	Record        ClusterRecord
+	RecordChanged bool
+	// Wake is when time alone will change this cluster's plan (a pool's
+	// backoff ends); zero when nothing is waiting.
+	Wake time.Time
 }
 
 // mstate is one live machine (not Deleted) as this pass sees it.
@@ -41,10 +53,12 @@ type mstate struct {
 
 // clusterPass carries one cluster's planning.
 type clusterPass struct {
-	in    *ClusterInput
-	dc    *DesiredCluster
-	res   ClusterResult
-	pools map[string][]*mstate // by Deployment ("" = control plane)
+	in      *ClusterInput
+	desired *DesiredCluster // as written in Git
+	dc      *DesiredCluster // what the cluster moves to: desired with its admitted templates
+	res     ClusterResult
+	pools   map[string][]*mstate // by Deployment ("" = control plane)
+	backoff []PoolBackoff
 }
 
 // PlanCluster plans one cluster. Plan calls it for every cluster; the daemon
@@ -54,7 +68,7 @@ func PlanCluster(in ClusterInput) ClusterResult {
 		n := 0
 		in.NewName = func(cluster, pool string) string { n++; return fmt.Sprintf("%s-%s-%d", cluster, pool, n) }
 	}
-	p := &clusterPass{in: &in, dc: in.Desired, pools: map[string][]*mstate{}}
+	p := &clusterPass{in: &in, desired: in.Desired, dc: in.Desired, pools: map[string][]*mstate{}}
 	p.res.Status.Name = in.Name
 	for i := range in.Machines {
 		m := &in.Machines[i]
@@ -67,11 +81,35 @@ func PlanCluster(in ClusterInput) ClusterResult {
 	for _, ms := range p.pools {
 		sort.Slice(ms, func(i, j int) bool { return older(ms[i].m, ms[j].m) })
 	}
+	prev := ClusterRecord{Cluster: in.Name}
+	if in.Record != nil {
+		prev = *in.Record
+	}
+	rec := ClusterRecord{Cluster: in.Name}
+	p.backoff = updateBackoff(prev.Backoff, in.Desired, in.Name, in.Machines, in.Now, in.Backoff)
 	if p.dc == nil {
 		p.planRemoval()
-		return p.res
+	} else {
+		adm := advance(prev.Admission, p.desired, in.Machines, in.Now)
+		if g := in.Gate; g.Admit {
+			// Admitting may change no machine: then it is done at once.
+			adm = advance(newAdmission(p.desired, g.Revision, g.AdmitState, in.Now), p.desired, in.Machines, in.Now)
+		}
+		rec.Admission = adm
+		p.dc = admitted(p.desired, adm)
+		p.plan()
+		p.res.Status.Rollout = rolloutStatus(adm, &in.Gate)
 	}
-	p.plan()
+	if p.desired != nil || len(p.pools) > 0 {
+		rec.Backoff = p.backoff // a removed cluster's goes with its last machine
+	}
+	p.res.Record = rec
+	p.res.RecordChanged = !rec.Equal(prev)
+	for _, b := range rec.Backoff {
+		if b.NextRetry.After(in.Now) && (p.res.Wake.IsZero() || b.NextRetry.Before(p.res.Wake)) {
+			p.res.Wake = b.NextRetry
+		}
+	}
 	return p.res
 }
 
@@ -91,7 +129,12 @@ func (p *clusterPass) del(s *mstate, reason string) {
 	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpDelete, Machine: s.m.Machine(), Reason: reason})
 }
 
+// create asks for a machine of pool, unless the pool backs off after
+// failed creates.
 func (p *clusterPass) create(pool *Pool, ver, hash, reason string) {
+	if waiting(p.backoff, PoolName(pool.Name), p.in.Now) != nil {
+		return
+	}
 	name := p.in.NewName(p.in.Name, PoolName(pool.Name))
 	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpCreate, Reason: reason, Machine: wire.Machine{
 		Name: name, Cluster: p.in.Name, Role: pool.Role, Deployment: pool.Name, Version: ver,
@@ -169,6 +212,9 @@ func (p *clusterPass) plan() {
 	cpMs := p.pools[""]
 	cpVer := minVersion(cpMs)
 	cpStep, workersWant, verErr := p.versions(cpVer)
+	if refused := versionRefused(p.desired, p.in.Machines); refused != nil {
+		verErr = refused
+	}
 
 	p.markUpToDate(cpStep, workersWant)
 	switch {
@@ -189,6 +235,15 @@ func (p *clusterPass) plan() {
 		p.cond(CondRolloutHalted, "%s", p.in.Gate.Reason)
 		return
 	}
+	// Like Cluster API, worker pools do not start replacing machines while
+	// the control plane moves to another version: a worker replaced now
+	// would be replaced again at the new version.
+	cpUpgrading := false
+	for _, s := range cpMs {
+		if !s.deleting && s.m.Version != cpStep {
+			cpUpgrading = true
+		}
+	}
 	p.remediate()
 	p.planOrphans()
 	p.planControlPlane(cpStep)
@@ -204,9 +259,25 @@ func (p *clusterPass) plan() {
 			continue
 		}
 		ver := workersWant[i]
-		p.planDeployment(pool, ver, pool.hashAt(ver))
+		p.planDeployment(pool, ver, pool.hashAt(ver), cpUpgrading)
 	}
 	p.setPhase(initialized, cpStep, workersWant)
+	p.backoffStatus()
+}
+
+// backoffStatus reports the pools whose creates back off after failures.
+func (p *clusterPass) backoffStatus() {
+	st := &p.res.Status
+	for _, b := range p.backoff {
+		ps := st.pool(b.Pool)
+		if ps == nil {
+			continue
+		}
+		ps.Failures, ps.LastFailure, ps.NextRetry = b.Failures, b.Reason, b.NextRetry
+		if p.in.Now.Before(b.NextRetry) {
+			p.cond(CondBackingOff, "%s", b.String())
+		}
+	}
 }
 
 // setPhase sums the cluster up after its steps are planned.
@@ -228,9 +299,17 @@ func (p *clusterPass) setPhase(initialized bool, cpStep string, want []string) {
 	case outdated > 0 || upgrading:
 		st.Phase = PhaseRollingOut
 		p.cond(CondRollingOut, "%d machines to replace; control plane moving to %s, target %s", outdated, cpStep, dc.Version)
-		if p.in.Gate.Hold {
+		if p.in.Gate.Waiting {
 			p.cond(CondWaitingForWave, "%s", p.in.Gate.Reason)
 		}
+	case p.in.Gate.Waiting:
+		// Its machines run what it was admitted to; a newer revision
+		// waits for its wave.
+		st.Phase = PhaseRollingOut
+		if ready {
+			p.cond(CondReady, "every pool has its replicas ready")
+		}
+		p.cond(CondWaitingForWave, "%s", p.in.Gate.Reason)
 	default:
 		// Like Cluster API: once the control plane runs, the cluster is
 		// Provisioned; Ready says whether every machine is there and ready.

@@ -70,17 +70,21 @@ func TestIncrementalMatchesPlan(t *testing.T) {
 		obs := s.observed()
 		n := 0
 		names := func(c, p string) string { n++; return fmt.Sprintf("%s-%s-r%d-%d", c, p, round, n) }
-		full := Plan(Input{Desired: s.desired, Observed: obs, Now: s.now, NewName: names})
+		full := Plan(Input{Desired: s.desired, Observed: obs, Records: s.records, Now: s.now, NewName: names})
 		by := groupByCluster(obs)
 		sums := map[string]Summary{}
 		for _, dc := range s.desired.Clusters {
-			sums[dc.Name] = Summarize(dc, by[dc.Name], s.now)
+			sums[dc.Name] = Summarize(dc, s.records.Cluster(dc.Name), by[dc.Name], s.now)
 		}
-		g := Rollouts(s.desired, sums)
+		g := Rollouts(s.desired, sums, s.records.Rollouts, s.now)
 		n = 0
 		var steps []Step
 		for i, dc := range s.desired.Clusters {
-			r := PlanCluster(ClusterInput{Name: dc.Name, Desired: dc, Machines: by[dc.Name], Gate: g.For(dc.Name), Now: s.now, NewName: names})
+			r := PlanCluster(ClusterInput{Name: dc.Name, Desired: dc, Machines: by[dc.Name], Record: s.records.Cluster(dc.Name),
+				Gate: g.For(dc.Name), Now: s.now, NewName: names})
+			if r.RecordChanged != (full.Records.Clusters[dc.Name].Cluster != "") || (r.RecordChanged && !r.Record.Equal(full.Records.Clusters[dc.Name])) {
+				t.Fatalf("round %d %s: record %+v, Plan says %+v", round, dc.Name, r.Record, full.Records.Clusters[dc.Name])
+			}
 			steps = append(steps, r.Steps...)
 			if r.Status.Phase != full.Clusters[i].Phase || len(r.Status.Conditions) != len(full.Clusters[i].Conditions) {
 				t.Fatalf("round %d %s: status %+v, Plan says %+v", round, dc.Name, r.Status, full.Clusters[i])
@@ -94,6 +98,7 @@ func TestIncrementalMatchesPlan(t *testing.T) {
 				t.Errorf("round %d step %d: %+v vs %+v", round, i, steps[i], full.Steps[i])
 			}
 		}
+		s.keep(full.Records)
 		for _, st := range full.Steps {
 			s.apply(st)
 		}

@@ -36,7 +36,10 @@ func (d *Desired) Class(name string) *DesiredClass {
 // DesiredClass is what the planner needs of a ClusterClass: its versions and
 // its fleet rollout.
 type DesiredClass struct {
-	Name               string
+	Name string
+	// Revision identifies what the class's machines are made of: a new
+	// revision is a new rollout (see classRevision).
+	Revision           string
 	Source             v1alpha1.Source
 	KubernetesVersions []string
 	// Waves are the class's rollout waves followed by the implicit final
@@ -96,6 +99,9 @@ type Pool struct {
 	TemplateHash  string
 	Source        v1alpha1.Source
 	ReplicasField string
+	// pending: the cluster's admission has no template for this pool yet
+	// (see admitted); its machines are created once it is admitted.
+	pending bool
 }
 
 // Strategy is a pool's resolved replacement strategy.

@@ -51,7 +51,7 @@ func Expand(fleet *v1alpha1.Fleet) (*Desired, []Problem) {
 }
 
 func expandClass(cc *v1alpha1.ClusterClass) *DesiredClass {
-	dc := &DesiredClass{Name: cc.Metadata.Name, Source: cc.Source, KubernetesVersions: cc.Spec.KubernetesVersions, MaxFailures: 1}
+	dc := &DesiredClass{Name: cc.Metadata.Name, Revision: classRevision(cc), Source: cc.Source, KubernetesVersions: cc.Spec.KubernetesVersions, MaxFailures: 1}
 	if r := cc.Spec.Rollout; r != nil {
 		for _, w := range r.Waves {
 			dc.Waves = append(dc.Waves, Wave{Name: w.Name, Selector: w.Selector, MaxConcurrent: w.MaxConcurrent})

@@ -1,12 +1,23 @@
 package planner
 
-// Gate is what a cluster's class rollout allows it right now.
+// Gate is what a cluster's class rollout decided for it right now.
 type Gate struct {
-	// Hold: outdated machines must not be replaced yet (the cluster's wave
-	// has not come, its wave is at maxConcurrent, or the rollout halted).
+	// Admit: admit the cluster to Revision now, in state AdmitState; its
+	// machines then move to the desired templates.
+	Admit      bool
+	Revision   string
+	AdmitState string
+	// Waiting: a newer class revision (PendingRevision) waits for this
+	// cluster's wave; meanwhile the cluster keeps what it was admitted to.
+	Waiting         bool
+	PendingRevision string
+	// Hold: the cluster was never admitted and runs other templates than
+	// the desired ones, which the planner does not know: outdated machines
+	// are not replaced, missing ones get the desired template.
 	Hold bool
-	// Halted: the rollout halted and this cluster failed; it gets no steps
-	// until a person looks.
+	// Halted: the cluster failed on a rollout that halted, or that a newer
+	// revision replaced; it gets no steps until it is admitted again (so a
+	// person can look at its failed machines).
 	Halted bool
 	Reason string
 }

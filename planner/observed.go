@@ -28,6 +28,8 @@ type ObservedMachine struct {
 	// Healthy is what the newest heartbeat said.
 	Healthy bool              `json:"healthy"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// Message is what the provider said last, e.g. why the machine Failed.
+	Message string `json:"message,omitempty"`
 }
 
 // InFlight reports whether a task for the machine is still in progress.

@@ -6,7 +6,8 @@ import (
 
 // Plan computes the steps allowed right now for the whole fleet: every
 // desired cluster, and every cluster that still has machines but was removed
-// from the fleet.
+// from the fleet. Result.Records holds the records that changed: the
+// caller persists them before it carries out any step.
 func Plan(in Input) Result {
 	byCluster := groupByCluster(in.Observed)
 	d := in.Desired
@@ -15,9 +16,9 @@ func Plan(in Input) Result {
 	}
 	sums := make(map[string]Summary, len(d.Clusters))
 	for _, dc := range d.Clusters {
-		sums[dc.Name] = Summarize(dc, byCluster[dc.Name], in.Now)
+		sums[dc.Name] = Summarize(dc, in.Records.Cluster(dc.Name), byCluster[dc.Name], in.Now)
 	}
-	gates := Rollouts(d, sums)
+	gates := Rollouts(d, sums, in.Records.Rollouts, in.Now)
 	names := make([]string, 0, len(byCluster)+len(d.Clusters))
 	for _, dc := range d.Clusters {
 		names = append(names, dc.Name)
@@ -27,16 +28,45 @@ func Plan(in Input) Result {
 			names = append(names, n)
 		}
 	}
+	for n := range in.Records.Clusters {
+		if d.Cluster(n) == nil && byCluster[n] == nil {
+			names = append(names, n) // removed, machines gone: its record goes too
+		}
+	}
 	sort.Strings(names)
 	res := Result{Clusters: make([]ClusterStatus, 0, len(names)), Classes: gates.Classes()}
+	for _, rr := range gates.Changed() {
+		if res.Records.Rollouts == nil {
+			res.Records.Rollouts = map[string]RolloutRecord{}
+		}
+		res.Records.Rollouts[rr.Class] = rr
+	}
 	for _, n := range names {
-		cr := PlanCluster(ClusterInput{Name: n, Desired: d.Cluster(n), Machines: byCluster[n], Gate: gates.For(n), Now: in.Now, NewName: in.NewName})
+		cr := PlanCluster(ClusterInput{Name: n, Desired: d.Cluster(n), Machines: byCluster[n], Record: in.Records.Cluster(n),
+			Gate: gates.For(n), Now: in.Now, NewName: in.NewName, Backoff: in.Backoff})
 		res.Steps = append(res.Steps, cr.Steps...)
 		if cr.Status.Phase != PhaseDeleted {
 			res.Clusters = append(res.Clusters, cr.Status)
 		}
+		if cr.RecordChanged {
+			if res.Records.Clusters == nil {
+				res.Records.Clusters = map[string]ClusterRecord{}
+			}
+			res.Records.Clusters[n] = cr.Record
+		}
+		if !cr.Wake.IsZero() && (res.Wake.IsZero() || cr.Wake.Before(res.Wake)) {
+			res.Wake = cr.Wake
+		}
 	}
 	return res
+}
+
+// Cluster returns the record of cluster name, or nil.
+func (r Records) Cluster(name string) *ClusterRecord {
+	if rec, ok := r.Clusters[name]; ok {
+		return &rec
+	}
+	return nil
 }
 
 // groupByCluster splits machines by cluster without copying them when they

@@ -170,9 +170,14 @@ func deleteOrder(ms []*mstate, preferred func(*mstate) bool) []*mstate {
 
 // planDeployment scales and replaces one worker pool per its strategy.
 // RollingUpdate keeps machines <= replicas+maxSurge and ready machines >=
-// replicas-maxUnavailable; OnDelete (and a cluster held by its class
-// rollout) never deletes a machine only for being outdated.
-func (p *clusterPass) planDeployment(pool *Pool, ver, hash string) {
+// replicas-maxUnavailable; OnDelete (and a pool deferred while the control
+// plane upgrades, or a cluster held with no admission) never deletes a
+// machine only for being outdated. A pending pool (not admitted yet) gets
+// no machine.
+func (p *clusterPass) planDeployment(pool *Pool, ver, hash string, deferred bool) {
+	if pool.pending {
+		return
+	}
 	var live []*mstate
 	deleting := 0
 	for _, s := range p.pools[pool.Name] {
@@ -191,7 +196,7 @@ func (p *clusterPass) planDeployment(pool *Pool, ver, hash string) {
 			ready++
 		}
 	}
-	rolling := pool.Strategy.Type != "OnDelete" && !p.in.Gate.Hold
+	rolling := pool.Strategy.Type != "OnDelete" && !p.in.Gate.Hold && !deferred
 	r := pool.Replicas
 	var create int
 	if rolling {

@@ -13,8 +13,11 @@ import (
 type Input struct {
 	Desired  *Desired
 	Observed []ObservedMachine
-	Now      time.Time
-	NewName  func(cluster, pool string) string
+	// Records are the decisions of earlier plans, as persisted.
+	Records Records
+	Now     time.Time
+	NewName func(cluster, pool string) string
+	Backoff Backoff
 }
 
 // Result is what is allowed to happen right now, and why the rest is not.
@@ -22,6 +25,11 @@ type Result struct {
 	Steps    []Step          `json:"steps"`
 	Clusters []ClusterStatus `json:"clusters"`
 	Classes  []ClassRollout  `json:"classes"`
+	// Records are the records this plan changed (an empty ClusterRecord:
+	// delete it); persist them before carrying out any step.
+	Records Records `json:"records"`
+	// Wake is when time alone next changes the plan (a backoff ends).
+	Wake time.Time `json:"wake,omitzero"`
 }
 
 // Step is one task for a provider.
@@ -53,6 +61,7 @@ const (
 	CondRemediating        = "Remediating"
 	CondRemediationBlocked = "RemediationBlocked"
 	CondDeleting           = "Deleting"
+	CondBackingOff         = "BackingOff"
 )
 
 // ClusterStatus is one cluster's phase and conditions, for the status branch.
@@ -65,6 +74,54 @@ type ClusterStatus struct {
 	Conditions   []Condition  `json:"conditions,omitempty"`
 	ControlPlane PoolStatus   `json:"controlPlane"`
 	Deployments  []PoolStatus `json:"deployments,omitempty"`
+	// Rollout is the cluster's place in its class's rollout (nil before
+	// its first admission).
+	Rollout *ClusterRollout `json:"rollout,omitempty"`
+}
+
+// ClusterRollout is a cluster's admission, for its status.
+type ClusterRollout struct {
+	// Revision is the class revision the cluster is admitted to: what its
+	// machines run or move to.
+	Revision   string    `json:"classRevision"`
+	Wave       string    `json:"wave,omitempty"`
+	AdmittedAt time.Time `json:"admittedAt"`
+	// State is Progressing, Updating, Done or Failed, or Waiting when a
+	// newer revision (PendingRevision) waits for the cluster's wave.
+	State           string `json:"state"`
+	Reason          string `json:"reason,omitempty"`
+	PendingRevision string `json:"pendingRevision,omitempty"`
+}
+
+// RolloutWaiting is ClusterRollout.State while a newer class revision waits
+// for the cluster's wave.
+const RolloutWaiting = "Waiting"
+
+func rolloutStatus(a *Admission, g *Gate) *ClusterRollout {
+	if a == nil && !g.Waiting {
+		return nil
+	}
+	r := &ClusterRollout{}
+	if a != nil {
+		r.Revision, r.Wave, r.AdmittedAt, r.State, r.Reason = a.Revision, a.Wave, a.AdmittedAt, a.State, a.Reason
+	}
+	if g.Waiting {
+		r.State, r.PendingRevision = RolloutWaiting, g.PendingRevision
+	}
+	return r
+}
+
+// pool returns the status of pool name (PoolName), or nil.
+func (s *ClusterStatus) pool(name string) *PoolStatus {
+	if name == ControlPlanePool {
+		return &s.ControlPlane
+	}
+	for i := range s.Deployments {
+		if s.Deployments[i].Name == name {
+			return &s.Deployments[i]
+		}
+	}
+	return nil
 }
 
 // Condition is true when present; Message says why.
@@ -91,11 +148,19 @@ type PoolStatus struct {
 	Ready    int    `json:"ready"`
 	UpToDate int    `json:"upToDate"`
 	Version  string `json:"version,omitempty"` // what new machines get now
+	// Failures counts the creates that failed in a row; LastFailure says
+	// the last one and why, NextRetry when the pool creates again.
+	Failures    int       `json:"failures,omitempty"`
+	LastFailure string    `json:"lastFailure,omitempty"`
+	NextRetry   time.Time `json:"nextRetry,omitzero"`
 }
 
 // ClassRollout is the state of one class's fleet rollout.
 type ClassRollout struct {
-	Class       string       `json:"class"`
+	Class string `json:"class"`
+	// Revision is the class revision rolling out, since Started.
+	Revision    string       `json:"revision"`
+	Started     time.Time    `json:"started"`
 	CurrentWave string       `json:"currentWave,omitempty"` // "" when nothing is rolling out
 	Waves       []WaveStatus `json:"waves"`
 	Failed      []string     `json:"failed,omitempty"`

@@ -2,69 +2,138 @@ package planner
 
 import (
 	"fmt"
+	"sort"
 	"strings"
+	"time"
 )
 
-// Gates is every class rollout's decision for every cluster.
+// Gates is every class rollout's decision for every cluster, and the
+// rollout records after them.
 type Gates struct {
 	classes []ClassRollout
 	gates   map[string]Gate
+	records map[string]RolloutRecord
+	changed []string // classes whose record changed
 }
 
-// For returns the gate of one cluster (the zero Gate lets it go).
+// For returns the gate of one cluster (the zero Gate: nothing to admit).
 func (g *Gates) For(cluster string) Gate { return g.gates[cluster] }
 
 // Classes returns the rollout state of every class, sorted by class.
 func (g *Gates) Classes() []ClassRollout { return g.classes }
 
-// Rollouts decides, from per-cluster summaries, which clusters may replace
-// outdated machines now. A wave starts only when every cluster of the
-// waves before it is Done (failed clusters below maxFailures and skipped
-// clusters do not hold it back); within a wave at most maxConcurrent
-// clusters are started at once; reaching maxFailures halts the rollout:
-// started clusters finish, failed ones stop, no other cluster starts.
-func Rollouts(d *Desired, sums map[string]Summary) *Gates {
-	g := &Gates{gates: map[string]Gate{}}
+// Records returns every class's rollout record after this decision.
+func (g *Gates) Records() map[string]RolloutRecord { return g.records }
+
+// Changed returns the rollout records that changed, to persist before any
+// step is carried out.
+func (g *Gates) Changed() []RolloutRecord {
+	out := make([]RolloutRecord, 0, len(g.changed))
+	for _, c := range g.changed {
+		out = append(out, g.records[c])
+	}
+	return out
+}
+
+// Rollouts decides, from per-cluster summaries and each class's rollout
+// record, which clusters are admitted to their class's revision now.
+//
+// A class's rollout is its current revision: a new revision starts a new
+// rollout. A cluster waits for its wave when it is not admitted to the
+// revision yet and admitting it changes machines; it is admitted when
+// every cluster of the waves before it is done on the revision (or failed
+// on it, or takes no part), its wave has fewer than maxConcurrent clusters
+// moving to the revision, and the rollout has not halted. When failures
+// reach maxFailures the rollout halts: no other cluster is admitted,
+// clusters moving finish, failed ones get no steps. A cluster that is new,
+// or whose change is in its own files, is admitted at once.
+func Rollouts(d *Desired, sums map[string]Summary, records map[string]RolloutRecord, now time.Time) *Gates {
+	g := &Gates{gates: map[string]Gate{}, records: make(map[string]RolloutRecord, len(d.Classes))}
 	byClass := map[string][]string{}
 	for _, dc := range d.Clusters {
 		byClass[dc.Class] = append(byClass[dc.Class], dc.Name)
 	}
 	for _, class := range d.Classes {
-		g.classes = append(g.classes, g.rollout(class, byClass[class.Name], sums))
+		g.classes = append(g.classes, g.rollout(class, byClass[class.Name], sums, records[class.Name], now))
 	}
 	return g
 }
 
-func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Summary) ClassRollout {
-	cr := ClassRollout{Class: class.Name, Waves: make([]WaveStatus, len(class.Waves))}
+// Where a cluster stands in its class's rollout.
+const (
+	standSkip     = iota // takes no part
+	standFinished        // done on the revision, or failed on it
+	standMoving          // admitted to the revision, not done yet
+	standPending         // not admitted; admitting it changes machines
+)
+
+func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Summary, rr RolloutRecord, now time.Time) ClassRollout {
+	changed := false
+	if rr.Revision != class.Revision || rr.Class != class.Name {
+		rr = RolloutRecord{Class: class.Name, Revision: class.Revision, Started: now}
+		changed = true
+	}
+	rev := class.Revision
+	cr := ClassRollout{Class: class.Name, Revision: rev, Started: rr.Started, Waves: make([]WaveStatus, len(class.Waves))}
 	for i, w := range class.Waves {
 		cr.Waves[i].Name = w.Name
 	}
 	for _, n := range names {
 		s := sums[n]
-		if s.Wave < 0 || s.Wave >= len(cr.Waves) {
-			s.Wave = len(cr.Waves) - 1
-		}
-		cr.Waves[s.Wave].Clusters = append(cr.Waves[s.Wave].Clusters, n)
-		if s.Failed && !s.Skip {
-			cr.Failed = append(cr.Failed, n)
+		if s.Revision == rev && s.State == AdmissionFailed && !s.FailedAt.Before(rr.Started) && !rr.failed(n) {
+			rr.Failed = append(append([]RolloutFailure(nil), rr.Failed...), RolloutFailure{Cluster: n, Reason: s.Reason, At: s.FailedAt})
+			changed = true
 		}
 	}
-	cr.Halted = len(cr.Failed) >= class.MaxFailures
+	if changed {
+		g.changed = append(g.changed, class.Name)
+	}
+	g.records[class.Name] = rr
+	for _, f := range rr.Failed {
+		cr.Failed = append(cr.Failed, f.Cluster)
+	}
+	cr.Halted = len(rr.Failed) >= class.MaxFailures
 	if cr.Halted {
-		cr.Reason = fmt.Sprintf("halted: %d of maxFailures %d clusters failed (%s); fix them, or raise spec.rollout.maxFailures in %s",
-			len(cr.Failed), class.MaxFailures, strings.Join(cr.Failed, ", "), class.Source)
+		cr.Reason = fmt.Sprintf("halted: %d of maxFailures %d clusters failed (%s); change the class again to release it (a fix or a revert), or raise spec.rollout.maxFailures in %s",
+			len(rr.Failed), class.MaxFailures, strings.Join(cr.Failed, ", "), class.Source)
+	}
+
+	// Where each cluster stands; clusters admitted without a wave are
+	// admitted here.
+	stand := make(map[string]int, len(names))
+	state := make(map[string]string, len(names)) // admission state after this decision
+	for _, n := range names {
+		s := sums[n]
+		wi := min(max(s.Wave, 0), len(cr.Waves)-1)
+		cr.Waves[wi].Clusters = append(cr.Waves[wi].Clusters, n)
+		st, admit := standOf(s, &rr)
+		if admit != "" {
+			g.gates[n] = Gate{Admit: true, Revision: rev, AdmitState: admit}
+			state[n] = admit
+		} else {
+			state[n] = s.State
+		}
+		stand[n] = st
+		if cr.Halted && st == standFinished && state[n] == AdmissionFailed {
+			// Its failed machines stay for a person to look at.
+			g.gates[n] = Gate{Halted: true, Reason: fmt.Sprintf("rollout of class %s %s", class.Name, cr.Reason)}
+		}
 	}
 	current := -1
 	for wi := range cr.Waves {
 		w := &cr.Waves[wi]
 		for _, n := range w.Clusters {
-			s := sums[n]
-			switch {
-			case s.Done:
-				w.Done++
-			case s.Skip || s.Failed:
-			default:
+			switch stand[n] {
+			case standFinished:
+				if state[n] == AdmissionDone {
+					w.Done++
+				}
+			case standMoving:
+				w.Updating = append(w.Updating, n)
+				if current < 0 {
+					current = wi
+				}
+			case standPending:
 				if current < 0 {
 					current = wi
 				}
@@ -78,45 +147,86 @@ func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Sum
 		}
 	}
 	for wi := range cr.Waves {
-		g.gateWave(class, &cr, wi, current, sums)
+		g.gateWave(class, &cr, wi, current, sums, stand, state)
 	}
 	return cr
 }
 
-func (g *Gates) gateWave(class *DesiredClass, cr *ClassRollout, wi, current int, sums map[string]Summary) {
+// standOf says where a cluster stands on revision rr.Revision, and the
+// state to admit it in at once ("" when it is not admitted now).
+func standOf(s Summary, rr *RolloutRecord) (stand int, admit string) {
+	switch {
+	case s.Skip:
+		return standSkip, ""
+	case s.Revision == "":
+		if s.Fresh {
+			return standMoving, AdmissionUpdating
+		}
+		return standPending, ""
+	case s.Revision == rr.Revision && !s.Current:
+		// The class is the same: the change is in the cluster's own files.
+		if s.State == AdmissionProgressing {
+			return standMoving, AdmissionProgressing
+		}
+		return standMoving, AdmissionUpdating
+	case s.Revision == rr.Revision:
+		switch s.State {
+		case AdmissionDone:
+			return standFinished, ""
+		case AdmissionFailed:
+			if rr.failed(s.Cluster) {
+				return standFinished, ""
+			}
+			return standPending, "" // failed on an earlier rollout of the same revision
+		}
+		return standMoving, ""
+	case s.Current && s.State == AdmissionDone:
+		// The class changed, not this cluster's templates.
+		return standFinished, AdmissionDone
+	}
+	return standPending, ""
+}
+
+func (g *Gates) gateWave(class *DesiredClass, cr *ClassRollout, wi, current int, sums map[string]Summary, stand map[string]int, state map[string]string) {
 	w := &cr.Waves[wi]
 	slots := len(w.Clusters)
 	if mc := class.Waves[wi].MaxConcurrent; mc != nil {
 		slots = max(mc.Scaled(len(w.Clusters), false, slots), 1)
 	}
 	for _, n := range w.Clusters {
-		if s := sums[n]; s.Started && !s.Done && !s.Skip {
-			w.Updating = append(w.Updating, n)
+		if stand[n] == standMoving && state[n] == AdmissionProgressing {
 			slots--
 		}
 	}
 	for _, n := range w.Clusters {
+		if stand[n] != standPending {
+			continue
+		}
 		s := sums[n]
+		var why string
 		switch {
-		case s.Skip || !s.Outdated:
-		case cr.Halted && s.Failed:
-			g.gates[n] = Gate{Halted: true, Reason: fmt.Sprintf("rollout of class %s %s", cr.Class, cr.Reason)}
-		case s.Started:
 		case cr.Halted:
-			g.hold(w, n, fmt.Sprintf("rollout of class %s %s", cr.Class, cr.Reason))
+			why = fmt.Sprintf("rollout of class %s %s", cr.Class, cr.Reason)
 		case current >= 0 && wi > current:
 			prev := &cr.Waves[current]
-			g.hold(w, n, fmt.Sprintf("waiting for wave %s of class %s: %d of %d clusters done", prev.Name, cr.Class, prev.Done, len(prev.Clusters)))
+			why = fmt.Sprintf("waiting for wave %s of class %s: %d of %d clusters done", prev.Name, cr.Class, prev.Done, len(prev.Clusters))
 		case slots <= 0:
-			g.hold(w, n, fmt.Sprintf("waiting for a slot in wave %s of class %s (maxConcurrent %s)", w.Name, cr.Class, class.Waves[wi].MaxConcurrent))
+			why = fmt.Sprintf("waiting for a slot in wave %s of class %s (maxConcurrent %s)", w.Name, cr.Class, class.Waves[wi].MaxConcurrent)
 		default:
 			slots--
 			w.Updating = append(w.Updating, n)
+			g.gates[n] = Gate{Admit: true, Revision: cr.Revision, AdmitState: AdmissionProgressing}
+			continue
 		}
+		w.Waiting = append(w.Waiting, n)
+		gate := Gate{Waiting: true, PendingRevision: cr.Revision, Hold: s.Revision == "", Reason: why}
+		if s.State == AdmissionFailed {
+			// Failed on a rollout this one replaced: its failed machines
+			// stay until its wave admits it to this revision.
+			gate.Halted = true
+			gate.Reason = fmt.Sprintf("failed on an earlier revision of class %s (%s); %s", cr.Class, s.Reason, why)
+		}
+		g.gates[n] = gate
 	}
-}
-
-func (g *Gates) hold(w *WaveStatus, n, reason string) {
-	w.Waiting = append(w.Waiting, n)
-	g.gates[n] = Gate{Hold: true, Reason: reason}
+	sort.Strings(w.Updating)
 }

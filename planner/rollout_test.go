@@ -224,14 +224,15 @@ func (s *sim) oldest(pool string, n int) []ObservedMachine {
 func checkInvariants(t testing.TB) func(s *sim, before, after []ObservedMachine) {
 	return func(s *sim, before, after []ObservedMachine) {
 		t.Helper()
+		checkFleetRules(t, s, before)
 		for _, dc := range s.desired.Clusters {
 			for i := range dc.Deployments {
 				p := &dc.Deployments[i]
 				if p.Strategy.Type != v1alpha1.StrategyRollingUpdate {
 					continue
 				}
-				nb, rb := countPool(s, before, dc.Name, p.Name)
-				na, ra := countPool(s, after, dc.Name, p.Name)
+				nb, rb := countPool(s, dc, before, p.Name)
+				na, ra := countPool(s, dc, after, p.Name)
 				if limit := p.Replicas + p.Strategy.MaxSurge; na > limit && na > nb {
 					t.Errorf("round %d: %s/%s has %d machines, more than replicas+maxSurge %d", s.round, dc.Name, p.Name, na, limit)
 				}
@@ -255,15 +256,16 @@ func checkInvariants(t testing.TB) func(s *sim, before, after []ObservedMachine)
 }
 
 // countPool counts a pool's machines (Deleting ones included: they still
-// exist) and its ready machines (those the simulator killed are not).
-func countPool(s *sim, ms []ObservedMachine, cluster, pool string) (n, ready int) {
+// exist) and its ready machines: those the planner can see are ready (a
+// machine that died counts until its health check's timeout says so).
+func countPool(s *sim, dc *DesiredCluster, ms []ObservedMachine, pool string) (n, ready int) {
 	for i := range ms {
 		m := &ms[i]
-		if m.Cluster != cluster || m.Deployment != pool || m.Phase == wire.PhaseDeleted {
+		if m.Cluster != dc.Name || m.Deployment != pool || m.Phase == wire.PhaseDeleted {
 			continue
 		}
 		n++
-		if m.Phase != wire.PhaseDeleting && m.Ready() && !s.dead[m.Name] {
+		if why, _ := unhealthy(m, dc.HealthChecks, s.now); m.Phase != wire.PhaseDeleting && m.Ready() && why == "" {
 			ready++
 		}
 	}

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"sort"
@@ -28,18 +29,38 @@ type sim struct {
 	minRound int        // keep ticking until this round even when nothing happens
 	rng      *rand.Rand // nil: every machine is ready one tick after creation
 	delay    map[string]int
-	dead     map[string]bool                               // machines that stopped sending heartbeats
-	fail     func(m *ObservedMachine) bool                 // machines that fail to provision
+	dead     map[string]bool                 // machines that stopped sending heartbeats
+	fail     func(m *ObservedMachine) bool   // machines that fail to provision
+	failSpec func(spec json.RawMessage) bool // creates that will fail, by their spec
+	doomed   map[string]bool
 	hooks    map[int]func(s *sim)                          // run before planning round n
 	check    func(s *sim, before, after []ObservedMachine) // invariants after each round's steps
 	last     Result
+	// records are the planner's decisions, persisted between rounds as
+	// the daemon does.
+	records Records
+	backoff Backoff
+	shown   map[string]string // status lines last logged
+	// recBefore are the records before this round's plan.
+	recBefore Records
+}
+
+func (r Records) clone() Records {
+	out := Records{Clusters: make(map[string]ClusterRecord, len(r.Clusters)), Rollouts: make(map[string]RolloutRecord, len(r.Rollouts))}
+	for k, v := range r.Clusters {
+		out.Clusters[k] = v
+	}
+	for k, v := range r.Rollouts {
+		out.Rollouts[k] = v
+	}
+	return out
 }
 
 var simStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newSim(t testing.TB, f *v1alpha1.Fleet) *sim {
 	s := &sim{t: t, machines: map[string]*ObservedMachine{}, now: simStart, tick: 10 * time.Second,
-		delay: map[string]int{}, dead: map[string]bool{}, hooks: map[int]func(*sim){}}
+		delay: map[string]int{}, dead: map[string]bool{}, doomed: map[string]bool{}, hooks: map[int]func(*sim){}}
 	s.setFleet(f)
 	return s
 }
@@ -77,38 +98,77 @@ func (s *sim) logf(format string, args ...any) {
 	}
 }
 
-// run plans and applies until converged (no step and nothing in flight) and
-// fails the test after max rounds.
+// run plans and applies until converged (no step, nothing in flight, no
+// backoff running) and fails the test after max rounds.
 func (s *sim) run(max int) {
 	s.t.Helper()
 	for i := 0; i < max; i++ {
-		s.round++
-		if h := s.hooks[s.round]; h != nil {
-			h(s)
-		}
-		before := s.observed()
-		res := Plan(Input{Desired: s.desired, Observed: before, Now: s.now, NewName: s.newName})
-		s.last = res
-		inFlight := false
-		for _, m := range s.machines {
-			inFlight = inFlight || m.InFlight()
-		}
-		if len(res.Steps) == 0 && !inFlight && s.round > s.minRound {
-			s.logf("converged after %d rounds\n", s.round-1)
-			s.logStatus(res)
+		if !s.step() {
 			return
 		}
-		s.logf("round %d (+%s)\n", s.round, s.now.Sub(simStart))
-		for _, st := range res.Steps {
-			s.apply(st)
-		}
-		s.logStatus(res)
-		if s.check != nil {
-			s.check(s, before, s.observed())
-		}
-		s.advance()
 	}
 	s.t.Fatalf("not converged after %d rounds:\n%s", max, s.log.String())
+}
+
+// step runs one round: plan, apply the steps, check, advance the clock. It
+// reports false (and applies nothing) when the fleet has converged.
+func (s *sim) step() bool {
+	s.t.Helper()
+	s.round++
+	if h := s.hooks[s.round]; h != nil {
+		h(s)
+	}
+	before := s.observed()
+	s.recBefore = s.records.clone()
+	res := s.plan()
+	inFlight := false
+	for _, m := range s.machines {
+		inFlight = inFlight || m.InFlight()
+	}
+	decided := len(res.Records.Clusters) + len(res.Records.Rollouts)
+	if len(res.Steps) == 0 && !inFlight && res.Wake.IsZero() && decided == 0 && s.round > s.minRound {
+		s.logf("converged after %d rounds\n", s.round-1)
+		s.logStatus(res, true)
+		if s.check != nil {
+			s.check(s, before, before)
+		}
+		return false
+	}
+	s.logf("round %d (+%s)\n", s.round, s.now.Sub(simStart))
+	for _, st := range res.Steps {
+		s.apply(st)
+	}
+	s.logStatus(res, false)
+	if s.check != nil {
+		s.check(s, before, s.observed())
+	}
+	s.advance()
+	return true
+}
+
+// plan plans the fleet as it is now and keeps the records it changed.
+func (s *sim) plan() Result {
+	res := Plan(Input{Desired: s.desired, Observed: s.observed(), Records: s.records, Now: s.now, NewName: s.newName, Backoff: s.backoff})
+	s.last = res
+	s.keep(res.Records)
+	return res
+}
+
+// keep stores changed records; an empty cluster record is deleted.
+func (s *sim) keep(changed Records) {
+	if s.records.Clusters == nil {
+		s.records = Records{Clusters: map[string]ClusterRecord{}, Rollouts: map[string]RolloutRecord{}}
+	}
+	for n, r := range changed.Clusters {
+		if r.Admission == nil && len(r.Backoff) == 0 {
+			delete(s.records.Clusters, n)
+			continue
+		}
+		s.records.Clusters[n] = r
+	}
+	for n, r := range changed.Rollouts {
+		s.records.Rollouts[n] = r
+	}
 }
 
 func (s *sim) apply(st Step) {
@@ -123,6 +183,9 @@ func (s *sim) apply(st Step) {
 			Created: s.now, Labels: m.Labels}
 		if s.rng != nil {
 			s.delay[m.Name] = s.rng.Intn(3)
+		}
+		if s.failSpec != nil && s.failSpec(m.Spec) {
+			s.doomed[m.Name] = true
 		}
 		s.logf("  create %-22s %-8s %s  %s\n", m.Name, m.Version, m.TemplateHash, st.Reason)
 	case wire.OpDelete:
@@ -150,8 +213,9 @@ func (s *sim) advance() {
 				s.delay[name]--
 				continue
 			}
-			if s.fail != nil && s.fail(m) {
+			if s.fail != nil && s.fail(m) || s.doomed[name] {
 				m.Phase = wire.PhaseFailed
+				m.Message = "provider says no"
 				continue
 			}
 			m.Phase = wire.PhaseRunning
@@ -164,22 +228,41 @@ func (s *sim) advance() {
 	}
 }
 
-func (s *sim) logStatus(res Result) {
-	for _, c := range res.Clusters {
-		s.logf("  %s: %s cp %s", c.Name, c.Phase, poolCounts(c.ControlPlane))
-		for _, d := range c.Deployments {
-			s.logf(" %s %s", d.Name, poolCounts(d))
+// logStatus logs each cluster's status and each class's rollout when it
+// differs from the last round's (all of them when all is set).
+func (s *sim) logStatus(res Result, all bool) {
+	if s.shown == nil {
+		s.shown = map[string]string{}
+	}
+	show := func(key, text string) {
+		if all || s.shown[key] != text {
+			s.logf("%s", text)
 		}
-		s.logf("\n")
-		for _, cond := range c.Conditions {
-			if cond.Type != CondReady && cond.Type != CondRollingOut {
-				s.logf("    %s: %s\n", cond.Type, cond.Message)
+		s.shown[key] = text
+	}
+	for _, c := range res.Clusters {
+		var b strings.Builder
+		fmt.Fprintf(&b, "  %s: %s cp %s", c.Name, c.Phase, poolCounts(c.ControlPlane))
+		for _, d := range c.Deployments {
+			fmt.Fprintf(&b, " %s %s", d.Name, poolCounts(d))
+		}
+		if r := c.Rollout; r != nil {
+			fmt.Fprintf(&b, " rollout %s %s", r.Revision, r.State)
+			if r.PendingRevision != "" {
+				fmt.Fprintf(&b, " (%s waits)", r.PendingRevision)
 			}
 		}
+		b.WriteString("\n")
+		for _, cond := range c.Conditions {
+			if cond.Type != CondReady && cond.Type != CondRollingOut {
+				fmt.Fprintf(&b, "    %s: %s\n", cond.Type, cond.Message)
+			}
+		}
+		show("cluster "+c.Name, b.String())
 	}
 	for _, cr := range res.Classes {
 		if len(cr.Waves) > 1 && (cr.CurrentWave != "" || cr.Halted) {
-			s.logf("  class %s: wave %q %s\n", cr.Class, cr.CurrentWave, cr.Reason)
+			show("class "+cr.Class, fmt.Sprintf("  class %s: wave %q %s\n", cr.Class, cr.CurrentWave, cr.Reason))
 		}
 	}
 }

@@ -6,75 +6,78 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
-// Summary is what a class rollout needs to know of one cluster. The daemon
+// Summary is what a class rollout needs to know of one cluster: its
+// recorded admission, moved forward by what its machines show. The daemon
 // keeps one per cluster and recomputes only the cluster an event is about.
+// Summaries are comparable: when one changes, the gates of the other
+// clusters of its class may change.
 type Summary struct {
 	Cluster string
 	Class   string
 	Wave    int
-	// Skip: paused or broken (Problems); the cluster takes no part in its
-	// class's rollout and does not hold it back.
+	// Skip: paused, broken (Problems) or its version change refused; the
+	// cluster takes no part in its class's rollout and does not hold it
+	// back.
 	Skip bool
-	// Outdated: some machine does not run the cluster's final template.
-	Outdated bool
-	// Started: outdated, and the replacement began (a machine runs the
-	// final template, a task is in flight, or its machines' versions differ).
-	Started bool
-	// Done: every pool has exactly its replicas, all on the final template,
-	// Running and reported healthy by a heartbeat sent after their creation.
-	Done bool
-	// Failed: started, not done, and a machine is Failed or unhealthy.
-	Failed bool
+	// Revision, State, AdmittedAt and FailedAt are the cluster's admission
+	// after this look at its machines; Revision is "" when it was never
+	// admitted.
+	Revision   string
+	State      string
+	AdmittedAt time.Time
+	FailedAt   time.Time
+	Reason     string
+	// Current: the admission holds exactly the desired templates.
+	Current bool
+	// Fresh: never admitted, and admitting it changes no machine (it has
+	// none, or they all run the desired templates).
+	Fresh bool
 }
 
-// Summarize sums one cluster up for its class rollout.
-func Summarize(dc *DesiredCluster, ms []ObservedMachine, now time.Time) Summary {
-	s := Summary{Cluster: dc.Name, Class: dc.Class, Wave: dc.Wave, Skip: dc.Paused || len(dc.Problems) > 0}
-	live := make([]int, 1+len(dc.Deployments)) // per pool, index 0 the control plane
-	doneSoFar, bad, upToDate, inFlight, mixed := true, false, false, false, false
-	firstVersion := ""
+// Summarize sums one cluster up for its class rollout. rec is the cluster's
+// record (nil when there is none).
+func Summarize(dc *DesiredCluster, rec *ClusterRecord, ms []ObservedMachine, now time.Time) Summary {
+	s := Summary{Cluster: dc.Name, Class: dc.Class, Wave: dc.Wave,
+		Skip: dc.Paused || len(dc.Problems) > 0 || versionRefused(dc, ms) != nil}
+	var a *Admission
+	if rec != nil {
+		a = advance(rec.Admission, dc, ms, now)
+	}
+	if a == nil {
+		s.Fresh = runsDesired(dc, ms)
+		return s
+	}
+	s.Revision, s.State, s.AdmittedAt, s.FailedAt, s.Reason = a.Revision, a.State, a.AdmittedAt, a.FailedAt, a.Reason
+	s.Current = a.current(dc)
+	return s
+}
+
+// versionRefused says why the cluster's desired version cannot be reached
+// from the version its control plane runs (a downgrade, a major change, a
+// missing intermediate minor), or nil.
+func versionRefused(dc *DesiredCluster, ms []ObservedMachine) *Problem {
+	cpVer := ""
 	for i := range ms {
 		m := &ms[i]
-		if m.Phase == wire.PhaseDeleted {
+		if m.Deployment != "" || m.Phase == wire.PhaseDeleted || m.Phase == wire.PhaseDeleting {
 			continue
 		}
-		pi, pool := dc.pool(m.Deployment)
-		if pool == nil || m.TemplateHash != pool.TemplateHash {
-			s.Outdated = true
-		} else {
-			upToDate = true
-		}
-		if m.InFlight() {
-			inFlight = true
-		}
-		if firstVersion == "" {
-			firstVersion = m.Version
-		} else if m.Version != firstVersion {
-			mixed = true
-		}
-		why, _ := unhealthy(m, dc.HealthChecks, now)
-		if why != "" {
-			bad = true
-		}
-		if pool != nil && m.Phase != wire.PhaseDeleting {
-			live[pi]++
-		}
-		if m.Phase == wire.PhaseDeleting || why != "" || !m.Ready() {
-			doneSoFar = false
+		if cpVer == "" || compareVersions(m.Version, cpVer) < 0 {
+			cpVer = m.Version
 		}
 	}
-	if live[0] != dc.ControlPlane.Replicas {
-		doneSoFar = false
+	if cpVer == "" {
+		return nil
 	}
-	for i := range dc.Deployments {
-		if live[i+1] != dc.Deployments[i].Replicas {
-			doneSoFar = false
-		}
+	_, verr := upgradeChain(cpVer, dc.Version, dc.KubernetesVersions)
+	if verr == nil {
+		return nil
 	}
-	s.Done = doneSoFar && !s.Outdated
-	s.Started = s.Outdated && (upToDate || inFlight || mixed)
-	s.Failed = s.Started && !s.Done && bad
-	return s
+	prob := Problem{Source: dc.VersionSource, Field: dc.VersionField, Message: verr.message}
+	if verr.field != "" {
+		prob.Message = verr.message + " (class " + dc.Class + ")"
+	}
+	return &prob
 }
 
 // pool returns the index (0 control plane, i+1 deployment i) and the pool a

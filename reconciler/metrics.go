@@ -19,6 +19,7 @@ type Metrics struct {
 	Leader            prometheus.Gauge
 	Malformed         *prometheus.CounterVec // by kind: event, heartbeat
 	Refused           *prometheus.CounterVec // by kind and reason
+	CreateFailures    *prometheus.CounterVec // by class, provider
 }
 
 // NewMetrics registers the series on reg (nil: a fresh registry).
@@ -61,8 +62,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gitfleet_refused_messages_total", Help: "Events and heartbeats refused because they do not match the machine's record (by reason: subject, no-task, task, phase, no-record); never applied.",
 		}, []string{"kind", "reason"}),
+		CreateFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitfleet_machine_create_failures_total", Help: "Machines whose create failed, by the cluster's class and the provider.",
+		}, []string{"class", "provider"}),
 	}
 	reg.MustRegister(m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
-		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.Leader, m.Malformed)
+		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.Leader, m.Malformed, m.CreateFailures)
 	return m
 }

@@ -116,6 +116,13 @@ func (r *Reconciler) countOutcome(rec *Record, to wire.Phase) {
 		r.metrics.TasksCompleted.WithLabelValues(string(rec.operation())).Inc()
 	case wire.PhaseFailed:
 		r.metrics.TasksFailed.WithLabelValues(string(rec.operation())).Inc()
+		if rec.operation() == wire.OpCreate {
+			class := ""
+			if dc := r.desired.Cluster(rec.Cluster); dc != nil {
+				class = dc.Class
+			}
+			r.metrics.CreateFailures.WithLabelValues(class, rec.Provider).Inc()
+		}
 	}
 }
 
@@ -263,6 +270,12 @@ func (r *Reconciler) judge(ctx context.Context, m *machine, now time.Time, msg s
 // next attempt.
 func (r *Reconciler) checkTime(ctx context.Context) {
 	now := r.o.Now()
+	for cluster, at := range r.wake {
+		if !now.Before(at) {
+			delete(r.wake, cluster)
+			r.dirty[cluster] = true
+		}
+	}
 	if !r.o.JS.Conn().IsConnected() {
 		r.heard = now // heartbeats are not reaching us: none is missed
 	}

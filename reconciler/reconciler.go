@@ -60,6 +60,10 @@ type Options struct {
 	// publish and every status commit: a replica whose lease may be gone
 	// returns an error and writes nothing.
 	Fence func() error
+	// RetryInterval is the first wait after a pool's create failed; it
+	// doubles with each failure in a row, up to 5 minutes, with jitter
+	// (default planner.DefaultRetryInterval).
+	RetryInterval time.Duration
 }
 
 // Reconciler is the loop. Run it while this replica is the leader.
@@ -90,6 +94,14 @@ type Reconciler struct {
 	dirty   map[string]bool
 	gone    map[string]bool // clusters whose status file was removed
 	planSeq int
+
+	// decisions are the planner's recorded rollout decisions, as stored
+	// in the rollouts bucket (decisions.go).
+	decisions decisions
+	// wake is when time alone changes a cluster's plan (a backoff ends).
+	wake map[string]time.Time
+	// classesChanged: a new revision may have removed classes.
+	classesChanged bool
 }
 
 // New checks opts and returns a Reconciler.
@@ -118,6 +130,9 @@ func New(opts Options) (*Reconciler, error) {
 	if opts.Health == nil {
 		opts.Health = NewLoopHealth()
 	}
+	if opts.RetryInterval <= 0 {
+		opts.RetryInterval = planner.DefaultRetryInterval
+	}
 	return &Reconciler{o: opts, log: opts.Log, metrics: opts.Metrics, health: opts.Health,
 		pub: natsbus.NewPublisher(opts.JS)}, nil
 }
@@ -141,6 +156,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		return fmt.Errorf("reconciler: machines bucket: %w", err)
 	}
 	r.store = NewStore(kv, r.o.Fence)
+	rkv, err := r.o.JS.KeyValue(ctx, wire.BucketRollouts)
+	if err != nil {
+		return fmt.Errorf("reconciler: rollouts bucket: %w", err)
+	}
+	r.decisions.store = NewStore(rkv, r.o.Fence)
+	r.wake = map[string]time.Time{}
 	r.machines = map[string]map[string]*machine{}
 	r.unsent = map[string]*machine{}
 	r.heard = r.o.Now()
@@ -148,6 +169,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.dirty = map[string]bool{}
 	r.gone = map[string]bool{}
 	if err := r.load(ctx); err != nil {
+		return err
+	}
+	if err := r.loadDecisions(ctx); err != nil {
 		return err
 	}
 	r.resume(ctx)
@@ -325,16 +349,26 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 	for name := range r.machines {
 		r.dirty[name] = true
 	}
+	for name := range r.decisions.records.Clusters {
+		r.dirty[name] = true
+	}
+	r.classesChanged = true
 	r.writeFleet()
 }
 
-// step plans every dirty cluster and publishes its new steps.
+// step plans every dirty cluster and publishes its new steps. Decisions
+// come first: the class rollouts, then each cluster's record, are saved
+// before any step that depends on them is published.
 func (r *Reconciler) step(ctx context.Context) {
 	if r.desired == nil || len(r.dirty) == 0 {
 		return
 	}
 	start := r.o.Now()
 	now := start
+	if r.classesChanged {
+		r.forgetClasses(ctx)
+		r.classesChanged = false
+	}
 	// A cluster's summary gates the other clusters of its class (waves):
 	// when one changes, they are planned again too.
 	moved := map[string]bool{}
@@ -344,11 +378,9 @@ func (r *Reconciler) step(ctx context.Context) {
 			delete(r.sums, name)
 			continue
 		}
-		sum := planner.Summarize(dc, r.observed(name), now)
-		if old, ok := r.sums[name]; !ok || old != sum {
+		if r.summarize(dc, now) {
 			moved[dc.Class] = true
 		}
-		r.sums[name] = sum
 	}
 	if len(moved) > 0 {
 		for _, dc := range r.desired.Clusters {
@@ -357,21 +389,35 @@ func (r *Reconciler) step(ctx context.Context) {
 			}
 		}
 	}
-	gates := planner.Rollouts(r.desired, r.sums)
+	recs := &r.decisions.records
+	gates := planner.Rollouts(r.desired, r.sums, recs.Rollouts, now)
+	if !r.saveRollouts(ctx, gates.Changed()) {
+		return // everything stays dirty; planned again on the next wake-up
+	}
 	r.planSeq++
 	planID := fmt.Sprintf("%s-%d", short(r.rev.Commit), r.planSeq)
 	published := 0
+	backoff := planner.Backoff{Base: r.o.RetryInterval, Jitter: jitter}
 	for name := range r.dirty {
-		delete(r.dirty, name)
 		res := planner.PlanCluster(planner.ClusterInput{
-			Name: name, Desired: r.desired.Cluster(name), Machines: r.observed(name),
-			Gate: gates.For(name), Now: now, NewName: r.o.NewName,
+			Name: name, Desired: r.desired.Cluster(name), Machines: r.observed(name), Record: recs.Cluster(name),
+			Gate: gates.For(name), Now: now, NewName: r.o.NewName, Backoff: backoff,
 		})
+		if res.RecordChanged {
+			if !r.saveClusterRecord(ctx, res.Record) {
+				continue // stays dirty: no step before its decision is recorded
+			}
+			if dc := r.desired.Cluster(name); dc != nil {
+				r.summarize(dc, now)
+			}
+		}
+		delete(r.dirty, name)
 		for _, s := range res.Steps {
 			if r.act(ctx, s, planID) {
 				published++
 			}
 		}
+		r.setWake(name, res.Wake)
 		r.writeCluster(name, res.Status, planID)
 	}
 	if published > 0 {
@@ -379,6 +425,23 @@ func (r *Reconciler) step(ctx context.Context) {
 	}
 	r.metrics.PlanDuration.Observe(r.o.Now().Sub(start).Seconds())
 	r.countPhases()
+}
+
+// summarize recomputes a cluster's summary and reports whether it changed.
+func (r *Reconciler) summarize(dc *planner.DesiredCluster, now time.Time) bool {
+	sum := planner.Summarize(dc, r.decisions.records.Cluster(dc.Name), r.observed(dc.Name), now)
+	old, ok := r.sums[dc.Name]
+	r.sums[dc.Name] = sum
+	return !ok || old != sum
+}
+
+// setWake remembers when time alone changes a cluster's plan.
+func (r *Reconciler) setWake(cluster string, at time.Time) {
+	if at.IsZero() {
+		delete(r.wake, cluster)
+		return
+	}
+	r.wake[cluster] = at
 }
 
 // observed returns a cluster's machines as the planner sees them.

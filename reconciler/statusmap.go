@@ -52,6 +52,10 @@ func clusterStatus(ps planner.ClusterStatus, ms map[string]*machine) status.Clus
 	for _, d := range ps.Deployments {
 		cs.Deployments = append(cs.Deployments, status.DeploymentStatus{Name: d.Name, Replicas: replicas(d)})
 	}
+	if r := ps.Rollout; r != nil {
+		cs.Rollout = &status.Rollout{ClassRevision: r.Revision, Wave: r.Wave, AdmittedAt: r.AdmittedAt,
+			State: r.State, Reason: r.Reason, PendingRevision: r.PendingRevision}
+	}
 	for _, m := range ms {
 		cs.Machines = append(cs.Machines, machineStatus(m.rec))
 	}
@@ -60,8 +64,12 @@ func clusterStatus(ps planner.ClusterStatus, ms map[string]*machine) status.Clus
 }
 
 func replicas(p planner.PoolStatus) status.Replicas {
-	return status.Replicas{Version: p.Version, Desired: p.Replicas, Replicas: p.Machines, Ready: p.Ready,
+	r := status.Replicas{Version: p.Version, Desired: p.Replicas, Replicas: p.Machines, Ready: p.Ready,
 		Updated: p.UpToDate, Unavailable: max(p.Replicas-p.Ready, 0)}
+	if p.Failures > 0 {
+		r.Backoff = &status.Backoff{Failures: p.Failures, LastFailure: p.LastFailure, NextRetry: p.NextRetry}
+	}
+	return r
 }
 
 // machineStatus is one machine's entry in its cluster's status file.

@@ -60,6 +60,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream) error {
 	for _, cfg := range []jetstream.KeyValueConfig{
 		{Bucket: wire.BucketMachines, Description: "observed state of every machine", History: 1, Storage: jetstream.FileStorage},
 		{Bucket: wire.BucketLeader, Description: "leader lease", History: 1, TTL: LeaderTTL, Storage: jetstream.FileStorage},
+		{Bucket: wire.BucketRollouts, Description: "recorded rollout decisions: admissions, create backoff", History: 1, Storage: jetstream.FileStorage},
 	} {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
 			return fmt.Errorf("ensure bucket %s: %w", cfg.Bucket, err)

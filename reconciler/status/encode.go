@@ -27,7 +27,33 @@ func (c ClusterStatus) normalized() ClusterStatus {
 		}
 	}
 	slices.SortStableFunc(c.Machines, func(a, b MachineStatus) int { return strings.Compare(a.Name, b.Name) })
+	if c.Rollout != nil {
+		r := *c.Rollout
+		r.AdmittedAt = seconds(r.AdmittedAt)
+		c.Rollout = &r
+	}
+	c.ControlPlane.Backoff = c.ControlPlane.Backoff.normalized()
+	for i := range c.Deployments {
+		c.Deployments[i].Backoff = c.Deployments[i].Backoff.normalized()
+	}
 	return c
+}
+
+func (b *Backoff) normalized() *Backoff {
+	if b == nil {
+		return nil
+	}
+	n := *b
+	n.NextRetry = seconds(n.NextRetry)
+	return &n
+}
+
+// seconds is t in UTC, to the second (zero stays zero).
+func seconds(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Second)
 }
 
 // normalConditions sorts conditions by type and keeps their times to the

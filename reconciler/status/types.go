@@ -68,6 +68,28 @@ type ClusterStatus struct {
 	Deployments []DeploymentStatus `yaml:"deployments,omitempty" json:"deployments,omitempty"`
 	// Machines are every machine of the cluster, sorted by name.
 	Machines []MachineStatus `yaml:"machines,omitempty" json:"machines,omitempty"`
+	// Rollout is the cluster's place in its class's rollout: the class
+	// revision it was admitted to and how far it got.
+	Rollout *Rollout `yaml:"rollout,omitempty" json:"rollout,omitempty"`
+}
+
+// Rollout is a cluster's admission to a class revision.
+type Rollout struct {
+	// ClassRevision is the class revision the cluster was admitted to: its
+	// machines run it or move to it.
+	ClassRevision string `yaml:"classRevision,omitempty" json:"classRevision,omitempty"`
+	// Wave is the rollout wave the cluster belongs to.
+	Wave string `yaml:"wave,omitempty" json:"wave,omitempty"`
+	// AdmittedAt is when the cluster was admitted to ClassRevision.
+	AdmittedAt time.Time `yaml:"admittedAt,omitempty" json:"admittedAt,omitzero"`
+	// State is Progressing (its wave admitted it), Updating (admitted
+	// without a wave: new, or changed in its own files), Done, Failed, or
+	// Waiting (PendingRevision waits for the cluster's wave).
+	State string `yaml:"state" json:"state"`
+	// Reason says which machine failed and why (Failed).
+	Reason string `yaml:"reason,omitempty" json:"reason,omitempty"`
+	// PendingRevision is a newer class revision waiting for the wave.
+	PendingRevision string `yaml:"pendingRevision,omitempty" json:"pendingRevision,omitempty"`
 }
 
 // Condition is one observation about a cluster, like Cluster API's.
@@ -95,6 +117,18 @@ type Replicas struct {
 	Updated int `yaml:"updated" json:"updated"`
 	// Unavailable is Desired minus the ready machines, never below zero.
 	Unavailable int `yaml:"unavailable" json:"unavailable"`
+	// Backoff is set while creates of the group fail.
+	Backoff *Backoff `yaml:"backoff,omitempty" json:"backoff,omitempty"`
+}
+
+// Backoff says that creates of a group failed and when it tries again.
+type Backoff struct {
+	// Failures counts the creates that failed in a row.
+	Failures int `yaml:"failures" json:"failures"`
+	// LastFailure names the last failed machine and what its provider said.
+	LastFailure string `yaml:"lastFailure" json:"lastFailure"`
+	// NextRetry is when the group creates a machine again.
+	NextRetry time.Time `yaml:"nextRetry" json:"nextRetry"`
 }
 
 // DeploymentStatus is one worker pool.

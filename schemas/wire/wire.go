@@ -21,6 +21,10 @@ const (
 	StreamEvents   = "GITFLEET_EVENTS"
 	BucketMachines = "gitfleet-machines"
 	BucketLeader   = "gitfleet-leader"
+	// BucketRollouts holds the planner's recorded decisions: each
+	// cluster's admission to a class revision and its pools' create
+	// backoff, and each class's rollout.
+	BucketRollouts = "gitfleet-rollouts"
 
 	SubjectTasks      = "gitfleet.tasks"     // .<provider>.<cluster>.<machine>
 	SubjectEvents     = "gitfleet.events"    // .<cluster>.<machine>

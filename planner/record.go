@@ -1,0 +1,131 @@
+package planner
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// Records are the decisions earlier plans took, which the caller persists
+// and hands back: what each cluster was admitted to and how its pools back
+// off, and each class's current rollout. The planner never infers them from
+// machines; it only moves them forward.
+type Records struct {
+	Clusters map[string]ClusterRecord `json:"clusters,omitempty"`
+	Rollouts map[string]RolloutRecord `json:"rollouts,omitempty"`
+}
+
+// ClusterRecord is what the planner decided about one cluster.
+type ClusterRecord struct {
+	Cluster string `json:"cluster"`
+	// Admission is the class revision the cluster is admitted to; nil
+	// until the planner first admits it.
+	Admission *Admission `json:"admission,omitempty"`
+	// Backoff holds the pools whose creates failed, sorted by pool.
+	Backoff []PoolBackoff `json:"backoff,omitempty"`
+}
+
+// Admission states.
+const (
+	// AdmissionProgressing: its wave admitted the cluster to a new class
+	// revision, and it is moving to it.
+	AdmissionProgressing = "Progressing"
+	// AdmissionUpdating: the cluster moves to a revision without waiting
+	// for a wave: it is new, or the change is in its own files.
+	AdmissionUpdating = "Updating"
+	// AdmissionDone: every pool runs the admitted templates, ready.
+	AdmissionDone = "Done"
+	// AdmissionFailed: a machine created for the admitted revision failed
+	// or became unhealthy before the cluster was done.
+	AdmissionFailed = "Failed"
+)
+
+// Admission records that a cluster was admitted to a class revision. From
+// then on the planner moves the cluster's machines to the pools recorded
+// here, and to nothing else, until it admits the cluster to another
+// revision: a cluster that waits for its wave keeps creating replacements
+// and scale-ups with the templates it was admitted to last.
+type Admission struct {
+	// Revision is the class revision (DesiredClass.Revision).
+	Revision   string    `json:"revision"`
+	Wave       string    `json:"wave,omitempty"`
+	AdmittedAt time.Time `json:"admittedAt"`
+	State      string    `json:"state"`
+	// Reason says which machine failed and why (State Failed).
+	Reason   string    `json:"reason,omitempty"`
+	FailedAt time.Time `json:"failedAt,omitzero"`
+	// Version is the control plane's version at this revision.
+	Version string `json:"version"`
+	// Pools are the templates of the control plane (Name "") and of each
+	// worker pool at this revision.
+	Pools []PoolTemplate `json:"pools"`
+}
+
+// PoolTemplate is what machines of one pool are made of at one revision.
+type PoolTemplate struct {
+	Name          string          `json:"name,omitempty"` // "" for the control plane
+	Version       string          `json:"version"`
+	Provider      string          `json:"provider"`
+	Spec          json.RawMessage `json:"spec,omitempty"`
+	FailureDomain string          `json:"failureDomain,omitempty"`
+	// Hash is the pool's TemplateHash at Version.
+	Hash string `json:"hash"`
+}
+
+// pool returns the recorded template of pool name, or nil.
+func (a *Admission) pool(name string) *PoolTemplate {
+	for i := range a.Pools {
+		if a.Pools[i].Name == name {
+			return &a.Pools[i]
+		}
+	}
+	return nil
+}
+
+// PoolBackoff is one pool whose machines failed to be created: no machine
+// of the pool is created before NextRetry.
+type PoolBackoff struct {
+	Pool        string    `json:"pool"` // PoolName
+	Failures    int       `json:"failures"`
+	LastFailure time.Time `json:"lastFailure"`
+	NextRetry   time.Time `json:"nextRetry"`
+	// Reason is the last failed machine and what its provider said.
+	Reason string `json:"reason"`
+	// Counted names the Failed machines already counted, while they exist.
+	Counted []string `json:"counted,omitempty"`
+}
+
+// RolloutRecord is a class's current rollout: the revision it rolls out,
+// since when, and the clusters that failed on it. A commit that changes the
+// class again starts a new one, even when it restores an earlier revision.
+type RolloutRecord struct {
+	Class    string           `json:"class"`
+	Revision string           `json:"revision"`
+	Started  time.Time        `json:"started"`
+	Failed   []RolloutFailure `json:"failed,omitempty"`
+}
+
+// RolloutFailure is a cluster that failed on a rollout.
+type RolloutFailure struct {
+	Cluster string    `json:"cluster"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
+}
+
+func (r *RolloutRecord) failed(cluster string) bool {
+	return slices.ContainsFunc(r.Failed, func(f RolloutFailure) bool { return f.Cluster == cluster })
+}
+
+// Equal reports whether two cluster records hold the same decisions.
+func (r ClusterRecord) Equal(o ClusterRecord) bool {
+	a, _ := json.Marshal(r)
+	b, _ := json.Marshal(o)
+	return string(a) == string(b)
+}
+
+// Equal reports whether two rollout records are the same.
+func (r RolloutRecord) Equal(o RolloutRecord) bool {
+	a, _ := json.Marshal(r)
+	b, _ := json.Marshal(o)
+	return string(a) == string(b)
+}
