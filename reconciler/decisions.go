@@ -197,7 +197,7 @@ func (r *Reconciler) saveClusterRecord(ctx context.Context, rec planner.ClusterR
 		r.dirty[rec.Cluster] = true
 		return false
 	}
-	r.health.Report(ProblemStore, nil)
+	r.health.Report(ProblemRollouts, nil)
 	if emptyRecord(rec) {
 		delete(d.records.Clusters, rec.Cluster)
 		delete(d.revs, key)
@@ -221,7 +221,7 @@ func (r *Reconciler) saveRollouts(ctx context.Context, recs []planner.RolloutRec
 		d.records.Rollouts[rec.Class] = rec
 		d.revs[key] = rev
 	}
-	r.health.Report(ProblemStore, nil)
+	r.health.Report(ProblemRollouts, nil)
 	return true
 }
 
@@ -235,7 +235,7 @@ func (r *Reconciler) decisionFailed(ctx context.Context, key string, err error) 
 	case errors.Is(err, ErrConflict):
 		r.reloadDecision(ctx, key)
 	}
-	r.health.Report(ProblemStore, err)
+	r.health.Report(ProblemRollouts, err)
 }
 
 func (r *Reconciler) reloadDecision(ctx context.Context, key string) {

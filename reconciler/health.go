@@ -13,6 +13,8 @@ const (
 	ProblemStore   = "Store"   // the gitfleet-machines bucket cannot be written
 	ProblemPublish = "Publish" // tasks are not accepted by NATS
 	ProblemStatus  = "Status"  // the status branch cannot be committed or pushed
+	// ProblemRollouts: the gitfleet-rollouts bucket cannot be written.
+	ProblemRollouts = "Rollouts"
 )
 
 // Problem is one kind of loop error that has not cleared: the newest error
