@@ -89,7 +89,7 @@ func TestNewLeaderContinuesRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stopA, _ := runLeader(t, js, repo.dir)
+	stopA, metricsA := runLeader(t, js, repo.dir)
 	waitRecords(t, rkv, "every cluster done", func(r planner.Records) bool {
 		for _, c := range []string{"canary", "prod-a", "prod-b"} {
 			if a := r.Clusters[c].Admission; a == nil || a.State != planner.AdmissionDone {
@@ -108,6 +108,9 @@ func TestNewLeaderContinuesRollout(t *testing.T) {
 		return len(rr.Failed) == 1 && rr.Failed[0].Cluster == "canary"
 	})
 	stopA()
+	if n := counter(t, metricsA.CreateFailures.WithLabelValues("waves", "inmemory")); n < 1 {
+		t.Errorf("gitfleet_machine_create_failures_total{class=waves,provider=inmemory} = %v, want the canary's failure", n)
+	}
 
 	stopB, metricsB := runLeader(t, js, repo.dir)
 	defer stopB()

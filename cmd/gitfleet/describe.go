@@ -212,7 +212,11 @@ func writeCluster(w io.Writer, c status.ClusterStatus, now time.Time) {
 	if c.Paused {
 		phase += " (paused)"
 	}
-	row(w, "Cluster/"+c.Name, phase, fmt.Sprintf("%d/%d", ready, desired), fmt.Sprintf("%d/%d", updated, desired), c.Version, age(oldest, now), conditionMessage(c.Conditions))
+	msg := conditionMessage(c.Conditions)
+	if r := rolloutMessage(c.Rollout); r != "" {
+		msg = strings.TrimPrefix(msg+"; "+r, "; ")
+	}
+	row(w, "Cluster/"+c.Name, phase, fmt.Sprintf("%d/%d", ready, desired), fmt.Sprintf("%d/%d", updated, desired), c.Version, age(oldest, now), msg)
 
 	type group struct {
 		title    string
@@ -245,12 +249,12 @@ func writeCluster(w io.Writer, c status.ClusterStatus, now time.Time) {
 		if gi == len(groups)-1 {
 			branch, indent = "└─", "  "
 		}
-		var r [4]string
+		var r [5]string
 		if g.replicas != nil {
 			x := g.replicas
-			r = [4]string{"", fmt.Sprintf("%d/%d", x.Ready, x.Desired), fmt.Sprintf("%d/%d", x.Updated, x.Desired), x.Version}
+			r = [5]string{"", fmt.Sprintf("%d/%d", x.Ready, x.Desired), fmt.Sprintf("%d/%d", x.Updated, x.Desired), x.Version, backoffMessage(x.Backoff, now)}
 		}
-		row(w, branch+g.title, r[0], r[1], r[2], r[3], "", "")
+		row(w, branch+g.title, r[0], r[1], r[2], r[3], "", r[4])
 		for mi, m := range g.machines {
 			mb := "├─"
 			if mi == len(g.machines)-1 {
@@ -263,6 +267,32 @@ func writeCluster(w io.Writer, c status.ClusterStatus, now time.Time) {
 			row(w, indent+mb+"Machine/"+m.Name, m.Phase, "", "", m.Version, age(m.Created, now), msg)
 		}
 	}
+}
+
+// rolloutMessage says where a cluster stands in its class's rollout, unless
+// it is done.
+func rolloutMessage(r *status.Rollout) string {
+	switch {
+	case r == nil || r.State == "Done":
+		return ""
+	case r.State == "Waiting":
+		return fmt.Sprintf("rollout: class revision %s waits for wave %s (runs %s)", r.PendingRevision, r.Wave, r.ClassRevision)
+	case r.Reason != "":
+		return fmt.Sprintf("rollout: %s on class revision %s (%s)", r.State, r.ClassRevision, r.Reason)
+	}
+	return fmt.Sprintf("rollout: %s to class revision %s", r.State, r.ClassRevision)
+}
+
+// backoffMessage says that a pool's creates fail and when it tries again.
+func backoffMessage(b *status.Backoff, now time.Time) string {
+	if b == nil {
+		return ""
+	}
+	next := "now"
+	if b.NextRetry.After(now) {
+		next = "in " + age(now, b.NextRetry)
+	}
+	return fmt.Sprintf("backoff: %d creates failed, next try %s; last: %s", b.Failures, next, b.LastFailure)
 }
 
 func deploymentReplicas(c status.ClusterStatus) []status.Replicas {

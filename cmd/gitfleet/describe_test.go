@@ -179,3 +179,25 @@ func TestDescribeTreeFromStatusBranch(t *testing.T) {
 		t.Errorf("unknown cluster: exit %d, %q", code, stderr)
 	}
 }
+
+// describe shows a cluster's place in its class's rollout and a pool's
+// create backoff (why, and when it tries again).
+func TestDescribeRolloutAndBackoff(t *testing.T) {
+	dir := fleetRepo(t)
+	w := statusWriter(t, dir)
+	c := dev1(2, 2, statusEpoch)
+	c.Rollout = &status.Rollout{ClassRevision: "9ce7da3c89", Wave: "prod", State: "Waiting", PendingRevision: "e898e5a725"}
+	c.Deployments[0].Backoff = &status.Backoff{Failures: 3, LastFailure: "machine dev-1-md-0-zz9zz failed: out of capacity",
+		NextRetry: statusEpoch.Add(2*time.Hour + 30*time.Minute + 40*time.Second)}
+	w.SetCluster(c, status.Origin{SourceCommit: strings.Repeat("a", 40)})
+	flushStatus(t, w)
+	_, stdout, stderr := runCmd(t, "describe", "dev-1", "--repo", dir, "--now", describeNow)
+	for _, want := range []string{
+		"rollout: class revision e898e5a725 waits for wave prod (runs 9ce7da3c89)",
+		"backoff: 3 creates failed, next try in 40s; last: machine dev-1-md-0-zz9zz failed: out of capacity",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("describe lacks %q:\n%s%s", want, stdout, stderr)
+		}
+	}
+}

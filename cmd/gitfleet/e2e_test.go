@@ -293,7 +293,7 @@ type fleetWant map[string]struct {
 
 // converged: the status branch reflects the repository's HEAD, and each
 // cluster has exactly its machines, all Running at its version, every pool
-// ready and up to date, and a node process per machine.
+// ready and up to date, and a node process per local machine.
 func (e *e2e) converged(want fleetWant) (bool, string) {
 	s := e.status()
 	head := e.git("rev-parse", "HEAD")
@@ -311,9 +311,13 @@ func (e *e2e) converged(want fleetWant) (bool, string) {
 		case c.ControlPlane.Ready != c.ControlPlane.Desired:
 			return false, fmt.Sprintf("%s control plane %d/%d ready", name, c.ControlPlane.Ready, c.ControlPlane.Desired)
 		}
+		local := 0
 		for _, m := range c.Machines {
 			if m.Phase != "Running" || m.Version != version {
 				return false, fmt.Sprintf("%s/%s is %s %s", name, m.Name, m.Phase, m.Version)
+			}
+			if m.Provider == "local" {
+				local++
 			}
 		}
 		for _, d := range c.Deployments {
@@ -321,8 +325,8 @@ func (e *e2e) converged(want fleetWant) (bool, string) {
 				return false, fmt.Sprintf("%s/%s %d/%d ready, %d updated", name, d.Name, d.Ready, d.Desired, d.Updated)
 			}
 		}
-		if got := len(e.nodes(name)); got != n {
-			return false, fmt.Sprintf("%s has %d node processes, want %d", name, got, n)
+		if got := len(e.nodes(name)); got != local {
+			return false, fmt.Sprintf("%s has %d node processes, want %d", name, got, local)
 		}
 	}
 	return true, ""
