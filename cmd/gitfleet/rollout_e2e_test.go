@@ -242,4 +242,3 @@ func hasCondition(c *status.ClusterStatus, t string) bool {
 	}
 	return false
 }
-
