@@ -83,7 +83,8 @@ func BenchmarkWorkerEndToEnd(b *testing.B) {
 				b.StopTimer()
 				e := newEnv(b)
 				tasks := benchTaskList(benchTasks)
-				p := inmemory.New(inmemory.Options{})
+				natstest.Intend(b, e.js, tasks...) // the daemon's records: each task is read against its record
+				p := e.inmemory(b, inmemory.Options{})
 				w := e.startWorker(b, p, providers.WorkerOptions{Concurrency: 2, ProgressAfter: progress})
 				_, ejs := natstest.Connect(b, e.srv.ClientURL())
 				cons, err := ejs.OrderedConsumer(testCtx(b), wire.StreamEvents, jetstream.OrderedConsumerConfig{})

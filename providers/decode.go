@@ -20,15 +20,20 @@ func decodeTask(data []byte) (wire.Task, error) {
 	return wire.DecodeTask(data)
 }
 
-// onSubject reports whether subject is wire.TaskSubject(provider, cluster,
-// machine), without building that string.
-func onSubject(subject, provider, cluster, machine string) bool {
-	for _, part := range [...]string{wire.SubjectTasks, provider, cluster} {
+// onSubject reports whether subject is where task belongs for this
+// worker: wire.TaskSubject of its machine, or, for a task routed to this
+// worker, wire.WorkerTaskSubject. It builds no string.
+func (w *Worker) onSubject(subject string, task *wire.Task) bool {
+	for _, part := range [...]string{wire.SubjectTasks, w.p.Name(), task.Machine.Cluster} {
 		var ok bool
 		if subject, ok = strings.CutPrefix(subject, part); !ok || subject == "" || subject[0] != '.' {
 			return false
 		}
 		subject = subject[1:]
 	}
-	return subject == machine
+	if task.Worker == "" {
+		return subject == task.Machine.Name
+	}
+	rest, ok := strings.CutPrefix(subject, task.Machine.Name)
+	return ok && rest == "."+task.Worker && task.Worker == w.o.ID
 }

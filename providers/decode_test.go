@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"context"
 	"testing"
 
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -27,20 +28,37 @@ func TestDecodeTaskAgreesWithWire(t *testing.T) {
 }
 
 func TestOnSubject(t *testing.T) {
+	w := &Worker{p: namedProvider("local"), o: WorkerOptions{ID: "w1"}}
 	for _, tc := range []struct {
 		subject string
+		worker  string // the task's
 		want    bool
 	}{
-		{"gitfleet.tasks.local.c1.m1", true},
-		{"gitfleet.tasks.local.c1.m2", false},
-		{"gitfleet.tasks.local.c1.m1.x", false},
-		{"gitfleet.tasks.local.c1", false},
-		{"gitfleet.tasks.localx.c1.m1", false},
-		{"gitfleet.tasks.local.c10.m1", false},
-		{"other.local.c1.m1", false},
+		{"gitfleet.tasks.local.c1.m1", "", true},
+		{"gitfleet.tasks.local.c1.m2", "", false},
+		{"gitfleet.tasks.local.c1.m1.x", "", false},
+		{"gitfleet.tasks.local.c1", "", false},
+		{"gitfleet.tasks.localx.c1.m1", "", false},
+		{"gitfleet.tasks.local.c10.m1", "", false},
+		{"other.local.c1.m1", "", false},
+		{"gitfleet.tasks.local.c1.m1.w1", "w1", true},
+		{"gitfleet.tasks.local.c1.m1.w2", "w1", false},
+		{"gitfleet.tasks.local.c1.m1.w2", "w2", false}, // routed to another worker
+		{"gitfleet.tasks.local.c1.m1", "w1", false},
 	} {
-		if got := onSubject(tc.subject, "local", "c1", "m1"); got != tc.want {
-			t.Errorf("onSubject(%s) = %v; want %v", tc.subject, got, tc.want)
+		task := &wire.Task{Machine: wire.Machine{Cluster: "c1", Name: "m1"}, Worker: tc.worker}
+		if got := w.onSubject(tc.subject, task); got != tc.want {
+			t.Errorf("onSubject(%s, worker %q) = %v; want %v", tc.subject, tc.worker, got, tc.want)
 		}
 	}
 }
+
+// namedProvider is a Provider that is only a name.
+type namedProvider string
+
+func (p namedProvider) Name() string { return string(p) }
+func (namedProvider) Create(context.Context, wire.Machine) (Instance, error) {
+	return Instance{}, nil
+}
+func (namedProvider) Delete(context.Context, wire.Machine) error { return nil }
+func (namedProvider) List(context.Context) ([]Instance, error)   { return nil, nil }

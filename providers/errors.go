@@ -7,7 +7,7 @@ import (
 )
 
 func errMismatch(subject, provider string, t wire.Task) error {
-	want := wire.TaskSubject(provider, t.Machine.Cluster, t.Machine.Name)
+	want := t.Subject()
 	if t.Machine.Provider != "" && t.Machine.Provider != provider {
 		return fmt.Errorf("%w: task %s: machine.provider %q, but this worker runs %q", wire.ErrMalformed, t.ID, t.Machine.Provider, provider)
 	}

@@ -22,7 +22,7 @@ type pendingAck struct {
 // the outcome event; the ack itself is left to the acker.
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, slot *progress, acks chan<- pendingAck) {
 	task, err := decodeTask(msg.Data())
-	if err == nil && !onSubject(msg.Subject(), w.p.Name(), task.Machine.Cluster, task.Machine.Name) {
+	if err == nil && !w.onSubject(msg.Subject(), &task) {
 		err = errMismatch(msg.Subject(), w.p.Name(), task)
 	}
 	if err != nil {
@@ -34,6 +34,21 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, slot *progress, 
 	attempt := 1
 	if md, err := msg.Metadata(); err == nil {
 		attempt = int(md.NumDelivered)
+	}
+	if w.hostBound && task.Worker == "" {
+		task.Worker = w.o.ID // the worker that takes a machine holds it
+	}
+	stale, err := w.records.staleness(ctx, &task)
+	if err != nil {
+		w.retry(msg, &task, attempt, err)
+		return
+	}
+	if stale != "" {
+		w.stale.Add(1)
+		w.o.Log.Info().Str("task", task.ID).Int("attempt", task.Attempt).Str("cluster", task.Machine.Cluster).
+			Str("machine", task.Machine.Name).Str("why", stale).Msg("dropping stale task")
+		_ = msg.Ack()
+		return
 	}
 	start, done := wire.PhaseProvisioning, wire.PhaseRunning
 	if task.Operation == wire.OpDelete {
@@ -96,6 +111,7 @@ func (w *Worker) event(task *wire.Task, phase wire.Phase) wire.Event {
 	return wire.Event{
 		TaskID:  task.ID,
 		Attempt: task.Attempt,
+		Worker:  task.Worker,
 		Cluster: task.Machine.Cluster,
 		Machine: task.Machine.Name,
 		Phase:   phase,

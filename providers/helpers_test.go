@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gitfleet/gitfleet/providers"
+	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -34,6 +35,16 @@ func testCtx(tb testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	tb.Cleanup(cancel)
 	return ctx
+}
+
+// inmemory is an inmemory provider on the env's server.
+func (e *env) inmemory(tb testing.TB, opts inmemory.Options) *inmemory.Provider {
+	tb.Helper()
+	p, err := inmemory.New(testCtx(tb), e.js, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }
 
 // startWorker runs a worker on its own connection until cleanup.
@@ -73,6 +84,7 @@ func task(op wire.Operation, provider, cluster, name, spec string) wire.Task {
 func (e *env) publish(tb testing.TB, tasks ...wire.Task) {
 	tb.Helper()
 	ctx := testCtx(tb)
+	natstest.Intend(tb, e.js, tasks...)
 	for i := range tasks {
 		if _, err := e.pub.Publish(ctx, &tasks[i]); err != nil {
 			tb.Fatal(err)
@@ -171,4 +183,14 @@ func (e *env) taskCount(tb testing.TB) uint64 {
 		tb.Fatal(err)
 	}
 	return info.State.Msgs
+}
+
+// count is how many machines the inmemory cloud holds.
+func count(tb testing.TB, p *inmemory.Provider) int {
+	tb.Helper()
+	n, err := p.Len(testCtx(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
 }

@@ -3,7 +3,7 @@ package providers
 import "github.com/prometheus/client_golang/prometheus"
 
 var tasksDesc = prometheus.NewDesc("gitfleet_worker_tasks_total",
-	"Tasks a provider worker finished, by outcome: succeeded, failed, retried, malformed.",
+	"Tasks a provider worker finished, by outcome: succeeded, failed, retried, malformed, stale (dropped: the machine's record is on other work).",
 	[]string{"provider", "outcome"}, nil)
 
 // Collector exposes the worker's Stats to Prometheus as
@@ -19,7 +19,7 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, v := range []struct {
 		outcome string
 		n       uint64
-	}{{"succeeded", s.Succeeded}, {"failed", s.Failed}, {"retried", s.Retried}, {"malformed", s.Malformed}} {
+	}{{"succeeded", s.Succeeded}, {"failed", s.Failed}, {"retried", s.Retried}, {"malformed", s.Malformed}, {"stale", s.Stale}} {
 		ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.CounterValue, float64(v.n), c.w.p.Name(), v.outcome)
 	}
 }

@@ -34,6 +34,30 @@ type Instance struct {
 	ProviderID string   // e.g. local://12345, inmemory://cluster/name
 	Addresses  []string // e.g. 127.0.0.1:40123
 	Version    string   // Kubernetes version it runs
+	// What the machine was made from, as far as the provider knows it
+	// (from the wire.Machine it was created with): List reports them so a
+	// daemon that lost its store can rebuild its records.
+	Deployment   string
+	Role         wire.Role
+	TemplateHash string
+	Labels       map[string]string
+	// Reason, when set, says the provider has the machine but it is not
+	// running (a CamelCase word, like NodeExited); Message says more. List
+	// reports such machines; the daemon replaces them.
+	Reason  string
+	Message string
+}
+
+// HostBound is implemented by providers whose machines live on the host of
+// the worker that made them (local): a task about such a machine is routed
+// to that worker, and each worker's inventory covers its own machines.
+type HostBound interface {
+	HostBound() bool
+}
+
+func isHostBound(p Provider) bool {
+	hb, ok := p.(HostBound)
+	return ok && hb.HostBound()
 }
 
 // Sentinel errors classifying provider failures.

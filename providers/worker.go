@@ -17,14 +17,16 @@ import (
 // durable pull consumer, publishes the resulting events and acknowledges
 // each task only once its outcome event is stored.
 type Worker struct {
-	js   jetstream.JetStream
-	p    Provider
-	o    WorkerOptions
-	cons jetstream.Consumer
+	js        jetstream.JetStream
+	p         Provider
+	o         WorkerOptions
+	hostBound bool
+	records   *records // the daemon's machine records, read to refuse stale tasks
+	cons      []jetstream.Consumer
 	// stall is how long an event publish may wait for room among pending ones.
 	stall jetstream.PublishOpt
 
-	malformed, succeeded, failed, retried atomic.Uint64
+	malformed, succeeded, failed, retried, stale, inventories atomic.Uint64
 
 	running  atomic.Bool
 	stopOnce sync.Once
@@ -38,29 +40,68 @@ type Stats struct {
 	Succeeded uint64 // provider call succeeded (acked once the event is stored)
 	Failed    uint64 // permanent failure or out of attempts: Failed event, terminated
 	Retried   uint64 // transient failure: redelivered after a backoff
+	Stale     uint64 // dropped: the machine's record is on other work (Task.Stale)
+	// Inventories counts the inventory reports published.
+	Inventories uint64
 }
 
 // ErrWorker is wrapped by a worker's setup and run errors.
 var ErrWorker = errors.New("worker")
 
-// NewWorker creates or updates the provider's durable consumer on
-// GITFLEET_TASKS (the stream must exist: natsbus.Ensure). Call Run to work.
+// NewWorker creates or updates the provider's durable consumers on
+// GITFLEET_TASKS (the stream must exist: natsbus.Ensure). Every worker of a
+// provider shares one consumer of the tasks any worker may take; a worker
+// of a HostBound provider also has its own, for the tasks routed to it.
+// Call Run to work.
 func NewWorker(ctx context.Context, js jetstream.JetStream, p Provider, opts WorkerOptions) (*Worker, error) {
 	o := opts.withDefaults(p.Name())
-	cons, err := js.CreateOrUpdateConsumer(ctx, wire.StreamTasks, jetstream.ConsumerConfig{
-		Durable:       o.Durable,
-		Description:   "gitfleet worker for provider " + p.Name(),
-		FilterSubject: wire.SubjectTasks + "." + p.Name() + ".>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       o.AckWait,
-		MaxDeliver:    -1, // the worker counts attempts itself and fails the task
-		MaxAckPending: max(4096, 4*o.Concurrency),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: consumer %s: %w", ErrWorker, o.Durable, err)
+	if !validID(o.ID) {
+		return nil, fmt.Errorf("%w: worker ID %q: use letters, digits, '-' and '_'", ErrWorker, o.ID)
 	}
-	return &Worker{js: js, p: p, o: o, cons: cons, stall: jetstream.WithStallWait(o.AckWait / 3),
-		stop: make(chan struct{}), done: make(chan struct{})}, nil
+	w := &Worker{js: js, p: p, o: o, hostBound: isHostBound(p), stall: jetstream.WithStallWait(o.AckWait / 3),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if err := w.consumers(ctx); err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, wire.BucketMachines)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bucket %s: %w", ErrWorker, wire.BucketMachines, err)
+	}
+	w.records = newRecords(kv)
+	return w, nil
+}
+
+// consumers creates or updates the worker's consumers: the shared one
+// first, so that its filter no longer overlaps the worker's own (a
+// work-queue stream refuses overlapping consumers).
+func (w *Worker) consumers(ctx context.Context) error {
+	base := wire.SubjectTasks + "." + w.p.Name()
+	cfgs := []jetstream.ConsumerConfig{{
+		Durable:       w.o.Durable,
+		Description:   "gitfleet workers of provider " + w.p.Name(),
+		FilterSubject: base + ".>",
+	}}
+	if w.hostBound {
+		cfgs[0].FilterSubject = base + ".*.*"
+		cfgs = append(cfgs, jetstream.ConsumerConfig{
+			Durable:       w.o.Durable + "-" + w.o.ID,
+			Description:   "gitfleet worker " + w.o.ID + " of provider " + w.p.Name() + ": tasks about its machines",
+			FilterSubject: base + ".*.*." + w.o.ID,
+		})
+	}
+	w.cons = w.cons[:0]
+	for _, cfg := range cfgs {
+		cfg.AckPolicy = jetstream.AckExplicitPolicy
+		cfg.AckWait = w.o.AckWait
+		cfg.MaxDeliver = -1 // the worker counts attempts itself and fails the task
+		cfg.MaxAckPending = max(4096, 4*w.o.Concurrency)
+		c, err := w.js.CreateOrUpdateConsumer(ctx, wire.StreamTasks, cfg)
+		if err != nil {
+			return fmt.Errorf("%w: consumer %s: %w", ErrWorker, cfg.Durable, err)
+		}
+		w.cons = append(w.cons, c)
+	}
+	return nil
 }
 
 // Stats returns the worker's counters.
@@ -70,6 +111,9 @@ func (w *Worker) Stats() Stats {
 		Succeeded: w.succeeded.Load(),
 		Failed:    w.failed.Load(),
 		Retried:   w.retried.Load(),
+		Stale:     w.stale.Load(),
+
+		Inventories: w.inventories.Load(),
 	}
 }
 
@@ -121,34 +165,111 @@ func (w *Worker) Run(ctx context.Context) error {
 		<-ackDone
 	}
 
-	cc, err := w.cons.Consume(func(msg jetstream.Msg) {
+	handler := func(msg jetstream.Msg) {
 		select {
 		case queues[shardOf(msg.Subject(), n)] <- msg:
 		case <-stopped:
 			_ = msg.Nak()
 		}
-	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		w.o.Log.Warn().Err(err).Str("provider", w.p.Name()).Msg("task consumer")
-	}))
+	}
+	lost := make(chan struct{}, 1)
+	ccs, err := w.consume(handler, lost)
 	if err != nil {
 		finish()
-		return fmt.Errorf("%w: consume: %w", ErrWorker, err)
+		return err
 	}
-	w.o.Log.Info().Str("provider", w.p.Name()).Int("concurrency", n).Msg("worker started")
-	select {
-	case <-ctx.Done():
-	case <-w.stop:
+	invCtx, invStop := context.WithCancel(context.Background())
+	invDone := make(chan struct{}, 2)
+	go func() { defer func() { invDone <- struct{}{} }(); w.inventory(invCtx) }()
+	go func() { defer func() { invDone <- struct{}{} }(); w.records.watch(invCtx) }()
+	w.o.Log.Info().Str("provider", w.p.Name()).Str("worker", w.o.ID).Bool("hostBound", w.hostBound).
+		Int("concurrency", n).Msg("worker started")
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			running = false
+		case <-w.stop:
+			running = false
+		case <-lost:
+			// The consumers are gone (a NATS store was lost or replaced):
+			// make them again, and the stream if need be.
+			stopAll(ccs)
+			ccs = w.recreate(ctx, handler, lost)
+		}
 	}
 	w.o.Log.Info().Str("provider", w.p.Name()).Msg("worker draining")
 	closeStopped()
-	cc.Stop()
-	select {
-	case <-cc.Closed():
-	case <-time.After(5 * time.Second):
-	}
+	stopAll(ccs)
 	finish()
+	invStop()
+	<-invDone
+	<-invDone
 	w.o.Log.Info().Str("provider", w.p.Name()).Msg("worker stopped")
 	return nil
+}
+
+// consume starts consuming every consumer of the worker; lost is signalled
+// when one of them was deleted.
+func (w *Worker) consume(handler jetstream.MessageHandler, lost chan<- struct{}) ([]jetstream.ConsumeContext, error) {
+	var ccs []jetstream.ConsumeContext
+	for _, c := range w.cons {
+		cc, err := c.Consume(handler, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				select {
+				case lost <- struct{}{}:
+				default:
+				}
+			}
+			w.o.Log.Warn().Err(err).Str("provider", w.p.Name()).Msg("task consumer")
+		}))
+		if err != nil {
+			stopAll(ccs)
+			return nil, fmt.Errorf("%w: consume: %w", ErrWorker, err)
+		}
+		ccs = append(ccs, cc)
+	}
+	return ccs, nil
+}
+
+// recreate makes the consumers again, with backoff, until it works or the
+// worker stops.
+func (w *Worker) recreate(ctx context.Context, handler jetstream.MessageHandler, lost chan<- struct{}) []jetstream.ConsumeContext {
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := w.ensure(cctx)
+		if err == nil {
+			err = w.consumers(cctx)
+		}
+		cancel()
+		if err == nil {
+			ccs, err := w.consume(handler, lost)
+			if err == nil {
+				w.o.Log.Info().Str("provider", w.p.Name()).Msg("task consumers made again")
+				return ccs
+			}
+		}
+		d := ExponentialBackoff(time.Second, 30*time.Second)(attempt)
+		w.o.Log.Warn().Err(err).Dur("retryIn", d).Str("provider", w.p.Name()).Msg("cannot make the task consumers again")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.stop:
+			return nil
+		case <-time.After(d):
+		}
+	}
+}
+
+func stopAll(ccs []jetstream.ConsumeContext) {
+	for _, cc := range ccs {
+		cc.Stop()
+	}
+	for _, cc := range ccs {
+		select {
+		case <-cc.Closed():
+		case <-time.After(5 * time.Second):
+		}
+	}
 }
 
 // shard runs the tasks of its machines one at a time, so events about one
@@ -177,8 +298,19 @@ func (w *Worker) shard(ctx context.Context, q <-chan jetstream.Msg, slot *progre
 	}
 }
 
-// shardOf hashes a subject (FNV-1a) onto one of n shards.
+// shardOf hashes a task subject's machine (FNV-1a of
+// gitfleet.tasks.<provider>.<cluster>.<machine>, without the worker of a
+// routed task) onto one of n shards.
 func shardOf(subject string, n int) int {
+	dots := 0
+	for i := 0; i < len(subject); i++ {
+		if subject[i] == '.' {
+			if dots++; dots == 5 {
+				subject = subject[:i]
+				break
+			}
+		}
+	}
 	h := uint32(2166136261)
 	for i := 0; i < len(subject); i++ {
 		h ^= uint32(subject[i])

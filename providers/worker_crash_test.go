@@ -18,7 +18,7 @@ import (
 // (providers/local tests the same with a SIGKILLed worker process.)
 func TestWorkerLostMidCreateIsRedelivered(t *testing.T) {
 	e := newEnv(t)
-	p := &gated{Provider: inmemory.New(inmemory.Options{}), gate: make(chan struct{})}
+	p := &gated{Provider: e.inmemory(t, inmemory.Options{}), gate: make(chan struct{})}
 	opts := providers.WorkerOptions{AckWait: 500 * time.Millisecond}
 
 	nc1, js1 := natstest.Connect(t, e.srv.ClientURL())
@@ -55,7 +55,7 @@ func TestWorkerLostMidCreateIsRedelivered(t *testing.T) {
 // task is lost, and the worker reconnects and finishes them all.
 func TestWorkerSurvivesServerRestart(t *testing.T) {
 	e := newEnv(t)
-	p := inmemory.New(inmemory.Options{ProvisioningDelay: 5 * time.Millisecond})
+	p := e.inmemory(t, inmemory.Options{ProvisioningDelay: 5 * time.Millisecond})
 	e.startWorker(t, p, providers.WorkerOptions{Concurrency: 1, AckWait: 2 * time.Second})
 	const n = 200
 	var tasks []wire.Task
@@ -66,14 +66,14 @@ func TestWorkerSurvivesServerRestart(t *testing.T) {
 		names = append(names, "c1/"+name)
 	}
 	e.publish(t, tasks...)
-	eventually(t, "some tasks done", func() bool { return p.Len() >= 10 })
+	eventually(t, "some tasks done", func() bool { return count(t, p) >= 10 })
 	e.srv.Restart()
-	if done := p.Len(); done == n {
+	if done := count(t, p); done == n {
 		t.Fatalf("all %d tasks finished before the restart; the test proves nothing", n)
 	} else {
 		t.Logf("%d of %d tasks done at the restart", done, n)
 	}
-	eventually(t, "every machine created after the restart", func() bool { return p.Len() == n })
+	eventually(t, "every machine created after the restart", func() bool { return count(t, p) == n })
 	eventually(t, "every task acked", func() bool { return e.taskCount(t) == 0 })
 	waitPhases(t, e.events(t), wire.PhaseRunning, names...)
 }

@@ -1,6 +1,10 @@
 package providers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -30,6 +34,16 @@ type WorkerOptions struct {
 	// Durable consumer name; default "gitfleet-worker-<provider>". Workers
 	// of one provider share it and so share the work.
 	Durable string
+	// ID is the worker's identity: in events and inventories, and, for a
+	// HostBound provider, the subject its machines' tasks are routed to
+	// (wire.WorkerTaskSubject). It must stay the same across restarts of
+	// a worker that keeps the same machines; default: the host name. Only
+	// letters, digits, '-' and '_'.
+	ID string
+	// InventoryInterval is how often the worker reports its provider's
+	// inventory (default 1m); it also reports when it starts and when a
+	// leader asks.
+	InventoryInterval time.Duration
 	// Log receives what the worker does; default: nothing.
 	Log zerolog.Logger
 	// Now is the clock for event times; default time.Now.
@@ -58,6 +72,12 @@ func (o WorkerOptions) withDefaults(provider string) WorkerOptions {
 	if o.Durable == "" {
 		o.Durable = "gitfleet-worker-" + provider
 	}
+	if o.ID == "" {
+		o.ID = DefaultWorkerID("")
+	}
+	if o.InventoryInterval <= 0 {
+		o.InventoryInterval = time.Minute
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -73,4 +93,40 @@ func ExponentialBackoff(base, max time.Duration) func(attempt int) time.Duration
 		}
 		return min(d, max)
 	}
+}
+
+// DefaultWorkerID is the host name with every character a subject token
+// cannot hold replaced, followed by a short hash of place when it is not
+// empty (the local provider's state folder: two workers on one host with
+// different folders hold different machines).
+func DefaultWorkerID(place string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	id := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		}
+		return '_'
+	}, host)
+	if place != "" {
+		sum := sha256.Sum256([]byte(place))
+		id += "-" + hex.EncodeToString(sum[:4])
+	}
+	return id
+}
+
+// validID reports whether id can be a worker's identity.
+func validID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

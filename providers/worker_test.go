@@ -3,6 +3,7 @@ package providers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,12 +14,13 @@ import (
 
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 func TestWorkerCreatesThenDeletes(t *testing.T) {
 	e := newEnv(t)
-	p := inmemory.New(inmemory.Options{})
+	p := e.inmemory(t, inmemory.Options{})
 	w := e.startWorker(t, p, providers.WorkerOptions{ProgressAfter: -1})
 	events := e.events(t)
 
@@ -31,8 +33,8 @@ func TestWorkerCreatesThenDeletes(t *testing.T) {
 	if run.ProviderID != "inmemory://c1/cp-0" || run.Version != "v1.30.2" || run.TaskID == "" {
 		t.Errorf("Running event = %+v; want provider ID, version and task ID", run)
 	}
-	if p.Len() != 2 {
-		t.Errorf("provider has %d machines; want 2", p.Len())
+	if count(t, p) != 2 {
+		t.Errorf("provider has %d machines; want 2", count(t, p))
 	}
 
 	e.publish(t, task(wire.OpDelete, inmemory.Name, "c1", "cp-0", ""))
@@ -41,8 +43,8 @@ func TestWorkerCreatesThenDeletes(t *testing.T) {
 		t.Errorf("events of deleting c1/cp-0: %v; want %v", got, want)
 	}
 	eventually(t, "every task acked and removed from the work queue", func() bool { return e.taskCount(t) == 0 })
-	if p.Len() != 1 {
-		t.Errorf("provider has %d machines after the delete; want 1", p.Len())
+	if count(t, p) != 1 {
+		t.Errorf("provider has %d machines after the delete; want 1", count(t, p))
 	}
 	if s := w.Stats(); s.Succeeded != 3 || s.Malformed+s.Failed+s.Retried != 0 {
 		t.Errorf("stats = %+v; want 3 succeeded and nothing else", s)
@@ -51,7 +53,7 @@ func TestWorkerCreatesThenDeletes(t *testing.T) {
 
 func TestWorkerTerminatesMalformedAndContinues(t *testing.T) {
 	e := newEnv(t)
-	p := inmemory.New(inmemory.Options{})
+	p := e.inmemory(t, inmemory.Options{})
 	w := e.startWorker(t, p, providers.WorkerOptions{Concurrency: 1})
 	events := e.events(t)
 	ctx := testCtx(t)
@@ -95,7 +97,7 @@ func TestWorkerTerminatesMalformedAndContinues(t *testing.T) {
 
 func TestWorkerPermanentFailureIsFailedEvent(t *testing.T) {
 	e := newEnv(t)
-	w := e.startWorker(t, inmemory.New(inmemory.Options{}), providers.WorkerOptions{})
+	w := e.startWorker(t, e.inmemory(t, inmemory.Options{}), providers.WorkerOptions{})
 	events := e.events(t)
 	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "doomed", `{"failureRate": 1}`))
 	seen := waitPhases(t, events, wire.PhaseFailed, "c1/doomed")
@@ -126,7 +128,7 @@ func (f *flaky) Create(ctx context.Context, m wire.Machine) (providers.Instance,
 
 func TestWorkerRetriesTransientErrors(t *testing.T) {
 	e := newEnv(t)
-	p := &flaky{Provider: inmemory.New(inmemory.Options{})}
+	p := &flaky{Provider: e.inmemory(t, inmemory.Options{})}
 	p.fail.Store(2)
 	var delays []int
 	w := e.startWorker(t, p, providers.WorkerOptions{Concurrency: 1, Backoff: func(attempt int) time.Duration {
@@ -146,7 +148,7 @@ func TestWorkerRetriesTransientErrors(t *testing.T) {
 
 func TestWorkerGivesUpAfterMaxAttempts(t *testing.T) {
 	e := newEnv(t)
-	p := &flaky{Provider: inmemory.New(inmemory.Options{})}
+	p := &flaky{Provider: e.inmemory(t, inmemory.Options{})}
 	p.fail.Store(100)
 	w := e.startWorker(t, p, providers.WorkerOptions{MaxAttempts: 3, Backoff: func(int) time.Duration { return time.Millisecond }})
 	events := e.events(t)
@@ -166,7 +168,7 @@ func TestWorkerGivesUpAfterMaxAttempts(t *testing.T) {
 
 func TestWorkerInProgressAcksPreventRedelivery(t *testing.T) {
 	e := newEnv(t)
-	p := &flaky{Provider: inmemory.New(inmemory.Options{ProvisioningDelay: 2500 * time.Millisecond})}
+	p := &flaky{Provider: e.inmemory(t, inmemory.Options{ProvisioningDelay: 2500 * time.Millisecond})}
 	e.startWorker(t, p, providers.WorkerOptions{AckWait: time.Second, ProgressAfter: 100 * time.Millisecond})
 	events := e.events(t)
 	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "slow", ""))
@@ -181,7 +183,7 @@ func TestWorkerInProgressAcksPreventRedelivery(t *testing.T) {
 
 func TestWorkerFastCallSkipsProgressEvent(t *testing.T) {
 	e := newEnv(t)
-	e.startWorker(t, inmemory.New(inmemory.Options{}), providers.WorkerOptions{})
+	e.startWorker(t, e.inmemory(t, inmemory.Options{}), providers.WorkerOptions{})
 	events := e.events(t)
 	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "fast", ""))
 	seen := waitPhases(t, events, wire.PhaseRunning, "c1/fast")
@@ -190,31 +192,127 @@ func TestWorkerFastCallSkipsProgressEvent(t *testing.T) {
 	}
 }
 
+// Tasks of one machine run in stream order: a delete published right
+// after its create either follows the finished create, or finds the create
+// stale (the record already says delete) and runs alone; a machine is never
+// Running after it was Deleted.
 func TestWorkerKeepsEventsOfAMachineInOrder(t *testing.T) {
 	e := newEnv(t)
-	e.startWorker(t, inmemory.New(inmemory.Options{ProvisioningDelayMax: 3 * time.Millisecond}), providers.WorkerOptions{Concurrency: 4, ProgressAfter: -1})
+	w := e.startWorker(t, e.inmemory(t, inmemory.Options{ProvisioningDelayMax: 3 * time.Millisecond}), providers.WorkerOptions{Concurrency: 4, ProgressAfter: -1})
 	events := e.events(t)
-	var tasks []wire.Task
-	for range 5 {
+	var machines []string
+	for i := range 5 {
 		for _, m := range []string{"a", "b", "c"} {
-			tasks = append(tasks, task(wire.OpCreate, inmemory.Name, "c1", m, ""), task(wire.OpDelete, inmemory.Name, "c1", m, ""))
+			name := fmt.Sprintf("%s-%d", m, i)
+			machines = append(machines, name)
+			e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", name, ""))
+			e.publish(t, task(wire.OpDelete, inmemory.Name, "c1", name, ""))
 		}
 	}
-	e.publish(t, tasks...)
 	seen := map[string][]wire.Phase{}
 	timeout := time.After(30 * time.Second)
-	for n := 0; n < len(tasks)*2; n++ {
+	for done := 0; done < len(machines); {
 		select {
 		case ev := <-events:
 			seen[ev.Machine] = append(seen[ev.Machine], ev.Phase)
+			if ev.Phase == wire.PhaseDeleted {
+				done++
+			}
 		case <-timeout:
 			t.Fatalf("timed out; saw %v", seen)
 		}
 	}
-	want := slices.Repeat([]wire.Phase{wire.PhaseProvisioning, wire.PhaseRunning, wire.PhaseDeleting, wire.PhaseDeleted}, 5)
-	for _, m := range []string{"a", "b", "c"} {
-		if !slices.Equal(seen[m], want) {
-			t.Errorf("events of %s: %v; want create/delete pairs in order", m, seen[m])
+	full := []wire.Phase{wire.PhaseProvisioning, wire.PhaseRunning, wire.PhaseDeleting, wire.PhaseDeleted}
+	for _, m := range machines {
+		if got := seen[m]; !slices.Equal(got, full) && !slices.Equal(got, full[2:]) {
+			t.Errorf("events of %s: %v; want a create then its delete, or the delete alone", m, got)
 		}
+	}
+	if st := w.Stats(); int(st.Succeeded+st.Stale) != 2*len(machines) {
+		t.Errorf("stats %+v: every task either ran or was dropped as stale", st)
+	}
+}
+
+// A task its record no longer names — an older attempt, another task, a
+// machine with no record, a create already done — is dropped without a
+// provider call, as a task an older leader or a paused worker held would
+// be. An orphan delete runs only when no record wants the machine.
+func TestWorkerDropsStaleTasks(t *testing.T) {
+	e := newEnv(t)
+	p := e.inmemory(t, inmemory.Options{})
+	w := e.startWorker(t, p, providers.WorkerOptions{})
+	events := e.events(t)
+
+	old := task(wire.OpCreate, inmemory.Name, "c1", "retried", "")
+	old.Attempt = 1
+	current := old
+	current.Attempt = 2
+	natstest.Intend(t, e.js, current)
+	noRecord := task(wire.OpCreate, inmemory.Name, "c1", "forgotten", "")
+	wanted := task(wire.OpDelete, inmemory.Name, "c1", "wanted", "")
+	wanted.Orphan = true
+	natstest.Intend(t, e.js, task(wire.OpCreate, inmemory.Name, "c1", "wanted", ""))
+	for _, tk := range []wire.Task{old, noRecord, wanted} {
+		if _, err := e.pub.Publish(testCtx(t), &tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "three stale tasks dropped", func() bool { return w.Stats().Stale == 3 })
+	if n := count(t, p); n != 0 {
+		t.Fatalf("%d machines made by stale tasks", n)
+	}
+	// The current attempt runs; its events name the attempt.
+	if _, err := e.pub.Publish(testCtx(t), &current); err != nil {
+		t.Fatal(err)
+	}
+	seen := waitPhases(t, events, wire.PhaseRunning, "c1/retried")
+	for _, ev := range seen["c1/retried"] {
+		if ev.Attempt != 2 {
+			t.Errorf("event %s of attempt %d; want 2", ev.Phase, ev.Attempt)
+		}
+	}
+	// Redelivered once its create is done: dropped too.
+	kv, _ := e.js.KeyValue(testCtx(t), wire.BucketMachines)
+	if _, err := kv.Put(testCtx(t), wire.RecordKey("c1", "retried"),
+		[]byte(`{"name":"retried","cluster":"c1","taskID":"`+current.ID+`","attempt":2,"phase":"Running"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// As a redelivery: the same attempt, without the message ID that
+	// would have JetStream drop it.
+	// The worker's copy of the records follows the bucket a moment late,
+	// and a task it still takes for current runs (harmlessly: the machine
+	// exists); so redeliver until one is dropped.
+	data, _ := wire.Encode(&current)
+	eventually(t, "a create of a Running machine dropped", func() bool {
+		if w.Stats().Stale == 4 {
+			return true
+		}
+		if _, err := e.js.Publish(testCtx(t), current.Subject(), data); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		return w.Stats().Stale == 4
+	})
+	// An orphan delete with no record runs.
+	orphan := task(wire.OpDelete, inmemory.Name, "c1", "retried", "")
+	orphan.Orphan = true
+	kvDelete(t, e, wire.RecordKey("c1", "retried"))
+	if _, err := e.pub.Publish(testCtx(t), &orphan); err != nil {
+		t.Fatal(err)
+	}
+	waitPhases(t, events, wire.PhaseDeleted, "c1/retried")
+	if n := count(t, p); n != 0 {
+		t.Fatalf("orphan not deleted: %d machines", n)
+	}
+}
+
+func kvDelete(t *testing.T, e *env, key string) {
+	t.Helper()
+	kv, err := e.js.KeyValue(testCtx(t), wire.BucketMachines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(testCtx(t), key); err != nil {
+		t.Fatal(err)
 	}
 }

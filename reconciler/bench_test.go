@@ -139,7 +139,11 @@ func startBenchDaemon(tb testing.TB, repoDir string, workers int) *benchDaemon {
 		tb.Fatal(err)
 	}
 	for range workers {
-		w, err := providers.NewWorker(ctx, js, inmemory.New(inmemory.Options{}), providers.WorkerOptions{Concurrency: 64})
+		p, err := inmemory.New(ctx, js, inmemory.Options{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		w, err := providers.NewWorker(ctx, js, p, providers.WorkerOptions{Concurrency: 64})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -92,7 +92,7 @@ const (
 // key is the record's KV key.
 func (r *Record) key() string { return recordKey(r.Cluster, r.Name) }
 
-func recordKey(cluster, machine string) string { return cluster + "." + machine }
+func recordKey(cluster, machine string) string { return wire.RecordKey(cluster, machine) }
 
 // clone returns a copy that shares nothing mutable with r.
 func (r *Record) clone() *Record {

@@ -46,9 +46,11 @@ type daemonOptions struct {
 	auth           sources.Auth
 	nats           natsbus.Options
 	// workers are the providers run in-process (up); none for serve.
-	workers  []string
-	console  bool
-	logLevel string
+	workers []string
+	// inventoryInterval is how often in-process workers report inventory.
+	inventoryInterval time.Duration
+	console           bool
+	logLevel          string
 }
 
 func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
@@ -69,6 +71,7 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.StringVar(&o.auth.Token, "git-token", os.Getenv("GITFLEET_GIT_TOKEN"), "HTTP access token (default $GITFLEET_GIT_TOKEN)")
 	fs.StringVar(&o.auth.SSHKeyFile, "git-ssh-key", "", "SSH private key for ssh:// and git@ repositories")
 	fs.StringVar(&o.auth.KnownHostsFile, "git-known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
+	fs.DurationVar(&o.inventoryInterval, "inventory-interval", time.Minute, "in-process workers (up): how often they report their provider's machines")
 	o.nats.BindFlags(fs)
 }
 
@@ -225,11 +228,13 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisi
 
 func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, log zerolog.Logger) (*providers.Worker, error) {
 	log = log.With().Str("provider", name).Logger()
-	p, err := newProvider(name, local.Options{StateDir: filepath.Join(o.dataDir, "local"), NATSURL: bus.URL, NATS: o.nats, Log: log})
+	dir := filepath.Join(o.dataDir, "local")
+	p, err := newProvider(ctx, name, bus.JS, local.Options{StateDir: dir, NATSURL: bus.URL, NATS: o.nats, Log: log})
 	if err != nil {
 		return nil, err
 	}
-	return providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{Concurrency: 16, Log: log})
+	return providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{Concurrency: 16, Log: log,
+		ID: workerID("", name, dir), InventoryInterval: o.inventoryInterval})
 }
 
 func loadVerifier(sshKeys, pgpKeys string) (*sources.Verifier, error) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers"
@@ -37,6 +38,8 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.IntVar(&wopts.Concurrency, "concurrency", 4, "tasks run at once")
 	fs.DurationVar(&wopts.AckWait, "ack-wait", 30*time.Second, "redeliver a task whose worker has not acked or reported progress for this long")
 	fs.IntVar(&wopts.MaxAttempts, "max-attempts", 10, "attempts before a failing task becomes a Failed machine")
+	fs.DurationVar(&wopts.InventoryInterval, "inventory-interval", time.Minute, "how often the provider's machines are reported to the daemon (also at start and when a leader asks)")
+	id := fs.String("worker-id", "", "this worker's identity, the same across restarts (default: host name, plus a hash of --state-dir for local)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -63,10 +66,11 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	if dir == "" {
 		dir = filepath.Join(*dataDir, "local")
 	}
-	p, err := newProvider(*provider, local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: log})
+	p, err := newProvider(ctx, *provider, bus.JS, local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: log})
 	if err != nil {
 		return err
 	}
+	wopts.ID = workerID(*id, *provider, dir)
 	w, err := providers.NewWorker(ctx, bus.JS, p, wopts)
 	if err != nil {
 		return err
@@ -88,13 +92,31 @@ func providerLog(w io.Writer) zerolog.Logger {
 }
 
 // newProvider makes the provider called name. Only local uses lo (its state
-// dir, node binary and the NATS its nodes report to).
-func newProvider(name string, lo local.Options) (providers.Provider, error) {
+// dir, node binary and the NATS its nodes report to); inmemory keeps its
+// machines in a bucket on js.
+func newProvider(ctx context.Context, name string, js jetstream.JetStream, lo local.Options) (providers.Provider, error) {
 	switch name {
 	case inmemory.Name:
-		return inmemory.New(inmemory.Options{}), nil
+		return inmemory.New(ctx, js, inmemory.Options{})
 	case local.Name:
 		return local.New(lo)
 	}
 	return nil, fmt.Errorf("unknown provider %q (want inmemory or local)", name)
+}
+
+// workerID is the worker's identity: --worker-id, or the host name, with a
+// hash of the state folder for local (two folders on one host are two
+// workers with different machines).
+func workerID(flag, provider, stateDir string) string {
+	if flag != "" {
+		return flag
+	}
+	if provider == local.Name {
+		abs, err := filepath.Abs(stateDir)
+		if err != nil {
+			abs = stateDir
+		}
+		return providers.DefaultWorkerID(abs)
+	}
+	return providers.DefaultWorkerID("")
 }

@@ -43,6 +43,7 @@ func TestWorkerCommandRunsTasksAndDrains(t *testing.T) {
 	}()
 	pub := natsbus.NewPublisher(js)
 	task := wire.Task{ID: "t1", Operation: wire.OpCreate, Machine: wire.Machine{Name: "m", Cluster: "c", Provider: "inmemory", Version: "v1.30.0"}}
+	natstest.Intend(t, js, task)
 	if _, err := pub.Publish(ctx, &task); err != nil {
 		t.Fatal(err)
 	}

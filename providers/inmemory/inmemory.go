@@ -1,16 +1,23 @@
-// Package inmemory is a provider whose machines are records in memory, with
-// a configurable provisioning delay and failure rate. It exists for scale
-// tests and benchmarks, like Cluster API's in-memory provider.
+// Package inmemory is a provider whose machines are records with a
+// configurable provisioning delay and failure rate, like Cluster API's
+// in-memory provider. It exists for scale tests, benchmarks and faults.
+//
+// The records live in a NATS KV bucket (gitfleet-inmemory), not in the
+// worker's memory: the bucket is one shared "cloud" for every inmemory
+// worker, which outlives their restarts as a real cloud outlives its
+// clients, and which any worker may list and delete from.
 package inmemory
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -18,6 +25,9 @@ import (
 
 // Name of the provider in machine templates and task subjects.
 const Name = "inmemory"
+
+// Bucket is the KV bucket that holds the machines.
+const Bucket = "gitfleet-inmemory"
 
 // Spec is a machine's inmemory spec; every field overrides the provider's
 // Options for that machine.
@@ -32,37 +42,49 @@ type Options struct {
 	ProvisioningDelay    time.Duration
 	ProvisioningDelayMax time.Duration
 	FailureRate          float64
+	// Bucket overrides the bucket name (tests use one per provider).
+	Bucket string
 }
 
 // ErrSimulatedFailure is the permanent error of a machine that failed by
 // FailureRate.
 var ErrSimulatedFailure = errors.New("inmemory: simulated provisioning failure")
 
-type key struct{ cluster, name string }
-
-// Provider keeps machines in a map; safe for concurrent use.
+// Provider keeps machines in a KV bucket; safe for concurrent use, and any
+// number of Providers (in any number of processes) on one bucket are one
+// cloud.
 type Provider struct {
-	opts     Options
-	mu       sync.RWMutex
-	machines map[key]string // → Kubernetes version
+	opts Options
+	kv   jetstream.KeyValue
 }
 
 var _ providers.Provider = (*Provider)(nil)
 
-// New returns an empty provider with the given defaults.
-func New(opts Options) *Provider {
-	return &Provider{opts: opts, machines: make(map[key]string)}
+// New opens (creating it if need be) the provider's bucket on js.
+func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Provider, error) {
+	if opts.Bucket == "" {
+		opts.Bucket = Bucket
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: opts.Bucket,
+		Description: "machines of the inmemory provider", History: 1, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, fmt.Errorf("inmemory: bucket %s: %w", opts.Bucket, err)
+	}
+	return &Provider{opts: opts, kv: kv}, nil
 }
 
 // Name implements providers.Provider.
 func (p *Provider) Name() string { return Name }
 
-// Len is the number of machines.
-func (p *Provider) Len() int {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return len(p.machines)
+// record is one machine in the bucket.
+type record struct {
+	Machine wire.Machine `json:"machine"`
+	Created time.Time    `json:"created"`
 }
+
+func key(cluster, name string) string { return cluster + "." + name }
 
 func (p *Provider) settings(m wire.Machine) (Options, error) {
 	var s Spec
@@ -85,18 +107,36 @@ func (p *Provider) settings(m wire.Machine) (Options, error) {
 	return o, nil
 }
 
-func instance(k key, version string) providers.Instance {
-	return providers.Instance{Cluster: k.cluster, Name: k.name, ProviderID: "inmemory://" + k.cluster + "/" + k.name, Version: version}
+func instance(m wire.Machine) providers.Instance {
+	return providers.Instance{Cluster: m.Cluster, Name: m.Name, ProviderID: "inmemory://" + m.Cluster + "/" + m.Name,
+		Version: m.Version, Deployment: m.Deployment, Role: m.Role, TemplateHash: m.TemplateHash, Labels: m.Labels}
 }
 
-// Create implements providers.Provider.
+// get reads a machine; ok is false when the cloud does not have it.
+func (p *Provider) get(ctx context.Context, k string) (wire.Machine, bool, error) {
+	e, err := p.kv.Get(ctx, k)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return wire.Machine{}, false, nil
+	}
+	if err != nil {
+		return wire.Machine{}, false, providers.Transient(fmt.Errorf("inmemory: read %s: %w", k, err))
+	}
+	var r record
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return wire.Machine{}, false, providers.Permanent(fmt.Errorf("inmemory: machine %s: %w", k, err))
+	}
+	return r.Machine, true, nil
+}
+
+// Create implements providers.Provider: the machine is written with
+// compare-and-set, so concurrent creates by any workers make one machine.
 func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instance, error) {
-	k := key{m.Cluster, m.Name}
-	p.mu.RLock()
-	v, ok := p.machines[k]
-	p.mu.RUnlock()
-	if ok {
-		return instance(k, v), nil
+	if !wire.ValidToken(m.Cluster) || !wire.ValidToken(m.Name) {
+		return providers.Instance{}, providers.Permanent(fmt.Errorf("inmemory: %q/%q is not usable as a machine name", m.Cluster, m.Name))
+	}
+	k := key(m.Cluster, m.Name)
+	if have, ok, err := p.get(ctx, k); err != nil || ok {
+		return instance(have), err
 	}
 	o, err := p.settings(m)
 	if err != nil {
@@ -108,23 +148,30 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 	if o.FailureRate > 0 && rand.Float64() < o.FailureRate {
 		return providers.Instance{}, providers.Permanent(fmt.Errorf("%w of %s/%s", ErrSimulatedFailure, m.Cluster, m.Name))
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if v, ok := p.machines[k]; ok {
-		return instance(k, v), nil
+	stored := m
+	stored.Spec = nil // the cloud keeps what List reports, not the request
+	data, err := json.Marshal(record{Machine: stored, Created: time.Now().UTC()})
+	if err != nil {
+		return providers.Instance{}, providers.Permanent(err)
 	}
-	p.machines[k] = m.Version
-	return instance(k, m.Version), nil
+	if _, err := p.kv.Create(ctx, k, data); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			have, ok, gerr := p.get(ctx, k)
+			if gerr == nil && ok {
+				return instance(have), nil
+			}
+		}
+		return providers.Instance{}, providers.Transient(fmt.Errorf("inmemory: create %s: %w", k, err))
+	}
+	return instance(stored), nil
 }
 
 // Delete implements providers.Provider.
 func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
-	k := key{m.Cluster, m.Name}
-	p.mu.RLock()
-	_, ok := p.machines[k]
-	p.mu.RUnlock()
-	if !ok {
-		return nil
+	k := key(m.Cluster, m.Name)
+	_, ok, err := p.get(ctx, k)
+	if err != nil || !ok {
+		return err
 	}
 	o, err := p.settings(m)
 	if err != nil {
@@ -133,27 +180,47 @@ func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
 	if err := sleep(ctx, delay(o)); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	delete(p.machines, k)
-	p.mu.Unlock()
+	if err := p.kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return providers.Transient(fmt.Errorf("inmemory: delete %s: %w", k, err))
+	}
 	return nil
 }
 
 // List implements providers.Provider; sorted by cluster, then name.
 func (p *Provider) List(ctx context.Context) ([]providers.Instance, error) {
-	p.mu.RLock()
-	out := make([]providers.Instance, 0, len(p.machines))
-	for k, v := range p.machines {
-		out = append(out, instance(k, v))
+	w, err := p.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, providers.Transient(fmt.Errorf("inmemory: list: %w", err))
 	}
-	p.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Cluster != out[j].Cluster {
-			return out[i].Cluster < out[j].Cluster
+	defer func() { _ = w.Stop() }()
+	var out []providers.Instance
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e := <-w.Updates():
+			if e == nil {
+				sort.Slice(out, func(i, j int) bool {
+					if out[i].Cluster != out[j].Cluster {
+						return out[i].Cluster < out[j].Cluster
+					}
+					return out[i].Name < out[j].Name
+				})
+				return out, nil
+			}
+			var r record
+			if err := json.Unmarshal(e.Value(), &r); err != nil {
+				continue
+			}
+			out = append(out, instance(r.Machine))
 		}
-		return out[i].Name < out[j].Name
-	})
-	return out, ctx.Err()
+	}
+}
+
+// Len is the number of machines in the cloud.
+func (p *Provider) Len(ctx context.Context) (int, error) {
+	list, err := p.List(ctx)
+	return len(list), err
 }
 
 func delay(o Options) time.Duration {

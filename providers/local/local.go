@@ -1,8 +1,10 @@
 // Package local is a provider whose machines are real child processes:
 // each machine is `gitfleet node` with its own state folder, bootstrap
 // file, health endpoint and NATS heartbeats. Nodes run in their own process
-// group and outlive the worker; a restarted worker adopts them through the
-// pid files in their state folders.
+// group and outlive the worker; a restarted worker adopts them. A node
+// holds a lock on its state folder for as long as it runs, so no second
+// node can run for one machine, and the provider tells a live node from a
+// dead one by that lock, not by a pid file.
 package local
 
 import (
@@ -103,14 +105,21 @@ func (p *Provider) dir(m wire.Machine) (string, error) {
 	return filepath.Join(p.o.StateDir, m.Cluster, m.Name), nil
 }
 
-func (p *Provider) lock(dir string) func() {
+// mutex is the mutex of one machine folder: Create and Delete of a
+// machine run one at a time in this process.
+func (p *Provider) mutex(dir string) *sync.Mutex {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	l, ok := p.locks[dir]
 	if !ok {
 		l = &sync.Mutex{}
 		p.locks[dir] = l
 	}
-	p.mu.Unlock()
+	return l
+}
+
+func (p *Provider) lock(dir string) func() {
+	l := p.mutex(dir)
 	l.Lock()
 	return l.Unlock
 }
@@ -127,8 +136,15 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 		return providers.Instance{}, err
 	}
 	defer p.lock(dir)()
-	pid := nodePID(dir)
-	if pid != 0 {
+	runs, err := nodeRuns(dir)
+	if err != nil {
+		return providers.Instance{}, providers.Transient(fmt.Errorf("local: %w", err))
+	}
+	var pid int
+	if runs {
+		if pid, err = p.runningPID(ctx, dir); err != nil {
+			return providers.Instance{}, err
+		}
 		p.o.Log.Debug().Str("dir", dir).Int("pid", pid).Msg("adopting running node")
 	} else if pid, err = p.start(m, dir, spec); err != nil {
 		return providers.Instance{}, err
@@ -137,15 +153,44 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 	if err != nil {
 		return providers.Instance{}, err
 	}
-	return instance(m.Cluster, m.Name, pid, port, m.Version), nil
+	return instance(m, pid, port), nil
 }
 
-func instance(cluster, name string, pid, port int, version string) providers.Instance {
-	return providers.Instance{Cluster: cluster, Name: name, ProviderID: "local://" + strconv.Itoa(pid),
-		Addresses: []string{"127.0.0.1:" + strconv.Itoa(port)}, Version: version}
+// runningPID is the pid of the node that holds dir's lock, from the pid
+// file it writes once it holds it.
+func (p *Provider) runningPID(ctx context.Context, dir string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		if pid := nodePID(dir); pid != 0 {
+			return pid, nil
+		}
+		if runs, _ := nodeRuns(dir); !runs {
+			return 0, providers.Transient(fmt.Errorf("local: the node of %s stopped", dir))
+		}
+		select {
+		case <-ctx.Done():
+			return 0, providers.Transient(fmt.Errorf("local: a node holds %s but wrote no pid file", dir))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
-// start launches a node in its own process group and records its pid.
+func instance(m wire.Machine, pid, port int) providers.Instance {
+	in := providers.Instance{Cluster: m.Cluster, Name: m.Name, ProviderID: "local://" + strconv.Itoa(pid),
+		Version: m.Version, Deployment: m.Deployment, Role: m.Role, TemplateHash: m.TemplateHash, Labels: m.Labels}
+	if port != 0 {
+		in.Addresses = []string{"127.0.0.1:" + strconv.Itoa(port)}
+	}
+	return in
+}
+
+// HostBound implements providers.HostBound: a machine lives on the host of
+// the worker that started it, and only that worker can stop it.
+func (p *Provider) HostBound() bool { return true }
+
+// start launches a node in its own process group; the node takes the
+// folder's lock and writes its pid file.
 func (p *Provider) start(m wire.Machine, dir string, spec Spec) (int, error) {
 	for _, f := range []string{pidFile, portFile} {
 		_ = os.Remove(filepath.Join(dir, f)) // left by a node that died
@@ -178,11 +223,6 @@ func (p *Provider) start(m wire.Machine, dir string, spec Spec) (int, error) {
 		return 0, providers.Permanent(fmt.Errorf("local: start %s node: %w", p.o.Binary, err))
 	}
 	pid := cmd.Process.Pid
-	if err := writeFileAtomic(filepath.Join(dir, pidFile), []byte(strconv.Itoa(pid)+"\n")); err != nil {
-		_ = signalGroup(pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		return 0, fmt.Errorf("local: record pid: %w", err)
-	}
 	exited := make(chan struct{})
 	p.mu.Lock()
 	p.children[pid] = exited
@@ -207,7 +247,7 @@ func (p *Provider) waitHealthy(ctx context.Context, dir string, pid int, timeout
 		if port, err := readInt(filepath.Join(dir, portFile)); err == nil && p.healthy(ctx, port) {
 			return port, nil
 		}
-		if !isNode(pid, dir) {
+		if !p.alive(pid, dir) {
 			return 0, providers.Transient(fmt.Errorf("local: node %d exited before it was healthy; see %s", pid, filepath.Join(dir, logFile)))
 		}
 		select {
@@ -216,6 +256,25 @@ func (p *Provider) waitHealthy(ctx context.Context, dir string, pid int, timeout
 		case <-tick.C:
 		}
 	}
+}
+
+// alive reports whether the node pid of dir still runs: a node this
+// provider started until it is reaped (its command line is not readable in
+// /proc for a moment after exec), an adopted one while it holds the lock.
+func (p *Provider) alive(pid int, dir string) bool {
+	p.mu.Lock()
+	exited, ours := p.children[pid]
+	p.mu.Unlock()
+	if ours {
+		select {
+		case <-exited:
+			return false
+		default:
+			return true
+		}
+	}
+	runs, err := nodeRuns(dir)
+	return err == nil && runs
 }
 
 func (p *Provider) healthy(ctx context.Context, port int) bool {
@@ -231,15 +290,24 @@ func (p *Provider) healthy(ctx context.Context, port int) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// Delete implements providers.Provider: SIGTERM, SIGKILL after StopGrace,
-// then the state folder is removed.
+// Delete implements providers.Provider: SIGTERM to the node that holds the
+// machine's lock, SIGKILL after StopGrace, then the state folder is
+// removed once the lock is free.
 func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
 	dir, err := p.dir(m)
 	if err != nil {
 		return err
 	}
 	defer p.lock(dir)()
-	if pid := nodePID(dir); pid != 0 {
+	runs, err := nodeRuns(dir)
+	if err != nil {
+		return providers.Transient(fmt.Errorf("local: %w", err))
+	}
+	if runs {
+		pid, err := p.runningPID(ctx, dir)
+		if err != nil {
+			return err
+		}
 		p.o.Log.Info().Str("cluster", m.Cluster).Str("machine", m.Name).Int("pid", pid).Msg("stopping node")
 		if err := p.stop(ctx, pid, dir); err != nil {
 			return err
@@ -253,14 +321,14 @@ func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
 }
 
 func (p *Provider) stop(ctx context.Context, pid int, dir string) error {
-	if err := signalGroup(pid, syscall.SIGTERM); err != nil {
+	if err := signalNode(pid, syscall.SIGTERM); err != nil {
 		return providers.Transient(fmt.Errorf("local: SIGTERM node %d: %w", pid, err))
 	}
 	if p.waitGone(ctx, pid, dir, p.o.StopGrace) {
 		return nil
 	}
 	p.o.Log.Warn().Int("pid", pid).Dur("grace", p.o.StopGrace).Msg("node ignored SIGTERM; killing it")
-	if err := signalGroup(pid, syscall.SIGKILL); err != nil {
+	if err := signalNode(pid, syscall.SIGKILL); err != nil {
 		return providers.Transient(fmt.Errorf("local: SIGKILL node %d: %w", pid, err))
 	}
 	if !p.waitGone(ctx, pid, dir, 5*time.Second) {
@@ -269,7 +337,8 @@ func (p *Provider) stop(ctx context.Context, pid int, dir string) error {
 	return nil
 }
 
-// waitGone waits until pid no longer runs the node of dir.
+// waitGone waits until no node holds dir's lock (and the provider's own
+// child is reaped).
 func (p *Provider) waitGone(ctx context.Context, pid int, dir string, d time.Duration) bool {
 	p.mu.Lock()
 	exited := p.children[pid]
@@ -279,12 +348,17 @@ func (p *Provider) waitGone(ctx context.Context, pid int, dir string, d time.Dur
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if exited == nil && !isNode(pid, dir) {
-			return true
+		if runs, err := nodeRuns(dir); err == nil && !runs {
+			if exited == nil {
+				return true
+			}
+			select {
+			case <-exited:
+				return true
+			default:
+			}
 		}
 		select {
-		case <-exited:
-			return true
 		case <-tick.C:
 		case <-timer.C:
 			return false
@@ -294,30 +368,52 @@ func (p *Provider) waitGone(ctx context.Context, pid int, dir string, d time.Dur
 	}
 }
 
-// List implements providers.Provider: every machine folder with a live
-// node. A folder whose node died is a failed machine and is not listed.
+// List implements providers.Provider: every machine folder, with what the
+// node wrote of itself. A folder whose node no longer runs is reported with
+// reason NodeExited: the machine died. A folder being created or deleted
+// right now is reported as it is.
 func (p *Provider) List(ctx context.Context) ([]providers.Instance, error) {
-	dirs, err := filepath.Glob(filepath.Join(p.o.StateDir, "*", "*", pidFile))
+	dirs, err := filepath.Glob(filepath.Join(p.o.StateDir, "*", "*"))
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
 	sort.Strings(dirs)
 	var out []providers.Instance
-	for _, f := range dirs {
+	for _, dir := range dirs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		dir := filepath.Dir(f)
-		pid := nodePID(dir)
-		if pid == 0 {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			continue
 		}
-		port, _ := readInt(filepath.Join(dir, portFile))
-		version := ""
-		if m, err := readMachine(dir); err == nil {
-			version = m.Version
+		m, err := readMachine(dir)
+		if err != nil {
+			m = wire.Machine{}
 		}
-		out = append(out, instance(filepath.Base(filepath.Dir(dir)), filepath.Base(dir), pid, port, version))
+		m.Cluster, m.Name = filepath.Base(filepath.Dir(dir)), filepath.Base(dir)
+		busy := !p.tryLock(dir)
+		if !busy {
+			runs, err := nodeRuns(dir)
+			p.unlock(dir)
+			if err != nil {
+				return nil, fmt.Errorf("local: %w", err)
+			}
+			if !runs {
+				in := instance(m, 0, 0)
+				in.ProviderID = ""
+				in.Reason, in.Message = "NodeExited", "no node runs for this machine; see "+filepath.Join(dir, logFile)
+				out = append(out, in)
+				continue
+			}
+		}
+		pid := nodePID(dir)
+		port, _ := readInt(filepath.Join(dir, portFile))
+		out = append(out, instance(m, pid, port))
 	}
 	return out, nil
 }
+
+// tryLock takes dir's mutex if no Create or Delete holds it.
+func (p *Provider) tryLock(dir string) bool { return p.mutex(dir).TryLock() }
+
+func (p *Provider) unlock(dir string) { p.mutex(dir).Unlock() }

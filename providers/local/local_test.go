@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -102,8 +103,11 @@ func TestNodeIsAMachine(t *testing.T) {
 		t.Fatalf("heartbeat after the node was killed: %+v", hb)
 	case <-time.After(500 * time.Millisecond):
 	}
-	if list, _ := p.List(ctx(t)); len(list) != 0 {
-		t.Errorf("List after the node was killed: %+v; want nothing", list)
+	// The provider still has the machine's folder, but no node: List says
+	// it died, so the daemon replaces it.
+	if list, _ := p.List(ctx(t)); len(list) != 1 || list[0].Reason != "NodeExited" || list[0].Name != "cp-0" ||
+		list[0].Role != wire.RoleControlPlane || list[0].Deployment != m.Deployment {
+		t.Errorf("List after the node was killed: %+v; want cp-0 with reason NodeExited", list)
 	}
 	// Creating it again starts a new node.
 	again, err := p.Create(ctx(t), m)
@@ -238,5 +242,58 @@ func TestNodeGetsTheTokenThroughItsEnvironment(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline")); strings.Contains(string(b), "s3cret") {
 			t.Errorf("the token is on the node's command line: %q", b)
 		}
+	}
+}
+
+// A machine has one node: a node started for a machine that has one exits
+// and says why, and the provider adopts a node it did not start (a worker
+// killed right after starting it) instead of starting a second; Delete
+// stops it even though it does not lead a process group of its own.
+func TestOneNodePerMachine(t *testing.T) {
+	url := startNATS(t)
+	state := t.TempDir()
+	p := newProvider(t, url, state)
+	dir := filepath.Join(state, "c1", "m-1")
+	node := func() *exec.Cmd {
+		cmd := exec.Command(binary, "node", "--cluster", "c1", "--machine", "m-1", "--state-dir", dir,
+			"--kubernetes-version", "v1.30.2", "--nats", url)
+		return cmd
+	}
+	first := node()
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
+	// Wait until it holds the machine (its pid file).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(first.Process.Pid) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first node wrote no pid file")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out, err := node().CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another node runs this machine") {
+		t.Fatalf("a second node for the machine: %v\n%s; want it to exit saying another node runs it", err, out)
+	}
+	inst, err := p.Create(ctx(t), providertest.Machine(p, "c1", "m-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local://" + strconv.Itoa(first.Process.Pid); inst.ProviderID != want {
+		t.Errorf("Create returned %s; want the running node %s adopted", inst.ProviderID, want)
+	}
+	if got := nodePIDs(t, state); len(got) != 1 {
+		t.Errorf("node processes: %v; want one", got)
+	}
+	if err := p.Delete(ctx(t), providertest.Machine(p, "c1", "m-1")); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	if got := nodePIDs(t, state); len(got) != 0 {
+		t.Errorf("node processes after Delete: %v", got)
 	}
 }

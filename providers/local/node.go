@@ -46,6 +46,15 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	// One node per machine: the lock is held until the process ends.
+	lock, err := lockNode(o.StateDir, 2*time.Second)
+	if err != nil {
+		return fmt.Errorf("node %s/%s: %w", o.Cluster, o.Machine, err)
+	}
+	defer lock.Close()
+	if err := writeFileAtomic(filepath.Join(o.StateDir, pidFile), []byte(strconv.Itoa(os.Getpid())+"\n")); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	if err := writeBootFiles(o); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
@@ -117,23 +126,53 @@ func healthHandler(o NodeOptions, ready *atomic.Bool) http.Handler {
 }
 
 // heartbeats connects to NATS (retrying while it is away) and publishes a
-// heartbeat every interval until ctx ends.
+// heartbeat every interval until ctx ends. Whatever NATS does — gone,
+// stalled, reconnecting — the node returns within a second of ctx's end:
+// a connection attempt is not waited for, and the last flush has a short
+// deadline.
 func heartbeats(ctx context.Context, o NodeOptions, ready *atomic.Bool) {
-	var nc *nats.Conn
 	tick := time.NewTicker(o.HeartbeatInterval)
 	defer tick.Stop()
 	subject := wire.HeartbeatSubject(o.Cluster, o.Machine)
-	for {
-		if nc == nil {
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			c, err := natsbus.Connect(cctx, o.NATS.URL, o.NATS, o.Log)
-			cancel()
-			if err != nil {
-				o.Log.Warn().Err(err).Msg("heartbeats: cannot reach NATS yet")
-			} else {
-				nc = c
-				defer nc.Close()
+	var nc *nats.Conn
+	defer func() {
+		if nc != nil {
+			_ = nc.FlushTimeout(300 * time.Millisecond)
+			closed := make(chan struct{})
+			go func() { nc.Close(); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(300 * time.Millisecond):
 			}
+		}
+	}()
+	conns := make(chan *nats.Conn, 1)
+	connecting := false
+	for {
+		if nc == nil && !connecting {
+			connecting = true
+			go func() {
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				c, err := natsbus.Connect(cctx, o.NATS.URL, o.NATS, o.Log)
+				if err != nil {
+					o.Log.Warn().Err(err).Msg("heartbeats: cannot reach NATS yet")
+				}
+				conns <- c
+			}()
+		}
+		select {
+		case c := <-conns:
+			connecting = false
+			if c == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				go c.Close()
+				return
+			}
+			nc = c
+		default:
 		}
 		if nc != nil {
 			hb := wire.Heartbeat{Cluster: o.Cluster, Machine: o.Machine, Version: o.KubernetesVersion,
@@ -147,11 +186,17 @@ func heartbeats(ctx context.Context, o NodeOptions, ready *atomic.Bool) {
 		}
 		select {
 		case <-ctx.Done():
-			if nc != nil {
-				_ = nc.Flush()
-			}
 			return
 		case <-tick.C:
+		case c := <-conns:
+			connecting = false
+			if c != nil {
+				if ctx.Err() != nil {
+					go c.Close()
+					return
+				}
+				nc = c
+			}
 		}
 	}
 }

@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Files in a machine's state folder.
 const (
-	pidFile       = "pid"            // written by the provider right after the node started
+	lockFile      = "lock"           // locked by the node for as long as it runs: one node per machine
+	pidFile       = "pid"            // written by the node once it holds the lock
 	portFile      = "port"           // written by the node once its health endpoint listens
 	machineFile   = "machine.json"   // written by the node: the machine it is
 	bootstrapFile = "bootstrap.yaml" // written by the node: its bootstrap data
@@ -76,11 +78,68 @@ func isNode(pid int, dir string) bool {
 	return false
 }
 
-// signalGroup signals the node's process group (the node leads its own).
-func signalGroup(pid int, sig syscall.Signal) error {
-	err := syscall.Kill(-pid, sig)
+// signalNode signals the node and its process group (a node the provider
+// started leads its own; one started by hand may not).
+func signalNode(pid int, sig syscall.Signal) error {
+	gerr := syscall.Kill(-pid, sig)
+	err := syscall.Kill(pid, sig)
 	if errors.Is(err, syscall.ESRCH) {
-		return nil
+		err = nil
+	}
+	if err == nil && gerr != nil && !errors.Is(gerr, syscall.ESRCH) {
+		err = gerr
 	}
 	return err
+}
+
+// nodeRuns reports whether a node holds the lock of dir: it does for as
+// long as it runs, whatever its pid file says. The probe takes the lock for
+// an instant when it is free; a node that starts at that instant tries
+// again (lockNode).
+func nodeRuns(dir string) (bool, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false, nil
+}
+
+// errLocked: another node runs the machine.
+var errLocked = errors.New("another node runs this machine")
+
+// lockNode takes the machine's lock for the node's lifetime (the lock goes
+// with the process, however it ends). A moment's contention is a probe;
+// a lock still held after wait belongs to another node.
+func lockNode(dir string, wait time.Duration) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("%w (%s is locked)", errLocked, filepath.Join(dir, lockFile))
+			}
+			return nil, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -69,6 +69,7 @@ func TestWorkerProcessKilledMidCreate(t *testing.T) {
 	task := wire.Task{ID: "create-c1-m-1", Operation: wire.OpCreate, Machine: wire.Machine{
 		Name: "m-1", Cluster: "c1", Role: wire.RoleWorker, Version: "v1.31.0", Provider: "local",
 		Spec: json.RawMessage(`{"startupDelay": "1500ms", "heartbeatInterval": "200ms"}`)}}
+	natstest.Intend(t, js, task)
 	pub := natsbus.NewPublisher(js)
 	if _, err := pub.Publish(ctx(t), &task); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) providers.Provider) {
 	t.Run("ConcurrentCreateMakesOne", func(t *testing.T) { concurrentCreate(t, newProvider(t)) })
 	t.Run("SameNameInTwoClusters", func(t *testing.T) { twoClusters(t, newProvider(t)) })
 	t.Run("BadSpecIsPermanent", func(t *testing.T) { badSpec(t, newProvider(t)) })
+	t.Run("ListReportsTheTemplate", func(t *testing.T) { listReportsTemplate(t, newProvider(t)) })
 }
 
 // Machine is the machine the suite creates.
@@ -183,4 +184,29 @@ func badSpec(t *testing.T, p providers.Provider) {
 	}
 	wantMachines(t, p)
 	t.Logf("bad spec error: %v", err)
+}
+
+// listReportsTemplate: List says what each machine was made from (pool,
+// role, template hash, labels, version), so a daemon that lost its store
+// can rebuild its records from the provider.
+func listReportsTemplate(t *testing.T, p providers.Provider) {
+	m := Machine(p, "c1", "templated")
+	m.Role, m.Deployment, m.TemplateHash = wire.RoleWorker, "md-1", "3f2a9c"
+	m.Labels = map[string]string{"gitfleet.io/deployment": "md-1", "tier": "gold"}
+	create(t, p, m)
+	list, err := p.List(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Fatalf("List = %+v; want the one machine", list)
+	}
+	in := list[0]
+	if in.Deployment != "md-1" || in.Role != wire.RoleWorker || in.TemplateHash != "3f2a9c" || in.Version != m.Version ||
+		in.Labels["tier"] != "gold" || in.Reason != "" {
+		t.Errorf("List = %+v; want pool md-1, role worker, template hash 3f2a9c, version %s, its labels and no reason", in, m.Version)
+	}
+	if err := p.Delete(ctx(t), m); err != nil {
+		t.Fatal(err)
+	}
 }

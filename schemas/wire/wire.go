@@ -290,8 +290,160 @@ func Encode(v any) ([]byte, error) {
 		m.APIVersion = APIVersion
 	case *Heartbeat:
 		m.APIVersion = APIVersion
+	case *Inventory:
+		m.APIVersion = APIVersion
+	case *InventoryRequest:
+		m.APIVersion = APIVersion
 	default:
 		return nil, fmt.Errorf("wire: cannot encode %T", v)
 	}
 	return json.Marshal(v)
+}
+
+// RecordKey is the key of a machine's record in BucketMachines.
+func RecordKey(cluster, machine string) string { return cluster + "." + machine }
+
+// TaskRecord is the part of a machine's record in BucketMachines that
+// workers read before they act on a task (Task.Stale). The reconciler owns
+// the record; these fields are the contract.
+type TaskRecord struct {
+	TaskID  string `json:"taskID"`
+	Attempt int    `json:"attempt,omitempty"`
+	Phase   Phase  `json:"phase"`
+	// Worker holds the machine, for providers whose machines live on one
+	// host.
+	Worker string `json:"worker,omitempty"`
+}
+
+// Stale says why t must not be carried out, given the machine's record
+// (nil when there is none) and the record's revision; "" when t is the
+// record's current work. A task is stale when its machine has no record,
+// the record is on another task or attempt, is older than the task (the
+// store was lost and rebuilt), or its task already finished. An orphan
+// task is stale when a record wants the machine on this worker.
+func (t *Task) Stale(rec *TaskRecord, rev uint64) string {
+	if t.Orphan {
+		if rec == nil || (rec.Worker != "" && t.Worker != "" && rec.Worker != t.Worker) {
+			return ""
+		}
+		return "a record wants the machine: it is no orphan"
+	}
+	switch {
+	case rec == nil:
+		return "the machine has no record (deleted, or never recorded)"
+	case rec.TaskID != t.ID:
+		return fmt.Sprintf("the machine's record is on task %s", rec.TaskID)
+	case rec.Attempt != t.Attempt:
+		return fmt.Sprintf("the machine's record is on attempt %d of the task, not %d", rec.Attempt, t.Attempt)
+	case rev < t.Revision:
+		return fmt.Sprintf("the machine's record (revision %d) is older than the task (revision %d): the store was rebuilt", rev, t.Revision)
+	}
+	inFlight := rec.Phase == PhaseDeleting
+	if t.Operation == OpCreate {
+		inFlight = rec.Phase == PhasePending || rec.Phase == PhaseProvisioning
+	}
+	if !inFlight {
+		return fmt.Sprintf("the task is done: the machine is %s", rec.Phase)
+	}
+	return ""
+}
+
+// Inventory subjects: workers publish their provider's inventory on
+// InventorySubject (plain NATS, not stored) when they start, every
+// inventory interval, and when a leader publishes on
+// SubjectInventoryRequest.
+const (
+	SubjectInventory        = "gitfleet.inventory" // .<provider>.<worker>
+	SubjectInventoryRequest = "gitfleet.inventory-request"
+)
+
+// InventorySubject is where a worker publishes its inventory.
+func InventorySubject(provider, worker string) string {
+	return SubjectInventory + "." + provider + "." + worker
+}
+
+// InventoryRequest asks every worker for its inventory now.
+type InventoryRequest struct {
+	APIVersion string    `json:"apiVersion"`
+	ID         string    `json:"id"`
+	Time       time.Time `json:"time"`
+}
+
+// Inventory is one part of a worker's report of every machine its provider
+// has (Provider.List). A report too large for one message is split into
+// Parts messages with the same Report ID; the daemon uses a report only
+// once it has every part.
+type Inventory struct {
+	APIVersion string `json:"apiVersion"`
+	Provider   string `json:"provider"`
+	// Worker is the reporting worker's identity.
+	Worker string `json:"worker"`
+	// HostBound: the provider's machines live on the worker's host, so the
+	// report covers this worker's machines only; otherwise every worker of
+	// the provider sees the same machines.
+	HostBound bool `json:"hostBound,omitempty"`
+	// Report identifies one List; Part counts from 0 to Parts-1.
+	Report string `json:"report"`
+	Part   int    `json:"part"`
+	Parts  int    `json:"parts"`
+	// Request is the InventoryRequest the report answers; empty for a
+	// report the worker sent on its own (start, interval).
+	Request   string     `json:"request,omitempty"`
+	Time      time.Time  `json:"time"`
+	Instances []Instance `json:"instances,omitempty"`
+}
+
+// Instance is one machine as its provider has it.
+type Instance struct {
+	Cluster      string            `json:"cluster"`
+	Machine      string            `json:"machine"`
+	Deployment   string            `json:"deployment,omitempty"`
+	Role         Role              `json:"role,omitempty"`
+	Version      string            `json:"version,omitempty"`
+	TemplateHash string            `json:"templateHash,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	ProviderID   string            `json:"providerID,omitempty"`
+	Addresses    []string          `json:"addresses,omitempty"`
+	// Reason, when set, says the provider has the machine but it is not
+	// running (a CamelCase word, like NodeExited); Message says more.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// DecodeInventory parses and checks one part of an inventory.
+func DecodeInventory(data []byte) (Inventory, error) {
+	var inv Inventory
+	if err := decode(data, &inv); err != nil {
+		return Inventory{}, err
+	}
+	switch {
+	case inv.Provider == "" || inv.Worker == "" || inv.Report == "":
+		return Inventory{}, fmt.Errorf("%w: inventory needs provider, worker and report", ErrMalformed)
+	case inv.Parts < 1 || inv.Part < 0 || inv.Part >= inv.Parts:
+		return Inventory{}, fmt.Errorf("%w: inventory %s: part %d of %d", ErrMalformed, inv.Report, inv.Part, inv.Parts)
+	}
+	for _, in := range inv.Instances {
+		if in.Cluster == "" || in.Machine == "" {
+			return Inventory{}, fmt.Errorf("%w: inventory %s: an instance without cluster or machine", ErrMalformed, inv.Report)
+		}
+	}
+	return inv, nil
+}
+
+// DecodeInventoryRequest parses an inventory request.
+func DecodeInventoryRequest(data []byte) (InventoryRequest, error) {
+	var r InventoryRequest
+	if err := decode(data, &r); err != nil {
+		return InventoryRequest{}, err
+	}
+	return r, nil
+}
+
+// DecodeTaskRecord reads the fields workers use of a machine record.
+func DecodeTaskRecord(data []byte) (TaskRecord, error) {
+	var r TaskRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return TaskRecord{}, fmt.Errorf("machine record: %w", err)
+	}
+	return r, nil
 }

@@ -5,6 +5,7 @@ package natstest
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // Server is an embedded server that a test can restart on the same store
@@ -93,4 +95,31 @@ func StartWithToken(tb testing.TB, token string) string {
 	}
 	tb.Cleanup(s.Shutdown)
 	return s.ClientURL()
+}
+
+// Intend writes, for each task, the machine record that makes it the
+// machine's current work, as the daemon does before it publishes a task
+// (workers drop tasks their record does not name: wire.Task.Stale).
+func Intend(tb testing.TB, js jetstream.JetStream, tasks ...wire.Task) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, wire.BucketMachines)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, t := range tasks {
+		phase := wire.PhasePending
+		if t.Operation == wire.OpDelete {
+			phase = wire.PhaseDeleting
+		}
+		data, err := json.Marshal(map[string]any{"name": t.Machine.Name, "cluster": t.Machine.Cluster,
+			"taskID": t.ID, "attempt": t.Attempt, "phase": phase, "worker": t.Worker})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, wire.RecordKey(t.Machine.Cluster, t.Machine.Name), data); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }

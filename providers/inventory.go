@@ -1,0 +1,104 @@
+package providers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// inventoryPart is how many instances one inventory message carries, so a
+// report of 100,000 machines stays under NATS's 1 MiB message limit.
+const inventoryPart = 1000
+
+// inventory reports the provider's List when the worker starts, every
+// InventoryInterval and whenever a leader asks, until ctx ends. Requests
+// that arrive while a report is being made are answered by the next one.
+func (w *Worker) inventory(ctx context.Context) {
+	reqs := make(chan *nats.Msg, 16)
+	sub, err := w.js.Conn().ChanSubscribe(wire.SubjectInventoryRequest, reqs)
+	if err != nil {
+		w.o.Log.Error().Err(err).Msg("inventory: cannot listen for requests; reporting on the interval only")
+	} else {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	tick := time.NewTicker(w.o.InventoryInterval)
+	defer tick.Stop()
+	request := ""
+	for {
+		if err := w.report(ctx, request); err != nil && ctx.Err() == nil {
+			w.o.Log.Warn().Err(err).Str("provider", w.p.Name()).Msg("inventory not reported")
+		}
+		request = ""
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case m := <-reqs:
+			if r, err := wire.DecodeInventoryRequest(m.Data); err == nil {
+				request = r.ID
+			}
+		}
+		// Several requests waiting are answered by one report.
+		for drained := false; !drained; {
+			select {
+			case m := <-reqs:
+				if r, err := wire.DecodeInventoryRequest(m.Data); err == nil {
+					request = r.ID
+				}
+			default:
+				drained = true
+			}
+		}
+	}
+}
+
+// report lists the provider's machines and publishes the report.
+func (w *Worker) report(ctx context.Context, request string) error {
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	at := w.o.Now().UTC()
+	list, err := w.p.List(lctx)
+	if err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	instances := make([]wire.Instance, len(list))
+	for i, in := range list {
+		instances[i] = wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment, Role: in.Role,
+			Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, ProviderID: in.ProviderID,
+			Addresses: in.Addresses, Reason: in.Reason, Message: in.Message}
+	}
+	parts := max(1, (len(instances)+inventoryPart-1)/inventoryPart)
+	id := w.o.ID + "-" + strconv.FormatInt(at.UnixNano(), 36)
+	subject := wire.InventorySubject(w.p.Name(), w.o.ID)
+	nc := w.js.Conn()
+	for part := range parts {
+		inv := wire.Inventory{Provider: w.p.Name(), Worker: w.o.ID, HostBound: w.hostBound, Report: id,
+			Part: part, Parts: parts, Request: request, Time: at}
+		inv.Instances = instances[min(part*inventoryPart, len(instances)):min((part+1)*inventoryPart, len(instances))]
+		data, err := wire.Encode(&inv)
+		if err != nil {
+			return err
+		}
+		if err := nc.Publish(subject, data); err != nil {
+			return fmt.Errorf("publish inventory: %w", err)
+		}
+	}
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		return fmt.Errorf("publish inventory: %w", err)
+	}
+	w.inventories.Add(1)
+	w.o.Log.Debug().Str("provider", w.p.Name()).Int("machines", len(instances)).Str("request", request).Msg("inventory reported")
+	return nil
+}
+
+// ensure makes the task stream and the buckets again (after a NATS store
+// was lost), so the worker's consumers can be made.
+func (w *Worker) ensure(ctx context.Context) error {
+	return natsbus.Ensure(ctx, w.js)
+}

@@ -1,0 +1,123 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// records is what a worker knows of the daemon's machine records: a copy
+// of their task fields kept by a watch on the bucket, so that checking a
+// task (wire.Task.Stale) costs no round trip in the common case. The copy
+// only ever says "current": a task it does not know, or knows as stale, is
+// checked again with a read of the record itself before it is dropped.
+type records struct {
+	kv jetstream.KeyValue
+
+	mu     sync.RWMutex
+	m      map[string]cachedRecord
+	maxRev uint64
+}
+
+type cachedRecord struct {
+	rec wire.TaskRecord
+	rev uint64
+}
+
+func newRecords(kv jetstream.KeyValue) *records {
+	return &records{kv: kv, m: map[string]cachedRecord{}}
+}
+
+// watch keeps the copy up to date until ctx ends, starting again (empty)
+// whenever the watch stops.
+func (r *records) watch(ctx context.Context) {
+	for attempt := 1; ctx.Err() == nil; attempt++ {
+		r.reset()
+		w, err := r.kv.WatchAll(ctx)
+		if err == nil {
+			attempt = 0
+			r.follow(ctx, w)
+			_ = w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(ExponentialBackoff(100*time.Millisecond, 10*time.Second)(max(attempt, 1))):
+		}
+	}
+}
+
+func (r *records) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue // the initial values are in
+			}
+			r.apply(e)
+		}
+	}
+}
+
+func (r *records) apply(e jetstream.KeyValueEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Revision() < r.maxRev {
+		// Revisions went back: the bucket was made again (a lost store).
+		clear(r.m)
+	}
+	r.maxRev = e.Revision()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(r.m, e.Key())
+		return
+	}
+	rec, err := wire.DecodeTaskRecord(e.Value())
+	if err != nil {
+		delete(r.m, e.Key())
+		return
+	}
+	r.m[e.Key()] = cachedRecord{rec: rec, rev: e.Revision()}
+}
+
+func (r *records) reset() {
+	r.mu.Lock()
+	clear(r.m)
+	r.maxRev = 0
+	r.mu.Unlock()
+}
+
+// staleness says why task is stale ("" when it is the record's current
+// work). An error means the record could not be read; the task is retried.
+func (r *records) staleness(ctx context.Context, task *wire.Task) (string, error) {
+	key := wire.RecordKey(task.Machine.Cluster, task.Machine.Name)
+	r.mu.RLock()
+	c, ok := r.m[key]
+	r.mu.RUnlock()
+	if ok && c.rev >= task.Revision && task.Stale(&c.rec, c.rev) == "" {
+		return "", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	e, err := r.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return task.Stale(nil, 0), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the machine's record: %w", err)
+	}
+	rec, err := wire.DecodeTaskRecord(e.Value())
+	if err != nil {
+		return "", err
+	}
+	return task.Stale(&rec, e.Revision()), nil
+}
