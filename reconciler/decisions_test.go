@@ -79,7 +79,11 @@ func TestNewLeaderContinuesRollout(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.ClientURL())
 	ctx := t.Context()
-	w, err := providers.NewWorker(ctx, js, inmemory.New(inmemory.Options{}), providers.WorkerOptions{Concurrency: 8})
+	cloud, err := inmemory.New(ctx, js, inmemory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := providers.NewWorker(ctx, js, cloud, providers.WorkerOptions{Concurrency: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
