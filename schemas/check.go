@@ -35,14 +35,18 @@ func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
 		}
 		subs[i] = sc
 	})
+	var findings []patchFinding
 	for _, sc := range subs {
 		c.errs = append(c.errs, sc.errs...)
+		findings = append(findings, sc.findings...)
 	}
+	c.errs = append(c.errs, patchErrors(findings)...)
 	for _, md := range fleet.MachineDeployments {
 		c.clusterExists(c.objectOf(v1alpha1.KindMachineDeployment, md.Metadata.Name), md.Spec.ClusterName)
 	}
 	for _, hc := range fleet.HealthChecks {
 		c.clusterExists(c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name), hc.Spec.ClusterName)
+		c.checkHeartbeats(fleet, hc)
 	}
 	c.errs = append(c.errs, applyPolicies(objs, policies)...)
 	return fleet, sortErrors(c.errs)
@@ -52,6 +56,8 @@ type checker struct {
 	byKind map[string]map[string]*Object // kind -> name -> first object
 	errs   Errors
 	vars   *variables
+	// findings are patched template fields providers refuse (templates.go).
+	findings []patchFinding
 }
 
 func (c *checker) errorAt(o *Object, field, format string, args ...any) {
@@ -165,4 +171,49 @@ func notFound(what, name, where string, known []string) string {
 		known = append(known[:10:10], "…")
 	}
 	return msg + "; known: " + strings.Join(known, ", ")
+}
+
+// checkHeartbeats: a health check with unhealthyTimeout must not select
+// machines of a provider that sends no heartbeats; they would be found
+// unhealthy once the timeout passed, and replaced over and over.
+func (c *checker) checkHeartbeats(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHealthCheck) {
+	if hc.Spec.UnhealthyTimeout.Duration <= 0 {
+		return
+	}
+	cl := fleet.Cluster(hc.Spec.ClusterName)
+	if cl == nil {
+		return
+	}
+	silent := allowedShapes().silent
+	type pool struct {
+		name, provider string
+		labels         map[string]string
+	}
+	var pools []pool
+	if class := fleet.Class(cl.Spec.Topology.Class); class != nil {
+		pools = append(pools, pool{"the control plane", class.Spec.ControlPlane.MachineTemplate.Provider,
+			map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelControlPlane: "true"}})
+		for _, md := range cl.Spec.Topology.Workers.MachineDeployments {
+			for _, w := range class.Spec.Workers.MachineDeployments {
+				if w.Class == md.Class {
+					pools = append(pools, pool{"MachineDeployment " + md.Name, w.Template.Provider,
+						map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Name}})
+				}
+			}
+		}
+	}
+	for _, md := range fleet.MachineDeployments {
+		if md.Spec.ClusterName == cl.Metadata.Name {
+			pools = append(pools, pool{"MachineDeployment " + md.Metadata.Name, md.Spec.Template.Provider,
+				map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Metadata.Name}})
+		}
+	}
+	for _, p := range pools {
+		if silent[p.provider] && hc.Spec.Selector.Matches(p.labels) {
+			c.errorAt(c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name), "spec.unhealthyTimeout",
+				"selects machines of %s of cluster %s, made by provider %s, which sends no heartbeats: they would be found unhealthy after %s and replaced over and over; remove unhealthyTimeout, or narrow the selector to machines that send heartbeats",
+				p.name, cl.Metadata.Name, p.provider, hc.Spec.UnhealthyTimeout.Duration)
+			return
+		}
+	}
 }

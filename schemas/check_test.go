@@ -72,3 +72,58 @@ Clustr: {}
 		t.Errorf("errors (-want +got):\n%s", d)
 	}
 }
+
+// TestPatchedTemplatesAreChecked: a patch writing a field the provider's
+// spec lacks, or a variable value the spec refuses, is caught before any
+// machine is made, at the set entry's line, naming the patch, the clusters,
+// the field and what the provider allows. Clusters whose values are fine
+// are not named.
+func TestPatchedTemplatesAreChecked(t *testing.T) {
+	class, errs := ParseFile(File{Path: "classes/c.yaml", Data: []byte(header + `kind: ClusterClass
+metadata: {name: c}
+spec:
+  controlPlane: {machineTemplate: {provider: inmemory}}
+  workers: {machineDeployments: [{class: w, template: {provider: inmemory}}]}
+  variables:
+    - {name: delay, default: 1s}
+    - {name: failures}
+  patches:
+    - name: slow
+      selector: {machineDeploymentClass: [w]}
+      set:
+        - path: spec.provisioningDelai
+          valueFrom: {variable: delay}
+    - name: flaky
+      selector: {controlPlane: true, machineDeploymentClass: [w]}
+      set:
+        - path: spec.failureRate
+          valueFrom: {variable: failures}
+`)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	objs := class
+	for name, failures := range map[string]string{"a": "0.5", "b": "2", "c": "3", "d": "0"} {
+		c, errs := ParseFile(File{Path: "clusters/" + name + ".yaml", Data: []byte(header + `kind: Cluster
+metadata: {name: ` + name + `}
+spec:
+  topology:
+    class: c
+    workers: {machineDeployments: [{class: w, name: md}]}
+    variables: [{name: failures, value: ` + failures + `}]
+`)})
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		objs = append(objs, c...)
+	}
+	_, errs = Check(objs, nil)
+	want := []string{
+		`classes/c.yaml:14:11: spec.patches[0].set[0].path: patch "slow" sets spec.provisioningDelai for clusters a, b, c and 1 more, but provider inmemory's spec has no field "provisioningDelai" (did you mean "provisioningDelay"?); it allows: failureRate, provisioningDelay, provisioningDelayMax`,
+		`classes/c.yaml:19:11: spec.patches[1].set[0]: patch "flaky" sets spec.failureRate to 2 (variable failures) for cluster b, which provider inmemory's spec refuses: is not a failure rate between 0 and 1`,
+		`classes/c.yaml:19:11: spec.patches[1].set[0]: patch "flaky" sets spec.failureRate to 3 (variable failures) for cluster c, which provider inmemory's spec refuses: is not a failure rate between 0 and 1`,
+	}
+	if d := cmp.Diff(want, errLines(errs)); d != "" {
+		t.Errorf("errors (-want +got):\n%s", d)
+	}
+}

@@ -25,6 +25,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 			checkStrategy(add, p+".strategy", md.Strategy)
 		}
 		checkRollout(add, o.Spec.Rollout)
+		checkVersions(add, o.Spec.Version, o.Spec.KubernetesVersions)
 	case *v1alpha1.Cluster:
 		if r := o.Spec.Topology.ControlPlane.Replicas; r != nil && *r%2 == 0 {
 			add("spec.topology.controlPlane.replicas", "%d control-plane machines cannot keep etcd quorum through a failure: use an odd count (1, 3 or 5)", *r)
@@ -36,8 +37,49 @@ func semanticChecks(path string, d *doc, value any) []Error {
 	case *v1alpha1.MachineDeployment:
 		checkTemplate(add, "spec.template", o.Spec.Template)
 		checkStrategy(add, "spec.strategy", o.Spec.Strategy)
+	case *v1alpha1.MachineHealthCheck:
+		checkPercent(add, "spec.maxUnhealthy", o.Spec.MaxUnhealthy)
 	}
 	return errs
+}
+
+// checkPercent refuses a percentage above 100%: a share of more than every
+// machine (or cluster) means nothing.
+func checkPercent(add addFunc, field string, v *v1alpha1.IntOrPercent) {
+	if v != nil && v.Percent && v.Value > 100 {
+		add(field, "%s is more than 100%%: use a percentage from 0%% to 100%%, or a count", v)
+	}
+}
+
+// checkVersions: the versions an upgrade may pass through are listed in
+// ascending order, skip no minor version, and include the class's own.
+func checkVersions(add addFunc, classVersion string, listed []string) {
+	if len(listed) == 0 {
+		return
+	}
+	var prev v1alpha1.Version
+	havePrev, found := false, false
+	for i, s := range listed {
+		v, ok := v1alpha1.ParseVersion(s)
+		if !ok {
+			continue // CUE reported it
+		}
+		found = found || s == classVersion
+		field := fmt.Sprintf("spec.kubernetesVersions[%d]", i)
+		switch {
+		case !havePrev:
+		case v.Compare(prev) < 0:
+			add(field, "%s comes after %s: list the versions in ascending order", s, prev)
+		case v.Major != prev.Major || v.Minor > prev.Minor+1:
+			add(field, "%s skips a minor version after %s: an upgrade passes every minor version, so list one of each in between (e.g. v%d.%d.0)", s, prev, prev.Major, prev.Minor+1)
+		}
+		if !havePrev || v.Compare(prev) > 0 {
+			prev, havePrev = v, true
+		}
+	}
+	if _, ok := v1alpha1.ParseVersion(classVersion); ok && !found {
+		add("spec.kubernetesVersions", "does not list the class's version %s: add it, so upgrades can pass through it", classVersion)
+	}
 }
 
 type addFunc func(field, format string, args ...any)
@@ -61,6 +103,8 @@ func checkStrategy(add addFunc, field string, s *v1alpha1.MachineDeploymentStrat
 		return
 	}
 	ru := s.RollingUpdate
+	checkPercent(add, field+".rollingUpdate.maxSurge", ru.MaxSurge)
+	checkPercent(add, field+".rollingUpdate.maxUnavailable", ru.MaxUnavailable)
 	if ru.MaxSurge.Scaled(100, true, 1) == 0 && ru.MaxUnavailable.Scaled(100, false, 0) == 0 {
 		add(field+".rollingUpdate", "maxSurge and maxUnavailable are both 0, so no machine can ever be replaced: set maxSurge: 1 (or maxUnavailable: 1)")
 	}
@@ -78,6 +122,7 @@ func checkRollout(add addFunc, r *v1alpha1.RolloutSpec) {
 			add(p+".name", "duplicate wave %q: rename one", w.Name)
 		}
 		names[w.Name] = true
+		checkPercent(add, p+".maxConcurrent", w.MaxConcurrent)
 		if w.MaxConcurrent != nil && w.MaxConcurrent.Value == 0 {
 			add(p+".maxConcurrent", "%s would never start a cluster of this wave: use at least 1 (or \"10%%\")", w.MaxConcurrent)
 		}

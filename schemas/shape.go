@@ -22,16 +22,25 @@ type shape struct {
 type shapes struct {
 	kinds     map[string]*shape
 	providers map[string]*shape
+	// silent are the providers whose machines send no heartbeats
+	// (@heartbeats(none) on their schema).
+	silent map[string]bool
 }
 
 func buildShapes(root cue.Value) *shapes {
-	s := &shapes{kinds: map[string]*shape{}, providers: map[string]*shape{}}
+	s := &shapes{kinds: map[string]*shape{}, providers: map[string]*shape{}, silent: map[string]bool{}}
 	for kind, def := range kindDefs {
 		s.kinds[kind] = shapeOf(root.LookupPath(cue.ParsePath(def)), 0)
 	}
 	it, _ := root.LookupPath(cue.ParsePath("#providers")).Fields(cue.Definitions(false))
 	for it != nil && it.Next() {
-		s.providers[it.Selector().Unquoted()] = shapeOf(it.Value(), 0)
+		name := it.Selector().Unquoted()
+		s.providers[name] = shapeOf(it.Value(), 0)
+		if a := it.Value().Attribute("heartbeats"); a.Err() == nil {
+			if v, err := a.String(0); err == nil && v == "none" {
+				s.silent[name] = true
+			}
+		}
 	}
 	return s
 }

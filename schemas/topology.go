@@ -82,12 +82,16 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 		}
 		names[md.Name] = true
 	}
-	c.checkVariables(o, cl, class)
+	if c.checkVariables(o, cl, class) {
+		c.checkTemplates(cl, class)
+	}
 }
 
 // checkVariables: every variable set is declared by the class, set once and
-// satisfies the class's constraint; every required one without a default is set.
-func (c *checker) checkVariables(o *Object, cl *v1alpha1.Cluster, class *v1alpha1.ClusterClass) {
+// satisfies the class's constraint; every required one without a default is
+// set. It reports whether all of that holds.
+func (c *checker) checkVariables(o *Object, cl *v1alpha1.Cluster, class *v1alpha1.ClusterClass) bool {
+	before := len(c.errs)
 	index := map[string]int{}
 	for i, v := range class.Spec.Variables {
 		index[v.Name] = i
@@ -120,4 +124,5 @@ func (c *checker) checkVariables(o *Object, cl *v1alpha1.Cluster, class *v1alpha
 			c.errorAt(o, "spec.topology", "variable %q is required by ClusterClass %q: add it to spec.topology.variables", v.Name, class.Metadata.Name)
 		}
 	}
+	return len(c.errs) == before
 }

@@ -17,6 +17,9 @@ type variables struct {
 	v        *compiled
 	ctx      *cue.Context
 	compiled map[string]*compiledVar // class/index
+	// specs caches the verdict on patched machine templates, by their
+	// JSON (templates.go).
+	specs map[string][]specViolation
 }
 
 func newVariables() *variables {

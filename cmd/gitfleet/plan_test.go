@@ -112,6 +112,7 @@ func TestPlanVersionBump(t *testing.T) {
 
 func TestPlanSkippedMinorFails(t *testing.T) {
 	dir := fleetRepo(t)
+	// A list that skips a minor is refused by validation...
 	branch(t, dir, "skip", map[string][2]string{
 		"classes/standard.yaml": {"  version: v1.31.2\n  # Upgrades step through these, one minor version at a time.\n  kubernetesVersions: [v1.30.6, v1.31.2, v1.32.0]",
 			"  version: v1.33.1\n  kubernetesVersions: [v1.30.6, v1.31.2, v1.33.1]"},
@@ -120,7 +121,20 @@ func TestPlanSkippedMinorFails(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
 	}
-	want := "error: classes/standard.yaml:3: spec.version: cluster dev-1: cannot upgrade from v1.31.2 to v1.33.1: minor versions go up one at a time and no v1.32.x is listed to pass through; add one (e.g. v1.32.0) to the class's spec.kubernetesVersions, or upgrade to v1.32.x first"
+	want := "error: classes/standard.yaml:10:42: spec.kubernetesVersions[2]: v1.33.1 skips a minor version after v1.31.2: an upgrade passes every minor version, so list one of each in between (e.g. v1.32.0)"
+	if !strings.Contains(stdout, want) {
+		t.Errorf("plan output lacks\n%s\n---\n%s", want, stdout)
+	}
+	// ...and a jump past what the list holds, by the planner.
+	branch(t, dir, "jump", map[string][2]string{
+		"classes/standard.yaml": {"  version: v1.31.2\n  # Upgrades step through these, one minor version at a time.\n  kubernetesVersions: [v1.30.6, v1.31.2, v1.32.0]",
+			"  version: v1.33.1\n  kubernetesVersions: [v1.33.1]"},
+	})
+	code, stdout, stderr = runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "jump", "--detailed-exitcode")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
+	}
+	want = "error: classes/standard.yaml:3: spec.version: cluster dev-1: cannot upgrade from v1.31.2 to v1.33.1: minor versions go up one at a time and no v1.32.x is listed to pass through; add one (e.g. v1.32.0) to the class's spec.kubernetesVersions, or upgrade to v1.32.x first"
 	if !strings.Contains(stdout, want) {
 		t.Errorf("plan output lacks\n%s\n---\n%s", want, stdout)
 	}

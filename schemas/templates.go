@@ -1,0 +1,232 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"gopkg.in/yaml.v3"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// A class's patches write template fields from variables, so a patch to a
+// field the provider does not have (spec.cpu for spec.cpus), or a variable
+// value its schema refuses, would only show when every new machine fails.
+// Validation therefore expands every cluster's templates the way the
+// planner will (v1alpha1.ApplyPatches, with the cluster's variables) and
+// checks each patched spec against its provider's schema.
+
+// patchFinding is one patched field a provider's spec does not allow, for
+// one cluster; findings of the same set entry, field and message are
+// reported once, naming the clusters.
+type patchFinding struct {
+	class   *Object
+	set     v1alpha1.AppliedSet
+	field   string // in the template, e.g. spec.cpus
+	unknown bool   // the provider's spec has no such field
+	msg     string
+	cluster string
+}
+
+// checkTemplates expands a cluster's control-plane and worker templates
+// with its variables and patches and checks what the patches wrote.
+func (c *checker) checkTemplates(cl *v1alpha1.Cluster, class *v1alpha1.ClusterClass) {
+	if len(class.Spec.Patches) == 0 {
+		return
+	}
+	classObj := c.objectOf(v1alpha1.KindClusterClass, class.Metadata.Name)
+	vars := v1alpha1.ClassVariables(class, cl)
+	check := func(tpl v1alpha1.MachineTemplate, controlPlane bool, mdClass string) {
+		out, applied, _ := v1alpha1.ApplyPatches(class, tpl, controlPlane, mdClass, vars)
+		if len(applied) == 0 {
+			return
+		}
+		for _, v := range c.vars.specViolations(out) {
+			a, ok := blame(applied, v.field)
+			if !ok {
+				continue // not written by a patch: reported on the class itself
+			}
+			c.findings = append(c.findings, patchFinding{class: classObj, set: a, field: v.field, unknown: v.unknown, msg: v.msg, cluster: cl.Metadata.Name})
+		}
+	}
+	check(class.Spec.ControlPlane.MachineTemplate, true, "")
+	done := map[string]bool{}
+	for _, md := range cl.Spec.Topology.Workers.MachineDeployments {
+		if done[md.Class] {
+			continue
+		}
+		done[md.Class] = true
+		for _, w := range class.Spec.Workers.MachineDeployments {
+			if w.Class == md.Class {
+				check(w.Template, false, md.Class)
+			}
+		}
+	}
+}
+
+// blame returns the last set entry that wrote field, a field inside it or
+// a field around it.
+func blame(applied []v1alpha1.AppliedSet, field string) (v1alpha1.AppliedSet, bool) {
+	for i := len(applied) - 1; i >= 0; i-- {
+		p := applied[i].Path
+		if p == field || strings.HasPrefix(field, p+".") || strings.HasPrefix(p, field+".") {
+			return applied[i], true
+		}
+	}
+	return v1alpha1.AppliedSet{}, false
+}
+
+// patchErrors turns findings into errors at each set entry's line, one per
+// set entry, field and message, naming the clusters.
+func patchErrors(findings []patchFinding) []Error {
+	type key struct {
+		class             string
+		patch, set        int
+		field, value, msg string
+	}
+	groups := map[key][]*patchFinding{}
+	var order []key
+	for i := range findings {
+		f := &findings[i]
+		k := key{f.class.Name, f.set.Patch, f.set.Set, f.field, describe(f.set.Value), f.msg}
+		if f.unknown {
+			k.value = "" // the field is unknown whatever the value
+		}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], f)
+	}
+	var out []Error
+	for _, k := range order {
+		fs := groups[k]
+		f := fs[0]
+		var names []string
+		for _, g := range fs {
+			if !slices.Contains(names, g.cluster) {
+				names = append(names, g.cluster)
+			}
+		}
+		sort.Strings(names)
+		who := "cluster " + names[0]
+		if len(names) > 1 {
+			who = fmt.Sprintf("clusters %s", strings.Join(names[:min(3, len(names))], ", "))
+			if len(names) > 3 {
+				who += fmt.Sprintf(" and %d more", len(names)-3)
+			}
+		}
+		value := describe(f.set.Value)
+		if f.set.Variable != "" {
+			value += fmt.Sprintf(" (variable %s)", f.set.Variable)
+		}
+		var msg, field string
+		if f.unknown {
+			field = f.set.Field() + ".path"
+			msg = fmt.Sprintf("patch %q sets %s for %s, but %s", patchName(f), f.field, who, f.msg)
+		} else {
+			field = f.set.Field()
+			msg = fmt.Sprintf("patch %q sets %s to %s for %s, %s", patchName(f), f.field, value, who, f.msg)
+		}
+		out = append(out, f.class.ErrorAt(field, msg))
+	}
+	return out
+}
+
+func patchName(f *patchFinding) string {
+	class := f.class.Value.(*v1alpha1.ClusterClass)
+	return class.Spec.Patches[f.set.Patch].Name
+}
+
+// specViolation is one field of a machine template its provider's schema
+// does not allow.
+type specViolation struct {
+	field   string
+	unknown bool
+	msg     string
+}
+
+// specViolations checks a machine template against its provider's schema:
+// unknown fields with what is allowed, and values the schema refuses with
+// its help text.
+func (vs *variables) specViolations(tpl v1alpha1.MachineTemplate) []specViolation {
+	sh := allowedShapes()
+	prov, ok := sh.providers[tpl.Provider]
+	if !ok || tpl.Spec == nil {
+		return nil // an unknown provider is reported where it is written
+	}
+	// Clusters of a class mostly expand to the same few templates.
+	key, err := json.Marshal(tpl)
+	if err == nil {
+		if out, ok := vs.specs[string(key)]; ok {
+			return out
+		}
+	}
+	out := vs.checkSpec(sh, prov, tpl)
+	if err == nil {
+		if vs.specs == nil {
+			vs.specs = map[string][]specViolation{}
+		}
+		vs.specs[string(key)] = out
+	}
+	return out
+}
+
+func (vs *variables) checkSpec(sh *shapes, prov *shape, tpl v1alpha1.MachineTemplate) []specViolation {
+	var out []specViolation
+	sh.walk(prov, tpl.Spec, "spec", func(field, key string, allowed *shape) {
+		msg := fmt.Sprintf("provider %s's spec has no field %q", tpl.Provider, key)
+		if sug := suggest(key, keys(allowed.fields)); sug != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", sug)
+		}
+		if len(allowed.fields) > 0 {
+			msg += "; it allows: " + strings.Join(keys(allowed.fields), ", ")
+		}
+		out = append(out, specViolation{field: field, unknown: true, msg: msg})
+	})
+	if vs.v.used++; vs.v.used >= rotateAfter {
+		vs.rotate()
+	}
+	err := safely(func() error {
+		data := map[string]any{"provider": tpl.Provider, "spec": tpl.Spec}
+		v := vs.v.root.LookupPath(cue.ParsePath("#MachineTemplate")).Unify(vs.ctx.Encode(data))
+		verr := v.Validate(cue.Concrete(true), cue.All())
+		if verr == nil {
+			return nil
+		}
+		for _, g := range groupErrors(verr, data, 1) {
+			if strings.Contains(g.msg, "field not allowed") {
+				continue // reported as unknown above
+			}
+			msg := g.msg
+			var n yaml.Node
+			if n.Encode(lookup(data, g.field)) == nil {
+				if help, ok := helpFor(v, g.path, &n); ok {
+					msg = help
+				}
+			}
+			out = append(out, specViolation{field: g.field, msg: fmt.Sprintf("which provider %s's spec refuses: %s", tpl.Provider, msg)})
+		}
+		return nil
+	})
+	if err != nil {
+		vs.v.used = rotateAfter // do not reuse a context CUE panicked in
+	}
+	return out
+}
+
+// lookup returns the value at a dotted field path of data (maps only).
+func lookup(data map[string]any, field string) any {
+	var cur any = data
+	for _, k := range strings.Split(field, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[k]
+	}
+	return cur
+}
