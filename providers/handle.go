@@ -27,7 +27,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, slot *progress, 
 	}
 	if err != nil {
 		w.malformed.Add(1)
-		w.o.Log.Error().Err(err).Str("provider", w.p.Name()).Str("subject", msg.Subject()).Msg("terminating malformed task")
+		w.o.Log.Error().Err(err).Str("subject", msg.Subject()).Msg("terminating malformed task")
 		_ = msg.TermWithReason(err.Error())
 		return
 	}
@@ -57,6 +57,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, slot *progress, 
 	w.o.Log.Debug().Str("task", task.ID).Str("op", string(task.Operation)).Str("cluster", task.Machine.Cluster).
 		Str("machine", task.Machine.Name).Int("attempt", attempt).Msg("task")
 
+	began := time.Now()
 	slot.begin(msg, &task, start)
 	var inst Instance
 	if task.Operation == wire.OpCreate {
@@ -81,6 +82,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, slot *progress, 
 			return
 		}
 		w.succeeded.Add(1)
+		w.o.Log.Info().Str("task", task.ID).Str("op", string(task.Operation)).Str("cluster", task.Machine.Cluster).
+			Str("machine", task.Machine.Name).Int("attempt", attempt).Dur("took", time.Since(began)).Msg("task done")
 		acks <- pendingAck{msg: msg, futs: append(futs, f), taskID: task.ID}
 	case IsPermanent(err) || attempt >= w.o.MaxAttempts:
 		w.o.Log.Error().Err(err).Str("task", task.ID).Str("cluster", task.Machine.Cluster).

@@ -32,7 +32,7 @@ func (w *Worker) inventory(ctx context.Context) {
 	request := ""
 	for {
 		if err := w.report(ctx, request); err != nil && ctx.Err() == nil {
-			w.o.Log.Warn().Err(err).Str("provider", w.p.Name()).Msg("inventory not reported")
+			w.o.Log.Warn().Err(err).Msg("inventory not reported")
 		}
 		request = ""
 		select {
@@ -93,7 +93,7 @@ func (w *Worker) report(ctx context.Context, request string) error {
 		return fmt.Errorf("publish inventory: %w", err)
 	}
 	w.inventories.Add(1)
-	w.o.Log.Debug().Str("provider", w.p.Name()).Int("machines", len(instances)).Str("request", request).Msg("inventory reported")
+	w.o.Log.Debug().Int("machines", len(instances)).Str("request", request).Msg("inventory reported")
 	return nil
 }
 

@@ -55,6 +55,7 @@ var ErrWorker = errors.New("worker")
 // Call Run to work.
 func NewWorker(ctx context.Context, js jetstream.JetStream, p Provider, opts WorkerOptions) (*Worker, error) {
 	o := opts.withDefaults(p.Name())
+	o.Log = o.Log.With().Str("provider", p.Name()).Logger()
 	if !validID(o.ID) {
 		return nil, fmt.Errorf("%w: worker ID %q: use letters, digits, '-' and '_'", ErrWorker, o.ID)
 	}
@@ -182,7 +183,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	invDone := make(chan struct{}, 2)
 	go func() { defer func() { invDone <- struct{}{} }(); w.inventory(invCtx) }()
 	go func() { defer func() { invDone <- struct{}{} }(); w.records.watch(invCtx) }()
-	w.o.Log.Info().Str("provider", w.p.Name()).Str("worker", w.o.ID).Bool("hostBound", w.hostBound).
+	w.o.Log.Info().Str("worker", w.o.ID).Bool("hostBound", w.hostBound).
 		Int("concurrency", n).Msg("worker started")
 	for running := true; running; {
 		select {
@@ -197,14 +198,14 @@ func (w *Worker) Run(ctx context.Context) error {
 			ccs = w.recreate(ctx, handler, lost)
 		}
 	}
-	w.o.Log.Info().Str("provider", w.p.Name()).Msg("worker draining")
+	w.o.Log.Info().Msg("worker draining")
 	closeStopped()
 	stopAll(ccs)
 	finish()
 	invStop()
 	<-invDone
 	<-invDone
-	w.o.Log.Info().Str("provider", w.p.Name()).Msg("worker stopped")
+	w.o.Log.Info().Msg("worker stopped")
 	return nil
 }
 
@@ -220,7 +221,7 @@ func (w *Worker) consume(handler jetstream.MessageHandler, lost chan<- struct{})
 				default:
 				}
 			}
-			w.o.Log.Warn().Err(err).Str("provider", w.p.Name()).Msg("task consumer")
+			w.o.Log.Warn().Err(err).Msg("task consumer")
 		}))
 		if err != nil {
 			stopAll(ccs)
@@ -244,12 +245,12 @@ func (w *Worker) recreate(ctx context.Context, handler jetstream.MessageHandler,
 		if err == nil {
 			ccs, err := w.consume(handler, lost)
 			if err == nil {
-				w.o.Log.Info().Str("provider", w.p.Name()).Msg("task consumers made again")
+				w.o.Log.Info().Msg("task consumers made again")
 				return ccs
 			}
 		}
 		d := ExponentialBackoff(time.Second, 30*time.Second)(attempt)
-		w.o.Log.Warn().Err(err).Dur("retryIn", d).Str("provider", w.p.Name()).Msg("cannot make the task consumers again")
+		w.o.Log.Warn().Err(err).Dur("retryIn", d).Msg("cannot make the task consumers again")
 		select {
 		case <-ctx.Done():
 			return nil

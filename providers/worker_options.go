@@ -44,7 +44,8 @@ type WorkerOptions struct {
 	// inventory (default 1m); it also reports when it starts and when a
 	// leader asks.
 	InventoryInterval time.Duration
-	// Log receives what the worker does; default: nothing.
+	// Log receives what the worker does; default: nothing. The worker adds
+	// the provider's name to it: the caller should not.
 	Log zerolog.Logger
 	// Now is the clock for event times; default time.Now.
 	Now func() time.Time

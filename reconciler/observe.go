@@ -92,7 +92,7 @@ func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 	}
 	if cur.rec.Phase != saved.rec.Phase {
 		r.log.Info().Str(logCluster, next.Cluster).Str(logMachine, next.Name).
-			Str("from", string(cur.rec.Phase)).Str("to", string(next.Phase)).Str("message", ev.Message).Msg("machine phase")
+			Str("from", string(cur.rec.Phase)).Str("to", string(next.Phase)).Str("detail", ev.Message).Msg("machine phase")
 		r.countOutcome(cur.rec, ev.Phase)
 	}
 	if ev.Phase == wire.PhaseRunning {

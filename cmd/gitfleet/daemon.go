@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -49,12 +48,11 @@ type daemonOptions struct {
 	workers []string
 	// inventoryInterval is how often in-process workers report inventory.
 	inventoryInterval time.Duration
-	console           bool
-	logLevel          string
+	log               logOptions
 }
 
 func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
-	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	o.log.bindFlags(fs)
 	fs.StringVar(&o.repo, "repo", ".", "fleet repository: a local path or a URL (https://, ssh://, git@host:path, file://)")
 	fs.StringVar(&o.branch, "branch", "main", "branch holding the fleet's spec")
 	fs.StringVar(&o.dataDir, "data-dir", ".gitfleet/data", "where NATS (when embedded), clones of remote repos and local machines keep their state")
@@ -75,22 +73,13 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	o.nats.BindFlags(fs)
 }
 
-// daemonLog is JSON for serve, readable lines for up and on a terminal.
-func daemonLog(w io.Writer, console bool) zerolog.Logger {
-	if console {
-		return zerolog.New(zerolog.ConsoleWriter{Out: zerolog.SyncWriter(w), TimeFormat: time.TimeOnly}).With().Timestamp().Logger()
-	}
-	return providerLog(w)
-}
-
 // runDaemon wires sources, NATS, in-process workers, the leader lease, the
 // reconciler and the status writer, and runs them until ctx ends.
 func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
-	level, err := zerolog.ParseLevel(o.logLevel)
+	log, err := o.log.logger(env.stderr)
 	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("--log-level %q: use debug, info, warn or error", o.logLevel)}
+		return err
 	}
-	log := daemonLog(env.stderr, o.console).Level(level)
 	ctx = log.WithContext(ctx)
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
@@ -154,7 +143,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		go func() {
 			defer wg.Done()
 			if err := w.Run(wctx); err != nil {
-				log.Error().Err(err).Str("provider", name).Msg("worker stopped")
+				log.Error().Err(err).Str("provider", name).Msg("worker failed")
 			}
 		}()
 	}
@@ -227,12 +216,13 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisi
 }
 
 func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, log zerolog.Logger) (*providers.Worker, error) {
-	log = log.With().Str("provider", name).Logger()
+	plog := log.With().Str("provider", name).Logger()
 	dir := filepath.Join(o.dataDir, "local")
-	p, err := newProvider(ctx, name, bus.JS, local.Options{StateDir: dir, NATSURL: bus.URL, NATS: o.nats, Log: log})
+	p, err := newProvider(ctx, name, bus.JS, local.Options{StateDir: dir, NATSURL: bus.URL, NATS: o.nats, Log: plog})
 	if err != nil {
 		return nil, err
 	}
+	// The worker names its provider on its own lines.
 	return providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{Concurrency: 16, Log: log,
 		ID: workerID("", name, dir), InventoryInterval: o.inventoryInterval})
 }

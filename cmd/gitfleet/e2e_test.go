@@ -145,6 +145,19 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("history dev-1 lacks %q:\n%s", want, h)
 		}
 	}
+
+	// Every log line of the run, the daemon's and the machines', is JSON
+	// a log store can index: no repeated key, RFC 3339 milliseconds.
+	if n := checkLogFile(t, e.logFile); n < 100 {
+		t.Errorf("%s: only %d JSON lines", e.logFile, n)
+	}
+	nodeLogs, _ := filepath.Glob(filepath.Join(e.data, "local", "*", "*", "node.log"))
+	if len(nodeLogs) == 0 {
+		t.Error("no node.log of any machine")
+	}
+	for _, f := range nodeLogs {
+		checkLogFile(t, f)
+	}
 }
 
 type e2e struct {

@@ -26,10 +26,16 @@ func runNode(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.StringVar(&o.KubernetesVersion, "kubernetes-version", "", "Kubernetes version the machine runs")
 	fs.StringVar(&o.MachineJSON, "machine-json", "", "the machine (wire.Machine JSON) to write to machine.json")
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", local.DefaultHeartbeatInterval, "how often to publish a heartbeat")
+	var lo logOptions
+	lo.bindFlags(fs)
 	fs.DurationVar(&o.StartupDelay, "startup-delay", 0, "report unhealthy (booting) for this long after start")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o.Log = providerLog(env.stderr).With().Str("cluster", o.Cluster).Str("machine", o.Machine).Logger()
+	log, err := lo.logger(env.stderr)
+	if err != nil {
+		return err
+	}
+	o.Log = log
 	return local.RunNode(ctx, o)
 }

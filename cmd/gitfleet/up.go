@@ -23,7 +23,7 @@ func runUp(ctx context.Context, env *cmdEnv, args []string) error {
 	var o daemonOptions
 	o.bindFlags(fs, "127.0.0.1:8080")
 	o.nats.URL = "embedded"
-	json := fs.Bool("json", false, "log JSON lines instead of readable ones")
+	json := fs.Bool("json", false, "same as --log-format json")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -37,6 +37,8 @@ func runUp(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("--repo %s: %w (make one with: gitfleet init %s)", o.repo, err, o.repo)
 	}
 	o.workers = []string{local.Name, inmemory.Name}
-	o.console = !*json
+	if *json {
+		o.log.format = logFormatJSON
+	}
 	return runDaemon(ctx, env, o)
 }

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
@@ -35,6 +32,8 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	stateDir := fs.String("state-dir", "", "local: folder of the machines' state folders (default DATA-DIR/local)")
 	nodeBinary := fs.String("node-binary", "", "local: the gitfleet binary that runs nodes (default: this one)")
 	var wopts providers.WorkerOptions
+	var lo logOptions
+	lo.bindFlags(fs)
 	fs.IntVar(&wopts.Concurrency, "concurrency", 4, "tasks run at once")
 	fs.DurationVar(&wopts.AckWait, "ack-wait", 30*time.Second, "redeliver a task whose worker has not acked or reported progress for this long")
 	fs.IntVar(&wopts.MaxAttempts, "max-attempts", 10, "attempts before a failing task becomes a Failed machine")
@@ -50,8 +49,14 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	default:
 		return &exitError{code: 2, err: fmt.Errorf("--provider %q: unknown provider (want inmemory or local)", *provider)}
 	}
-	log := providerLog(env.stderr).With().Str("provider", *provider).Logger()
+	log, err := lo.logger(env.stderr)
+	if err != nil {
+		return err
+	}
+	// The worker names its provider on its own lines; the provider's
+	// lines get it here.
 	wopts.Log = log
+	plog := log.With().Str("provider", *provider).Logger()
 	nopts.DataDir = *dataDir
 
 	bus, err := natsbus.Open(ctx, nopts, log)
@@ -66,7 +71,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	if dir == "" {
 		dir = filepath.Join(*dataDir, "local")
 	}
-	p, err := newProvider(ctx, *provider, bus.JS, local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: log})
+	p, err := newProvider(ctx, *provider, bus.JS, local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: plog})
 	if err != nil {
 		return err
 	}
@@ -76,19 +81,6 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	return w.Run(ctx)
-}
-
-// providerLog logs JSON, or readable lines when w is a terminal. Workers, the reconciler and NATS callbacks log from many goroutines, so
-// the writer is serialized: a bytes.Buffer (tests) or a pipe must not see
-// interleaved writes.
-func providerLog(w io.Writer) zerolog.Logger {
-	out := zerolog.SyncWriter(w)
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.TimeOnly}
-		}
-	}
-	return zerolog.New(out).With().Timestamp().Logger()
 }
 
 // newProvider makes the provider called name. Only local uses lo (its state

@@ -29,7 +29,8 @@ type NodeOptions struct {
 	HeartbeatInterval time.Duration
 	StartupDelay      time.Duration // unhealthy (booting) this long after start
 	NATS              natsbus.Options
-	Log               zerolog.Logger
+	// Log receives the node's lines; RunNode adds the cluster and machine.
+	Log zerolog.Logger
 }
 
 // RunNode is a machine: it writes its machine spec and bootstrap data into
@@ -43,6 +44,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
 	}
+	o.Log = o.Log.With().Str("cluster", o.Cluster).Str("machine", o.Machine).Logger()
 	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
@@ -73,7 +75,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	if err := writeFileAtomic(filepath.Join(o.StateDir, portFile), []byte(strconv.Itoa(port)+"\n")); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	o.Log.Info().Str("cluster", o.Cluster).Str("machine", o.Machine).Int("port", port).
+	o.Log.Info().Int("port", port).
 		Dur("startupDelay", o.StartupDelay).Msg("node up")
 
 	heartbeats(ctx, o, &ready)
