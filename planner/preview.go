@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -57,6 +58,13 @@ type ClusterChange struct {
 	// Machines names the observed machines replaced or deleted (empty when
 	// nothing was observed).
 	Machines []string `json:"machines,omitempty"`
+	// Refused says why the planner will not touch the cluster at head (a
+	// refused version change, a problem in its spec): nothing is replaced,
+	// created or deleted until it is fixed.
+	Refused string `json:"refused,omitempty"`
+	// Warnings are what a reviewer should know before merging, such as an
+	// OnDelete pool that holds the rollout.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // PoolChange is one pool's change.
@@ -64,8 +72,10 @@ type PoolChange struct {
 	Name         string `json:"name"`
 	FromReplicas int    `json:"fromReplicas"`
 	ToReplicas   int    `json:"toReplicas"`
-	Replaced     int    `json:"machinesReplaced"`
-	OnDelete     bool   `json:"onDelete,omitempty"` // replaced only when someone deletes them
+	// Replaced counts replacements: a machine of a chained upgrade is
+	// replaced once per minor version it passes through.
+	Replaced int  `json:"machinesReplaced"`
+	OnDelete bool `json:"onDelete,omitempty"` // replaced only when someone deletes them
 }
 
 // HasChanges reports whether merging would change any cluster.
@@ -177,9 +187,20 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		chain, verr := upgradeChain(cpVer, h.Version, h.KubernetesVersions)
 		if verr != nil {
 			errs = append(errs, Problem{Source: h.VersionSource, Field: h.VersionField, Message: "cluster " + name + ": " + verr.message}.Error())
+			cc.Refused = "the version change is refused (see the errors)"
 		} else if len(chain) > 1 {
 			cc.Chain = chain[:len(chain)-1]
 		}
+	}
+	if len(h.Problems) > 0 {
+		cc.Refused = "the cluster has problems (see the errors)"
+	}
+	if cc.Refused != "" {
+		// The planner gives a blocked cluster no step at all: list none.
+		if b != nil && cc.FromVersion == cc.ToVersion && b.Paused == h.Paused && samePools(b, h) {
+			return nil, errs
+		}
+		return cc, errs
 	}
 	byPool := map[string][]ObservedMachine{}
 	for _, m := range live {
@@ -195,7 +216,7 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		for _, m := range byPool[p.Name] {
 			if m.TemplateHash != p.TemplateHash {
 				if kept < p.Replicas {
-					pc.Replaced++
+					pc.Replaced += replacements(m.Version, p.Version, h.KubernetesVersions)
 					if m.Name != "" {
 						cc.Machines = append(cc.Machines, m.Name)
 					}
@@ -208,6 +229,9 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		cc.Replaced += pc.Replaced
 		if pc.FromReplicas != pc.ToReplicas || pc.Replaced > 0 {
 			cc.Pools = append(cc.Pools, pc)
+		}
+		if pc.OnDelete && pc.Replaced > 0 {
+			cc.Warnings = append(cc.Warnings, onDeleteWarning(pc.Name, cc, hd.Class(h.Class) != nil && len(hd.Class(h.Class).Waves) > 1))
 		}
 	}
 	for _, dep := range sortedKeys(byPool) {
@@ -222,4 +246,44 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 	}
 	sort.Strings(cc.Machines)
 	return cc, errs
+}
+
+// replacements is how many times a machine at version from is replaced to
+// reach version to: once per minor version it passes through, and once when
+// only its template (or patch version) changes.
+func replacements(from, to string, listed []string) int {
+	chain, err := upgradeChain(from, to, listed)
+	if err != nil || len(chain) == 0 {
+		return 1
+	}
+	return len(chain)
+}
+
+// samePools says whether base and head want the same replicas of the same
+// pools: a refused cluster whose pools are unchanged too is not a change.
+func samePools(b, h *DesiredCluster) bool {
+	if len(b.Deployments) != len(h.Deployments) || b.ControlPlane.Replicas != h.ControlPlane.Replicas ||
+		b.ControlPlane.TemplateHash != h.ControlPlane.TemplateHash {
+		return false
+	}
+	for i := range b.Deployments {
+		bp, hp := &b.Deployments[i], &h.Deployments[i]
+		if bp.Name != hp.Name || bp.Replicas != hp.Replicas || bp.TemplateHash != hp.TemplateHash {
+			return false
+		}
+	}
+	return true
+}
+
+// onDeleteWarning tells the reviewer that an OnDelete pool's machines are
+// replaced only when someone deletes them, and what waits for them.
+func onDeleteWarning(pool string, cc *ClusterChange, waves bool) string {
+	held := "the cluster's rollout"
+	if len(cc.Chain) > 0 {
+		held = "the chained upgrade (the control plane takes its next minor only when every worker caught up)"
+	}
+	if waves {
+		held += " and every later wave"
+	}
+	return fmt.Sprintf("pool %s is OnDelete: its machines are replaced only when someone deletes them; until then it holds %s", pool, held)
 }

@@ -116,3 +116,89 @@ func TestMarkdownStaysUnderLimit(t *testing.T) {
 		t.Error("markdown lacks the error count or the first table row")
 	}
 }
+
+// The preview counts what the planner will do: a chained upgrade replaces
+// every machine once per minor, which the simulator confirms by counting
+// the creates it applies.
+func TestPreviewCountsChainedReplacements(t *testing.T) {
+	base := testFleet(testClass("v1.29.4", "v1.30.2"), testCluster("c1", 3, 2))
+	head := testFleet(testClass("v1.31.0", "v1.30.2"), testCluster("c1", 3, 2))
+	s := newSim(t, base)
+	s.quiet = true
+	s.run(100)
+	r := Preview(base, head, nil, s.observed())
+	if len(r.Errors) > 0 || len(r.Clusters) != 1 {
+		t.Fatalf("report = %+v", r)
+	}
+	c := r.Clusters[0]
+	if c.Replaced != 10 || len(c.Chain) != 1 || c.Chain[0] != "v1.30.2" {
+		t.Errorf("change = %+v, want 5 machines replaced twice (via v1.30.2)", c)
+	}
+	before := s.names
+	s.setFleet(head)
+	s.run(400)
+	if created := s.names - before; created != c.Replaced {
+		t.Errorf("the planner created %d machines; the preview said %d replacements", created, c.Replaced)
+	}
+}
+
+// A refused version change lists no replacement: the planner touches
+// nothing in that cluster.
+func TestPreviewRefusedListsNothing(t *testing.T) {
+	base := testFleet(testClass("v1.29.4"), testCluster("c1", 1, 2))
+	head := testFleet(testClass("v1.31.0"), testCluster("c1", 1, 3))
+	r := Preview(base, head, nil, nil)
+	if len(r.Clusters) != 1 {
+		t.Fatalf("report = %+v", r)
+	}
+	c := r.Clusters[0]
+	if c.Replaced+c.Created+c.Deleted != 0 || len(c.Pools) != 0 || len(c.Machines) != 0 || c.Refused == "" {
+		t.Errorf("change = %+v, want refused with nothing replaced, created or deleted", c)
+	}
+	if r.Totals.Replaced+r.Totals.Created+r.Totals.Deleted != 0 {
+		t.Errorf("totals = %+v, want no machine touched", r.Totals)
+	}
+	var text bytes.Buffer
+	if err := RenderText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "refused: the version change is refused") {
+		t.Errorf("text does not say the change is refused:\n%s", text.String())
+	}
+}
+
+// An OnDelete pool in a version change holds the chain and every later
+// wave until someone deletes its machines: the preview says so.
+func TestPreviewWarnsOnDeleteHoldsChain(t *testing.T) {
+	base := wavesFleet("v1.29.4")
+	head := wavesFleet("v1.31.0")
+	for _, f := range []*v1alpha1.Fleet{base, head} {
+		f.Classes[0].Spec.KubernetesVersions = []string{"v1.30.2"}
+		onDelete(clusterOf(f, "canary-a"))
+	}
+	r := Preview(base, head, nil, nil)
+	var canary *ClusterChange
+	for i := range r.Clusters {
+		if r.Clusters[i].Name == "canary-a" {
+			canary = &r.Clusters[i]
+		} else if len(r.Clusters[i].Warnings) > 0 {
+			t.Errorf("%s warns %q; its pools are RollingUpdate", r.Clusters[i].Name, r.Clusters[i].Warnings)
+		}
+	}
+	if canary == nil || len(canary.Warnings) != 1 {
+		t.Fatalf("canary-a = %+v, want one warning", canary)
+	}
+	w := canary.Warnings[0]
+	for _, want := range []string{"pool md is OnDelete", "chained upgrade", "every later wave"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warning %q lacks %q", w, want)
+		}
+	}
+	var md bytes.Buffer
+	if err := RenderMarkdown(&md, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "**1 warning**:\n\n- `canary-a`: pool md is OnDelete") {
+		t.Errorf("markdown does not list the warning at the top:\n%s", md.String())
+	}
+}

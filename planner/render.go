@@ -128,6 +128,12 @@ func clusterLines(c *ClusterChange) []string {
 	if c.Paused {
 		lines = append(lines, "paused: nothing happens until spec.paused is false")
 	}
+	if c.Refused != "" {
+		lines = append(lines, "refused: "+c.Refused+"; no machine is created, replaced or deleted until it is fixed")
+	}
+	for _, w := range c.Warnings {
+		lines = append(lines, "warning: "+w)
+	}
 	if c.Change == ChangeRemoved {
 		lines = append(lines, fmt.Sprintf("deletes %d machines: workers first, then the control plane", c.Deleted))
 	}
@@ -172,6 +178,18 @@ func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
 		}
 		b.WriteString("\n")
 	}
+	if ws := warnings(r); len(ws) > 0 {
+		fmt.Fprintf(&b, "**%s**:\n\n", plural(len(ws), "warning"))
+		for i, w := range ws {
+			line := "- " + w + "\n"
+			if b.Len()+len(line) > limit/3 {
+				cutErrors += len(ws) - i
+				break
+			}
+			b.WriteString(line)
+		}
+		b.WriteString("\n")
+	}
 	if !r.HasChanges() {
 		fmt.Fprintf(&b, "No changes: %d clusters unchanged.\n", r.Unchanged)
 	} else {
@@ -206,7 +224,7 @@ func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
 		b.WriteString("</details>\n\n")
 	}
 	if cutErrors+cutRows+cutDetails > 0 {
-		fmt.Fprintf(&b, "> **Cut to stay under %d characters:** %d errors, %d table rows and %d cluster details not shown. Run `gitfleet plan --format json` for everything.\n\n",
+		fmt.Fprintf(&b, "> **Cut to stay under %d characters:** %d errors or warnings, %d table rows and %d cluster details not shown. Run `gitfleet plan --format json` for everything.\n\n",
 			limit, cutErrors, cutRows, cutDetails)
 	}
 	b.WriteString("_" + assumption(r) + "_\n")
@@ -219,4 +237,15 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// warnings are every cluster's warnings, each prefixed with its cluster.
+func warnings(r *PreviewReport) []string {
+	var ws []string
+	for i := range r.Clusters {
+		for _, w := range r.Clusters[i].Warnings {
+			ws = append(ws, "`"+r.Clusters[i].Name+"`: "+w)
+		}
+	}
+	return ws
 }
