@@ -76,7 +76,7 @@ func updateBackoff(prev []PoolBackoff, dc *DesiredCluster, cluster string, ms []
 	// Count in name order, so the record does not depend on input order.
 	failed := make([]*ObservedMachine, 0)
 	for i := range ms {
-		if ms[i].Phase == wire.PhaseFailed {
+		if ms[i].Phase == wire.PhaseFailed && ms[i].Reason == "" {
 			failed = append(failed, &ms[i])
 		}
 	}

@@ -30,6 +30,12 @@ type ObservedMachine struct {
 	Labels  map[string]string `json:"labels,omitempty"`
 	// Message is what the provider said last, e.g. why the machine Failed.
 	Message string `json:"message,omitempty"`
+	// Reason is set when the machine is Failed for another cause than its
+	// create task: the provider's inventory no longer has it
+	// (MachineMissing) or reports it dead. Such a machine is replaced like
+	// any Failed one, but it is not a create failure: its pool does not
+	// back off.
+	Reason string `json:"reason,omitempty"`
 }
 
 // InFlight reports whether a task for the machine is still in progress.

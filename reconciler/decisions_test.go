@@ -152,7 +152,7 @@ func TestNewLeaderContinuesRollout(t *testing.T) {
 }
 
 // runLeader runs a reconciler on the repository until the returned stop.
-func runLeader(t *testing.T, js jetstream.JetStream, dir string) (func(), *Metrics) {
+func runLeader(t *testing.T, js jetstream.JetStream, dir string, with ...func(*Options)) (func(), *Metrics) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	log := zerolog.Nop()
@@ -165,7 +165,11 @@ func runLeader(t *testing.T, js jetstream.JetStream, dir string) (func(), *Metri
 		t.Fatal(err)
 	}
 	m := NewMetrics(nil)
-	r, err := New(Options{Revisions: src.Revisions(), JS: js, Log: log, Metrics: m, RetryInterval: 200 * time.Millisecond})
+	o := Options{Revisions: src.Revisions(), JS: js, Log: log, Metrics: m, RetryInterval: 200 * time.Millisecond}
+	for _, f := range with {
+		f(&o)
+	}
+	r, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

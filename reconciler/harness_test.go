@@ -94,7 +94,8 @@ func newLoop(t *testing.T, provider string, cp, workers int) *loop {
 		t.Fatal(err)
 	}
 	l.health = NewLoopHealth()
-	l.opts = Options{JS: l.js, Log: testLog(t), Tick: 50 * time.Millisecond, Health: l.health}
+	// The test answers no inventory request: a short wait for one.
+	l.opts = Options{JS: l.js, Log: testLog(t), Tick: 50 * time.Millisecond, Health: l.health, InventoryWait: 100 * time.Millisecond}
 	// The test is the worker: one pull consumer on every task.
 	l.tasks, err = l.js.CreateOrUpdateConsumer(t.Context(), wire.StreamTasks, jetstream.ConsumerConfig{
 		Durable: "test-worker", FilterSubject: wire.SubjectTasks + ".>", AckPolicy: jetstream.AckExplicitPolicy,

@@ -1,6 +1,525 @@
 package reconciler
 
-import "github.com/gitfleet/gitfleet/reconciler/status"
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
-// orphanList is fleet.yaml's list of orphans.
-func (r *Reconciler) orphanList() []status.Orphan { return nil }
+	"github.com/nats-io/nats.go"
+
+	"github.com/gitfleet/gitfleet/planner"
+	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// What the daemon does with an orphan (Options.Orphans).
+const (
+	OrphansDelete = "delete"
+	OrphansReport = "report"
+)
+
+// orphanTaskPrefix starts the ID of an orphan's delete task.
+const orphanTaskPrefix = "orphan."
+
+// Defaults of the inventory options.
+const (
+	DefaultOrphanGrace    = 5 * time.Minute
+	DefaultInventoryWait  = 5 * time.Second
+	DefaultRebuildTimeout = 10 * time.Minute
+)
+
+// inventory is what the leader knows from the providers' inventories.
+//
+// An inventory is a snapshot taken at some moment, and it reaches the
+// leader some time later: a machine created or deleted in between makes
+// it look wrong. So no inventory alone condemns anything. A difference
+// (a Running machine absent, a machine no record wants) makes the machine a
+// suspect and the leader asks every worker for a fresh inventory; only a
+// report that answers a request made after the suspicion confirms it.
+type inventory struct {
+	epoch string // this leader's prefix of request IDs
+	seq   int    // the newest request published
+	// want: a request is due (suspects wait for it); last is when the
+	// newest was published.
+	want bool
+	last time.Time
+
+	parts     map[string]*partial // report ID → parts received
+	providers map[string]*heard   // provider → workers heard from
+	suspects  map[string]int      // record key → request that must confirm it
+	orphans   map[string]*orphan  // record key →
+
+	// rebuild is set while a leader that found the machines bucket empty
+	// adopts what the providers have instead of planning.
+	rebuild *rebuild
+}
+
+// partial is a report whose parts are arriving.
+type partial struct {
+	first time.Time
+	parts []*wire.Inventory
+	got   int
+}
+
+// heard is what one provider's workers reported.
+type heard struct {
+	hostBound bool
+	// answered is the newest request each worker answered (0: it
+	// reported on its own only).
+	answered map[string]int
+}
+
+// orphan is a machine a provider has and no record wants.
+type orphan struct {
+	inst      wire.Instance
+	provider  string
+	worker    string
+	hostBound bool
+	after     int       // the request whose answer confirms it
+	confirmed time.Time // zero until confirmed
+	// attempt and deleted: the orphan delete last published, and when.
+	attempt int
+	deleted time.Time
+}
+
+// rebuild is the state of an empty store's first leader.
+type rebuild struct {
+	seq   int // the request every provider must answer
+	start time.Time
+	// listed are the machines the status branch has, by record key: the
+	// providers (and, for host-bound ones, workers) that must answer.
+	listed map[string]status.MachineStatus
+	// waiting says what the rebuild still waits for, as last reported.
+	waiting string
+}
+
+// report is a complete inventory.
+type report struct {
+	provider, worker string
+	hostBound        bool
+	seq              int // the request it answers, 0 when none of ours
+	instances        map[string]wire.Instance
+}
+
+func newInventory() inventory {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return inventory{epoch: hex.EncodeToString(b), parts: map[string]*partial{},
+		providers: map[string]*heard{}, suspects: map[string]int{}, orphans: map[string]*orphan{}}
+}
+
+// next is the sequence number of the next request: suspects made now are
+// confirmed by its answers.
+func (iv *inventory) next() int {
+	iv.want = true
+	return iv.seq + 1
+}
+
+// requestSeq returns the sequence number of one of our request IDs, 0 for
+// another leader's or none.
+func (iv *inventory) requestSeq(id string) int {
+	rest, ok := strings.CutPrefix(id, iv.epoch+"-")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// requestInventory publishes the request that is due, at most one a
+// second. It is plain NATS: a request no worker hears is made again by the
+// next suspicion or the rebuild.
+func (r *Reconciler) requestInventory() {
+	iv := &r.inv
+	now := r.o.Now()
+	if !iv.want || now.Sub(iv.last) < time.Second {
+		return
+	}
+	req := wire.InventoryRequest{ID: fmt.Sprintf("%s-%d", iv.epoch, iv.seq+1), Time: now.UTC()}
+	data, err := wire.Encode(&req)
+	if err == nil {
+		err = r.o.JS.Conn().Publish(wire.SubjectInventoryRequest, data)
+	}
+	if err != nil {
+		r.log.Warn().Err(err).Msg("cannot ask the workers for their inventories; will try again")
+		return
+	}
+	iv.seq++
+	iv.want, iv.last = false, now
+}
+
+// handleInventory assembles one part of a worker's inventory and, once
+// the report is complete, compares it with the records.
+func (r *Reconciler) handleInventory(ctx context.Context, msg *nats.Msg) {
+	inv, err := wire.DecodeInventory(msg.Data)
+	if err != nil {
+		r.log.Warn().Err(err).Str("subject", msg.Subject).Msg("ignoring malformed inventory")
+		r.metrics.Malformed.WithLabelValues("inventory").Inc()
+		return
+	}
+	if msg.Subject != wire.InventorySubject(inv.Provider, inv.Worker) {
+		r.refuse("inventory", refusedSubject, "", "", fmt.Sprintf("report of %s/%s published on %s", inv.Provider, inv.Worker, msg.Subject))
+		return
+	}
+	iv := &r.inv
+	now := r.o.Now()
+	for id, p := range iv.parts {
+		if now.Sub(p.first) > time.Minute {
+			delete(iv.parts, id) // a report whose last parts never came
+		}
+	}
+	p := iv.parts[inv.Report]
+	if p == nil {
+		p = &partial{first: now, parts: make([]*wire.Inventory, inv.Parts)}
+		iv.parts[inv.Report] = p
+	}
+	if len(p.parts) != inv.Parts || p.parts[inv.Part] != nil {
+		r.log.Warn().Str("report", inv.Report).Msg("ignoring an inventory part that does not fit its report")
+		r.metrics.Malformed.WithLabelValues("inventory").Inc()
+		return
+	}
+	p.parts[inv.Part] = &inv
+	p.got++
+	if p.got < inv.Parts {
+		return
+	}
+	delete(iv.parts, inv.Report)
+	rep := &report{provider: inv.Provider, worker: inv.Worker, hostBound: inv.HostBound,
+		seq: iv.requestSeq(inv.Request), instances: map[string]wire.Instance{}}
+	for _, part := range p.parts {
+		for _, in := range part.Instances {
+			rep.instances[recordKey(in.Cluster, in.Machine)] = in
+		}
+	}
+	r.metrics.Inventories.WithLabelValues(rep.provider).Inc()
+	r.useInventory(ctx, rep)
+}
+
+// useInventory compares a complete report with the records it covers:
+// every record of the provider, or, for a provider whose machines live on
+// one host, the records of the reporting worker.
+func (r *Reconciler) useInventory(ctx context.Context, rep *report) {
+	iv := &r.inv
+	h := iv.providers[rep.provider]
+	if h == nil {
+		h = &heard{answered: map[string]int{}}
+		iv.providers[rep.provider] = h
+	}
+	h.hostBound = rep.hostBound
+	if prev, ok := h.answered[rep.worker]; !ok || rep.seq > prev {
+		h.answered[rep.worker] = rep.seq
+	}
+	covers := func(provider, worker string) bool {
+		return provider == rep.provider && (!rep.hostBound || worker == rep.worker)
+	}
+	for _, ms := range r.machines {
+		for _, m := range ms {
+			rec := m.rec
+			if !covers(rec.Provider, rec.Worker) {
+				continue
+			}
+			key := rec.key()
+			in, ok := rep.instances[key]
+			if rec.Phase != wire.PhaseRunning || (ok && in.Reason == "") {
+				delete(iv.suspects, key)
+				continue
+			}
+			after, suspected := iv.suspects[key]
+			switch {
+			case !suspected:
+				iv.suspects[key] = iv.next()
+			case rep.seq >= after:
+				delete(iv.suspects, key)
+				r.markMissing(ctx, m, rep, in, ok)
+			}
+		}
+	}
+	orphansChanged := false
+	for key, o := range iv.orphans {
+		if _, still := rep.instances[key]; !still && covers(o.provider, o.worker) {
+			delete(iv.orphans, key)
+			orphansChanged = true
+		}
+	}
+	for key, in := range rep.instances {
+		if r.lookup(in.Cluster, in.Machine) != nil {
+			if iv.orphans[key] != nil {
+				delete(iv.orphans, key)
+				orphansChanged = true
+			}
+			continue
+		}
+		if iv.rebuild != nil {
+			r.adopt(ctx, rep, in)
+			continue
+		}
+		o := iv.orphans[key]
+		switch {
+		case o == nil:
+			iv.orphans[key] = &orphan{inst: in, provider: rep.provider, worker: rep.worker, hostBound: rep.hostBound, after: iv.next()}
+		case o.confirmed.IsZero() && rep.seq >= o.after:
+			o.confirmed = r.o.Now()
+			orphansChanged = true
+			r.log.Warn().Str(logCluster, in.Cluster).Str(logMachine, in.Machine).Str("provider", rep.provider).
+				Str("worker", rep.worker).Str("action", r.o.Orphans).Msg("orphan machine: the provider has it and no record wants it")
+		}
+	}
+	if orphansChanged {
+		r.countOrphans()
+		r.writeFleet()
+	}
+	r.requestInventory()
+}
+
+// markMissing records a Running machine that its provider no longer has
+// (or reports dead) as Failed: the planner replaces it as a MachineSet
+// replaces a machine that is gone. A late Running event does not bring it
+// back (applyEvent).
+func (r *Reconciler) markMissing(ctx context.Context, m *machine, rep *report, in wire.Instance, listed bool) {
+	next := m.rec.clone()
+	next.Phase = wire.PhaseFailed
+	next.Reason = ReasonMachineMissing
+	next.Message = fmt.Sprintf("provider %s no longer has the machine (inventory of worker %s)", rep.provider, rep.worker)
+	if listed {
+		next.Reason, next.Message = in.Reason, in.Message
+		if next.Message == "" {
+			next.Message = fmt.Sprintf("provider %s reports the machine %s", rep.provider, in.Reason)
+		}
+	}
+	if r.commit(ctx, m, next) == nil {
+		return // tried again with the next inventory
+	}
+	r.metrics.Missing.WithLabelValues(rep.provider, next.Reason).Inc()
+	r.log.Warn().Str(logCluster, next.Cluster).Str(logMachine, next.Name).Str("reason", next.Reason).
+		Str("detail", next.Message).Msg("machine is gone; it will be replaced")
+}
+
+// adopt makes a record for a machine a provider has while the leader
+// rebuilds an empty store: the machine keeps its name, its creation time
+// and source commit as the status branch has them, and counts as Running
+// (or Failed, when the provider says it is dead) from now.
+func (r *Reconciler) adopt(ctx context.Context, rep *report, in wire.Instance) {
+	now := r.o.Now()
+	rec := &Record{Name: in.Machine, Cluster: in.Cluster, Deployment: in.Deployment, Role: in.Role,
+		Provider: rep.provider, Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels,
+		ProviderID: in.ProviderID, Addresses: in.Addresses, Worker: rep.worker, Phase: wire.PhaseRunning,
+		Created: now, TaskID: taskID(wire.OpCreate, in.Cluster, in.Machine), Attempt: 1, Published: now,
+		Message: "record rebuilt from the provider's inventory"}
+	if rec.Role == "" {
+		rec.Role = wire.RoleWorker
+		if in.Deployment == "" {
+			rec.Role = wire.RoleControlPlane
+		}
+	}
+	if ms, ok := r.inv.rebuild.listed[rec.key()]; ok {
+		rec.Created = ms.Created
+		rec.SourceCommit = ms.SourceCommit
+	}
+	if in.Reason != "" {
+		rec.Phase, rec.Reason, rec.Message = wire.PhaseFailed, in.Reason, in.Message
+	}
+	m := r.commit(ctx, nil, rec)
+	if m == nil {
+		return // adopted from the next report
+	}
+	m.lastHeartbeat, m.healthy = now, true
+	r.log.Info().Str(logCluster, rec.Cluster).Str(logMachine, rec.Name).Str("provider", rep.provider).
+		Str("worker", rep.worker).Msg("record rebuilt from the provider's inventory")
+}
+
+// startRebuild is called when the machines bucket is empty at start: until
+// the providers answered, the leader adopts what they have and plans
+// nothing, so a lost store does not create the fleet a second time.
+func (r *Reconciler) startRebuild() {
+	rb := &rebuild{start: r.o.Now(), listed: map[string]status.MachineStatus{}}
+	if r.o.Status != nil {
+		snap, err := r.o.Status.Committed()
+		if err != nil {
+			r.log.Warn().Err(err).Msg("rebuild: cannot read the status branch; rebuilding from the inventories alone")
+		}
+		if snap != nil {
+			for _, c := range snap.Clusters {
+				for _, m := range c.Machines {
+					rb.listed[recordKey(c.Name, m.Name)] = m
+				}
+			}
+		}
+	}
+	rb.seq = r.inv.next()
+	r.inv.rebuild = rb
+	r.requestInventory()
+	r.log.Info().Int("listed", len(rb.listed)).Msg("the machines bucket is empty: rebuilding records from the providers' inventories before planning")
+}
+
+// rebuilding reports whether planning waits for the rebuild, ending it
+// when the providers answered: every provider whose machines the status
+// branch lists (and for a host-bound provider, every worker it names), and
+// every provider the fleet uses, or InventoryWait passed for those the
+// status branch does not list. After RebuildTimeout the leader plans
+// anyway, and says so.
+func (r *Reconciler) rebuilding() bool {
+	rb := r.inv.rebuild
+	if rb == nil {
+		return false
+	}
+	now := r.o.Now()
+	answered := func(provider, worker string) bool {
+		h := r.inv.providers[provider]
+		if h == nil {
+			return false
+		}
+		if h.hostBound && worker != "" {
+			return h.answered[worker] >= rb.seq
+		}
+		for _, seq := range h.answered {
+			if seq >= rb.seq {
+				return true
+			}
+		}
+		return false
+	}
+	var waiting []string
+	for _, m := range rb.listed {
+		if !answered(m.Provider, m.Worker) {
+			w := "provider " + m.Provider
+			if h := r.inv.providers[m.Provider]; h != nil && h.hostBound && m.Worker != "" {
+				w += " worker " + m.Worker
+			}
+			waiting = append(waiting, w)
+		}
+	}
+	if r.desired != nil && now.Sub(rb.start) < r.o.InventoryWait {
+		for _, dc := range r.desired.Clusters {
+			for _, p := range append([]planner.Pool{dc.ControlPlane}, dc.Deployments...) {
+				if p.Replicas > 0 && !answered(p.Provider, "") {
+					waiting = append(waiting, "provider "+p.Provider)
+				}
+			}
+		}
+	} else if r.desired == nil {
+		waiting = append(waiting, "the fleet's first revision")
+	}
+	slices.Sort(waiting)
+	waiting = slices.Compact(waiting)
+	msg := strings.Join(waiting, ", ")
+	if len(waiting) > 0 && now.Sub(rb.start) < r.o.RebuildTimeout {
+		if msg != rb.waiting {
+			rb.waiting = msg
+			r.log.Info().Str("waiting", msg).Msg("rebuild: waiting for inventories before planning")
+			r.writeFleet()
+		}
+		r.inv.want = r.inv.want || now.Sub(r.inv.last) > 5*time.Second
+		r.requestInventory()
+		return true
+	}
+	if len(waiting) > 0 {
+		r.log.Warn().Str("waiting", msg).Dur("after", r.o.RebuildTimeout).
+			Msg("rebuild: planning without these inventories; machines they hold may be created again, and deleted as orphans once reported")
+	}
+	r.inv.rebuild = nil
+	n := 0
+	for _, ms := range r.machines {
+		n += len(ms)
+	}
+	r.log.Info().Int("machines", n).Msg("rebuild done: records rebuilt from the inventories")
+	for name := range r.machines {
+		r.dirty[name] = true
+	}
+	r.writeFleet()
+	return false
+}
+
+// checkOrphans deletes the orphans whose grace period is over, when the
+// daemon deletes orphans: an orphan task (wire.Task.Orphan), which a worker
+// carries out only while no record wants the machine. An orphan still
+// reported a task timeout after its delete was published is deleted again,
+// as the next attempt.
+func (r *Reconciler) checkOrphans(ctx context.Context) {
+	if r.o.Orphans != OrphansDelete || r.inv.rebuild != nil {
+		return
+	}
+	now := r.o.Now()
+	for _, key := range slices.Sorted(maps.Keys(r.inv.orphans)) {
+		o := r.inv.orphans[key]
+		if o.confirmed.IsZero() || now.Sub(o.confirmed) < r.o.OrphanGrace ||
+			(!o.deleted.IsZero() && now.Sub(o.deleted) < r.o.TaskTimeout) {
+			continue
+		}
+		if r.o.Fence != nil && r.o.Fence() != nil {
+			return
+		}
+		in := o.inst
+		t := &wire.Task{ID: orphanTaskPrefix + in.Cluster + "." + in.Machine, Attempt: o.attempt + 1, Operation: wire.OpDelete,
+			Orphan: true, Machine: wire.Machine{Name: in.Machine, Cluster: in.Cluster, Role: in.Role,
+				Deployment: in.Deployment, Version: in.Version, Provider: o.provider, TemplateHash: in.TemplateHash, Labels: in.Labels}}
+		if o.hostBound {
+			t.Worker = o.worker
+		}
+		if err := r.publishOne(ctx, t); err != nil {
+			r.log.Error().Err(err).Str("task", t.ID).Msg("cannot publish an orphan's delete; will try again")
+			continue
+		}
+		o.attempt, o.deleted = t.Attempt, now
+		r.metrics.TasksPublished.WithLabelValues(string(wire.OpDelete)).Inc()
+		r.log.Warn().Str(logCluster, in.Cluster).Str(logMachine, in.Machine).Str("provider", o.provider).
+			Int("attempt", t.Attempt).Msg("deleting orphan machine")
+	}
+}
+
+// publishOne publishes t and waits for NATS to store it.
+func (r *Reconciler) publishOne(ctx context.Context, t *wire.Task) error {
+	f, err := r.pub.Publish(ctx, t)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-f.Ok():
+		return nil
+	case err := <-f.Err():
+		return err
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("publish %s: no acknowledgement from NATS", t.ID)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Reconciler) countOrphans() {
+	counts := map[string]int{}
+	for p := range r.inv.providers {
+		counts[p] = 0
+	}
+	for _, o := range r.inv.orphans {
+		if !o.confirmed.IsZero() {
+			counts[o.provider]++
+		}
+	}
+	for p, n := range counts {
+		r.metrics.Orphans.WithLabelValues(p).Set(float64(n))
+	}
+}
+
+// orphanList is fleet.yaml's list of confirmed orphans, sorted.
+func (r *Reconciler) orphanList() []status.Orphan {
+	var out []status.Orphan
+	for _, o := range r.inv.orphans {
+		if o.confirmed.IsZero() {
+			continue
+		}
+		out = append(out, status.Orphan{Cluster: o.inst.Cluster, Machine: o.inst.Machine, Provider: o.provider,
+			Worker: o.worker, ProviderID: o.inst.ProviderID, Since: o.confirmed.UTC().Truncate(time.Second), Action: r.o.Orphans})
+	}
+	slices.SortFunc(out, func(a, b status.Orphan) int {
+		return strings.Compare(a.Cluster+"/"+a.Machine, b.Cluster+"/"+b.Machine)
+	})
+	return out
+}

@@ -20,6 +20,9 @@ type Metrics struct {
 	Malformed         *prometheus.CounterVec // by kind: event, heartbeat
 	Refused           *prometheus.CounterVec // by kind and reason
 	CreateFailures    *prometheus.CounterVec // by class, provider
+	Missing           *prometheus.CounterVec // by provider and reason
+	Orphans           *prometheus.GaugeVec   // by provider
+	Inventories       *prometheus.CounterVec // by provider
 }
 
 // NewMetrics registers the series on reg (nil: a fresh registry).
@@ -65,8 +68,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		CreateFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gitfleet_machine_create_failures_total", Help: "Machines whose create failed, by the cluster's class and the provider.",
 		}, []string{"class", "provider"}),
+		Missing: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitfleet_machines_missing_total", Help: "Running machines that their provider's inventory no longer had, or reported dead (by reason); each is marked Failed and replaced.",
+		}, []string{"provider", "reason"}),
+		Orphans: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gitfleet_orphan_machines", Help: "Machines a provider has and no record wants, as its last inventory said.",
+		}, []string{"provider"}),
+		Inventories: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitfleet_inventories_total", Help: "Complete inventory reports received from workers.",
+		}, []string{"provider"}),
 	}
 	reg.MustRegister(m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
-		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.Leader, m.Malformed, m.CreateFailures)
+		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.Leader, m.Malformed, m.CreateFailures,
+		m.Missing, m.Orphans, m.Inventories)
 	return m
 }

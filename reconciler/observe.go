@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,8 +44,9 @@ func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 	switch {
 	case cur == nil:
 		// A machine this daemon no longer tracks (deleted, and this is a
-		// repeat of its Deleted event), or one it never had.
-		if ev.Phase != wire.PhaseDeleted {
+		// repeat of its Deleted event), one it never had, or an orphan
+		// being deleted.
+		if ev.Phase != wire.PhaseDeleted && !strings.HasPrefix(ev.TaskID, orphanTaskPrefix) {
 			r.refuse("event", refusedNoRecord, ev.Cluster, ev.Machine, string(ev.Phase))
 		}
 		_ = m.Ack()
@@ -254,6 +256,13 @@ func (r *Reconciler) judge(ctx context.Context, m *machine, now time.Time, msg s
 		want.Since = now.UTC().Truncate(time.Second)
 	}
 	next.Health = &want
+	if want.Reason == ReasonHeartbeatMissing {
+		// A silent machine may be gone: ask its provider now rather than
+		// wait for the next periodic inventory.
+		if _, ok := r.inv.suspects[rec.key()]; !ok {
+			r.inv.suspects[rec.key()] = r.inv.next()
+		}
+	}
 	if r.commit(ctx, m, next) != nil {
 		ev := r.log.Warn()
 		if want.Healthy {

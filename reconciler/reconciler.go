@@ -64,6 +64,17 @@ type Options struct {
 	// doubles with each failure in a row, up to 5 minutes, with jitter
 	// (default planner.DefaultRetryInterval).
 	RetryInterval time.Duration
+	// Orphans is what happens to a machine a provider has and no record
+	// wants: OrphansDelete (default) deletes it OrphanGrace after it was
+	// confirmed (default 5m), OrphansReport only lists it in fleet.yaml.
+	Orphans     string
+	OrphanGrace time.Duration
+	// InventoryWait is how long the leader of an empty machines bucket
+	// waits for the inventories of the fleet's providers before its first
+	// plan (default 5s); machines the status branch lists are waited for
+	// up to RebuildTimeout (default 10m).
+	InventoryWait  time.Duration
+	RebuildTimeout time.Duration
 }
 
 // Reconciler is the loop. Run it while this replica is the leader.
@@ -102,6 +113,8 @@ type Reconciler struct {
 	wake map[string]time.Time
 	// classesChanged: a new revision may have removed classes.
 	classesChanged bool
+	// inv is what the providers' inventories said (inventory.go).
+	inv inventory
 }
 
 // New checks opts and returns a Reconciler.
@@ -132,6 +145,22 @@ func New(opts Options) (*Reconciler, error) {
 	}
 	if opts.RetryInterval <= 0 {
 		opts.RetryInterval = planner.DefaultRetryInterval
+	}
+	switch opts.Orphans {
+	case "":
+		opts.Orphans = OrphansDelete
+	case OrphansDelete, OrphansReport:
+	default:
+		return nil, fmt.Errorf("reconciler: orphans %q: use %s or %s", opts.Orphans, OrphansDelete, OrphansReport)
+	}
+	if opts.OrphanGrace <= 0 {
+		opts.OrphanGrace = DefaultOrphanGrace
+	}
+	if opts.InventoryWait <= 0 {
+		opts.InventoryWait = DefaultInventoryWait
+	}
+	if opts.RebuildTimeout <= 0 {
+		opts.RebuildTimeout = DefaultRebuildTimeout
 	}
 	return &Reconciler{o: opts, log: opts.Log, metrics: opts.Metrics, health: opts.Health,
 		pub: natsbus.NewPublisher(opts.JS)}, nil
@@ -168,8 +197,22 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.sums = map[string]planner.Summary{}
 	r.dirty = map[string]bool{}
 	r.gone = map[string]bool{}
+	r.inv = newInventory()
+	// Listen to inventories before anything is asked of the workers.
+	reports := make(chan *nats.Msg, 1024)
+	isub, err := r.o.JS.Conn().ChanSubscribe(wire.SubjectInventory+".>", reports)
+	if err != nil {
+		return fmt.Errorf("reconciler: inventories: %w", err)
+	}
+	defer func() { _ = isub.Unsubscribe() }()
 	if err := r.load(ctx); err != nil {
 		return err
+	}
+	if len(r.machines) == 0 {
+		r.startRebuild()
+	} else {
+		r.inv.next() // a fresh picture of every provider
+		r.requestInventory()
 	}
 	if err := r.loadDecisions(ctx); err != nil {
 		return err
@@ -222,8 +265,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.handleEvent(ctx, m)
 		case m := <-beats:
 			r.handleHeartbeat(ctx, m)
+		case m := <-reports:
+			r.handleInventory(ctx, m)
 		case <-tick.C:
 			r.checkTime(ctx)
+			r.checkOrphans(ctx)
+			r.requestInventory()
 			if r.o.Status != nil {
 				r.health.Report(ProblemStatus, r.o.Status.Err())
 			}
@@ -310,6 +357,7 @@ func (r *Reconciler) remove(cluster, name string) {
 		}
 	}
 	delete(r.unsent, recordKey(cluster, name))
+	delete(r.inv.suspects, recordKey(cluster, name))
 	r.dirty[cluster] = true
 }
 
@@ -360,7 +408,7 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 // come first: the class rollouts, then each cluster's record, are saved
 // before any step that depends on them is published.
 func (r *Reconciler) step(ctx context.Context) {
-	if r.desired == nil || len(r.dirty) == 0 {
+	if r.rebuilding() || r.desired == nil || len(r.dirty) == 0 {
 		return
 	}
 	start := r.o.Now()

@@ -173,7 +173,8 @@ func (m *machine) observed() planner.ObservedMachine {
 	r := m.rec
 	o := planner.ObservedMachine{Name: r.Name, Cluster: r.Cluster, Deployment: r.Deployment, Role: r.Role,
 		Provider: r.Provider, Version: r.Version, TemplateHash: r.TemplateHash, Phase: r.Phase,
-		Created: r.Created, LastHeartbeat: m.lastHeartbeat, Healthy: m.healthy, Labels: r.Labels, Message: r.Message}
+		Created: r.Created, LastHeartbeat: m.lastHeartbeat, Healthy: m.healthy, Labels: r.Labels, Message: r.Message,
+		Reason: r.Reason}
 	if r.Health != nil && !r.Health.Healthy {
 		o.Healthy = false // its heartbeats stopped: not ready, even unchecked
 	}

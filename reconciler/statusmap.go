@@ -76,7 +76,7 @@ func replicas(p planner.PoolStatus) status.Replicas {
 func machineStatus(m *Record) status.MachineStatus {
 	ms := status.MachineStatus{
 		Name: m.Name, Role: string(m.Role), Deployment: m.Deployment, Phase: string(m.Phase),
-		Version: m.Version, Provider: m.Provider, ProviderID: m.ProviderID, Addresses: m.Addresses,
+		Version: m.Version, Provider: m.Provider, ProviderID: m.ProviderID, Worker: m.Worker, Addresses: m.Addresses,
 		TemplateHash: m.TemplateHash, Reason: m.Reason, Message: m.Message,
 		SourceCommit: m.SourceCommit, Created: m.Created.UTC().Truncate(1e9),
 	}
@@ -124,6 +124,11 @@ func (r *Reconciler) writeFleet() {
 		}
 		c.Message = strings.Join(msgs, "; ")
 		f.Conditions = append(f.Conditions, c)
+	}
+	if rb := r.inv.rebuild; rb != nil && rb.waiting != "" {
+		f.Conditions = append(f.Conditions, status.Condition{Type: status.ConditionRecordsRebuilt, Status: status.ConditionFalse,
+			Reason: "WaitingForInventory", LastTransitionTime: rb.start.UTC().Truncate(1e9),
+			Message: "the machines store was empty: no plan until the inventory of " + rb.waiting + " is in"})
 	}
 	f.Orphans = r.orphanList()
 	r.o.Status.SetFleet(f, o)

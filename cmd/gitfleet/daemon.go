@@ -48,7 +48,10 @@ type daemonOptions struct {
 	workers []string
 	// inventoryInterval is how often in-process workers report inventory.
 	inventoryInterval time.Duration
-	log               logOptions
+	// orphans and orphanGrace: what happens to machines no record wants.
+	orphans     string
+	orphanGrace time.Duration
+	log         logOptions
 }
 
 func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
@@ -70,6 +73,15 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.StringVar(&o.auth.SSHKeyFile, "git-ssh-key", "", "SSH private key for ssh:// and git@ repositories")
 	fs.StringVar(&o.auth.KnownHostsFile, "git-known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	fs.DurationVar(&o.inventoryInterval, "inventory-interval", time.Minute, "in-process workers (up): how often they report their provider's machines")
+	o.orphans = reconciler.OrphansDelete
+	fs.Func("orphans", "what to do with a machine a provider has and no record wants: delete (after --orphan-grace) or report (default delete)", func(v string) error {
+		if v != reconciler.OrphansDelete && v != reconciler.OrphansReport {
+			return fmt.Errorf("%q: use %s or %s", v, reconciler.OrphansDelete, reconciler.OrphansReport)
+		}
+		o.orphans = v
+		return nil
+	})
+	fs.DurationVar(&o.orphanGrace, "orphan-grace", reconciler.DefaultOrphanGrace, "how long an orphan is reported before it is deleted")
 	o.nats.BindFlags(fs)
 }
 
@@ -207,7 +219,7 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisi
 	}()
 	r, err := reconciler.New(reconciler.Options{
 		Revisions: revs.follow(ctx), JS: bus.JS, Status: w, Log: log, Metrics: metrics,
-		Health: loop, Fence: fence,
+		Health: loop, Fence: fence, Orphans: o.orphans, OrphanGrace: o.orphanGrace,
 	})
 	if err != nil {
 		return err

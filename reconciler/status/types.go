@@ -50,6 +50,9 @@ const (
 	ConditionRolloutWaveHealthy  = "RolloutWaveHealthy"
 	ConditionRolloutHalted       = "RolloutHalted"
 	ConditionInfrastructureReady = "InfrastructureReady"
+	// ConditionRecordsRebuilt is False on fleet.yaml while a leader that
+	// found its machines store empty waits for the providers' inventories.
+	ConditionRecordsRebuilt = "RecordsRebuilt"
 )
 
 // ClusterStatus is clusters/<name>.yaml.
@@ -149,6 +152,10 @@ type MachineStatus struct {
 	Version    string `yaml:"version,omitempty" json:"version,omitempty"`
 	Provider   string `yaml:"provider,omitempty" json:"provider,omitempty"`
 	ProviderID string `yaml:"providerID,omitempty" json:"providerID,omitempty"`
+	// Worker is the worker that reported the machine last; for a provider
+	// whose machines live on one host (local), the host's worker, which a
+	// new leader of an empty store waits for before it plans.
+	Worker string `yaml:"worker,omitempty" json:"worker,omitempty"`
 	// Addresses are sorted.
 	Addresses    []string `yaml:"addresses,omitempty" json:"addresses,omitempty"`
 	TemplateHash string   `yaml:"templateHash,omitempty" json:"templateHash,omitempty"`
