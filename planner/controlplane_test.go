@@ -118,3 +118,39 @@ func countPhase(s *sim, p wire.Phase) int {
 	}
 	return n
 }
+
+// TestGoneMachinesAreReplaced: after a reboot every machine is gone (the
+// provider's inventory says so). No quorum rule and no maxUnhealthy
+// short-circuit holds them: a machine that is gone has nothing left to
+// protect, so the whole cluster is recreated, without a create backoff.
+func TestGoneMachinesAreReplaced(t *testing.T) {
+	zero := v1alpha1.IntOrPercent{Value: 0}
+	f := cpHealthCheck(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 2)))
+	f = withMHC(f, &zero)
+	s := newSim(t, f)
+	s.quiet = true
+	s.run(50)
+	before := map[string]bool{}
+	for name, m := range s.machines {
+		before[name] = true
+		m.Phase, m.Reason = wire.PhaseFailed, "NodeExited"
+	}
+	s.quiet = false
+	s.minRound = s.round + 20
+	s.run(100)
+	running := 0
+	for name, m := range s.machines {
+		if before[name] {
+			t.Errorf("gone machine %s is still there (%s)", name, m.Phase)
+		}
+		if m.Phase == wire.PhaseRunning {
+			running++
+		}
+	}
+	if running != 5 {
+		t.Errorf("%d machines Running after the reboot, want 5:\n%s", running, s.log.String())
+	}
+	if c := s.last.Clusters[0]; c.Phase != PhaseProvisioned || c.ControlPlane.Failures+c.Deployments[0].Failures > 0 {
+		t.Errorf("after the reboot: phase %s, control plane %+v, workers %+v", c.Phase, c.ControlPlane, c.Deployments[0])
+	}
+}

@@ -38,6 +38,14 @@ type ObservedMachine struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// Gone reports whether the machine's provider no longer runs it (Failed
+// with a Reason from the inventory, not from its create). Removing it
+// loses nothing: no quorum or maxUnhealthy short-circuit holds it back, as
+// a MachineSet deletes a machine whose infrastructure is gone.
+func (m *ObservedMachine) Gone() bool {
+	return m.Phase == wire.PhaseFailed && m.Reason != ""
+}
+
 // InFlight reports whether a task for the machine is still in progress.
 func (m *ObservedMachine) InFlight() bool {
 	switch m.Phase {

@@ -66,7 +66,7 @@ func (p *clusterPass) remediate() {
 		if s.unhealthy == "" {
 			continue
 		}
-		if s.hc >= 0 && stopped[s.hc] {
+		if s.hc >= 0 && stopped[s.hc] && !s.m.Gone() {
 			s.stopped = true
 			continue
 		}
@@ -106,8 +106,9 @@ func (p *clusterPass) planControlPlane(ver string) {
 				others++
 			}
 		}
-		// Before the control plane ever ran there is no etcd to lose.
-		if others >= quorum || neverRan(live) {
+		// Before the control plane ever ran there is no etcd to lose; a
+		// machine that is gone has no member left to lose.
+		if others >= quorum || neverRan(live) || s.m.Gone() {
 			p.del(s, "remediate control plane: "+s.unhealthy)
 			p.cond(CondRemediating, "replacing unhealthy control-plane machine %s", s.m.Name)
 			return
