@@ -22,6 +22,11 @@ func (a Auth) authMethod(loc location) (transport.AuthMethod, error) {
 		return &http.BasicAuth{Username: user, Password: a.Token}, nil
 	case loc.http && (a.Username != "" || a.Password != ""):
 		return &http.BasicAuth{Username: a.Username, Password: a.Password}, nil
+	case loc.http && loc.password != "":
+		return &http.BasicAuth{Username: loc.user, Password: loc.password}, nil
+	case loc.http && loc.user != "":
+		// https://<token>@host: the user name is the token.
+		return &http.BasicAuth{Username: "git", Password: loc.user}, nil
 	case loc.ssh:
 		return a.sshAuth(loc)
 	}

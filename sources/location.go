@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/secret"
 )
 
 // scpLike matches git@host:path (user optional, no scheme).
@@ -19,6 +21,10 @@ type location struct {
 	path   string // local only: absolute path
 	ssh    bool
 	http   bool
+	// user and password came in the URL's user information: taken out
+	// of url, so they are never printed, stored in the clone's config or
+	// hashed into its folder name; Auth uses them when it has none.
+	user, password string
 }
 
 func parseLocation(loc string) (location, error) {
@@ -26,13 +32,14 @@ func parseLocation(loc string) (location, error) {
 	case loc == "":
 		return location{}, fmt.Errorf("repository location is empty: give a path or a URL")
 	case strings.HasPrefix(loc, "http://"), strings.HasPrefix(loc, "https://"):
-		return location{remote: true, url: loc, http: true}, nil
+		url, user, password := secret.StripUserinfo(loc)
+		return location{remote: true, url: url, http: true, user: user, password: password}, nil
 	case strings.HasPrefix(loc, "ssh://"):
 		return location{remote: true, url: loc, ssh: true}, nil
 	case strings.HasPrefix(loc, "file://"):
 		return location{remote: true, url: loc}, nil
 	case strings.Contains(loc, "://"):
-		return location{}, fmt.Errorf("repository %q: unsupported scheme; use a path, file://, https://, ssh:// or git@host:path", loc)
+		return location{}, fmt.Errorf("repository %q: unsupported scheme; use a path, file://, https://, ssh:// or git@host:path", secret.RedactURL(loc))
 	case scpLike.MatchString(loc) && !filepath.IsAbs(loc):
 		return location{remote: true, url: loc, ssh: true}, nil
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/gitfleet/gitfleet/internal/secret"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -111,7 +113,7 @@ func findGitDir(path string) (string, error) {
 // initMirror creates an empty bare repository whose remote fetches every
 // branch and tag onto the same names, so refs/heads/main is the remote's main.
 func initMirror(dir, url string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return fmt.Errorf("clone %s: %w", url, err)
 	}
 	repo, err := git.PlainInit(dir, true)
@@ -132,7 +134,7 @@ func initMirror(dir, url string) error {
 var mirrorRefSpecs = []config.RefSpec{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
 
 // openStorage opens the object store with KeepDescriptors: reading 10,000
-// blobs takes a third of the time (MEASUREMENTS.md); Close releases them.
+// blobs takes a third of the time (measured); Close releases them.
 func (r *Repo) openStorage() error {
 	fs := osfs.New(r.gitDir)
 	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
@@ -146,7 +148,8 @@ func (r *Repo) openStorage() error {
 }
 
 // Location is what the repository was opened from.
-func (r *Repo) Location() string { return r.opts.Location }
+// Credentials in a URL are shown as user:***@.
+func (r *Repo) Location() string { return secret.RedactURL(r.opts.Location) }
 
 // Remote reports whether the repository is a clone of a remote one.
 func (r *Repo) Remote() bool { return r.loc.remote }

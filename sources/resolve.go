@@ -48,7 +48,7 @@ func (r *Repo) resolveLocked(rev string) (plumbing.Hash, error) {
 		}
 	}
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("resolve %q in %s: %w (no such branch, tag or commit)", rev, r.opts.Location, ErrNotFound)
+		return plumbing.ZeroHash, fmt.Errorf("resolve %q in %s: %w (no such branch, tag or commit)", rev, r.Location(), ErrNotFound)
 	}
 	// An annotated tag resolves to the tag object on some paths; peel it.
 	c, err := r.commitLocked(*h)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/internal/secret"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/local"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
@@ -93,7 +94,12 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		return err
 	}
 	ctx = log.WithContext(ctx)
-	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+	// The data dir holds the NATS store, clones and machine state: the
+	// daemon's user alone reads it, also when an older version made it.
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if err := os.Chmod(o.dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	if o.replica == "" {
@@ -111,6 +117,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	}
 	defer repo.Close()
 
+	o.nats.ResolveCredentials()
 	if o.nats.URL == "" || o.nats.URL == natsbus.Embedded {
 		o.nats.Port = stickyPort(o.dataDir, o.nats.Port)
 	}
@@ -177,7 +184,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		return fmt.Errorf("leader bucket: %w", err)
 	}
 	lease := reconciler.NewLease(kv, o.replica, natsbus.LeaderTTL, log)
-	log.Info().Str("repo", o.repo).Str("branch", o.branch).Str("nats", bus.URL).Strs("workers", o.workers).Msg("gitfleet daemon started")
+	log.Info().Str("repo", repo.Location()).Str("branch", o.branch).Str("nats", secret.RedactURL(bus.URL)).Strs("workers", o.workers).Msg("gitfleet daemon started")
 	err = lease.Run(ctx, func(lctx context.Context) {
 		metrics.Leader.Set(1)
 		defer metrics.Leader.Set(0)
@@ -323,5 +330,5 @@ func stickyPort(dataDir string, port int) int {
 }
 
 func rememberPort(dataDir string, port int) {
-	_ = os.WriteFile(filepath.Join(dataDir, "nats.port"), []byte(strconv.Itoa(port)+"\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(dataDir, "nats.port"), []byte(strconv.Itoa(port)+"\n"), 0o600)
 }

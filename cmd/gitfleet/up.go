@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/local"
@@ -33,8 +34,10 @@ func runUp(ctx context.Context, env *cmdEnv, args []string) error {
 	} else if len(pos) > 0 {
 		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q", pos[0])}
 	}
-	if _, err := os.Stat(o.repo); err != nil {
-		return fmt.Errorf("--repo %s: %w (make one with: gitfleet init %s)", o.repo, err, o.repo)
+	if !strings.Contains(o.repo, "://") {
+		if _, err := os.Stat(o.repo); err != nil {
+			return fmt.Errorf("--repo %s: %w (make one with: gitfleet init %s)", o.repo, err, o.repo)
+		}
 	}
 	o.workers = []string{local.Name, inmemory.Name}
 	if *json {

@@ -58,6 +58,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	wopts.Log = log
 	plog := log.With().Str("provider", *provider).Logger()
 	nopts.DataDir = *dataDir
+	nopts.ResolveCredentials()
 
 	bus, err := natsbus.Open(ctx, nopts, log)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/internal/secret"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -72,7 +73,7 @@ func New(o Options) (*Provider, error) {
 		return nil, fmt.Errorf("local: state dir: %w", err)
 	}
 	o.StateDir = abs
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("local: state dir: %w", err)
 	}
 	if o.Binary == "" {
@@ -195,10 +196,10 @@ func (p *Provider) start(m wire.Machine, dir string, spec Spec) (int, error) {
 	for _, f := range []string{pidFile, portFile} {
 		_ = os.Remove(filepath.Join(dir, f)) // left by a node that died
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, fmt.Errorf("local: %w", err)
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("local: %w", err)
 	}
@@ -209,7 +210,9 @@ func (p *Provider) start(m wire.Machine, dir string, spec Spec) (int, error) {
 	args = append(args, p.o.NATS.Args(p.o.NATSURL)...)
 	cmd := exec.Command(p.o.Binary, args...)
 	cmd.Dir = dir
-	cmd.Env = os.Environ() // secrets reach the node here, never on its command line
+	// Secrets reach the node here, never on its command line; it gets
+	// the NATS credentials it needs and none of the daemon's own.
+	cmd.Env = secret.ChildEnv(os.Environ())
 	if p.o.NATS.Password != "" {
 		cmd.Env = append(cmd.Env, "GITFLEET_NATS_PASSWORD="+p.o.NATS.Password)
 	}

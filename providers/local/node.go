@@ -45,7 +45,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	o.Log = o.Log.With().Str("cluster", o.Cluster).Str("machine", o.Machine).Logger()
-	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
+	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	// One node per machine: the lock is held until the process ends.

@@ -2,7 +2,11 @@ package natsbus
 
 import (
 	"flag"
+	"os"
+	"strings"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/secret"
 )
 
 // Embedded is the --nats value that starts an in-process nats-server.
@@ -57,4 +61,33 @@ func (o *Options) Args(url string) []string {
 	add("--nats-tls-key", o.TLSKey)
 	add("--nats-tls-ca", o.TLSCA)
 	return args
+}
+
+// ResolveCredentials gathers the credentials from where they may be
+// given: written in the URL (nats://user:password@host, nats://token@host),
+// unless flags set them, and $GITFLEET_NATS_PASSWORD / $GITFLEET_NATS_TOKEN.
+// The URL is left without them: what is logged or passed to a child then
+// holds no secret, and a child gets the secrets it needs in its
+// environment. Every URL of a list is cleaned; the first one's
+// credentials are kept.
+func (o *Options) ResolveCredentials() {
+	urls := strings.Split(o.URL, ",")
+	for i, u := range urls {
+		clean, user, password := secret.StripUserinfo(strings.TrimSpace(u))
+		urls[i] = clean
+		switch {
+		case user == "" || o.User != "" || o.Token != "":
+		case password != "":
+			o.User, o.Password = user, password
+		default:
+			o.Token = user
+		}
+	}
+	o.URL = strings.Join(urls, ",")
+	if o.Password == "" {
+		o.Password = os.Getenv("GITFLEET_NATS_PASSWORD")
+	}
+	if o.Token == "" {
+		o.Token = os.Getenv("GITFLEET_NATS_TOKEN")
+	}
 }

@@ -33,7 +33,7 @@ func StartServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	if opts.DataDir == "" {
 		return nil, fmt.Errorf("%w: no data dir (set --data-dir)", ErrServer)
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrServer, err)
 	}
 	host := opts.Host

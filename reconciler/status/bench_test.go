@@ -12,7 +12,7 @@ import (
 
 // benchDir is a temporary folder on /dev/shm when there is one: the
 // benchmark writes 10,000 loose objects and the root file system is slow to
-// create files after many deletes (MEASUREMENTS.md).
+// create files after many deletes.
 func benchDir(b *testing.B) string {
 	b.Helper()
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {

@@ -51,13 +51,16 @@ type Process struct {
 	Port  int
 	cmd   *exec.Cmd
 	done  chan struct{}
+	// args are added to every start (--user and --pass, a config file).
+	args []string
 }
 
 // StartProcess starts a nats-server process on a free port with its store
-// in tb.TempDir(); it is killed on cleanup.
-func StartProcess(tb testing.TB) *Process {
+// in tb.TempDir(), and args added to its command line; it is killed on
+// cleanup.
+func StartProcess(tb testing.TB, args ...string) *Process {
 	tb.Helper()
-	p := &Process{tb: tb, bin: ServerBinary(tb), Store: filepath.Join(tb.TempDir(), "jetstream"), Port: freePort(tb)}
+	p := &Process{tb: tb, bin: ServerBinary(tb), Store: filepath.Join(tb.TempDir(), "jetstream"), Port: freePort(tb), args: args}
 	p.Start()
 	tb.Cleanup(func() { p.Kill() })
 	return p
@@ -72,6 +75,7 @@ func (p *Process) Start() {
 	p.tb.Helper()
 	cmd := exec.Command(p.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-js", "-sd", p.Store,
 		"-n", "gitfleet-test-"+strconv.Itoa(p.Port))
+	cmd.Args = append(cmd.Args, p.args...)
 	if err := cmd.Start(); err != nil {
 		p.tb.Fatal(err)
 	}
