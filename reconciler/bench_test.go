@@ -168,9 +168,17 @@ func startBenchDaemon(tb testing.TB, repoDir string, workers int) *benchDaemon {
 }
 
 // BenchmarkCommitToFirstTask: a commit to a local repository (git CLI)
-// until the daemon's first task for it is on NATS.
+// that scales one cluster of a fleet of 20 or 1,000, until the daemon's
+// first task for it is on NATS. A revision plans only the clusters it
+// changes, so the fleet's size should barely show.
 func BenchmarkCommitToFirstTask(b *testing.B) {
-	repo := newBenchRepo(b, 20)
+	for _, n := range []int{20, 1000} {
+		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) { commitToFirstTask(b, n) })
+	}
+}
+
+func commitToFirstTask(b *testing.B, n int) {
+	repo := newBenchRepo(b, n)
 	d := startBenchDaemon(b, repo.dir, 1)
 	tasks := make(chan *nats.Msg, 1024)
 	if _, err := d.conn.ChanSubscribe(wire.SubjectTasks+".>", tasks); err != nil {

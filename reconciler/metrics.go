@@ -23,6 +23,7 @@ type Metrics struct {
 	Missing           *prometheus.CounterVec // by provider and reason
 	Orphans           *prometheus.GaugeVec   // by provider
 	Inventories       *prometheus.CounterVec // by provider
+	ClustersPlanned   prometheus.Counter
 }
 
 // NewMetrics registers the series on reg (nil: a fresh registry).
@@ -74,12 +75,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Orphans: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gitfleet_orphan_machines", Help: "Machines a provider has and no record wants, as its last inventory said.",
 		}, []string{"provider"}),
+		ClustersPlanned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gitfleet_clusters_planned_total", Help: "Clusters planned; a revision plans only the clusters it changes and those their rollout gates.",
+		}),
 		Inventories: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gitfleet_inventories_total", Help: "Complete inventory reports received from workers.",
 		}, []string{"provider"}),
 	}
 	reg.MustRegister(m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
 		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.Leader, m.Malformed, m.CreateFailures,
-		m.Missing, m.Orphans, m.Inventories)
+		m.Missing, m.Orphans, m.Inventories, m.ClustersPlanned)
 	return m
 }

@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -387,21 +388,63 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 	for _, p := range problems {
 		log.Warn().Str("problem", p.Error()).Msg("cluster blocked by the planner's rules")
 	}
+	prev := r.desired
 	r.rev, r.desired, r.lastRejected = rev, desired, nil
 	r.metrics.RevisionsApplied.Inc()
-	log.Info().Str("subject", rev.Subject()).Int("clusters", len(desired.Clusters)).Msg("applying revision")
-	for _, c := range desired.Clusters {
-		r.dirty[c.Name] = true
+	changed := r.markChanged(prev, desired)
+	log.Info().Str("subject", rev.Subject()).Int("clusters", len(desired.Clusters)).Int("changed", changed).Msg("applying revision")
+	r.writeFleet()
+}
+
+// markChanged marks dirty the clusters a new revision changes: those whose
+// expansion differs from the previous revision's (their own objects, their
+// class's templates, variables, patches, health checks, wave), those of a
+// class whose rollout changed, and those added or removed. The others keep
+// their plan: a one-line commit costs one cluster's plan, and the
+// clusters its rollout gates are planned when its summary moves (step).
+// The first revision a leader applies marks everything. It returns how
+// many clusters were marked.
+func (r *Reconciler) markChanged(prev, next *planner.Desired) int {
+	n := len(r.dirty)
+	for _, c := range next.Clusters {
 		delete(r.gone, c.Name)
 	}
-	for name := range r.machines {
-		r.dirty[name] = true
+	if prev == nil {
+		for _, c := range next.Clusters {
+			r.dirty[c.Name] = true
+		}
+		for name := range r.machines {
+			r.dirty[name] = true
+		}
+		for name := range r.decisions.records.Clusters {
+			r.dirty[name] = true
+		}
+		r.classesChanged = true
+		return len(r.dirty) - n
 	}
-	for name := range r.decisions.records.Clusters {
-		r.dirty[name] = true
+	classes := map[string]bool{}
+	for _, c := range next.Classes {
+		if old := prev.Class(c.Name); old == nil || !reflect.DeepEqual(old, c) {
+			classes[c.Name] = true
+		}
 	}
-	r.classesChanged = true
-	r.writeFleet()
+	for _, c := range prev.Classes {
+		if next.Class(c.Name) == nil {
+			classes[c.Name] = true
+			r.classesChanged = true
+		}
+	}
+	for _, c := range next.Clusters {
+		if old := prev.Cluster(c.Name); classes[c.Class] || old == nil || !reflect.DeepEqual(old, c) {
+			r.dirty[c.Name] = true
+		}
+	}
+	for _, c := range prev.Clusters {
+		if next.Cluster(c.Name) == nil {
+			r.dirty[c.Name] = true
+		}
+	}
+	return len(r.dirty) - n
 }
 
 // step plans every dirty cluster and publishes its new steps. Decisions
@@ -460,6 +503,7 @@ func (r *Reconciler) step(ctx context.Context) {
 			}
 		}
 		delete(r.dirty, name)
+		r.metrics.ClustersPlanned.Inc()
 		for _, s := range res.Steps {
 			if r.act(ctx, s, planID) {
 				published++
