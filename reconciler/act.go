@@ -11,21 +11,30 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
-// act carries out one step: the machine's next record is built on a copy
-// (Pending for a create, Deleting for a delete) and saved; only then is it
-// put in memory and the task published. A daemon that dies in between
-// finds the record at start and publishes the same attempt again (same
-// message ID, deduplicated) instead of inventing another machine; a save
-// that fails changes nothing, and the cluster is planned again.
-func (r *Reconciler) act(ctx context.Context, s planner.Step, planID string) bool {
+// intent is one step of a planning pass: the machine's next record,
+// being saved.
+type intent struct {
+	cur  *machine // nil: a new machine
+	next *Record
+	save *Saving
+}
+
+// intend starts one step: the machine's next record is built on a copy
+// (Pending for a create, Deleting for a delete) and its save is started;
+// nil when the step needs nothing. The pass waits for every save, then
+// puts the records in memory and publishes their tasks (carryOut). A
+// daemon that dies in between finds the record at start and publishes the
+// same attempt again (same message ID, deduplicated) instead of inventing
+// another machine; a save that fails changes nothing, and the cluster is
+// planned again.
+func (r *Reconciler) intend(s planner.Step, planID string) *intent {
 	m := s.Machine
-	log := r.log.With().Str(logCluster, m.Cluster).Str(logMachine, m.Name).Logger()
 	cur := r.lookup(m.Cluster, m.Name)
 	var next *Record
 	switch s.Op {
 	case wire.OpCreate:
 		if cur != nil {
-			return false // the planner never reuses a name; already intended
+			return nil // the planner never reuses a name; already intended
 		}
 		next = &Record{
 			Name: m.Name, Cluster: m.Cluster, Deployment: m.Deployment, Role: m.Role,
@@ -37,7 +46,7 @@ func (r *Reconciler) act(ctx context.Context, s planner.Step, planID string) boo
 		}
 	case wire.OpDelete:
 		if cur == nil || cur.rec.Phase == wire.PhaseDeleting {
-			return false
+			return nil
 		}
 		next = cur.rec.clone()
 		next.Phase = wire.PhaseDeleting
@@ -45,19 +54,44 @@ func (r *Reconciler) act(ctx context.Context, s planner.Step, planID string) boo
 			next.SourceCommit = r.rev.Commit
 		}
 	default:
-		return false
+		return nil
 	}
 	next.TaskID = taskID(s.Op, m.Cluster, m.Name)
 	next.Attempt = 1
 	next.Published = r.o.Now()
 	next.PlanID = planID
-	log.Info().Str("op", string(s.Op)).Str("reason", s.Reason).Msg("publishing task")
-	saved := r.commit(ctx, cur, next)
-	if saved == nil {
-		return false
+	r.log.Info().Str(logCluster, m.Cluster).Str(logMachine, m.Name).Str("op", string(s.Op)).
+		Str("reason", s.Reason).Msg("publishing task")
+	var rev uint64
+	if cur != nil {
+		rev = cur.rev
 	}
-	r.publish(ctx, saved)
-	return true
+	return &intent{cur: cur, next: next, save: r.store.SaveAsync(next.key(), next, rev)}
+}
+
+// carryOut waits for the pass's saves; each record stored is put in
+// memory and its task published. It returns how many were published.
+func (r *Reconciler) carryOut(ctx context.Context, intents []*intent) int {
+	published, saved := 0, false
+	for _, in := range intents {
+		rev, err := in.save.Wait(ctx)
+		if err != nil {
+			r.saveFailed(ctx, in.next, err)
+			continue
+		}
+		saved = true
+		m := &machine{rec: in.next, rev: rev}
+		if in.cur != nil {
+			m.lastHeartbeat, m.healthy = in.cur.lastHeartbeat, in.cur.healthy
+		}
+		r.put(m)
+		r.publish(ctx, m)
+		published++
+	}
+	if saved {
+		r.health.Report(ProblemStore, nil)
+	}
+	return published
 }
 
 // commit saves next as the new version of cur's record (cur nil: a new

@@ -185,12 +185,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconciler: machines bucket: %w", err)
 	}
-	r.store = NewStore(kv, r.o.Fence)
+	r.store = NewStore(kv, r.o.Fence, r.o.JS)
 	rkv, err := r.o.JS.KeyValue(ctx, wire.BucketRollouts)
 	if err != nil {
 		return fmt.Errorf("reconciler: rollouts bucket: %w", err)
 	}
-	r.decisions.store = NewStore(rkv, r.o.Fence)
+	r.decisions.store = NewStore(rkv, r.o.Fence, nil)
 	r.wake = map[string]time.Time{}
 	r.machines = map[string]map[string]*machine{}
 	r.unsent = map[string]*machine{}
@@ -487,7 +487,12 @@ func (r *Reconciler) step(ctx context.Context) {
 	}
 	r.planSeq++
 	planID := fmt.Sprintf("%s-%d", short(r.rev.Commit), r.planSeq)
-	published := 0
+	type plannedCluster struct {
+		name   string
+		status planner.ClusterStatus
+	}
+	var intents []*intent
+	var planned []plannedCluster
 	backoff := planner.Backoff{Base: r.o.RetryInterval, Jitter: jitter}
 	for name := range r.dirty {
 		res := planner.PlanCluster(planner.ClusterInput{
@@ -505,15 +510,20 @@ func (r *Reconciler) step(ctx context.Context) {
 		delete(r.dirty, name)
 		r.metrics.ClustersPlanned.Inc()
 		for _, s := range res.Steps {
-			if r.act(ctx, s, planID) {
-				published++
+			if in := r.intend(s, planID); in != nil {
+				intents = append(intents, in)
 			}
 		}
 		r.setWake(name, res.Wake)
-		r.writeCluster(name, res.Status, planID)
+		planned = append(planned, plannedCluster{name, res.Status})
 	}
-	if published > 0 {
+	// Every record of the pass is saved before any of its tasks is
+	// published, and before the status shows them.
+	if r.carryOut(ctx, intents) > 0 {
 		r.waitPublished(ctx)
+	}
+	for _, pc := range planned {
+		r.writeCluster(pc.name, pc.status, planID)
 	}
 	r.metrics.PlanDuration.Observe(r.o.Now().Sub(start).Seconds())
 	r.countPhases()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,6 +23,7 @@ import (
 // failed Save leaves memory as it was, and the caller tries again later.
 type Store struct {
 	kv      jetstream.KeyValue
+	js      jetstream.JetStream // for SaveAsync; nil: SaveAsync saves at once
 	timeout time.Duration
 	// fence, when set, is asked before every write: a replica that is no
 	// longer sure to be the leader writes nothing.
@@ -34,9 +36,65 @@ var ErrConflict = errors.New("stored value changed underneath")
 // ErrNotLeader is returned by writes of a replica whose lease may be gone.
 var ErrNotLeader = errors.New("not the leader")
 
-// NewStore wraps kv. fence may be nil.
-func NewStore(kv jetstream.KeyValue, fence func() error) *Store {
-	return &Store{kv: kv, timeout: 10 * time.Second, fence: fence}
+// NewStore wraps kv. fence may be nil; js, when set, lets SaveAsync keep
+// many writes in flight.
+func NewStore(kv jetstream.KeyValue, fence func() error, js jetstream.JetStream) *Store {
+	return &Store{kv: kv, js: js, timeout: 10 * time.Second, fence: fence}
+}
+
+// Saving is a write started by SaveAsync.
+type Saving struct {
+	s   *Store
+	key string
+	f   jetstream.PubAckFuture
+	rev uint64 // when it is already done
+	err error
+}
+
+// SaveAsync starts writing v under key if the key is at revision rev (0:
+// absent), the same compare-and-set as Save, without waiting: a planning
+// pass starts all its writes, then waits for them together, so intent
+// costs one round trip per pass rather than one per machine.
+func (s *Store) SaveAsync(key string, v any, rev uint64) *Saving {
+	sv := &Saving{s: s, key: key}
+	if s.js == nil {
+		sv.rev, sv.err = s.Save(context.Background(), key, v, rev)
+		return sv
+	}
+	data, err := json.Marshal(v)
+	if err == nil {
+		err = s.check()
+	}
+	if err != nil {
+		sv.err = fmt.Errorf("save %s: %w", key, err)
+		return sv
+	}
+	// A KV put is a message on $KV.<bucket>.<key>; the expected last
+	// sequence of the subject is the revision it replaces.
+	msg := nats.NewMsg("$KV." + s.kv.Bucket() + "." + key)
+	msg.Data = data
+	sv.f, err = s.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithStallWait(s.timeout))
+	if err != nil {
+		sv.err = fmt.Errorf("save %s: %w", key, err)
+	}
+	return sv
+}
+
+// Wait returns the new revision once the write is stored.
+func (sv *Saving) Wait(ctx context.Context) (uint64, error) {
+	if sv.f == nil {
+		return sv.rev, sv.err
+	}
+	ctx, cancel := context.WithTimeout(ctx, sv.s.timeout)
+	defer cancel()
+	select {
+	case ack := <-sv.f.Ok():
+		return ack.Sequence, nil
+	case err := <-sv.f.Err():
+		return 0, fmt.Errorf("save %s: %w", sv.key, conflict(err))
+	case <-ctx.Done():
+		return 0, fmt.Errorf("save %s: %w", sv.key, ctx.Err())
+	}
 }
 
 // Save writes v under key if the key is at revision rev (0: absent), and
@@ -122,8 +180,23 @@ func (s *Store) check() error {
 // conflict maps JetStream's "wrong last sequence" and "key exists" to
 // ErrConflict.
 func conflict(err error) error {
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || wrongLastSequence(err) {
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	return err
+}
+
+// wrongLastSequence: a publish whose expected last subject sequence did not
+// hold (a compare-and-set that lost).
+func wrongLastSequence(err error) bool {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		var jerr jetstream.JetStreamError
+		if !errors.As(err, &jerr) || jerr.APIError() == nil {
+			return false
+		}
+		api = jerr.APIError()
+	}
+	return api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
