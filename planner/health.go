@@ -38,6 +38,13 @@ func unhealthy(m *ObservedMachine, hcs []HealthCheck, now time.Time) (string, in
 			}
 		}
 	}
+	if m.Gone() {
+		why := "the provider no longer runs it (" + m.Reason + ")"
+		if m.Message != "" {
+			why += ": " + m.Message
+		}
+		return why, first
+	}
 	if m.Phase == wire.PhaseFailed {
 		return "the provider reported it Failed", first
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gitfleet/gitfleet/planner"
+	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -60,6 +61,7 @@ func (r *Reconciler) intend(s planner.Step, planID string) *intent {
 	next.Attempt = 1
 	next.Published = r.o.Now()
 	next.PlanID = planID
+	next.Cause = s.Reason
 	r.log.Info().Str(logCluster, m.Cluster).Str(logMachine, m.Name).Str("op", string(s.Op)).
 		Str("reason", s.Reason).Msg("publishing task")
 	var rev uint64
@@ -127,6 +129,10 @@ func (r *Reconciler) drop(ctx context.Context, cur *machine) bool {
 	}
 	r.health.Report(ProblemStore, nil)
 	r.remove(cur.rec.Cluster, cur.rec.Name)
+	d := status.DeletedMachine{Name: cur.rec.Name, Cause: cur.rec.Cause, Reason: cur.rec.Reason,
+		Deleted: r.o.Now().UTC().Truncate(time.Second)}
+	list := append([]status.DeletedMachine{d}, r.deleted[cur.rec.Cluster]...)
+	r.deleted[cur.rec.Cluster] = list[:min(len(list), status.MaxDeleted)]
 	return true
 }
 

@@ -313,7 +313,7 @@ func (r *Reconciler) adopt(ctx context.Context, rep *report, in wire.Instance) {
 		Provider: rep.provider, Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels,
 		ProviderID: in.ProviderID, Addresses: in.Addresses, Worker: rep.worker, Phase: wire.PhaseRunning,
 		Created: now, TaskID: taskID(wire.OpCreate, in.Cluster, in.Machine), Attempt: 1, Published: now,
-		Message: "record rebuilt from the provider's inventory"}
+		Cause: "record rebuilt from the provider's inventory after the store was lost"}
 	if rec.Role == "" {
 		rec.Role = wire.RoleWorker
 		if in.Deployment == "" {

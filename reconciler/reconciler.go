@@ -116,6 +116,9 @@ type Reconciler struct {
 	classesChanged bool
 	// inv is what the providers' inventories said (inventory.go).
 	inv inventory
+	// deleted are each cluster's last deleted machines, for its status
+	// (kept in memory: a new leader starts the list again).
+	deleted map[string][]status.DeletedMachine
 }
 
 // New checks opts and returns a Reconciler.
@@ -199,6 +202,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.dirty = map[string]bool{}
 	r.gone = map[string]bool{}
 	r.inv = newInventory()
+	r.deleted = map[string][]status.DeletedMachine{}
 	// Listen to inventories before anything is asked of the workers.
 	reports := make(chan *nats.Msg, 1024)
 	isub, err := r.o.JS.Conn().ChanSubscribe(wire.SubjectInventory+".>", reports)

@@ -63,6 +63,11 @@ type Record struct {
 
 	SourceCommit string `json:"sourceCommit,omitempty"`
 	PlanID       string `json:"planID,omitempty"`
+	// Cause is why the current task was decided, as the planner said it
+	// (scale up md-0 from 2 to 3; remediate: no heartbeat for 31s …):
+	// written to the status branch, so Git alone tells why a machine came
+	// or went.
+	Cause string `json:"cause,omitempty"`
 
 	// Heartbeats says the machine sends heartbeats (it sent one), so their
 	// absence means something. Machines of providers without heartbeats

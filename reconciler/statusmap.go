@@ -21,6 +21,7 @@ func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID 
 		origin.SourceCommit = r.rev.Commit
 	}
 	if r.desired.Cluster(name) == nil && len(r.machines[name]) == 0 {
+		delete(r.deleted, name)
 		if !r.gone[name] {
 			r.gone[name] = true
 			r.log.Info().Str(logCluster, name).Msg("cluster deleted")
@@ -30,7 +31,9 @@ func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID 
 		}
 		return
 	}
-	if err := r.o.Status.SetCluster(clusterStatus(ps, r.machines[name]), origin); err != nil {
+	cs := clusterStatus(ps, r.machines[name])
+	cs.Deleted = r.deleted[name]
+	if err := r.o.Status.SetCluster(cs, origin); err != nil {
 		r.log.Error().Err(err).Str(logCluster, name).Msg("status: set cluster")
 	}
 }
@@ -77,7 +80,7 @@ func machineStatus(m *Record) status.MachineStatus {
 	ms := status.MachineStatus{
 		Name: m.Name, Role: string(m.Role), Deployment: m.Deployment, Phase: string(m.Phase),
 		Version: m.Version, Provider: m.Provider, ProviderID: m.ProviderID, Worker: m.Worker, Addresses: m.Addresses,
-		TemplateHash: m.TemplateHash, Reason: m.Reason, Message: m.Message,
+		TemplateHash: m.TemplateHash, Reason: m.Reason, Message: m.Message, Cause: m.Cause,
 		SourceCommit: m.SourceCommit, Created: m.Created.UTC().Truncate(1e9),
 	}
 	if h := m.Health; h != nil && !h.Healthy && m.Phase == wire.PhaseRunning {

@@ -66,6 +66,17 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return e.converged(fleetWant{"dev-1": {5, "v1.31.2"}, "prod-1": {6, "v1.31.2"}})
 	})
+	// Git alone tells the victim's life and why it went.
+	life, err := exec.Command(e.bin, "history", "--repo", e.repo, "--machine", victim.name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("history --machine: %v\n%s", err, life)
+	}
+	for _, want := range []string{"machine " + victim.name + " of cluster prod-1", "Running",
+		"because: remediate", "gone", "by Ada Lovelace: test settings: fast heartbeats"} {
+		if !strings.Contains(string(life), want) {
+			t.Errorf("history --machine %s lacks %q:\n%s", victim.name, want, life)
+		}
+	}
 
 	// A broken commit is rejected; machines keep running on the last good
 	// revision and fleet.yaml names the commit and the error.

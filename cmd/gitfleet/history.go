@@ -23,7 +23,7 @@ import (
 func init() {
 	register(&command{
 		name:    "history",
-		usage:   "history [CLUSTER] [--repo DIR] [--branch B]",
+		usage:   "history [CLUSTER] [--machine NAME] [--repo DIR] [--branch B]",
 		summary: "the audit trail from Git: spec commits (author, date, what changed) and the status they led to",
 		run:     runHistory,
 	})
@@ -34,9 +34,20 @@ func runHistory(ctx context.Context, env *cmdEnv, args []string) error {
 	repoDir := fs.String("repo", ".", "fleet repository (a local clone)")
 	branch := fs.String("branch", "", "spec branch (default: the branch HEAD is on)")
 	statusBranch := fs.String("status-branch", "", "status branch (default: gitfleet.yaml's spec.statusBranch, else "+v1alpha1.DefaultStatusBranch+")")
+	machine := fs.String("machine", "", "the life of one machine: when it came and went, and why")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
+	}
+	if *machine != "" {
+		g, err := openGit(*repoDir)
+		if err != nil {
+			return err
+		}
+		if *statusBranch == "" {
+			*statusBranch = statusBranchOf(g)
+		}
+		return machineHistory(env.stdout, g, *statusBranch, *machine)
 	}
 	if len(pos) > 1 {
 		return &exitError{code: 2, err: fmt.Errorf("one cluster at most, got %q", pos)}
@@ -485,4 +496,61 @@ func writeEntry(w io.Writer, e entry, differ *status.Differ, cluster string) err
 	}
 	fmt.Fprintln(w)
 	return nil
+}
+
+// machineHistory prints the life of one machine from the status branch:
+// each change with its time, and why (the planner's cause, the provider's
+// reason), and the spec commit (author, subject) that led to it.
+func machineHistory(w io.Writer, g *git.Repository, branch, machine string) error {
+	events, err := status.MachineHistory(g, branch, machine)
+	if err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		return fmt.Errorf("machine %q is in no commit of %s", machine, branch)
+	}
+	fmt.Fprintf(w, "machine %s of cluster %s\n", machine, events[0].Cluster)
+	cause := ""
+	for _, e := range events {
+		line := fmt.Sprintf("%s  %-12s", e.Time.UTC().Format("2006-01-02 15:04:05"), "gone")
+		if d := e.Deleted; d != nil && d.Cause != "" && d.Cause != cause {
+			line += " because: " + d.Cause
+		}
+		if m := e.Machine; m != nil {
+			line = fmt.Sprintf("%s  %-12s", e.Time.UTC().Format("2006-01-02 15:04:05"), m.Phase)
+			if m.Unhealthy {
+				line += " unhealthy"
+			}
+			if m.Reason != "" {
+				line += " " + m.Reason
+				if m.Message != "" {
+					line += ": " + m.Message
+				}
+			}
+			if m.Cause != "" && m.Cause != cause {
+				line += " because: " + m.Cause
+				cause = m.Cause
+			}
+		}
+		for _, t := range e.Triggers {
+			line += " [" + specCommitLine(g, t) + "]"
+		}
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	return nil
+}
+
+// specCommitLine names a spec commit: short hash, author and subject when
+// the repository has it.
+func specCommitLine(g *git.Repository, hash string) string {
+	short := hash
+	if len(short) > 7 {
+		short = short[:7]
+	}
+	c, err := g.CommitObject(plumbing.NewHash(hash))
+	if err != nil {
+		return "spec " + short
+	}
+	subject, _, _ := strings.Cut(c.Message, "\n")
+	return fmt.Sprintf("spec %s by %s: %s", short, c.Author.Name, subject)
 }

@@ -193,12 +193,21 @@ func Transitions(before, after *ClusterStatus) []string {
 		old, ok := bm[m.Name]
 		delete(bm, m.Name)
 		if !ok {
-			out = append(out, fmt.Sprintf("machine %s created: %s %s", m.Name, m.Phase, m.Version))
+			line := fmt.Sprintf("machine %s created: %s %s", m.Name, m.Phase, m.Version)
+			if m.Cause != "" {
+				line += ", because: " + m.Cause
+			}
+			out = append(out, line)
 			continue
 		}
 		if old.Phase != m.Phase {
 			line := fmt.Sprintf("machine %s %s → %s", m.Name, old.Phase, m.Phase)
-			if m.Message != "" {
+			switch {
+			case m.Phase == "Deleting" && m.Cause != "":
+				line += ", because: " + m.Cause
+			case m.Reason != "" && m.Message != "":
+				line += ": " + m.Reason + ": " + m.Message
+			case m.Message != "":
 				line += ": " + m.Message
 			}
 			out = append(out, line)

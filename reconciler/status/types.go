@@ -74,6 +74,23 @@ type ClusterStatus struct {
 	// Rollout is the cluster's place in its class's rollout: the class
 	// revision it was admitted to and how far it got.
 	Rollout *Rollout `yaml:"rollout,omitempty" json:"rollout,omitempty"`
+	// Deleted are the machines deleted last (at most MaxDeleted, newest
+	// first), with why: a delete often finishes before a status commit
+	// shows the machine Deleting, and Git must still say why it went.
+	Deleted []DeletedMachine `yaml:"deleted,omitempty" json:"deleted,omitempty"`
+}
+
+// MaxDeleted is how many deleted machines a cluster's status keeps.
+const MaxDeleted = 5
+
+// DeletedMachine is a machine whose delete finished.
+type DeletedMachine struct {
+	Name string `yaml:"name" json:"name"`
+	// Cause is why it was deleted; Reason, when set, why it had failed
+	// (MachineMissing).
+	Cause   string    `yaml:"cause,omitempty" json:"cause,omitempty"`
+	Reason  string    `yaml:"reason,omitempty" json:"reason,omitempty"`
+	Deleted time.Time `yaml:"deleted" json:"deleted"`
 }
 
 // Rollout is a cluster's admission to a class revision.
@@ -164,6 +181,9 @@ type MachineStatus struct {
 	// Reason is a CamelCase word for why the machine is in its phase when
 	// its own task did not put it there (MachineMissing).
 	Reason string `yaml:"reason,omitempty" json:"reason,omitempty"`
+	// Cause is why the machine's current task was decided: why it was
+	// created or, once Deleting, why it goes.
+	Cause string `yaml:"cause,omitempty" json:"cause,omitempty"`
 	// Message says why a machine failed or is unhealthy.
 	Message string `yaml:"message,omitempty" json:"message,omitempty"`
 	// Conditions hold Healthy (False, with reason and since when) for a
