@@ -23,7 +23,7 @@ deps: ## check the toolchain and fetch the Go modules
 
 .PHONY: build
 build: deps ## build bin/gitfleet
-	$(GO) build -o $(BIN) ./cmd/gitfleet
+	$(GO) build -ldflags "-X main.commit=$$(git rev-parse --short HEAD 2>/dev/null)" -o $(BIN) ./cmd/gitfleet
 
 .PHONY: run
 run: build ## make a demo fleet under .gitfleet/demo (once) and run gitfleet up on it

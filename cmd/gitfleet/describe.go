@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -35,25 +36,27 @@ func errNoStatus(branch string) error {
 }
 
 func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet("describe", env.stderr)
+	fs := newFlagSet("describe", env)
 	repoDir := fs.String("repo", ".", "fleet repository (a local clone)")
 	branch := fs.String("status-branch", "", "status branch (default: gitfleet.yaml's spec.statusBranch, else "+v1alpha1.DefaultStatusBranch+")")
 	output := fs.String("o", "text", "output format: text, yaml or json")
-	now := fs.String("now", "", "") // hidden: the time ages are counted to, RFC 3339 (golden tests)
+	fs.StringVar(output, "format", "text", "same as -o")
+	// The time ages are counted to, RFC 3339: for golden tests, so not a flag.
+	now := os.Getenv("GITFLEET_DESCRIBE_NOW")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 1 {
-		return &exitError{code: 2, err: fmt.Errorf("one cluster at most, got %q", pos)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("one cluster at most, got %q", pos)}
 	}
 	if *output != "text" && *output != "yaml" && *output != "json" {
-		return &exitError{code: 2, err: fmt.Errorf("-o %q: use text, yaml or json", *output)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: use text, yaml or json", *output)}
 	}
 	clock := time.Now()
-	if *now != "" {
-		if clock, err = time.Parse(time.RFC3339, *now); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("--now: %w", err)}
+	if now != "" {
+		if clock, err = time.Parse(time.RFC3339, now); err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("$GITFLEET_DESCRIBE_NOW: %w", err)}
 		}
 	}
 	repo, err := openGit(*repoDir)

@@ -139,6 +139,7 @@ func TestDescribeWithoutStatusBranch(t *testing.T) {
 }
 
 func TestDescribeTreeFromStatusBranch(t *testing.T) {
+	t.Setenv("GITFLEET_DESCRIBE_NOW", describeNow)
 	dir := fleetRepo(t)
 	head := strings.TrimSpace(gitCLI(t, dir, "rev-parse", "HEAD"))
 	w := statusWriter(t, dir)
@@ -151,7 +152,7 @@ func TestDescribeTreeFromStatusBranch(t *testing.T) {
 	}, o)
 	flushStatus(t, w)
 
-	code, stdout, stderr := runCmd(t, "describe", "dev-1", "--repo", dir, "--now", describeNow)
+	code, stdout, stderr := runCmd(t, "describe", "dev-1", "--repo", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -160,7 +161,7 @@ func TestDescribeTreeFromStatusBranch(t *testing.T) {
 		t.Errorf("describe dev-1 does not show the new worker as Provisioning, 5 minutes old:\n%s", stdout)
 	}
 
-	_, stdout, _ = runCmd(t, "describe", "--repo", dir, "--now", describeNow)
+	_, stdout, _ = runCmd(t, "describe", "--repo", dir)
 	stdout = regexp.MustCompile(`Status: [0-9a-f]{7} `).ReplaceAllString(stdout, "Status: STATUS ")
 	golden(t, "describe/fleet.txt", strings.ReplaceAll(stdout, head[:7], "HEAD"))
 
@@ -183,6 +184,7 @@ func TestDescribeTreeFromStatusBranch(t *testing.T) {
 // describe shows a cluster's place in its class's rollout and a pool's
 // create backoff (why, and when it tries again).
 func TestDescribeRolloutAndBackoff(t *testing.T) {
+	t.Setenv("GITFLEET_DESCRIBE_NOW", describeNow)
 	dir := fleetRepo(t)
 	w := statusWriter(t, dir)
 	c := dev1(2, 2, statusEpoch)
@@ -191,7 +193,7 @@ func TestDescribeRolloutAndBackoff(t *testing.T) {
 		NextRetry: statusEpoch.Add(2*time.Hour + 30*time.Minute + 40*time.Second)}
 	w.SetCluster(c, status.Origin{SourceCommit: strings.Repeat("a", 40)})
 	flushStatus(t, w)
-	_, stdout, stderr := runCmd(t, "describe", "dev-1", "--repo", dir, "--now", describeNow)
+	_, stdout, stderr := runCmd(t, "describe", "dev-1", "--repo", dir)
 	for _, want := range []string{
 		"rollout: class revision e898e5a725 waits for wave prod (runs 9ce7da3c89)",
 		"backoff: 3 creates failed, next try in 40s; last: machine dev-1-md-0-zz9zz failed: out of capacity",

@@ -4,26 +4,38 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sync"
 )
 
+// helpOut is where each flag set prints its help: standard output, since
+// asking for help is not an error.
+var helpOut sync.Map // *flag.FlagSet → io.Writer
+
 // newFlagSet returns a flag set for a subcommand that reports errors instead
-// of exiting, and prints its usage to w on -h.
-func newFlagSet(c string, w io.Writer) *flag.FlagSet {
+// of exiting: a flag error is returned (run prints it to standard error),
+// -h prints the subcommand's usage and flags to standard output.
+func newFlagSet(c string, env *cmdEnv) *flag.FlagSet {
 	fs := flag.NewFlagSet("gitfleet "+c, flag.ContinueOnError)
-	fs.SetOutput(w)
+	// Parse's errors are returned and printed once by run, with how to
+	// get help; the flag package prints nothing itself.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	helpOut.Store(fs, env.stdout)
 	return fs
 }
 
 // parseFlags parses args, allowing flags after positional arguments
 // ("validate DIR --format json"), and returns the positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	defer helpOut.Delete(fs)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if err == flag.ErrHelp {
+				printHelp(fs)
 				return nil, &exitError{code: 0}
 			}
-			return nil, &exitError{code: 2, err: fmt.Errorf("%v", err)}
+			return nil, &exitError{code: exitUsage, err: fmt.Errorf("%v (run '%s -h' for its flags)", err, fs.Name())}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -35,4 +47,19 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// printHelp writes the flag set's usage to standard output.
+func printHelp(fs *flag.FlagSet) {
+	w, _ := helpOut.Load(fs)
+	out, _ := w.(io.Writer)
+	if out == nil {
+		return
+	}
+	name := fs.Name()
+	if c := commands[name[len("gitfleet "):]]; c != nil {
+		fmt.Fprintf(out, "Usage: gitfleet %s\n\n%s\n\nFlags:\n", c.usage, c.summary)
+	}
+	fs.SetOutput(out)
+	fs.PrintDefaults()
 }

@@ -30,7 +30,7 @@ func init() {
 }
 
 func runHistory(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet("history", env.stderr)
+	fs := newFlagSet("history", env)
 	repoDir := fs.String("repo", ".", "fleet repository (a local clone)")
 	branch := fs.String("branch", "", "spec branch (default: the branch HEAD is on)")
 	statusBranch := fs.String("status-branch", "", "status branch (default: gitfleet.yaml's spec.statusBranch, else "+v1alpha1.DefaultStatusBranch+")")
@@ -50,7 +50,7 @@ func runHistory(ctx context.Context, env *cmdEnv, args []string) error {
 		return machineHistory(env.stdout, g, *statusBranch, *machine)
 	}
 	if len(pos) > 1 {
-		return &exitError{code: 2, err: fmt.Errorf("one cluster at most, got %q", pos)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("one cluster at most, got %q", pos)}
 	}
 	cluster := ""
 	if len(pos) == 1 {

@@ -29,13 +29,13 @@ func init() {
 var errNotEmpty = errors.New("directory is not empty")
 
 func runInit(ctx context.Context, env *cmdEnv, args []string) error {
-	fset := newFlagSet("init", env.stderr)
+	fset := newFlagSet("init", env)
 	pos, err := parseFlags(fset, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return &exitError{code: 2, err: errors.New("usage: gitfleet init DIR")}
+		return &exitError{code: exitUsage, err: errors.New("usage: gitfleet init DIR")}
 	}
 	dir := pos[0]
 	if err := ensureEmptyDir(dir); err != nil {

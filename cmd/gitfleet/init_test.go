@@ -72,7 +72,7 @@ func TestInitRefusesNonEmptyDir(t *testing.T) {
 }
 
 func TestInitUsage(t *testing.T) {
-	if code, _, stderr := runCmd(t, "init"); code != 2 || !strings.Contains(stderr, "usage: gitfleet init DIR") {
+	if code, _, stderr := runCmd(t, "init"); code != 1 || !strings.Contains(stderr, "usage: gitfleet init DIR") {
 		t.Errorf("init without DIR: exit %d, %q", code, stderr)
 	}
 }

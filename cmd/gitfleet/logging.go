@@ -45,7 +45,7 @@ func (o *logOptions) bindFlags(fs *flag.FlagSet) {
 func (o logOptions) logger(w io.Writer) (zerolog.Logger, error) {
 	level, err := zerolog.ParseLevel(o.level)
 	if err != nil || o.level == "" {
-		return zerolog.Nop(), &exitError{code: 2, err: fmt.Errorf("--log-level %q: use debug, info, warn or error", o.level)}
+		return zerolog.Nop(), &exitError{code: exitUsage, err: fmt.Errorf("--log-level %q: use debug, info, warn or error", o.level)}
 	}
 	tty := isTerminal(w)
 	format := o.format
@@ -61,7 +61,7 @@ func (o logOptions) logger(w io.Writer) (zerolog.Logger, error) {
 	case logFormatText:
 		out = zerolog.ConsoleWriter{Out: out, NoColor: !tty, TimeFormat: "15:04:05.000"}
 	default:
-		return zerolog.Nop(), &exitError{code: 2, err: fmt.Errorf("--log-format %q: use json or text", o.format)}
+		return zerolog.Nop(), &exitError{code: exitUsage, err: fmt.Errorf("--log-format %q: use json or text", o.format)}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger(), nil
 }

@@ -54,6 +54,11 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
+// exitUsage is the exit code of a command line gitfleet cannot run (an
+// unknown flag or command, a missing argument): 1, as Terraform's, so that
+// plan --detailed-exitcode's 2 always means "changes".
+const exitUsage = 1
+
 // errSilent is returned when the command already reported what went wrong
 // (validate prints its own list of errors) and only the exit code is left.
 var errSilent = &exitError{code: 1}
@@ -68,16 +73,17 @@ func main() {
 // run executes one command line and returns the process exit code.
 func run(ctx context.Context, args []string, env *cmdEnv) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(env.stdout)
 		if len(args) == 0 {
-			return 2
+			usage(env.stderr)
+			return exitUsage
 		}
+		usage(env.stdout)
 		return 0
 	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(env.stderr, "gitfleet: unknown command %q; run 'gitfleet help' for the list\n", args[0])
-		return 2
+		return exitUsage
 	}
 	err := c.run(ctx, env, args[1:])
 	if err == nil {

@@ -17,7 +17,7 @@ func init() {
 }
 
 func runNode(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet("node", env.stderr)
+	fs := newFlagSet("node", env)
 	o := local.NodeOptions{NATS: natsbus.Options{Name: "gitfleet-node"}}
 	o.NATS.BindFlags(fs)
 	fs.StringVar(&o.Cluster, "cluster", "", "cluster the machine belongs to")

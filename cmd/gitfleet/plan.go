@@ -31,11 +31,12 @@ func init() {
 const planExitChanges = 2
 
 func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet("plan", env.stderr)
+	fs := newFlagSet("plan", env)
 	repoLoc := fs.String("repo", ".", "fleet repository: a local path or a URL")
 	baseRef := fs.String("base", "", "the revision merged into (branch, tag or commit)")
 	headRef := fs.String("head", "", "the revision to preview (branch, tag or commit)")
 	format := fs.String("format", "text", "output format: text, markdown or json")
+	fs.StringVar(format, "o", "text", "same as --format")
 	detailed := fs.Bool("detailed-exitcode", false, "exit 0 without changes, 1 on error, 2 with changes")
 	dataDir := fs.String("data-dir", "", "where a remote repository is cloned (default: a temporary folder)")
 	pos, err := parseFlags(fs, args)
@@ -44,11 +45,11 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	switch {
 	case len(pos) > 0:
-		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q; use --repo, --base and --head", pos[0])}
+		return &exitError{code: exitUsage, err: fmt.Errorf("unexpected argument %q; use --repo, --base and --head", pos[0])}
 	case *baseRef == "" || *headRef == "":
-		return &exitError{code: 2, err: errors.New("--base and --head are required, e.g. --base main --head my-branch")}
+		return &exitError{code: exitUsage, err: errors.New("--base and --head are required, e.g. --base main --head my-branch")}
 	case *format != "text" && *format != "markdown" && *format != "json":
-		return &exitError{code: 2, err: fmt.Errorf("--format %q: use text, markdown or json", *format)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--format %q: use text, markdown or json", *format)}
 	}
 	if *dataDir == "" {
 		dir, err := os.MkdirTemp("", "gitfleet-plan-")

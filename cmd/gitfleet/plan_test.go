@@ -192,10 +192,10 @@ func TestPlanReadsStatusBranch(t *testing.T) {
 }
 
 func TestPlanUsage(t *testing.T) {
-	if code, _, stderr := runCmd(t, "plan", "--repo", "."); code != 2 || !strings.Contains(stderr, "--base and --head are required") {
+	if code, _, stderr := runCmd(t, "plan", "--repo", "."); code != 1 || !strings.Contains(stderr, "--base and --head are required") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
-	if code, _, stderr := runCmd(t, "plan", "--repo", t.TempDir(), "--base", "a", "--head", "b", "--format", "yaml"); code != 2 || !strings.Contains(stderr, "use text, markdown or json") {
+	if code, _, stderr := runCmd(t, "plan", "--repo", t.TempDir(), "--base", "a", "--head", "b", "--format", "yaml"); code != 1 || !strings.Contains(stderr, "use text, markdown or json") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 	if code, _, stderr := runCmd(t, "plan", "--repo", filepath.Join(t.TempDir(), "nope"), "--base", "a", "--head", "b"); code != 1 || !strings.Contains(stderr, "--repo") {

@@ -15,7 +15,7 @@ func init() {
 }
 
 func runServe(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet("serve", env.stderr)
+	fs := newFlagSet("serve", env)
 	var o daemonOptions
 	o.bindFlags(fs, ":8080")
 	pos, err := parseFlags(fs, args)
@@ -23,7 +23,7 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q (the repository is --repo)", pos[0])}
+		return &exitError{code: exitUsage, err: fmt.Errorf("unexpected argument %q (the repository is --repo)", pos[0])}
 	}
 	return runDaemon(ctx, env, o)
 }

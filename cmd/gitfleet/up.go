@@ -20,7 +20,7 @@ func init() {
 }
 
 func runUp(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet("up", env.stderr)
+	fs := newFlagSet("up", env)
 	var o daemonOptions
 	o.bindFlags(fs, "127.0.0.1:8080")
 	o.nats.URL = "embedded"
@@ -32,7 +32,7 @@ func runUp(ctx context.Context, env *cmdEnv, args []string) error {
 	if len(pos) == 1 && o.repo == "." {
 		o.repo = pos[0]
 	} else if len(pos) > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("unexpected argument %q", pos[0])}
+		return &exitError{code: exitUsage, err: fmt.Errorf("unexpected argument %q", pos[0])}
 	}
 	if !strings.Contains(o.repo, "://") {
 		if _, err := os.Stat(o.repo); err != nil {

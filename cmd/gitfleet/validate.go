@@ -22,18 +22,19 @@ func init() {
 }
 
 func runValidate(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet("validate", env.stderr)
+	fs := newFlagSet("validate", env)
 	format := fs.String("format", "text", "output format: text or json")
+	fs.StringVar(format, "o", "text", "same as --format")
 	rev := fs.String("rev", "", "validate this branch, tag or commit from the object store (no checkout)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if *format != "text" && *format != "json" {
-		return &exitError{code: 2, err: fmt.Errorf("--format %q: use text or json", *format)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--format %q: use text or json", *format)}
 	}
 	if len(pos) > 1 {
-		return &exitError{code: 2, err: fmt.Errorf("want at most one DIR, got %d", len(pos))}
+		return &exitError{code: exitUsage, err: fmt.Errorf("want at most one DIR, got %d", len(pos))}
 	}
 	dir := "."
 	if len(pos) == 1 {

@@ -124,7 +124,7 @@ func TestValidateSkipsGitAndOtherFiles(t *testing.T) {
 }
 
 func TestValidateFlags(t *testing.T) {
-	if code, _, stderr := runCmd(t, "validate", "--format", "xml", t.TempDir()); code != 2 || !strings.Contains(stderr, "use text or json") {
+	if code, _, stderr := runCmd(t, "validate", "--format", "xml", t.TempDir()); code != 1 || !strings.Contains(stderr, "use text or json") {
 		t.Errorf("--format xml: exit %d, %q", code, stderr)
 	}
 	if code, _, stderr := runCmd(t, "validate", filepath.Join(t.TempDir(), "missing")); code != 1 || !strings.Contains(stderr, "no such file") {

@@ -24,7 +24,7 @@ func init() {
 }
 
 func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet("worker", env.stderr)
+	fs := newFlagSet("worker", env)
 	nopts := natsbus.Options{URL: natsbus.Embedded, Name: "gitfleet-worker"}
 	nopts.BindFlags(fs)
 	provider := fs.String("provider", "", "provider to run: inmemory or local")
@@ -45,9 +45,9 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	switch *provider {
 	case inmemory.Name, local.Name:
 	case "":
-		return &exitError{code: 2, err: fmt.Errorf("--provider is required: inmemory or local")}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--provider is required: inmemory or local")}
 	default:
-		return &exitError{code: 2, err: fmt.Errorf("--provider %q: unknown provider (want inmemory or local)", *provider)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--provider %q: unknown provider (want inmemory or local)", *provider)}
 	}
 	log, err := lo.logger(env.stderr)
 	if err != nil {

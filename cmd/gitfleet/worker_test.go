@@ -22,8 +22,8 @@ func TestWorkerNeedsAKnownProvider(t *testing.T) {
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), tc.args, &cmdEnv{stdout: &out, stderr: &errb})
-		if code != 2 || !strings.Contains(errb.String(), tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errb.String(), tc.want)
+		if code != 1 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1 and %q", tc.args, code, errb.String(), tc.want)
 		}
 	}
 }
