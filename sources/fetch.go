@@ -11,9 +11,11 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 )
 
-// Fetch brings a remote repository's clone up to date with every branch and
-// tag of the remote; it reports whether any ref moved. For a local
-// repository it does nothing.
+// Fetch brings a remote repository's clone up to date with every branch
+// (as refs/remotes/origin/*) and tag of the remote; it reports whether any
+// of them moved. It never touches refs/heads/: the status writer commits
+// its branch there and pushes it, and a fetch in between must not reset it.
+// For a local repository it does nothing.
 func (r *Repo) Fetch(ctx context.Context) (changed bool, err error) {
 	if !r.loc.remote {
 		return false, nil
@@ -29,8 +31,6 @@ func (r *Repo) Fetch(ctx context.Context) (changed bool, err error) {
 		Auth:       r.auth,
 		Force:      true,
 		Tags:       git.NoTags, // the refspecs already name tags
-		// No Prune: the status writer commits to its branch in this clone
-		// before pushing it, and must not see it deleted in between.
 	})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate), errors.Is(err, transport.ErrEmptyRemoteRepository):
@@ -41,7 +41,7 @@ func (r *Repo) Fetch(ctx context.Context) (changed bool, err error) {
 	return false, fmt.Errorf("fetch %s: %w: %w", r.loc.url, ErrFetchFailed, err)
 }
 
-// refsLocked maps every branch and tag to its hash.
+// refsLocked maps the remote's branches and tags to their hashes.
 func (r *Repo) refsLocked() map[string]string {
 	out := map[string]string{}
 	it, err := r.repo.References()
@@ -49,7 +49,7 @@ func (r *Repo) refsLocked() map[string]string {
 		return out
 	}
 	_ = it.ForEach(func(ref *plumbing.Reference) error {
-		if ref.Type() == plumbing.HashReference {
+		if ref.Type() == plumbing.HashReference && !ref.Name().IsBranch() {
 			out[ref.Name().String()] = ref.Hash().String()
 		}
 		return nil

@@ -111,7 +111,9 @@ func findGitDir(path string) (string, error) {
 }
 
 // initMirror creates an empty bare repository whose remote fetches every
-// branch and tag onto the same names, so refs/heads/main is the remote's main.
+// branch to refs/remotes/origin/* and every tag to refs/tags/*. The
+// branches under refs/heads/ belong to whoever commits in the clone (the
+// status writer's gitfleet/status): a spec fetch never moves them.
 func initMirror(dir, url string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return fmt.Errorf("clone %s: %w", url, err)
@@ -131,7 +133,16 @@ func initMirror(dir, url string) error {
 	return nil
 }
 
-var mirrorRefSpecs = []config.RefSpec{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
+var mirrorRefSpecs = []config.RefSpec{"+refs/heads/*:refs/remotes/" + remoteName + "/*", "+refs/tags/*:refs/tags/*"}
+
+// BranchRef is the ref that holds branch as the source reads it: the
+// remote's branch for a clone, the branch itself for a local repository.
+func (r *Repo) BranchRef(branch string) string {
+	if r.loc.remote {
+		return "refs/remotes/" + remoteName + "/" + branch
+	}
+	return "refs/heads/" + branch
+}
 
 // openStorage opens the object store with KeepDescriptors: reading 10,000
 // blobs takes a third of the time (measured); Close releases them.

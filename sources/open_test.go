@@ -158,3 +158,36 @@ func TestOpenRefusesWhatIsNotARepo(t *testing.T) {
 		t.Errorf("Open(ftp://) = %v, want unsupported scheme", err)
 	}
 }
+
+// TestFetchLeavesLocalBranchesAlone: the status writer commits its branch
+// in the clone, then pushes it; a spec fetch in between (the remote has an
+// older status branch, or the spec moved) must not reset it.
+func TestFetchLeavesLocalBranchesAlone(t *testing.T) {
+	ctx := context.Background()
+	work := gittest.NewRepo(t)
+	work.Commit("one cluster", map[string]string{"clusters/a.yaml": cluster("a")})
+	work.Git("branch", "gitfleet/status")
+	root := t.TempDir()
+	bare := gittest.NewBare(t, root, "fleet.git")
+	work.Git("push", "-q", bare, "main", "gitfleet/status")
+	r, err := sources.Open(ctx, sources.Options{Location: "file://" + bare, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// A status commit made in the clone, not pushed yet.
+	clone := gittest.Run(t, root, gittest.Env(t.TempDir()), "--git-dir", r.GitDir(), "commit-tree", "-m", "status", "-p", "refs/remotes/origin/gitfleet/status", "refs/remotes/origin/gitfleet/status^{tree}")
+	gittest.Run(t, root, gittest.Env(t.TempDir()), "--git-dir", r.GitDir(), "update-ref", "refs/heads/gitfleet/status", clone)
+	second := work.Commit("two clusters", map[string]string{"clusters/b.yaml": cluster("b")})
+	work.Git("push", "-q", bare, "main")
+	changed, err := r.Fetch(ctx)
+	if err != nil || !changed {
+		t.Fatalf("Fetch = %v, %v; want the spec's new commit", changed, err)
+	}
+	if got, err := r.Resolve(ctx, "main"); err != nil || got != second {
+		t.Errorf("main = %s, %v; want %s", got, err, second)
+	}
+	if got := gittest.Run(t, root, gittest.Env(t.TempDir()), "--git-dir", r.GitDir(), "rev-parse", "refs/heads/gitfleet/status"); got != clone {
+		t.Errorf("the fetch moved the local status branch to %s; it was %s", got, clone)
+	}
+}

@@ -32,7 +32,14 @@ func (r *Repo) resolveLocked(rev string) (plumbing.Hash, error) {
 		rev = "HEAD"
 	}
 	candidates := []string{rev}
+	if b, ok := strings.CutPrefix(rev, "refs/heads/"); ok && r.loc.remote {
+		// The remote's branch: a clone keeps it under refs/remotes/.
+		candidates = []string{r.BranchRef(b), rev}
+	}
 	if !strings.HasPrefix(rev, "refs/") && plumbing.IsHash(rev) == false {
+		if r.loc.remote {
+			candidates = append(candidates, r.BranchRef(rev))
+		}
 		candidates = append(candidates, "refs/heads/"+rev, "refs/tags/"+rev)
 	}
 	var h *plumbing.Hash

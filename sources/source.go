@@ -191,7 +191,7 @@ func (s *Source) checkOnce(ctx context.Context) (*Revision, error) {
 	if _, err := s.repo.Fetch(fctx); err != nil {
 		return nil, err
 	}
-	head, err := s.repo.Resolve(ctx, "refs/heads/"+s.opts.Branch)
+	head, err := s.repo.Resolve(ctx, s.repo.BranchRef(s.opts.Branch))
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("branch %s: %w", s.opts.Branch, err)
 	}

@@ -121,7 +121,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (w *Writer) readTip() (plumbing.Hash, error) {
 	r, err := w.store.Reference(w.ref)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
-		return plumbing.ZeroHash, nil
+		return plumbing.ZeroHash, w.damagedRef()
 	}
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("read %s: %w", w.ref, err)
@@ -191,7 +191,12 @@ func (w *Writer) commit() error {
 	if w.beforeCAS != nil {
 		w.beforeCAS()
 	}
-	if err := w.store.CheckAndSetReference(plumbing.NewHashReference(w.ref, h), old); err != nil {
+	// Building the commit may have taken a while: the lease is checked
+	// again right before the branch moves.
+	if err := w.fenced(); err != nil {
+		return err
+	}
+	if err := w.setRef(plumbing.NewHashReference(w.ref, h), old); err != nil {
 		if errors.Is(err, storage.ErrReferenceHasChanged) || strings.Contains(err.Error(), "changed concurrently") {
 			return errRaced
 		}

@@ -19,6 +19,11 @@ func (w *Writer) push(ctx context.Context) error {
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return fmt.Errorf("push %s to %s: %w", w.opts.Branch, w.opts.Remote, err)
 	}
+	// A push counts only once the remote's branch is the commit pushed:
+	// "already up to date" about another commit is no success.
+	if err := w.verifyPushed(ctx); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	w.stats.Pushes++
 	w.mu.Unlock()
@@ -42,4 +47,28 @@ func (w *Writer) fetch(ctx context.Context) error {
 	default:
 		return fmt.Errorf("fetch %s from %s: %w", w.opts.Branch, w.opts.Remote, err)
 	}
+}
+
+// verifyPushed reads the remote's branch and checks it is the local tip.
+func (w *Writer) verifyPushed(ctx context.Context) error {
+	rm, err := w.opts.Repo.Remote(w.opts.Remote)
+	if err != nil {
+		return fmt.Errorf("verify push of %s: %w", w.opts.Branch, err)
+	}
+	refs, err := rm.ListContext(ctx, &git.ListOptions{Auth: w.opts.Auth})
+	if err != nil {
+		return fmt.Errorf("verify push of %s: %w", w.opts.Branch, err)
+	}
+	w.mu.Lock()
+	tip := w.tip
+	w.mu.Unlock()
+	for _, r := range refs {
+		if r.Name() == w.ref {
+			if r.Hash() != tip {
+				return fmt.Errorf("push %s to %s: the remote is at %s, not %s", w.opts.Branch, w.opts.Remote, r.Hash(), tip)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("push %s to %s: the remote has no such branch after the push", w.opts.Branch, w.opts.Remote)
 }
