@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -125,18 +126,6 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	if o.nats.Name == "" {
 		o.nats.Name = "gitfleet-" + o.replica
 	}
-	bus, err := natsbus.Open(ctx, o.nats, log)
-	if err != nil {
-		return err
-	}
-	defer bus.Close()
-	if bus.Server != nil {
-		rememberPort(o.dataDir, bus.Server.Port())
-	}
-	if err := natsbus.Ensure(ctx, bus.JS); err != nil {
-		return err
-	}
-
 	src, err := sources.Watch(ctx, repo, sources.WatchOptions{Branch: o.branch, Interval: o.interval, Log: &log})
 	if err != nil {
 		return err
@@ -148,6 +137,29 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := reconciler.NewMetrics(reg)
 	loop := reconciler.NewLoopHealth()
+
+	// HTTP first: while the daemon waits for NATS, /readyz says so.
+	var nats natsState
+	if o.listen != "" {
+		srv, err := serveHTTP(ctx, o, src, &nats, reg, loop, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	bus, err := natsbus.OpenWait(ctx, o.nats, log, nats.waiting)
+	if err != nil {
+		return err
+	}
+	defer bus.Close()
+	nats.bus.Store(bus)
+	if bus.Server != nil {
+		rememberPort(o.dataDir, bus.Server.Port())
+	}
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -164,18 +176,6 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 			if err := w.Run(wctx); err != nil {
 				log.Error().Err(err).Str("provider", name).Msg("worker failed")
 			}
-		}()
-	}
-
-	if o.listen != "" {
-		srv, err := serveHTTP(ctx, o, src, bus, reg, loop, log)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
 		}()
 	}
 
@@ -264,12 +264,19 @@ func splitList(s string) []string {
 }
 
 // serveHTTP starts /healthz, /readyz, /metrics and /hooks/git.
-func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, bus *natsbus.Bus, reg *prometheus.Registry,
+func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *natsState, reg *prometheus.Registry,
 	loop *reconciler.LoopHealth, log zerolog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		bus := nats.bus.Load()
 		switch {
+		case bus == nil:
+			msg := "waiting for NATS"
+			if err := nats.err.Load(); err != nil {
+				msg += ": " + *err
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
 		case !bus.Conn.IsConnected():
 			http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
 		case src.Current() == nil:
@@ -300,7 +307,11 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, bus *n
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := &http.Server{Handler: mux, BaseContext: func(net.Listener) context.Context { return ctx },
+		// A slow client is cut off: headers within 5 s, the whole request
+		// within 15 s; nothing is held open for long.
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("http server stopped")
@@ -308,6 +319,22 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, bus *n
 	}()
 	log.Info().Str("listen", ln.Addr().String()).Msg("serving /healthz /readyz /metrics /hooks/git")
 	return srv, nil
+}
+
+// natsState is the daemon's NATS connection as /readyz sees it: nil while
+// the daemon waits for NATS at start, with the last error.
+type natsState struct {
+	bus atomic.Pointer[natsbus.Bus]
+	err atomic.Pointer[string]
+}
+
+func (n *natsState) waiting(err error) {
+	if err == nil {
+		n.err.Store(nil)
+		return
+	}
+	msg := err.Error()
+	n.err.Store(&msg)
 }
 
 // loopErrorBound is how long the reconciler loop may keep failing (store,

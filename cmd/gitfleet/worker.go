@@ -60,14 +60,11 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	nopts.DataDir = *dataDir
 	nopts.ResolveCredentials()
 
-	bus, err := natsbus.Open(ctx, nopts, log)
+	bus, err := natsbus.OpenWait(ctx, nopts, log, nil)
 	if err != nil {
 		return err
 	}
 	defer bus.Close()
-	if err := natsbus.Ensure(ctx, bus.JS); err != nil {
-		return err
-	}
 	dir := *stateDir
 	if dir == "" {
 		dir = filepath.Join(*dataDir, "local")

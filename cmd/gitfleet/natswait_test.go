@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// syncBuffer is a log a command writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestWorkerWaitsForNATS: a worker started before its NATS server waits,
+// saying so, and works once the server is up: it does not exit.
+func TestWorkerWaitsForNATS(t *testing.T) {
+	srv := natstest.StartProcess(t)
+	srv.Kill() // its port, with nothing listening yet
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"worker", "--provider", "inmemory", "--nats", srv.URL(), "--log-format", "json"},
+			&cmdEnv{stdout: io.Discard, stderr: &errb})
+	}()
+	waitUntil(t, "the worker says it waits for NATS", func() bool { return strings.Contains(errb.String(), "waiting for NATS") })
+	select {
+	case code := <-done:
+		t.Fatalf("the worker exited (%d) while NATS was down:\n%s", code, errb.String())
+	default:
+	}
+	srv.Start()
+	_, js := natstest.Connect(t, srv.URL())
+	waitUntil(t, "the worker starts", func() bool { return strings.Contains(errb.String(), "worker started") })
+	task := wire.Task{ID: "t1", Operation: wire.OpCreate, Machine: wire.Machine{Name: "m", Cluster: "c", Provider: "inmemory", Version: "v1.30.0"}}
+	natstest.Intend(t, js, task)
+	if _, err := natsbus.NewPublisher(js).Publish(ctx, &task); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, wire.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the task is done", func() bool {
+		m, err := stream.GetLastMsgForSubject(ctx, wire.EventSubject("c", "m"))
+		if err != nil {
+			return false
+		}
+		ev, err := wire.DecodeEvent(m.Data)
+		return err == nil && ev.Phase == wire.PhaseRunning
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("worker exit %d:\n%s", code, errb.String())
+	}
+}
+
+// TestServeWaitsForNATS: gitfleet serve started before its NATS server
+// serves /readyz at once, failing with why, and becomes ready once NATS
+// is up.
+func TestServeWaitsForNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon")
+	}
+	srv := natstest.StartProcess(t)
+	srv.Kill()
+	repo := filepath.Join(t.TempDir(), "fleet")
+	if code, _, stderr := runCmd(t, "init", repo); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	listen := "127.0.0.1:" + freeTCPPort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--repo", repo, "--nats", srv.URL(), "--data-dir", t.TempDir(),
+			"--listen", listen, "--log-format", "json"}, &cmdEnv{stdout: io.Discard, stderr: &errb})
+	}()
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + listen + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitUntil(t, "/readyz says it waits for NATS", func() bool {
+		code, body := readyz()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "waiting for NATS")
+	})
+	srv.Start()
+	waitUntil(t, "/readyz ok once NATS is up", func() bool { code, _ := readyz(); return code == http.StatusOK })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("serve exit %d:\n%s", code, errb.String())
+	}
+}
+
+func freeTCPPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// TestSlowClientIsCutOff: a client that sends its webhook body a byte at
+// a time is disconnected by the daemon's HTTP server instead of holding a
+// connection open.
+func TestSlowClientIsCutOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon")
+	}
+	repo := filepath.Join(t.TempDir(), "fleet")
+	if code, _, stderr := runCmd(t, "init", repo); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	listen := "127.0.0.1:" + freeTCPPort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--repo", repo, "--data-dir", t.TempDir(), "--listen", listen,
+			"--webhook-secret", "s3cret", "--log-level", "error"}, &cmdEnv{stdout: io.Discard, stderr: io.Discard})
+	}()
+	defer func() { cancel(); <-done }()
+	var conn net.Conn
+	waitUntil(t, "serve listens", func() bool {
+		c, err := net.Dial("tcp", listen)
+		conn = c
+		return err == nil
+	})
+	defer conn.Close()
+	if _, err := conn.Write([]byte("POST /hooks/git HTTP/1.1\r\nHost: x\r\nX-Gitlab-Token: s3cret\r\nContent-Length: 100000\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_, _ = io.Copy(io.Discard, conn) // returns when the server closes
+	}()
+	// A byte every 100 ms: 100,000 bytes would take almost three hours.
+	for i := 0; ; i++ {
+		select {
+		case <-closed:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if _, err := conn.Write([]byte("x")); err != nil {
+			return // the server closed the connection
+		}
+		if i > 600 {
+			t.Fatal("a slow client held its connection for a minute")
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/internal/secret"
+)
+
+// OpenWait is Open followed by Ensure, waiting for an external NATS and
+// its JetStream as long as ctx allows: a daemon or worker started before
+// NATS (or while it restarts) waits, saying so, instead of exiting. Each
+// failed attempt is logged and handed to waiting (nil when nothing is
+// awaited any more), so readiness can say why; the wait grows from 250 ms
+// to 5 s. The embedded server is not waited for: if it cannot start, that
+// is a configuration error.
+func OpenWait(ctx context.Context, opts Options, log zerolog.Logger, waiting func(error)) (*Bus, error) {
+	if waiting == nil {
+		waiting = func(error) {}
+	}
+	embedded := opts.URL == "" || opts.URL == Embedded
+	for attempt := 1; ; attempt++ {
+		b, err := Open(ctx, opts, log)
+		if err == nil {
+			if err = Ensure(ctx, b.JS); err == nil {
+				waiting(nil)
+				if attempt > 1 {
+					log.Info().Str("url", secret.RedactURL(b.URL)).Msg("NATS and JetStream are up")
+				}
+				return b, nil
+			}
+			b.Close()
+		}
+		if embedded || ctx.Err() != nil {
+			return nil, err
+		}
+		waiting(err)
+		ev := log.Info()
+		if attempt == 1 {
+			ev = log.Warn()
+		}
+		ev.Err(err).Str("url", secret.RedactURL(opts.URL)).Int("attempt", attempt).Msg("waiting for NATS and JetStream")
+		d := min(250*time.Millisecond<<min(attempt-1, 5), 5*time.Second)
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(ctx.Err(), err)
+		case <-time.After(d):
+		}
+	}
+}
