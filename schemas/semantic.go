@@ -31,16 +31,50 @@ func semanticChecks(path string, d *doc, value any) []Error {
 			add("spec.topology.controlPlane.replicas", "%d control-plane machines cannot keep etcd quorum through a failure: use an odd count (1, 3 or 5)", *r)
 		}
 		checkNetwork(add, o.Spec.ClusterNetwork)
+		checkMachineNames(add, "metadata.name", o.Metadata.Name, controlPlanePool)
 		for i, md := range o.Spec.Topology.Workers.MachineDeployments {
 			checkStrategy(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].strategy", i), md.Strategy)
+			checkMachineNames(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].name", i), o.Metadata.Name, md.Name)
 		}
 	case *v1alpha1.MachineDeployment:
 		checkTemplate(add, "spec.template", o.Spec.Template)
 		checkStrategy(add, "spec.strategy", o.Spec.Strategy)
+		if strings.Contains(o.Metadata.Name, ".") {
+			add("metadata.name", "%q has a dot: a MachineDeployment's name goes into machine names, NATS subjects and file names; use lowercase letters, digits and '-'", o.Metadata.Name)
+		} else {
+			checkMachineNames(add, "metadata.name", o.Spec.ClusterName, o.Metadata.Name)
+		}
 	case *v1alpha1.MachineHealthCheck:
 		checkPercent(add, "spec.maxUnhealthy", o.Spec.MaxUnhealthy)
 	}
 	return errs
+}
+
+// Machine names are <cluster>-<pool>-<5 random characters>, at most 63
+// characters (a DNS label: they become host names, NATS subject tokens and
+// folder names); the control plane's pool is "control-plane".
+const (
+	maxMachineName    = 63
+	controlPlanePool  = "control-plane"
+	machineNameSuffix = 1 + 5 // "-" and the random part
+)
+
+// checkMachineNames refuses a cluster or pool name whose machines' names
+// would not fit, and says the budget.
+func checkMachineNames(add addFunc, field, cluster, pool string) {
+	if cluster == "" || pool == "" {
+		return
+	}
+	budget := maxMachineName - machineNameSuffix - 1 // the "-" between cluster and pool
+	if n := len(cluster) + len(pool); n > budget {
+		if pool == controlPlanePool {
+			add(field, "cluster name %q is %d characters: at most %d, since its control-plane machines are named <cluster>-control-plane-<5 characters> and a machine name is at most %d",
+				cluster, len(cluster), budget-len(controlPlanePool), maxMachineName)
+			return
+		}
+		add(field, "cluster %q and pool %q are %d characters together: at most %d, since machine names are <cluster>-<pool>-<5 characters> and at most %d; shorten the pool's name",
+			cluster, pool, n, budget, maxMachineName)
+	}
 }
 
 // checkPercent refuses a percentage above 100%: a share of more than every

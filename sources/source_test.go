@@ -7,9 +7,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -227,6 +229,11 @@ func TestWebhookSignatures(t *testing.T) {
 		{"other branch", "POST", []byte(`{"ref":"refs/heads/dev"}`), map[string]string{"X-Gitlab-Token": "s3cret"}, 202, false},
 		{"too big", "POST", bytes.Repeat([]byte("x"), sources.MaxWebhookBody+1), map[string]string{"X-Gitlab-Token": "s3cret"}, 413, false},
 		{"GET", "GET", nil, nil, 405, false},
+		{"github delivery", "POST", body, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, body), "X-GitHub-Delivery": "d-1"}, 202, true},
+		{"replay of that delivery", "POST", body, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, body), "X-GitHub-Delivery": "d-1"}, 409, false},
+		{"gitlab delivery", "POST", body, map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-1"}, 202, true},
+		{"replay of the gitlab delivery", "POST", body, map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-1"}, 409, false},
+		{"another delivery", "POST", body, map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-2"}, 202, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			triggered = 0
@@ -244,6 +251,58 @@ func TestWebhookSignatures(t *testing.T) {
 	if _, err := sources.NewWebhook(nil, "main", func() {}); err == nil {
 		t.Error("NewWebhook without a secret succeeded")
 	}
+}
+
+// TestWebhookConcurrencyCap: requests beyond MaxWebhookRequests in
+// progress get 503 at once instead of queueing.
+func TestWebhookConcurrencyCap(t *testing.T) {
+	h, err := sources.NewWebhook([]byte("s3cret"), "main", func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	// Requests whose bodies never end hold their slots.
+	var held []*io.PipeWriter
+	var wg sync.WaitGroup
+	for range sources.MaxWebhookRequests {
+		pr, pw := io.Pipe()
+		held = append(held, pw)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+sources.WebhookPath, pr)
+			req.Header.Set(sources.HeaderGitLab, "s3cret")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		if _, err := pw.Write([]byte("{")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+sources.WebhookPath, strings.NewReader(`{"ref":"refs/heads/main"}`))
+		req.Header.Set(sources.HeaderGitLab, "s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with %d requests held, another got %d, want 503", sources.MaxWebhookRequests, resp.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, pw := range held {
+		_, _ = pw.Write([]byte(`"ref":"refs/heads/main"}`))
+		pw.Close()
+	}
+	wg.Wait()
 }
 
 func TestFailingRemoteIsReportedAndRecovers(t *testing.T) {

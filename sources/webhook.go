@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 )
 
 // WebhookPath is where the daemon serves the push webhook.
@@ -28,6 +30,21 @@ const (
 	HeaderGeneric = "X-Gitfleet-Signature-256"
 )
 
+// Delivery ID headers: a delivery seen in the last DeliveryWindow is a
+// replay and is refused (409), whatever its signature.
+var deliveryHeaders = []string{"X-GitHub-Delivery", "X-Gitlab-Event-UUID", "X-Gitea-Delivery", "X-Gitfleet-Delivery"}
+
+// DeliveryWindow is how long a delivery ID is remembered; at most
+// maxDeliveries are, the oldest forgotten first.
+const (
+	DeliveryWindow = time.Hour
+	maxDeliveries  = 10000
+)
+
+// MaxWebhookRequests is how many webhook requests are served at once;
+// more get 503 at once rather than queue.
+const MaxWebhookRequests = 16
+
 // Webhook receives push notifications and triggers an immediate fetch. A
 // request without a valid signature or token gets 401 and triggers nothing;
 // a push to another branch is acknowledged and ignored.
@@ -35,6 +52,12 @@ type Webhook struct {
 	secret  []byte
 	branch  string
 	trigger func()
+	slots   chan struct{} // a token per request in progress
+	now     func() time.Time
+
+	mu    sync.Mutex
+	seen  map[string]time.Time // delivery ID → when it came
+	order []string             // delivery IDs, oldest first
 }
 
 // NewWebhook returns the handler for WebhookPath. secret is shared with the
@@ -44,7 +67,8 @@ func NewWebhook(secret []byte, branch string, trigger func()) (*Webhook, error) 
 	if len(secret) == 0 {
 		return nil, errors.New("webhook: a secret is required; an unsigned webhook would let anyone trigger fetches")
 	}
-	return &Webhook{secret: secret, branch: branch, trigger: trigger}, nil
+	return &Webhook{secret: secret, branch: branch, trigger: trigger, slots: make(chan struct{}, MaxWebhookRequests),
+		now: time.Now, seen: map[string]time.Time{}}, nil
 }
 
 // Webhook returns a webhook handler that triggers this source.
@@ -56,6 +80,14 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("%d webhook requests in progress already", MaxWebhookRequests), http.StatusServiceUnavailable)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
@@ -70,6 +102,10 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := h.authenticate(r.Header, body); err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	if id := h.replayed(r.Header); id != "" {
+		http.Error(w, "delivery "+id+" was received already: a replay is refused", http.StatusConflict)
 		return
 	}
 	if ref := pushedRef(body); h.branch != "" && strings.HasPrefix(ref, "refs/heads/") && ref != "refs/heads/"+h.branch {
@@ -121,4 +157,32 @@ func pushedRef(body []byte) string {
 		return ""
 	}
 	return p.Ref
+}
+
+// replayed remembers the request's delivery ID and returns it when it was
+// seen within DeliveryWindow ("" otherwise, or when the request has none).
+func (h *Webhook) replayed(hdr http.Header) string {
+	id := ""
+	for _, name := range deliveryHeaders {
+		if v := hdr.Get(name); v != "" {
+			id = name + ":" + v
+			break
+		}
+	}
+	if id == "" {
+		return ""
+	}
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for len(h.order) > 0 && (len(h.order) >= maxDeliveries || now.Sub(h.seen[h.order[0]]) > DeliveryWindow) {
+		delete(h.seen, h.order[0])
+		h.order = h.order[1:]
+	}
+	if at, ok := h.seen[id]; ok && now.Sub(at) <= DeliveryWindow {
+		return id[strings.Index(id, ":")+1:]
+	}
+	h.seen[id] = now
+	h.order = append(h.order, id)
+	return ""
 }

@@ -27,6 +27,11 @@ func TestCLIConventions(t *testing.T) {
 			t.Errorf("%s has no -o or --format:\n%s", c, stdout)
 		}
 	}
+	for _, c := range []string{"serve", "up"} {
+		if _, stdout, _ := runCmd(t, c, "-h"); !strings.Contains(stdout, `(default "127.0.0.1:8080")`) {
+			t.Errorf("%s does not listen on loopback by default:\n%s", c, stdout)
+		}
+	}
 	code, stdout, stderr := runCmd(t, "plan", "--bogus")
 	if code != 1 || stdout != "" || strings.Count(stderr, "-bogus") != 1 || !strings.Contains(stderr, "gitfleet plan -h") {
 		t.Errorf("plan --bogus: exit %d, stdout %q, stderr %q", code, stdout, stderr)

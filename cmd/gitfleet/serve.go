@@ -17,7 +17,7 @@ func init() {
 func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet("serve", env)
 	var o daemonOptions
-	o.bindFlags(fs, ":8080")
+	o.bindFlags(fs, "127.0.0.1:8080")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
