@@ -110,6 +110,17 @@ func selectFiles(files []File, spec v1alpha1.FleetConfigSpec, cfgObjs []Object) 
 			}
 		}
 	}
+	if len(cfgObjs) > 0 && spec.Policies != v1alpha1.DefaultPoliciesDir {
+		clean := path.Clean(spec.Policies)
+		switch {
+		case path.IsAbs(spec.Policies) || clean == ".." || clean == "." || strings.HasPrefix(clean, "../"):
+			errs = append(errs, cfgObjs[0].ErrorAt("spec.policies",
+				fmt.Sprintf("%q is outside the repository: policies are .cue files in a folder of the repository, like %s", spec.Policies, v1alpha1.DefaultPoliciesDir)))
+		case len(pols) == 0:
+			errs = append(errs, cfgObjs[0].ErrorAt("spec.policies",
+				fmt.Sprintf("%q holds no .cue file, so no policy would apply: fix the path, or remove spec.policies to use %s/", spec.Policies, v1alpha1.DefaultPoliciesDir)))
+		}
+	}
 	for i, u := range used {
 		if !u && len(cfgObjs) > 0 {
 			errs = append(errs, cfgObjs[0].ErrorAt(fmt.Sprintf("spec.paths[%d]", i),

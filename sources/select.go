@@ -192,13 +192,27 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		}
 		out = append(out, files...)
 	}
-	if pol, ok := joinRel("", fp.policies); ok && pol != "" {
+	pol, ok := joinRel("", strings.TrimSuffix(fp.policies, "/"))
+	found := 0
+	if ok && pol != "" {
 		for _, f := range s.under(pol) {
 			if path.Ext(f) == ".cue" && path.Dir(f) == pol {
 				if err := addRaw(f); err != nil {
 					return nil, nil, err
 				}
+				found++
 			}
+		}
+	}
+	// A policies folder written by hand that leaves the repository or holds
+	// no policy would silently disable every policy: the words of
+	// schemas.Load, so both commands say the same.
+	if fp.policies != v1alpha1.DefaultPoliciesDir {
+		switch {
+		case !ok || pol == "":
+			errs = append(errs, fp.configError("spec.policies", fmt.Sprintf("%q is outside the repository: policies are .cue files in a folder of the repository, like %s", fp.policies, v1alpha1.DefaultPoliciesDir)))
+		case found == 0:
+			errs = append(errs, fp.configError("spec.policies", fmt.Sprintf("%q holds no .cue file, so no policy would apply: fix the path, or remove spec.policies to use %s/", fp.policies, v1alpha1.DefaultPoliciesDir)))
 		}
 	}
 	return out, errs, nil

@@ -18,6 +18,18 @@ const (
 	DedupWindow = 10 * time.Minute
 	// LeaderTTL is the lease of the gitfleet-leader bucket.
 	LeaderTTL = 10 * time.Second
+
+	// The streams' limits: nothing a worker or a forged message sends
+	// can fill the store. A task carries a machine's spec; an event a
+	// phase and a message. A task stream that is full refuses new tasks
+	// (the daemon reports it and publishes again) rather than dropping
+	// old ones.
+	TaskMaxMsgSize  = 256 << 10
+	TaskMaxBytes    = 1 << 30
+	TaskMaxAge      = 7 * 24 * time.Hour
+	EventMaxMsgSize = 64 << 10
+	EventMaxBytes   = 256 << 20
+	EventMaxAge     = 24 * time.Hour
 )
 
 // TaskStreamConfig is GITFLEET_TASKS: a work queue, one consumer per
@@ -30,7 +42,10 @@ func TaskStreamConfig() jetstream.StreamConfig {
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Duplicates:  DedupWindow,
-		Discard:     jetstream.DiscardOld,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgSize:  TaskMaxMsgSize,
+		MaxBytes:    TaskMaxBytes,
+		MaxAge:      TaskMaxAge,
 	}
 }
 
@@ -42,7 +57,10 @@ func EventStreamConfig() jetstream.StreamConfig {
 		Subjects:    []string{wire.SubjectEvents + ".>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
-		MaxAge:      24 * time.Hour,
+		MaxAge:      EventMaxAge,
+		MaxBytes:    EventMaxBytes,
+		MaxMsgSize:  EventMaxMsgSize,
+		Discard:     jetstream.DiscardOld,
 		Duplicates:  2 * time.Minute,
 	}
 }

@@ -138,3 +138,41 @@ func TestEmbeddedNeedsADataDir(t *testing.T) {
 		t.Fatalf("embedded without data dir: %v; want it to say --data-dir", err)
 	}
 }
+
+// TestStreamsHaveLimits: an oversized event is refused by the server, and
+// both streams carry their size and age limits, also when Ensure updates
+// streams an older version made without them.
+func TestStreamsHaveLimits(t *testing.T) {
+	bus := openEmbedded(t, t.TempDir())
+	// A stream as an older version made it: no limits.
+	old := natsbus.EventStreamConfig()
+	old.MaxBytes, old.MaxMsgSize = 0, 0
+	if _, err := bus.JS.CreateStream(ctx(t), old); err != nil {
+		t.Fatal(err)
+	}
+	oldTasks := natsbus.TaskStreamConfig()
+	oldTasks.MaxBytes, oldTasks.MaxMsgSize, oldTasks.MaxAge, oldTasks.Discard = 0, 0, 0, jetstream.DiscardOld
+	if _, err := bus.JS.CreateStream(ctx(t), oldTasks); err != nil {
+		t.Fatal(err)
+	}
+	if err := natsbus.Ensure(ctx(t), bus.JS); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]jetstream.StreamConfig{wire.StreamTasks: natsbus.TaskStreamConfig(), wire.StreamEvents: natsbus.EventStreamConfig()} {
+		s, err := bus.JS.Stream(ctx(t), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		if cfg.Discard != want.Discard || cfg.MaxMsgSize != want.MaxMsgSize || cfg.MaxBytes != want.MaxBytes || cfg.MaxAge != want.MaxAge || cfg.MaxMsgSize <= 0 || cfg.MaxBytes <= 0 || cfg.MaxAge <= 0 {
+			t.Errorf("%s: max message %d, bytes %d, age %v; want %d, %d, %v", name, cfg.MaxMsgSize, cfg.MaxBytes, cfg.MaxAge, want.MaxMsgSize, want.MaxBytes, want.MaxAge)
+		}
+	}
+	big := make([]byte, natsbus.EventMaxMsgSize+1)
+	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c", "m"), big); err == nil {
+		t.Error("the server stored an event larger than the limit")
+	}
+	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c", "m"), []byte(`{}`)); err != nil {
+		t.Errorf("a small event: %v", err)
+	}
+}
