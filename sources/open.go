@@ -57,6 +57,11 @@ func Open(ctx context.Context, opts Options) (*Repo, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch opts.VerifyMode {
+	case "", VerifyHead, VerifyAll:
+	default:
+		return nil, fmt.Errorf("verify mode %q: use %s or %s", opts.VerifyMode, VerifyHead, VerifyAll)
+	}
 	r := &Repo{opts: opts, loc: loc, parsed: newParseCache(), rendered: newRenderCache()}
 	if !loc.remote {
 		r.gitDir, err = findGitDir(loc.path)

@@ -17,7 +17,21 @@ type Options struct {
 	// Verify, when set, makes Revision refuse commits that are not signed by
 	// one of its keys.
 	Verify *Verifier
+	// VerifyMode is VerifyHead (default: only the commit applied is
+	// checked, as Flux does) or VerifyAll: every commit since the last
+	// applied one must be signed by an allowed key, so an unsigned commit
+	// cannot hide under a signed one.
+	VerifyMode string
 }
+
+// Verify modes.
+const (
+	VerifyHead = "head"
+	VerifyAll  = "all"
+)
+
+// maxVerifyWalk bounds the commits VerifyAll checks for one revision.
+const maxVerifyWalk = 10000
 
 // Auth says how to authenticate to a remote repository.
 type Auth struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/gitfleet/gitfleet/schemas"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -102,6 +103,15 @@ func (r *Repo) read(ctx context.Context, rev string, skip func(key string) bool)
 // verification or validation is returned with Err set (not as an error);
 // the error result is for Git and I/O failures.
 func (r *Repo) Revision(ctx context.Context, rev string) (*Revision, error) {
+	return r.RevisionSince(ctx, rev, "")
+}
+
+// RevisionSince is Revision for a source that applied since (a commit;
+// "" for none): with VerifyMode VerifyAll, every commit reachable from rev
+// and not from since must be signed by an allowed key. With no applied
+// commit only rev itself is checked: a daemon's first revision is where
+// its trust starts.
+func (r *Repo) RevisionSince(ctx context.Context, rev, since string) (*Revision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -120,6 +130,9 @@ func (r *Repo) Revision(ctx context.Context, rev string) (*Revision, error) {
 	out := newRevision(rev, c)
 	if r.opts.Verify != nil {
 		signer, err := r.opts.Verify.Verify(c)
+		if err == nil && r.opts.VerifyMode == VerifyAll && since != "" && since != c.Hash.String() {
+			err = r.verifyBetween(c, since)
+		}
 		if err != nil {
 			out.Err = err
 			return out, nil
@@ -175,6 +188,51 @@ func (r *Repo) loadLocked(ins []*input) error {
 		if err := in.load(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// verifyBetween checks the signature of every commit reachable from head
+// and not from since (git log since..head), head excluded (checked by the
+// caller).
+func (r *Repo) verifyBetween(head *object.Commit, since string) error {
+	if err := r.lock(); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	stop := map[plumbing.Hash]bool{}
+	if base, err := r.commitLocked(plumbing.NewHash(since)); err == nil {
+		// Everything reachable from the applied commit was accepted.
+		iter := object.NewCommitPreorderIter(base, nil, nil)
+		n := 0
+		_ = iter.ForEach(func(c *object.Commit) error {
+			stop[c.Hash] = true
+			if n++; n > maxVerifyWalk {
+				return storer.ErrStop
+			}
+			return nil
+		})
+	}
+	seen := map[plumbing.Hash]bool{head.Hash: true}
+	todo := append([]plumbing.Hash(nil), head.ParentHashes...)
+	for n := 0; len(todo) > 0; n++ {
+		h := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if seen[h] || stop[h] {
+			continue
+		}
+		seen[h] = true
+		if n > maxVerifyWalk {
+			return fmt.Errorf("commit %s: %w: more than %d commits since the last applied one %s to verify", short(head.Hash.String()), ErrUntrusted, maxVerifyWalk, short(since))
+		}
+		c, err := r.commitLocked(h)
+		if err != nil {
+			return err
+		}
+		if _, err := r.opts.Verify.Verify(c); err != nil {
+			return fmt.Errorf("commit %s: every commit since the last applied one must be signed (--verify-mode all): %w", short(head.Hash.String()), err)
+		}
+		todo = append(todo, c.ParentHashes...)
 	}
 	return nil
 }

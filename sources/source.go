@@ -200,12 +200,16 @@ func (s *Source) checkOnce(ctx context.Context) (*Revision, error) {
 	}
 	s.mu.Lock()
 	same := s.last != nil && s.last.Commit == head
+	since := ""
+	if s.current != nil {
+		since = s.current.Commit
+	}
 	s.mu.Unlock()
 	if same {
 		return nil, nil
 	}
 	s.log.Debug().Str("commit", short(head)).Msg("reading new head")
-	rev, err := s.repo.Revision(ctx, head)
+	rev, err := s.repo.RevisionSince(ctx, head, since)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,9 @@ import (
 	"strings"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"golang.org/x/crypto/ssh"
@@ -149,7 +151,7 @@ func (v *Verifier) verifyPGP(c *object.Commit, short string) (string, error) {
 		}
 	}
 	if errors.Is(lastErr, pgperrors.ErrUnknownIssuer) {
-		return "", fmt.Errorf("commit %s: %w: signed by an OpenPGP key that is not an allowed key", short, ErrUntrusted)
+		return "", fmt.Errorf("commit %s: %w: signed by OpenPGP %s, which is not an allowed key", short, ErrUntrusted, pgpIssuer(c.PGPSignature))
 	}
 	return "", fmt.Errorf("commit %s: %w: OpenPGP signature does not verify: %w", short, ErrUntrusted, lastErr)
 }
@@ -165,4 +167,27 @@ func encodeWithoutSignature(c *object.Commit) ([]byte, error) {
 	}
 	defer r.Close()
 	return io.ReadAll(r)
+}
+
+// pgpIssuer names the key an OpenPGP signature says it was made with: its
+// fingerprint when the signature carries it, else its key ID.
+func pgpIssuer(armored string) string {
+	block, err := armor.Decode(strings.NewReader(armored))
+	if err != nil {
+		return "key (unreadable signature)"
+	}
+	p, err := packet.Read(block.Body)
+	if err != nil {
+		return "key (unreadable signature)"
+	}
+	sig, ok := p.(*packet.Signature)
+	switch {
+	case !ok:
+		return "key (no signature packet)"
+	case len(sig.IssuerFingerprint) > 0:
+		return fmt.Sprintf("key %X", sig.IssuerFingerprint)
+	case sig.IssuerKeyId != nil:
+		return fmt.Sprintf("key ID %016X", *sig.IssuerKeyId)
+	}
+	return "key (the signature names none)"
 }

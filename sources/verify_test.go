@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -101,6 +102,15 @@ func TestSignedCommits(t *testing.T) {
 			if !strings.HasPrefix(rev.Signer, tc.signer) {
 				t.Errorf("Signer = %q, want prefix %q", rev.Signer, tc.signer)
 			}
+			// A refusal names the key that signed, so the operator knows
+			// whose key to add, or whom to ask.
+			if tc.name == "openpgp unknown key" && !strings.Contains(rev.Err.Error(), fmt.Sprintf("%X", otherPGP.PrimaryKey.Fingerprint)) &&
+				!strings.Contains(rev.Err.Error(), fmt.Sprintf("%016X", otherPGP.PrimaryKey.KeyId)) {
+				t.Errorf("refusal %q does not name the signing key %X", rev.Err, otherPGP.PrimaryKey.Fingerprint)
+			}
+			if tc.name == "ssh unknown key" && !strings.Contains(rev.Err.Error(), ssh.FingerprintSHA256(otherSSH.PublicKey())) {
+				t.Errorf("refusal %q does not name the signing key", rev.Err)
+			}
 		})
 	}
 }
@@ -137,5 +147,46 @@ func TestCommitSignedByGitCLIWithSSHKey(t *testing.T) {
 	}
 	if rev.Rejected() || rev.Signer != "ssh "+ssh.FingerprintSHA256(signer.PublicKey()) {
 		t.Errorf("git-signed commit: Err %v, Signer %q", rev.Err, rev.Signer)
+	}
+}
+
+// TestVerifyModeAll: with --verify-mode all, an unsigned commit between the
+// last applied one and a signed head is refused, and named; head mode
+// checks the head alone, as Flux does. A fully signed history passes.
+func TestVerifyModeAll(t *testing.T) {
+	ctx := context.Background()
+	signer, _ := newSSHKey(t)
+	v, err := sources.NewVerifier([][]byte{ssh.MarshalAuthorizedKey(signer.PublicKey())}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := git.CommitOptions{Signer: sshSigner{signer}}
+	work := gittest.NewRepo(t)
+	files := func(n string) map[string]string {
+		return map[string]string{"classes/standard.yaml": classYAML, "clusters/" + n + ".yaml": cluster(n)}
+	}
+	applied := work.CommitGo("applied", files("a"), signed)
+	sneaked := work.CommitGo("unsigned", files("b"), git.CommitOptions{})
+	head := work.CommitGo("signed on top", files("c"), signed)
+
+	all := open(t, work.Dir, func(o *sources.Options) { o.Verify, o.VerifyMode = v, sources.VerifyAll })
+	rev, err := all.RevisionSince(ctx, head, applied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(rev.Err, sources.ErrUnsigned) || !strings.Contains(rev.Err.Error(), sneaked[:12]) {
+		t.Errorf("all: %v; want a refusal naming the unsigned commit %s", rev.Err, sneaked[:12])
+	}
+	headOnly := open(t, work.Dir, func(o *sources.Options) { o.Verify = v })
+	if rev, err := headOnly.RevisionSince(ctx, head, applied); err != nil || rev.Rejected() {
+		t.Errorf("head: %v %v; want the signed head applied", err, rev.Err)
+	}
+	// Signed from here on: the next revision after a signed one passes.
+	next := work.CommitGo("signed again", files("d"), signed)
+	if rev, err := all.RevisionSince(ctx, next, head); err != nil || rev.Rejected() {
+		t.Errorf("all, signed since the applied commit: %v %v", err, rev.Err)
+	}
+	if _, err := sources.Open(ctx, sources.Options{Location: work.Dir, VerifyMode: "some"}); err == nil {
+		t.Error("Open accepted verify mode \"some\"")
 	}
 }

@@ -44,6 +44,7 @@ type daemonOptions struct {
 	webhookSecret  string
 	verifySSH      string
 	verifyPGP      string
+	verifyMode     string
 	auth           sources.Auth
 	nats           natsbus.Options
 	// workers are the providers run in-process (up); none for serve.
@@ -69,6 +70,7 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("GITFLEET_WEBHOOK_SECRET"), "secret of /hooks/git (default $GITFLEET_WEBHOOK_SECRET); empty disables the webhook")
 	fs.StringVar(&o.verifySSH, "verify-ssh-keys", "", "comma-separated files of allowed SSH signing keys: only commits they signed are applied")
 	fs.StringVar(&o.verifyPGP, "verify-pgp-keys", "", "comma-separated files of allowed OpenPGP public keys")
+	fs.StringVar(&o.verifyMode, "verify-mode", sources.VerifyHead, "with verify keys: head (the commit applied must be signed) or all (every commit since the last applied one)")
 	fs.StringVar(&o.auth.Username, "git-username", "", "HTTP basic-auth user for a remote repository")
 	fs.StringVar(&o.auth.Password, "git-password", os.Getenv("GITFLEET_GIT_PASSWORD"), "HTTP password (default $GITFLEET_GIT_PASSWORD)")
 	fs.StringVar(&o.auth.Token, "git-token", os.Getenv("GITFLEET_GIT_TOKEN"), "HTTP access token (default $GITFLEET_GIT_TOKEN)")
@@ -112,7 +114,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	if err != nil {
 		return err
 	}
-	repo, err := sources.Open(ctx, sources.Options{Location: o.repo, DataDir: o.dataDir, Auth: o.auth, Verify: verifier})
+	repo, err := sources.Open(ctx, sources.Options{Location: o.repo, DataDir: o.dataDir, Auth: o.auth, Verify: verifier, VerifyMode: o.verifyMode})
 	if err != nil {
 		return err
 	}
