@@ -191,3 +191,23 @@ func TestFetchLeavesLocalBranchesAlone(t *testing.T) {
 		t.Errorf("the fetch moved the local status branch to %s; it was %s", got, clone)
 	}
 }
+
+// TestOversizedFileIsRefused: a fleet file over MaxFileSize makes the
+// revision invalid with an error naming the file and the limit; it is not
+// read.
+func TestOversizedFileIsRefused(t *testing.T) {
+	ctx := context.Background()
+	work := gittest.NewRepo(t)
+	big := cluster("a") + "# " + strings.Repeat("x", sources.MaxFileSize) + "\n"
+	head := work.Commit("a huge cluster file", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": big})
+	for name, loc := range map[string]string{"commit": work.Dir} {
+		r := open(t, loc)
+		rev, err := r.Revision(ctx, head)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !rev.Rejected() || !strings.Contains(rev.Err.Error(), "clusters/a.yaml") || !strings.Contains(rev.Err.Error(), "1 MiB") {
+			t.Errorf("%s: %v; want the file refused, named, with the limit", name, rev.Err)
+		}
+	}
+}

@@ -125,17 +125,36 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		return nil, nil, err
 	}
 	var (
-		out   []input
-		errs  schemas.Errors
-		seen  = map[string]bool{}
-		raw   []string
-		kdirs []string
+		out  []input
+		errs schemas.Errors
+		seen = map[string]bool{}
+		// tooMany: the file limit was reached (reported once).
+		tooMany bool
+		raw     []string
+		kdirs   []string
 	)
 	addRaw := func(p string) error {
 		if seen[p] {
 			return nil
 		}
 		seen[p] = true
+		if size := s.files[p].size; size != nil {
+			n, err := size()
+			if err != nil {
+				return fmt.Errorf("read %s: %w", p, err)
+			}
+			if n > MaxFileSize {
+				errs = append(errs, schemas.Error{Path: p, Message: fmt.Sprintf("the file is %d bytes: fleet files are read up to %d (%s); split it into smaller files", n, MaxFileSize, humanBytes(MaxFileSize))})
+				return nil
+			}
+		}
+		if len(out) >= MaxFiles {
+			if !tooMany {
+				tooMany = true
+				errs = append(errs, schemas.Error{Path: p, Message: fmt.Sprintf("more than %d fleet files: a fleet repository is read up to %d files; narrow spec.paths", MaxFiles, MaxFiles)})
+			}
+			return nil
+		}
 		read := s.files[p].read
 		out = append(out, input{File: schemas.File{Path: p}, key: s.files[p].key + " " + p, read: read})
 		return nil
@@ -216,4 +235,19 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		}
 	}
 	return out, errs, nil
+}
+
+// Limits on what a revision may make the daemon read: a fleet file (a YAML
+// document, a policy) and the number of files. A commit over them is
+// refused with an error naming the file, like any invalid commit.
+const (
+	MaxFileSize = 1 << 20
+	MaxFiles    = 100000
+)
+
+func humanBytes(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }

@@ -24,6 +24,8 @@ type snapshot struct {
 type entry struct {
 	key  string // content hash: the blob hash in Git, sha256 on disk
 	read func() ([]byte, error)
+	// size is the file's length in bytes, known without reading it.
+	size func() (int64, error)
 }
 
 func (s *snapshot) add(p string, e entry) {
@@ -79,7 +81,7 @@ func treeSnapshot(st *filesystem.Storage, tree *object.Tree) (*snapshot, error) 
 			continue
 		}
 		h := e.Hash
-		s.add(name, entry{key: h.String(), read: func() ([]byte, error) {
+		s.add(name, entry{key: h.String(), size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
 			b, err := object.GetBlob(st, h)
 			if err != nil {
 				return nil, err
@@ -120,7 +122,8 @@ func dirSnapshot(root string) (*snapshot, error) {
 			return err
 		}
 		key := fmt.Sprintf("%d-%d", fi.Size(), fi.ModTime().UnixNano())
-		s.add(filepath.ToSlash(rel), entry{key: key, read: func() ([]byte, error) { return os.ReadFile(p) }})
+		size := fi.Size()
+		s.add(filepath.ToSlash(rel), entry{key: key, size: func() (int64, error) { return size, nil }, read: func() ([]byte, error) { return os.ReadFile(p) }})
 		return nil
 	})
 	if err != nil {
