@@ -36,6 +36,10 @@ test: deps ## run every test with -race, then a short fuzz run
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./schemas
 
+.PHONY: faults
+faults: deps ## run every fault scenario with real processes and print the lost/duplicated table
+	FAULTS=all $(GO) test -count=1 -timeout 20m -v -run '^TestFaults$$' ./faults
+
 .PHONY: bench
 bench: deps ## run the benchmarks and print their figures
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m ./...
