@@ -66,8 +66,8 @@ type fleet struct {
 	repo    string
 	data    string // the daemon's data dir
 	state   string // the local worker's machines
-	daemon  *exec.Cmd
-	worker  *exec.Cmd
+	daemon  *proc
+	worker  *proc
 	logs    bytes.Buffer
 	logMu   sync.Mutex
 	crashes int // daemon exits nobody asked for
@@ -105,44 +105,55 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return w.f.logs.Write(p)
 }
 
-func (f *fleet) start(args ...string) *exec.Cmd {
+// proc is a process the suite started; done closes once it has exited.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// start runs the binary; a daemon that exits without being killed counts
+// as a crash.
+func (f *fleet) start(daemon bool, args ...string) *proc {
 	f.t.Helper()
 	cmd := exec.Command(binary(f.t), args...)
 	cmd.Stdout, cmd.Stderr = logWriter{f}, logWriter{f}
 	if err := cmd.Start(); err != nil {
 		f.t.Fatal(err)
 	}
-	return cmd
-}
-
-func (f *fleet) startDaemon() {
-	f.daemon = f.start("serve", "--repo", f.repo, "--nats", f.nats.URL(), "--data-dir", f.data, "--listen", "",
-		"--status-interval", "200ms", "--interval", "1s", "--log-format", "json", "--replica", "d1", "--orphan-grace", "3s")
-	cmd := f.daemon
+	p := &proc{cmd: cmd, done: make(chan struct{})}
 	go func() {
+		defer close(p.done)
 		err := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && err != nil && !ws.Signaled() {
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); daemon && ok && err != nil && !ws.Signaled() {
 			f.logMu.Lock()
 			f.crashes++
 			f.logMu.Unlock()
 		}
 	}()
+	return p
+}
+
+func (f *fleet) startDaemon() {
+	f.daemon = f.start(true, "serve", "--repo", f.repo, "--nats", f.nats.URL(), "--data-dir", f.data, "--listen", "",
+		"--status-interval", "200ms", "--interval", "1s", "--log-format", "json", "--replica", "d1", "--orphan-grace", "3s")
 }
 
 func (f *fleet) startWorker() {
-	f.worker = f.start("worker", "--provider", "local", "--nats", f.nats.URL(), "--data-dir", f.data,
+	f.worker = f.start(false, "worker", "--provider", "local", "--nats", f.nats.URL(), "--data-dir", f.data,
 		"--state-dir", f.state, "--worker-id", "w1", "--inventory-interval", "2s", "--log-format", "json")
-	cmd := f.worker
-	go func() { _ = cmd.Wait() }()
 }
 
-func kill(cmd *exec.Cmd) {
-	if cmd != nil && cmd.Process != nil {
-		_ = cmd.Process.Kill()
-		for cmd.ProcessState == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
+func kill(p *proc) {
+	if p != nil {
+		_ = p.cmd.Process.Kill()
+		<-p.done
 	}
+}
+
+func (f *fleet) daemonCrashes() int {
+	f.logMu.Lock()
+	defer f.logMu.Unlock()
+	return f.crashes
 }
 
 func (f *fleet) stopDaemon() { kill(f.daemon); f.daemon = nil }
@@ -448,12 +459,13 @@ func TestFaults(t *testing.T) {
 			sc.fault(f)
 			took := f.converge("after the fault")
 			lost, dup, detail := f.count()
-			r := result{scenario: sc.name, converged: took, lost: lost, dup: dup, crashes: f.crashes,
+			crashes := f.daemonCrashes()
+			r := result{scenario: sc.name, converged: took, lost: lost, dup: dup, crashes: crashes,
 				statusHistoryBroken: f.statusCommits() < before}
 			record(r)
-			if lost != 0 || dup != 0 || f.crashes != 0 || r.statusHistoryBroken {
+			if lost != 0 || dup != 0 || crashes != 0 || r.statusHistoryBroken {
 				t.Errorf("%s: lost %d, duplicated %d, daemon crashes %d, status history broken %v (%s)",
-					sc.name, lost, dup, f.crashes, r.statusHistoryBroken, detail)
+					sc.name, lost, dup, crashes, r.statusHistoryBroken, detail)
 			}
 		})
 	}
