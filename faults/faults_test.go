@@ -58,31 +58,42 @@ func binary(t *testing.T) string {
 // want is the demo fleet of gitfleet init: machines per cluster.
 var want = map[string]int{"dev-1": 3, "prod-1": 6}
 
-// fleet is one run: a nats-server process, a fleet repository, the daemon
-// and a local worker, each a process the scenario may kill.
+// fleet is one run: a nats-server process, a fleet repository, daemons
+// and local workers, each a process the scenario may kill, stop or resume.
 type fleet struct {
-	t       *testing.T
-	nats    *natstest.Process
-	repo    string
-	data    string // the daemon's data dir
-	state   string // the local worker's machines
-	daemon  *proc
-	worker  *proc
-	logs    bytes.Buffer
-	logMu   sync.Mutex
-	crashes int // daemon exits nobody asked for
+	t         *testing.T
+	nats      *natstest.Process
+	repo      string // the working repository commits are made in
+	stateRoot string // every worker's machines, one folder per worker
+	daemons   map[string]*proc
+	workers   map[string]*proc
+	logs      bytes.Buffer
+	logMu     sync.Mutex
+	crashes   int      // daemon exits nobody asked for
+	before    []string // a scenario's note of the machines before its fault
+
+	// Set by a scenario's setup, before the first process starts:
+	remote     string   // bare repository the daemons read (a remote scenario)
+	repoArg    string   // the daemons' --repo (default: repo)
+	listen     string   // the daemons' --listen (default: none); one daemon only
+	daemonArgs []string // added to every daemon's command line
+	workerArgs []string // added to every worker's command line
 }
 
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
 	f := &fleet{t: t, nats: natstest.StartProcess(t), repo: filepath.Join(t.TempDir(), "fleet"),
-		data: t.TempDir(), state: t.TempDir()}
+		stateRoot: t.TempDir(), daemons: map[string]*proc{}, workers: map[string]*proc{}}
 	if out, err := exec.Command(binary(t), "init", f.repo).CombinedOutput(); err != nil {
 		t.Fatalf("gitfleet init: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
-		f.stopDaemon()
-		f.stopWorker()
+		for id := range f.daemons {
+			f.stopDaemon(id)
+		}
+		for id := range f.workers {
+			f.stopWorker(id)
+		}
 		for _, n := range f.nodes() {
 			_ = syscall.Kill(n.pid, syscall.SIGKILL)
 		}
@@ -90,10 +101,19 @@ func newFleet(t *testing.T) *fleet {
 			f.logMu.Lock()
 			lines := strings.Split(f.logs.String(), "\n")
 			f.logMu.Unlock()
-			t.Logf("last log lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			t.Logf("last log lines:\n%s", strings.Join(lines[max(0, len(lines)-60):], "\n"))
 		}
 	})
 	return f
+}
+
+// gitDir is where the status branch and the applied spec are read: the
+// remote when the daemons read one.
+func (f *fleet) gitDir() string {
+	if f.remote != "" {
+		return f.remote
+	}
+	return f.repo
 }
 
 // logWriter collects a process's output for the failure report.
@@ -133,20 +153,48 @@ func (f *fleet) start(daemon bool, args ...string) *proc {
 	return p
 }
 
-func (f *fleet) startDaemon() {
-	f.daemon = f.start(true, "serve", "--repo", f.repo, "--nats", f.nats.URL(), "--data-dir", f.data, "--listen", "",
-		"--status-interval", "200ms", "--interval", "1s", "--log-format", "json", "--replica", "d1", "--orphan-grace", "3s")
+// startDaemon starts daemon replica id (d1 unless a scenario runs more),
+// with a data dir of its own that survives its restarts.
+func (f *fleet) startDaemon(id ...string) {
+	name := one(id, "d1")
+	repo := f.repoArg
+	if repo == "" {
+		repo = f.repo
+	}
+	args := []string{"serve", "--repo", repo, "--nats", f.nats.URL(), "--data-dir", filepath.Join(f.stateRoot, "data-"+name),
+		"--listen", f.listen, "--status-interval", "200ms", "--interval", "1s", "--log-format", "json", "--replica", name,
+		"--orphan-grace", "3s"}
+	f.daemons[name] = f.start(true, append(args, f.daemonArgs...)...)
 }
 
-func (f *fleet) startWorker() {
-	f.worker = f.start(false, "worker", "--provider", "local", "--nats", f.nats.URL(), "--data-dir", f.data,
-		"--state-dir", f.state, "--worker-id", "w1", "--inventory-interval", "2s", "--log-format", "json")
+// startWorker starts local worker id (w1 unless a scenario runs more),
+// whose machines live in a state folder of its own.
+func (f *fleet) startWorker(id ...string) {
+	name := one(id, "w1")
+	args := []string{"worker", "--provider", "local", "--nats", f.nats.URL(), "--data-dir", filepath.Join(f.stateRoot, "data-"+name),
+		"--state-dir", filepath.Join(f.stateRoot, name), "--worker-id", name, "--inventory-interval", "2s", "--log-format", "json"}
+	f.workers[name] = f.start(false, append(args, f.workerArgs...)...)
+}
+
+func one(ids []string, def string) string {
+	if len(ids) > 0 {
+		return ids[0]
+	}
+	return def
 }
 
 func kill(p *proc) {
 	if p != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies only once resumed
 		_ = p.cmd.Process.Kill()
 		<-p.done
+	}
+}
+
+// signal sends sig (SIGSTOP, SIGCONT) to a running process.
+func signal(p *proc, sig syscall.Signal) {
+	if p != nil {
+		_ = p.cmd.Process.Signal(sig)
 	}
 }
 
@@ -156,19 +204,28 @@ func (f *fleet) daemonCrashes() int {
 	return f.crashes
 }
 
-func (f *fleet) stopDaemon() { kill(f.daemon); f.daemon = nil }
-func (f *fleet) stopWorker() { kill(f.worker); f.worker = nil }
+func (f *fleet) stopDaemon(id ...string) {
+	name := one(id, "d1")
+	kill(f.daemons[name])
+	delete(f.daemons, name)
+}
+
+func (f *fleet) stopWorker(id ...string) {
+	name := one(id, "w1")
+	kill(f.workers[name])
+	delete(f.workers, name)
+}
 
 type node struct {
-	cluster, name string
-	pid           int
+	worker, cluster, name string
+	pid                   int
 }
 
 // nodes are the live gitfleet node processes of the worker's state dir:
 // the truth of what exists.
 func (f *fleet) nodes() []node {
 	var out []node
-	files, _ := filepath.Glob(filepath.Join(f.state, "*", "*", "pid"))
+	files, _ := filepath.Glob(filepath.Join(f.stateRoot, "*", "*", "*", "pid"))
 	for _, p := range files {
 		dir := filepath.Dir(p)
 		b, err := os.ReadFile(p)
@@ -180,13 +237,14 @@ func (f *fleet) nodes() []node {
 		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
 			continue
 		}
-		out = append(out, node{cluster: filepath.Base(filepath.Dir(dir)), name: filepath.Base(dir), pid: pid})
+		out = append(out, node{worker: filepath.Base(filepath.Dir(filepath.Dir(dir))), cluster: filepath.Base(filepath.Dir(dir)),
+			name: filepath.Base(dir), pid: pid})
 	}
 	// Any other node process that claims a machine of this fleet.
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(b, []byte("node\x00")) || !bytes.Contains(b, []byte(f.state)) {
+		if err != nil || !bytes.Contains(b, []byte("\x00node\x00")) || !bytes.Contains(b, []byte(f.stateRoot)) {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
@@ -199,6 +257,11 @@ func (f *fleet) nodes() []node {
 				}
 				if a == "--machine" && i+1 < len(args) {
 					n.name = args[i+1]
+				}
+				if a == "--state-dir" && i+1 < len(args) {
+					if rel, err := filepath.Rel(f.stateRoot, args[i+1]); err == nil {
+						n.worker, _, _ = strings.Cut(rel, string(filepath.Separator))
+					}
 				}
 			}
 			out = append(out, n)
@@ -236,7 +299,7 @@ func (f *fleet) count() (lost, dup int, detail string) {
 // converged: the status branch shows every cluster Provisioned with the
 // wanted machines Running, and exactly those run.
 func (f *fleet) converged() (bool, string) {
-	g, err := git.PlainOpen(f.repo)
+	g, err := git.PlainOpen(f.gitDir())
 	if err != nil {
 		return false, err.Error()
 	}
@@ -244,7 +307,7 @@ func (f *fleet) converged() (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	head, err := exec.Command("git", "-C", f.repo, "rev-parse", "HEAD").Output()
+	head, err := exec.Command("git", "-C", f.repo, "rev-parse", "main").Output()
 	if err != nil {
 		return false, err.Error()
 	}
@@ -279,13 +342,12 @@ func (f *fleet) converged() (bool, string) {
 const settle = 5 * time.Second
 
 // converge waits for the fleet to converge and stay so for settle, and
-// returns how long it took to converge.
-func (f *fleet) converge(what string) time.Duration {
+// returns how long it took to converge, counted from start.
+func (f *fleet) converge(what string, start time.Time) time.Duration {
 	f.t.Helper()
-	start := time.Now()
 	last := ""
 	var since time.Time // converged without a break since
-	for time.Since(start) < 3*time.Minute {
+	for began := time.Now(); time.Since(began) < 3*time.Minute; {
 		ok, why := f.converged()
 		switch {
 		case !ok:
@@ -301,14 +363,23 @@ func (f *fleet) converge(what string) time.Duration {
 	return time.Since(start)
 }
 
-// statusCommits is the number of commits on the status branch.
-func (f *fleet) statusCommits() int {
-	out, err := exec.Command("git", "-C", f.repo, "rev-list", "--count", "gitfleet/status").Output()
+// statusTip is the commit the status branch points at ("" before the
+// first status commit).
+func (f *fleet) statusTip() string {
+	out, err := exec.Command("git", "-C", f.gitDir(), "rev-parse", "--verify", "-q", "refs/heads/gitfleet/status").Output()
 	if err != nil {
-		return 0
+		return ""
 	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-	return n
+	return strings.TrimSpace(string(out))
+}
+
+// descends says whether the status branch's tip is old or a descendant of
+// it: no status commit was lost or rewritten in between.
+func (f *fleet) descends(old, tip string) bool {
+	if old == "" || old == tip {
+		return true
+	}
+	return exec.Command("git", "-C", f.gitDir(), "merge-base", "--is-ancestor", old, tip).Run() == nil
 }
 
 // result is one row of the table.
@@ -345,79 +416,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// scenario is one fault: break runs on a converged fleet and leaves it to
-// recover.
-type scenario struct {
-	name  string
-	short bool // part of make test's short suite
-	fault func(f *fleet)
-}
-
-var scenarios = []scenario{
-	{"worker SIGKILL mid-create, restarted", true, func(f *fleet) {
-		f.stopWorker()
-		// Scale up, so creates are in flight when the worker dies.
-		f.edit("clusters/dev-1.yaml", "replicas: 2", "replicas: 4")
-		want["dev-1"] = 5
-		f.startWorker()
-		for start := time.Now(); len(f.nodes()) < 10 && time.Since(start) < time.Minute; {
-			time.Sleep(20 * time.Millisecond)
-		}
-		f.stopWorker()
-		f.startWorker()
-	}},
-	{"reboot: every node killed while the daemon is down", true, func(f *fleet) {
-		f.stopDaemon()
-		f.stopWorker()
-		for _, n := range f.nodes() {
-			_ = syscall.Kill(n.pid, syscall.SIGKILL)
-		}
-		f.startWorker()
-		f.startDaemon()
-	}},
-	{"NATS store deleted with machines running", false, func(f *fleet) {
-		f.stopDaemon()
-		f.stopWorker()
-		f.nats.Kill()
-		if err := os.RemoveAll(f.nats.Store); err != nil {
-			f.t.Fatal(err)
-		}
-		f.nats.Start()
-		f.startWorker()
-		f.startDaemon()
-	}},
-	{"nats-server SIGKILL and restart on its store", false, func(f *fleet) {
-		f.nats.Kill()
-		time.Sleep(time.Second)
-		f.nats.Start()
-	}},
-	{"daemon SIGKILL mid-rollout", false, func(f *fleet) {
-		before := map[string]bool{}
-		for _, n := range f.nodes() {
-			before[n.name] = true
-		}
-		f.edit("classes/standard.yaml", "version: v1.31.2", "version: v1.32.0")
-		// Kill it as the first machine of the new version starts.
-		for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(10 * time.Millisecond) {
-			if slices.ContainsFunc(f.nodes(), func(n node) bool { return !before[n.name] }) {
-				break
-			}
-		}
-		f.stopDaemon()
-		f.startDaemon()
-	}},
-	{"stray machine (orphan)", false, func(f *fleet) {
-		// A node started by hand for a machine no record wants.
-		dir := filepath.Join(f.state, "dev-1", "dev-1-md-0-stray")
-		stray := exec.Command(binary(f.t), "node", "--cluster", "dev-1", "--machine", "dev-1-md-0-stray", "--state-dir", dir,
-			"--nats", f.nats.URL())
-		if err := stray.Start(); err != nil {
-			f.t.Fatal(err)
-		}
-		go func() { _ = stray.Wait() }()
-	}},
-}
-
+// edit commits a one-line change to the fleet repository as a user
+// would, and pushes it when the daemons read a remote.
 func (f *fleet) edit(file, old, new string) {
 	f.t.Helper()
 	p := filepath.Join(f.repo, file)
@@ -431,10 +431,62 @@ func (f *fleet) edit(file, old, new string) {
 	if err := os.WriteFile(p, bytes.Replace(b, []byte(old), []byte(new), 1), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
-	for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=Fault", "-c", "user.email=fault@example.com", "commit", "-qm", "fault: " + file}} {
+	f.commit("fault: " + file)
+}
+
+// commit commits everything in the working repository (and pushes it to
+// the remote, when there is one).
+func (f *fleet) commit(msg string) {
+	f.t.Helper()
+	if err := f.tryCommit(msg); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fleet) tryCommit(msg string) error {
+	steps := [][]string{{"add", "-A"}, {"-c", "user.name=Fault", "-c", "user.email=fault@example.com", "commit", "-qm", msg}}
+	if f.remote != "" {
+		steps = append(steps, []string{"push", "-q", f.remote, "main"})
+	}
+	for _, args := range steps {
 		if out, err := exec.Command("git", append([]string{"-C", f.repo}, args...)...).CombinedOutput(); err != nil {
-			f.t.Fatalf("git %v: %v\n%s", args, err, out)
+			return fmt.Errorf("git %v: %v\n%s", args, err, out)
 		}
+	}
+	return nil
+}
+
+// watchStatus samples the status branch until stop is called, and reports
+// whether it ever moved to a commit that does not descend from the one
+// before: a status commit lost or rewritten.
+func (f *fleet) watchStatus() (stop func() (broken bool, detail string)) {
+	done := make(chan struct{})
+	var broken bool
+	var detail string
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		last := f.statusTip()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			tip := f.statusTip()
+			if tip == "" {
+				continue
+			}
+			if !f.descends(last, tip) && !broken {
+				broken, detail = true, fmt.Sprintf("the status branch moved from %.12s to %.12s, which does not descend from it", last, tip)
+			}
+			last = tip
+		}
+	}()
+	return func() (bool, string) {
+		close(done)
+		<-finished
+		return broken, detail
 	}
 }
 
@@ -452,20 +504,31 @@ func TestFaults(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			want = map[string]int{"dev-1": 3, "prod-1": 6}
 			f := newFleet(t)
+			if sc.setup != nil {
+				sc.setup(f)
+			}
 			f.startWorker()
 			f.startDaemon()
-			f.converge("initial fleet")
-			before := f.statusCommits()
+			f.converge("initial fleet", time.Now())
+			before := f.statusTip()
+			stopWatch := f.watchStatus()
+			start := time.Now()
 			sc.fault(f)
-			took := f.converge("after the fault")
+			took := f.converge("after the fault", start)
+			broken, why := stopWatch()
+			if !f.descends(before, f.statusTip()) {
+				broken, why = true, "the status commit of the converged fleet is gone"
+			}
 			lost, dup, detail := f.count()
 			crashes := f.daemonCrashes()
-			r := result{scenario: sc.name, converged: took, lost: lost, dup: dup, crashes: crashes,
-				statusHistoryBroken: f.statusCommits() < before}
+			r := result{scenario: sc.name, converged: took, lost: lost, dup: dup, crashes: crashes, statusHistoryBroken: broken}
 			record(r)
-			if lost != 0 || dup != 0 || crashes != 0 || r.statusHistoryBroken {
-				t.Errorf("%s: lost %d, duplicated %d, daemon crashes %d, status history broken %v (%s)",
-					sc.name, lost, dup, crashes, r.statusHistoryBroken, detail)
+			if lost != 0 || dup != 0 || crashes != 0 || broken {
+				t.Errorf("%s: lost %d, duplicated %d, daemon crashes %d, status history broken %v %s (%s)",
+					sc.name, lost, dup, crashes, broken, why, detail)
+			}
+			if sc.verify != nil {
+				sc.verify(f)
 			}
 		})
 	}

@@ -20,7 +20,8 @@ type pendingAck struct {
 
 // handle runs one task: decode, provider call with in-progress acks, then
 // the outcome event; the ack itself is left to the acker.
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, slot *progress, acks chan<- pendingAck) {
+func (w *Worker) handle(ctx context.Context, q queued, slot *progress, acks chan<- pendingAck) {
+	msg := q.msg
 	task, err := decodeTask(msg.Data())
 	if err == nil && !w.onSubject(msg.Subject(), &task) {
 		err = errMismatch(msg.Subject(), w.p.Name(), task)
@@ -37,6 +38,16 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, slot *progress, 
 	}
 	if w.hostBound && task.Worker == "" {
 		task.Worker = w.o.ID // the worker that takes a machine holds it
+	}
+	if held := time.Since(q.at); held > w.o.AckWait/2 {
+		// The worker was paused or overloaded: JetStream may have given
+		// the task to another worker already, which would then run it at
+		// the same time. Neither ack nor nak (either could settle the
+		// other worker's delivery): if nobody holds it, it comes back.
+		w.stale.Add(1)
+		w.o.Log.Info().Str("task", task.ID).Int("attempt", task.Attempt).Str("cluster", task.Machine.Cluster).
+			Str("machine", task.Machine.Name).Dur("held", held).Msg("dropping a task that waited past half its ack wait")
+		return
 	}
 	stale, err := w.records.staleness(ctx, &task)
 	if err != nil {

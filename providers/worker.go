@@ -143,11 +143,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(ackDone); w.acker(acks) }()
 
 	n := w.o.Concurrency
-	queues := make([]chan jetstream.Msg, n)
+	queues := make([]chan queued, n)
 	slots := make([]*progress, n)
 	var wg sync.WaitGroup
 	for i := range queues {
-		queues[i], slots[i] = make(chan jetstream.Msg, 32), &progress{w: w}
+		queues[i], slots[i] = make(chan queued, 32), &progress{w: w}
 		wg.Add(1)
 		go func() { defer wg.Done(); w.shard(workCtx, queues[i], slots[i], stopped, acks) }()
 	}
@@ -168,7 +168,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	handler := func(msg jetstream.Msg) {
 		select {
-		case queues[shardOf(msg.Subject(), n)] <- msg:
+		case queues[shardOf(msg.Subject(), n)] <- queued{msg: msg, at: time.Now()}:
 		case <-stopped:
 			_ = msg.Nak()
 		}
@@ -275,14 +275,14 @@ func stopAll(ccs []jetstream.ConsumeContext) {
 
 // shard runs the tasks of its machines one at a time, so events about one
 // machine are published in the order its tasks arrived.
-func (w *Worker) shard(ctx context.Context, q <-chan jetstream.Msg, slot *progress, stopped <-chan struct{}, acks chan<- pendingAck) {
+func (w *Worker) shard(ctx context.Context, q <-chan queued, slot *progress, stopped <-chan struct{}, acks chan<- pendingAck) {
 	for {
 		select {
 		case <-stopped:
 			for {
 				select {
 				case m := <-q:
-					_ = m.Nak()
+					_ = m.msg.Nak()
 				default:
 					return
 				}
@@ -290,13 +290,22 @@ func (w *Worker) shard(ctx context.Context, q <-chan jetstream.Msg, slot *progre
 		case m := <-q:
 			select {
 			case <-stopped:
-				_ = m.Nak()
+				_ = m.msg.Nak()
 				continue
 			default:
 			}
 			w.handle(ctx, m, slot, acks)
 		}
 	}
+}
+
+// queued is a delivered task waiting for its shard, with the time it
+// arrived: JetStream gives a task to another worker once AckWait has passed
+// without an ack or an in-progress ack, so one that waited too long here is
+// no longer this worker's to run (handle).
+type queued struct {
+	msg jetstream.Msg
+	at  time.Time
 }
 
 // shardOf hashes a task subject's machine (FNV-1a of

@@ -245,20 +245,20 @@ func (r *Reconciler) useInventory(ctx context.Context, rep *report) {
 	}
 	orphansChanged := false
 	for key, o := range iv.orphans {
-		if _, still := rep.instances[key]; !still && covers(o.provider, o.worker) {
+		if _, still := rep.instances[o.machineKey()]; !still && covers(o.provider, o.worker) {
 			delete(iv.orphans, key)
 			orphansChanged = true
 		}
 	}
-	for key, in := range rep.instances {
-		if r.lookup(in.Cluster, in.Machine) != nil {
+	for mkey, in := range rep.instances {
+		key := orphanKey(rep, mkey)
+		if m := r.lookup(in.Cluster, in.Machine); m != nil && !secondCopy(m, rep) {
 			if iv.orphans[key] != nil {
 				delete(iv.orphans, key)
 				orphansChanged = true
 			}
 			continue
-		}
-		if iv.rebuild != nil {
+		} else if m == nil && iv.rebuild != nil {
 			r.adopt(ctx, rep, in)
 			continue
 		}
@@ -438,6 +438,28 @@ func (r *Reconciler) rebuilding() bool {
 	return false
 }
 
+// secondCopy says whether the machine a host-bound worker reports is a
+// copy: its record says another worker holds the machine, and the create
+// is over. Two workers ran one create (one paused past its ack wait, or
+// killed mid-create and redelivered); the copy the record does not name is
+// an orphan of the worker that reports it, and a worker carries out its
+// delete because the record names another worker (wire.Task.Stale).
+func secondCopy(m *machine, rep *report) bool {
+	return rep.hostBound && m.rec.Worker != "" && m.rec.Worker != rep.worker && !m.rec.InFlight()
+}
+
+// orphanKey names an orphan: its machine's record key, and for a
+// host-bound provider the worker too, as a copy may live on two workers.
+func orphanKey(rep *report, machineKey string) string {
+	if rep.hostBound {
+		return machineKey + "@" + rep.worker
+	}
+	return machineKey
+}
+
+// machineKey is the record key of the orphan's machine.
+func (o *orphan) machineKey() string { return recordKey(o.inst.Cluster, o.inst.Machine) }
+
 // checkOrphans deletes the orphans whose grace period is over, when the
 // daemon deletes orphans: an orphan task (wire.Task.Orphan), which a worker
 // carries out only while no record wants the machine. An orphan still
@@ -458,7 +480,11 @@ func (r *Reconciler) checkOrphans(ctx context.Context) {
 			return
 		}
 		in := o.inst
-		t := &wire.Task{ID: orphanTaskPrefix + in.Cluster + "." + in.Machine, Attempt: o.attempt + 1, Operation: wire.OpDelete,
+		id := orphanTaskPrefix + in.Cluster + "." + in.Machine
+		if o.hostBound {
+			id += "." + o.worker // one machine may have a copy on two workers
+		}
+		t := &wire.Task{ID: id, Attempt: o.attempt + 1, Operation: wire.OpDelete,
 			Orphan: true, Machine: wire.Machine{Name: in.Machine, Cluster: in.Cluster, Role: in.Role,
 				Deployment: in.Deployment, Version: in.Version, Provider: o.provider, TemplateHash: in.TemplateHash, Labels: in.Labels}}
 		if o.hostBound {

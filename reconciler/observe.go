@@ -59,7 +59,9 @@ func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 		// A late event about an earlier task (a Running that arrives once
 		// the machine is being deleted) is expected; a task the machine
 		// never had is not.
-		if ev.TaskID != taskID(wire.OpCreate, ev.Cluster, ev.Machine) {
+		// So is the delete of a second copy on another worker (an orphan
+		// task, secondCopy).
+		if ev.TaskID != taskID(wire.OpCreate, ev.Cluster, ev.Machine) && !strings.HasPrefix(ev.TaskID, orphanTaskPrefix) {
 			r.refuse("event", refusedTask, ev.Cluster, ev.Machine, ev.TaskID)
 		}
 		_ = m.Ack()

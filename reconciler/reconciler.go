@@ -31,6 +31,11 @@ import (
 )
 
 // Options wire a Reconciler.
+// DefaultTaskTimeout is how long a task may go unanswered before it is
+// published again: a worker that holds it sends in-progress acks, so only
+// a task nobody holds (lost with a store, purged) waits this long.
+const DefaultTaskTimeout = 2 * time.Minute
+
 type Options struct {
 	// Revisions delivers the spec branch's heads, good and rejected, oldest
 	// first; a new leader's first ones are the newest good head and, after
@@ -48,7 +53,7 @@ type Options struct {
 	// Tick is how often time-based health is looked at (default 1s).
 	Tick time.Duration
 	// TaskTimeout: a task with no answer for this long is published again
-	// as its next attempt, under a new message ID (default 2m).
+	// as its next attempt, under a new message ID (DefaultTaskTimeout).
 	TaskTimeout time.Duration
 	// HeartbeatTimeout: a machine that sends heartbeats and sent none for
 	// this long is recorded unhealthy (default 15s). Whether it is
@@ -136,7 +141,7 @@ func New(opts Options) (*Reconciler, error) {
 		opts.Tick = time.Second
 	}
 	if opts.TaskTimeout <= 0 {
-		opts.TaskTimeout = 2 * time.Minute
+		opts.TaskTimeout = DefaultTaskTimeout
 	}
 	if opts.HeartbeatTimeout <= 0 {
 		opts.HeartbeatTimeout = 15 * time.Second

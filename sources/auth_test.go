@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/sources"
-	"github.com/gitfleet/gitfleet/sources/internal/gittest"
 )
 
 func TestOpenOverSSHWithKeyAndKnownHosts(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/sources"
-	"github.com/gitfleet/gitfleet/sources/internal/gittest"
 )
 
 // BenchmarkCommitToRevision measures how long after a branch moves in a

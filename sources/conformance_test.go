@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/fixtures"
+	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/schemas"
 	"github.com/gitfleet/gitfleet/sources"
-	"github.com/gitfleet/gitfleet/sources/internal/gittest"
 )
 
 // A revision and the working tree are selected and validated the way

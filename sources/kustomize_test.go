@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/sources"
-	"github.com/gitfleet/gitfleet/sources/internal/gittest"
 )
 
 func kustomizeRepo(t *testing.T) *gittest.Repo {

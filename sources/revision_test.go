@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/sources"
-	"github.com/gitfleet/gitfleet/sources/internal/gittest"
 )
 
 func TestRevisionNamesFileAndLineOfABrokenFile(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/sources"
-	"github.com/gitfleet/gitfleet/sources/internal/gittest"
 )
 
 // next waits for the source's next revision.

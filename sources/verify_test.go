@@ -19,8 +19,8 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/sources"
-	"github.com/gitfleet/gitfleet/sources/internal/gittest"
 )
 
 // sshSigner signs commits for go-git in the format git uses with

@@ -54,6 +54,8 @@ type daemonOptions struct {
 	// orphans and orphanGrace: what happens to machines no record wants.
 	orphans     string
 	orphanGrace time.Duration
+	// taskTimeout: a task with no answer for this long is published again.
+	taskTimeout time.Duration
 	log         logOptions
 }
 
@@ -86,6 +88,7 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 		return nil
 	})
 	fs.DurationVar(&o.orphanGrace, "orphan-grace", reconciler.DefaultOrphanGrace, "how long an orphan is reported before it is deleted")
+	fs.DurationVar(&o.taskTimeout, "task-timeout", reconciler.DefaultTaskTimeout, "a task no worker answered for this long is published again, as its next attempt")
 	o.nats.BindFlags(fs)
 }
 
@@ -229,6 +232,7 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisi
 	r, err := reconciler.New(reconciler.Options{
 		Revisions: revs.follow(ctx), JS: bus.JS, Status: w, Log: log, Metrics: metrics,
 		Health: loop, Fence: fence, Orphans: o.orphans, OrphanGrace: o.orphanGrace,
+		TaskTimeout: o.taskTimeout,
 	})
 	if err != nil {
 		return err
