@@ -97,6 +97,14 @@ func newFleet(t *testing.T) *fleet {
 		for _, n := range f.nodes() {
 			_ = syscall.Kill(n.pid, syscall.SIGKILL)
 		}
+		if dir := os.Getenv("FAULTS_LOGS"); dir != "" {
+			f.logMu.Lock()
+			name := strings.NewReplacer("/", "_", " ", "_", ":", "").Replace(t.Name()) + ".log"
+			if err := os.WriteFile(filepath.Join(dir, name), f.logs.Bytes(), 0o600); err != nil {
+				t.Log(err)
+			}
+			f.logMu.Unlock()
+		}
 		if t.Failed() {
 			f.logMu.Lock()
 			lines := strings.Split(f.logs.String(), "\n")

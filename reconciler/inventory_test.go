@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,4 +347,43 @@ func statusCommitsSince(t *testing.T, g *git.Repository, since string) func(func
 func firstLine(s string) string {
 	first, _, _ := strings.Cut(s, "\n")
 	return first
+}
+
+// TestDeposedLeaderHandsEventsBack: a replica whose lease may be gone (it
+// was paused past it) settles no event, not even one about a machine it
+// never heard of, which a new leader may have created meanwhile: the
+// event stays in the stream for whoever leads.
+func TestDeposedLeaderHandsEventsBack(t *testing.T) {
+	f := newCloudFleet(t)
+	var deposed atomic.Bool
+	_, m := runLeader(t, f.js, f.repo.dir, func(o *Options) {
+		o.Fence = func() error {
+			if deposed.Load() {
+				return ErrNotLeader
+			}
+			return nil
+		}
+	})
+	f.wait("three Running machines", f.converged)
+	deposed.Store(true)
+	data, _ := wire.Encode(&wire.Event{TaskID: "create.c1.c1-md-0-new", Attempt: 1, Cluster: "c1", Machine: "c1-md-0-new",
+		Phase: wire.PhaseRunning, Time: time.Now()})
+	if _, err := f.js.Publish(t.Context(), wire.EventSubject("c1", "c1-md-0-new"), data); err != nil {
+		t.Fatal(err)
+	}
+	refused := m.Refused.WithLabelValues("event", refusedNoRecord)
+	cons, err := f.js.Consumer(t.Context(), wire.StreamEvents, "gitfleet-reconciler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.wait("the event handed back", func() bool {
+		info, err := cons.Info(t.Context())
+		return err == nil && info.NumRedelivered > 0
+	})
+	if n := counter(t, refused); n != 0 {
+		t.Fatalf("a deposed leader settled an event (%v refused as about no record)", n)
+	}
+	// Leading again, the same event is handled.
+	deposed.Store(false)
+	f.wait("the event handled once the lease is back", func() bool { return counter(t, refused) == 1 })
 }

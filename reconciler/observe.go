@@ -26,8 +26,17 @@ const (
 // applies it to a copy of the record, saves the copy and only then swaps it
 // in and acknowledges the event. A save that fails leaves memory as it was
 // and the event is redelivered. Malformed events are terminated; events
-// the record refutes are counted, logged and acknowledged, never applied.
+// the record refutes are counted, logged and acknowledged, never applied. A
+// replica whose lease may be gone hands every event back.
 func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
+	if r.o.Fence != nil && r.o.Fence() != nil {
+		// A deposed leader (paused past its lease) still holds events it
+		// was given; it must not settle any, not even one about a machine
+		// it never heard of, which the new leader may have created. The
+		// delay keeps it from spinning on them until its loop stops.
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
 	ev, err := wire.DecodeEvent(m.Data())
 	if err != nil {
 		r.log.Warn().Err(err).Str("subject", m.Subject()).Msg("terminating malformed event")
