@@ -98,7 +98,8 @@ func (w *Worker) report(ctx context.Context, request string) error {
 }
 
 // ensure makes the task stream and the buckets again (after a NATS store
-// was lost), so the worker's consumers can be made.
+// was lost), so the worker's consumers can be made; those that exist keep
+// the daemon's settings.
 func (w *Worker) ensure(ctx context.Context) error {
-	return natsbus.Ensure(ctx, w.js)
+	return natsbus.EnsureMissing(ctx, w.js)
 }

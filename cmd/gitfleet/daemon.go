@@ -90,6 +90,9 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.DurationVar(&o.orphanGrace, "orphan-grace", reconciler.DefaultOrphanGrace, "how long an orphan is reported before it is deleted")
 	fs.DurationVar(&o.taskTimeout, "task-timeout", reconciler.DefaultTaskTimeout, "a task no worker answered for this long is published again, as its next attempt")
 	o.nats.BindFlags(fs)
+	limits := natsbus.DefaultLimits()
+	limits.BindFlags(fs)
+	o.nats.Limits = &limits
 }
 
 // runDaemon wires sources, NATS, in-process workers, the leader lease, the
@@ -243,7 +246,16 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisi
 func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, log zerolog.Logger) (*providers.Worker, error) {
 	plog := log.With().Str("provider", name).Logger()
 	dir := filepath.Join(o.dataDir, "local")
-	p, err := newProvider(ctx, name, bus.JS, local.Options{StateDir: dir, NATSURL: bus.URL, NATS: o.nats, Log: plog})
+	lo := local.Options{StateDir: dir, NATSURL: bus.URL, NATS: o.nats, Log: plog}
+	if bus.Auth != nil {
+		lo.NodeSigner = bus.Auth.NodeSigner()
+	} else if o.nats.NodeSigner != "" {
+		var err error
+		if lo.NodeSigner, err = natsbus.LoadNodeSigner(o.nats.NodeSigner); err != nil {
+			return nil, err
+		}
+	}
+	p, err := newProvider(ctx, name, bus.JS, lo)
 	if err != nil {
 		return nil, err
 	}

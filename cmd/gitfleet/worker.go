@@ -25,7 +25,7 @@ func init() {
 
 func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet("worker", env)
-	nopts := natsbus.Options{URL: natsbus.Embedded, Name: "gitfleet-worker"}
+	nopts := natsbus.Options{URL: natsbus.Embedded, Name: "gitfleet-worker", Worker: true}
 	nopts.BindFlags(fs)
 	provider := fs.String("provider", "", "provider to run: inmemory or local")
 	dataDir := fs.String("data-dir", ".gitfleet", "with --nats embedded: where the NATS store lives")
@@ -69,7 +69,15 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	if dir == "" {
 		dir = filepath.Join(*dataDir, "local")
 	}
-	p, err := newProvider(ctx, *provider, bus.JS, local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: plog})
+	lopts := local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: plog}
+	if bus.Auth != nil {
+		lopts.NodeSigner = bus.Auth.NodeSigner()
+	} else if nopts.NodeSigner != "" {
+		if lopts.NodeSigner, err = natsbus.LoadNodeSigner(nopts.NodeSigner); err != nil {
+			return err
+		}
+	}
+	p, err := newProvider(ctx, *provider, bus.JS, lopts)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,10 @@ type Options struct {
 	// passed as flags, secrets through the environment).
 	NATSURL string
 	NATS    natsbus.Options
+	// NodeSigner, when set, gives every node credentials of its own
+	// (nats.creds in its folder, 0600), which let it publish its own
+	// heartbeats and nothing else; the worker's credentials stay here.
+	NodeSigner *natsbus.NodeSigner
 	// StopGrace between SIGTERM and SIGKILL on Delete; default 5s.
 	StopGrace time.Duration
 	// StartTimeout for a node to answer its health endpoint; default 30s
@@ -207,18 +211,32 @@ func (p *Provider) start(m wire.Machine, dir string, spec Spec) (int, error) {
 	args := []string{"node", "--cluster", m.Cluster, "--machine", m.Name, "--state-dir", dir,
 		"--kubernetes-version", m.Version, "--heartbeat-interval", spec.heartbeat().String(),
 		"--startup-delay", spec.startupDelay().String(), "--machine-json", machineJSON(m)}
-	args = append(args, p.o.NATS.Args(p.o.NATSURL)...)
-	cmd := exec.Command(p.o.Binary, args...)
-	cmd.Dir = dir
-	// Secrets reach the node here, never on its command line; it gets
-	// the NATS credentials it needs and none of the daemon's own.
+	// Secrets reach the node through a file only its user reads or its
+	// environment, never its command line; it gets the NATS credentials
+	// it needs and none of the daemon's own.
+	cmd := exec.Command(p.o.Binary)
 	cmd.Env = secret.ChildEnv(os.Environ())
-	if p.o.NATS.Password != "" {
-		cmd.Env = append(cmd.Env, "GITFLEET_NATS_PASSWORD="+p.o.NATS.Password)
+	if p.o.NodeSigner != nil {
+		creds, err := p.o.NodeSigner.Creds(m.Cluster, m.Name)
+		if err != nil {
+			return 0, providers.Permanent(fmt.Errorf("local: %w", err))
+		}
+		path := filepath.Join(dir, credsFile)
+		if err := os.WriteFile(path, creds, 0o600); err != nil {
+			return 0, fmt.Errorf("local: %w", err)
+		}
+		args = append(args, p.o.NATS.NodeArgs(p.o.NATSURL, path)...)
+	} else {
+		args = append(args, p.o.NATS.Args(p.o.NATSURL)...)
+		if p.o.NATS.Password != "" {
+			cmd.Env = append(cmd.Env, "GITFLEET_NATS_PASSWORD="+p.o.NATS.Password)
+		}
+		if p.o.NATS.Token != "" {
+			cmd.Env = append(cmd.Env, "GITFLEET_NATS_TOKEN="+p.o.NATS.Token)
+		}
 	}
-	if p.o.NATS.Token != "" {
-		cmd.Env = append(cmd.Env, "GITFLEET_NATS_TOKEN="+p.o.NATS.Token)
-	}
+	cmd.Args = append(cmd.Args, args...)
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // outlives the worker
 	p.o.Log.Info().Str("cluster", m.Cluster).Str("machine", m.Name).Str("dir", dir).Msg("starting node")

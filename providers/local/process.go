@@ -20,6 +20,7 @@ const (
 	machineFile   = "machine.json"   // written by the node: the machine it is
 	bootstrapFile = "bootstrap.yaml" // written by the node: its bootstrap data
 	logFile       = "node.log"       // the node's stdout and stderr
+	credsFile     = "nats.creds"     // the node's own NATS credentials (0600), when the worker can mint them
 )
 
 // writeFileAtomic writes data to path through a temporary file and rename,

@@ -23,6 +23,8 @@ type Bus struct {
 	Conn   *nats.Conn
 	JS     jetstream.JetStream
 	URL    string // the URL clients (and child processes) use
+	// Auth is the embedded server's generated credentials (nil: none).
+	Auth *Auth
 }
 
 // Open starts the embedded server if opts.URL is "embedded" (or empty) and
@@ -34,7 +36,20 @@ func Open(ctx context.Context, opts Options, log zerolog.Logger) (*Bus, error) {
 		if opts.DataDir == "" {
 			return nil, fmt.Errorf("%w: --nats embedded needs a data dir (set --data-dir)", ErrConnect)
 		}
-		srv, err := StartServer(ctx, ServerOptions{DataDir: filepath.Join(opts.DataDir, "nats"), Port: opts.Port})
+		so := ServerOptions{DataDir: filepath.Join(opts.DataDir, "nats"), Port: opts.Port}
+		switch opts.Auth {
+		case "", AuthGenerated:
+			a, err := LoadAuth(filepath.Join(opts.DataDir, AuthDirName))
+			if err != nil {
+				return nil, err
+			}
+			so.Auth, b.Auth = a, a
+			opts.userJWT, opts.userSeed = a.daemonJWT, a.daemonSeed
+		case AuthNone:
+		default:
+			return nil, fmt.Errorf("%w: --nats-auth %q: use %s or %s", ErrConnect, opts.Auth, AuthGenerated, AuthNone)
+		}
+		srv, err := StartServer(ctx, so)
 		if err != nil {
 			return nil, err
 		}
@@ -103,6 +118,13 @@ func natsOptions(opts Options, log zerolog.Logger) ([]nats.Option, error) {
 				log.Warn().Err(err).Msg("nats disconnected; reconnecting")
 			}
 		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			ev := log.Warn().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+			}
+			ev.Msg("nats")
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("nats reconnected")
 		}),
@@ -127,6 +149,9 @@ func natsOptions(opts Options, log zerolog.Logger) ([]nats.Option, error) {
 			return nil, fmt.Errorf("%w: --nats-nkey %s: %w", ErrConnect, opts.NKeySeed, err)
 		}
 		no = append(no, o)
+	}
+	if opts.userJWT != "" {
+		no = append(no, nats.UserJWTAndSeed(opts.userJWT, string(opts.userSeed)))
 	}
 	if opts.CredsFile != "" {
 		if _, err := os.Stat(opts.CredsFile); err != nil {

@@ -2,7 +2,11 @@ package natsbus
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,9 +36,41 @@ const (
 	EventMaxAge     = 24 * time.Hour
 )
 
-// TaskStreamConfig is GITFLEET_TASKS: a work queue, one consumer per
-// provider, messages removed once acknowledged.
-func TaskStreamConfig() jetstream.StreamConfig {
+// Limits are the streams' size and age limits: nothing a worker or a
+// forged message sends can fill the store. The message sizes are fixed
+// (a task carries one machine's spec, an event a phase and a message);
+// bytes and age are the operator's (--task-stream-max-bytes and the like).
+type Limits struct {
+	TaskMaxBytes  int64
+	TaskMaxAge    time.Duration
+	EventMaxBytes int64
+	EventMaxAge   time.Duration
+}
+
+// DefaultLimits are the limits when no flag says otherwise.
+func DefaultLimits() Limits {
+	return Limits{TaskMaxBytes: TaskMaxBytes, TaskMaxAge: TaskMaxAge, EventMaxBytes: EventMaxBytes, EventMaxAge: EventMaxAge}
+}
+
+// BindFlags registers the limits' flags on fs, with l's values as defaults.
+func (l *Limits) BindFlags(fs *flag.FlagSet) {
+	fs.Func("task-stream-max-bytes", fmt.Sprintf("size of the task stream (GITFLEET_TASKS) at most, e.g. 512MiB; a full stream refuses new tasks (default %s)", formatBytes(l.TaskMaxBytes)),
+		func(v string) error { return parseBytes(v, &l.TaskMaxBytes) })
+	fs.DurationVar(&l.TaskMaxAge, "task-stream-max-age", l.TaskMaxAge, "age at which an unanswered task is dropped from the stream")
+	fs.Func("event-stream-max-bytes", fmt.Sprintf("size of the event stream (GITFLEET_EVENTS) at most; the oldest events go first (default %s)", formatBytes(l.EventMaxBytes)),
+		func(v string) error { return parseBytes(v, &l.EventMaxBytes) })
+	fs.DurationVar(&l.EventMaxAge, "event-stream-max-age", l.EventMaxAge, "age at which events are dropped from the stream")
+}
+
+// TaskStreamConfig is GITFLEET_TASKS with the default limits.
+func TaskStreamConfig() jetstream.StreamConfig { return DefaultLimits().TaskStream() }
+
+// EventStreamConfig is GITFLEET_EVENTS with the default limits.
+func EventStreamConfig() jetstream.StreamConfig { return DefaultLimits().EventStream() }
+
+// TaskStream is GITFLEET_TASKS: a work queue, one consumer per provider,
+// messages removed once acknowledged.
+func (l Limits) TaskStream() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        wire.StreamTasks,
 		Description: "gitfleet machine tasks, one durable consumer per provider",
@@ -44,47 +80,115 @@ func TaskStreamConfig() jetstream.StreamConfig {
 		Duplicates:  DedupWindow,
 		Discard:     jetstream.DiscardNew,
 		MaxMsgSize:  TaskMaxMsgSize,
-		MaxBytes:    TaskMaxBytes,
-		MaxAge:      TaskMaxAge,
+		MaxBytes:    l.TaskMaxBytes,
+		MaxAge:      l.TaskMaxAge,
 	}
 }
 
-// EventStreamConfig is GITFLEET_EVENTS: what workers report, kept for a day.
-func EventStreamConfig() jetstream.StreamConfig {
+// EventStream is GITFLEET_EVENTS: what workers report, kept for a day.
+func (l Limits) EventStream() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        wire.StreamEvents,
 		Description: "gitfleet machine events from provider workers",
 		Subjects:    []string{wire.SubjectEvents + ".>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
-		MaxAge:      EventMaxAge,
-		MaxBytes:    EventMaxBytes,
+		MaxAge:      l.EventMaxAge,
+		MaxBytes:    l.EventMaxBytes,
 		MaxMsgSize:  EventMaxMsgSize,
 		Discard:     jetstream.DiscardOld,
 		Duplicates:  2 * time.Minute,
 	}
 }
 
+// parseBytes reads a size: a number of bytes, or one with KiB, MiB or GiB.
+func parseBytes(v string, dst *int64) error {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = n, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%q: want a positive size, e.g. 536870912, 512MiB or 1GiB", v)
+	}
+	*dst = n * mult
+	return nil
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 // Ensure creates or updates the streams and KV buckets. It is idempotent:
 // every daemon and worker may call it at start.
 func Ensure(ctx context.Context, js jetstream.JetStream) error {
+	return DefaultLimits().Ensure(ctx, js)
+}
+
+// Ensure is natsbus.Ensure with l's limits.
+func (l Limits) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for _, cfg := range []jetstream.StreamConfig{TaskStreamConfig(), EventStreamConfig()} {
+	for _, cfg := range []jetstream.StreamConfig{l.TaskStream(), l.EventStream()} {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
 	}
-	for _, cfg := range []jetstream.KeyValueConfig{
-		{Bucket: wire.BucketMachines, Description: "observed state of every machine", History: 1, Storage: jetstream.FileStorage},
-		{Bucket: wire.BucketLeader, Description: "leader lease", History: 1, TTL: LeaderTTL, Storage: jetstream.FileStorage},
-		{Bucket: wire.BucketRollouts, Description: "recorded rollout decisions: admissions, create backoff", History: 1, Storage: jetstream.FileStorage},
-	} {
+	for _, cfg := range bucketConfigs() {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
 			return fmt.Errorf("ensure bucket %s: %w", cfg.Bucket, err)
 		}
 	}
 	return nil
+}
+
+// EnsureMissing makes only the streams and buckets that do not exist, and
+// leaves the settings of the others alone: what a worker does, whose
+// credentials may only read them (the daemon owns their settings). A
+// worker that may not make a missing one gets an error, and waits for the
+// daemon.
+func EnsureMissing(ctx context.Context, js jetstream.JetStream) error {
+	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, cfg := range []jetstream.StreamConfig{TaskStreamConfig(), EventStreamConfig()} {
+		_, err := js.Stream(ctx, cfg.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			_, err = js.CreateStream(ctx, cfg)
+		}
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", cfg.Name, err)
+		}
+	}
+	for _, cfg := range bucketConfigs() {
+		_, err := js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			_, err = js.CreateKeyValue(ctx, cfg)
+		}
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+func bucketConfigs() []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{
+		{Bucket: wire.BucketMachines, Description: "observed state of every machine", History: 1, Storage: jetstream.FileStorage},
+		{Bucket: wire.BucketLeader, Description: "leader lease", History: 1, TTL: LeaderTTL, Storage: jetstream.FileStorage},
+		{Bucket: wire.BucketRollouts, Description: "recorded rollout decisions: admissions, create backoff", History: 1, Storage: jetstream.FileStorage},
+	}
 }
 
 func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

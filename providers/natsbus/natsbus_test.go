@@ -3,6 +3,8 @@ package natsbus_test
 import (
 	"context"
 	"errors"
+	"flag"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +176,38 @@ func TestStreamsHaveLimits(t *testing.T) {
 	}
 	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c", "m"), []byte(`{}`)); err != nil {
 		t.Errorf("a small event: %v", err)
+	}
+}
+
+// TestStreamLimitsFromFlags: the limits an operator sets on the command
+// line are the streams' limits, and a size that is no size is refused.
+func TestStreamLimitsFromFlags(t *testing.T) {
+	l := natsbus.DefaultLimits()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	l.BindFlags(fs)
+	if err := fs.Parse([]string{"--task-stream-max-bytes", "64MiB", "--event-stream-max-age", "2h", "--event-stream-max-bytes", "1048576"}); err != nil {
+		t.Fatal(err)
+	}
+	bus := openEmbedded(t, t.TempDir())
+	defer bus.Close()
+	if err := l.Ensure(ctx(t), bus.JS); err != nil {
+		t.Fatal(err)
+	}
+	tasks, _ := bus.JS.Stream(ctx(t), wire.StreamTasks)
+	events, _ := bus.JS.Stream(ctx(t), wire.StreamEvents)
+	if c := tasks.CachedInfo().Config; c.MaxBytes != 64<<20 || c.MaxAge != natsbus.TaskMaxAge {
+		t.Errorf("task stream: max bytes %d, max age %v; want 64 MiB and the default age", c.MaxBytes, c.MaxAge)
+	}
+	if c := events.CachedInfo().Config; c.MaxBytes != 1<<20 || c.MaxAge != 2*time.Hour {
+		t.Errorf("event stream: max bytes %d, max age %v; want 1 MiB and 2h", c.MaxBytes, c.MaxAge)
+	}
+	for _, bad := range []string{"lots", "-5", "1TB"} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		l.BindFlags(fs)
+		if err := fs.Parse([]string{"--task-stream-max-bytes", bad}); err == nil || !strings.Contains(err.Error(), "512MiB") {
+			t.Errorf("--task-stream-max-bytes %s: %v; want an error with an example", bad, err)
+		}
 	}
 }

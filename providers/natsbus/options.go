@@ -27,8 +27,25 @@ type Options struct {
 	TLSKey    string
 	TLSCA     string // CA that signed the server's certificate
 	Name      string // client name shown by the server
+	// Auth (embedded only): AuthGenerated (the default: credentials made
+	// under DataDir/nats-auth and required) or AuthNone.
+	Auth string
+	// Limits, when set, are the streams' limits the daemon applies
+	// (default DefaultLimits).
+	Limits *Limits
+	// Worker: the process is a worker, which makes only the streams and
+	// buckets that are missing (EnsureMissing) and leaves their settings
+	// to the daemon.
+	Worker bool
+	// NodeSigner is a node signer file (node-signer.nk): with it, the
+	// local provider gives each node credentials of its own.
+	NodeSigner string
 	// ReconnectWait between attempts; default 250ms. Reconnects never give up.
 	ReconnectWait time.Duration
+
+	// userJWT and userSeed: the embedded server's generated daemon user.
+	userJWT  string
+	userSeed []byte
 }
 
 // BindFlags registers --nats and its credential and TLS options on fs.
@@ -42,6 +59,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.TLSCert, "nats-tls-cert", o.TLSCert, "client certificate `file` for NATS TLS")
 	fs.StringVar(&o.TLSKey, "nats-tls-key", o.TLSKey, "client key `file` for NATS TLS")
 	fs.StringVar(&o.TLSCA, "nats-tls-ca", o.TLSCA, "CA `file` to verify the NATS server")
+	fs.StringVar(&o.NodeSigner, "nats-node-signer", o.NodeSigner, "local provider: node signer `file` (the daemon's DATA-DIR/nats-auth/node-signer.nk): each node gets NATS credentials that publish its own heartbeats only")
+	fs.StringVar(&o.Auth, "nats-auth", AuthGenerated, "with --nats embedded: generated (credentials made under DATA-DIR/nats-auth and required) or none")
 }
 
 // Args renders the options as flags for a child process (gitfleet node),
@@ -60,6 +79,19 @@ func (o *Options) Args(url string) []string {
 	add("--nats-tls-cert", o.TLSCert)
 	add("--nats-tls-key", o.TLSKey)
 	add("--nats-tls-ca", o.TLSCA)
+	return args
+}
+
+// NodeArgs are Args for a node that has credentials of its own (a creds
+// file a NodeSigner made): the URL, that file and the TLS settings, none of
+// the worker's own credentials.
+func (o *Options) NodeArgs(url, credsFile string) []string {
+	args := []string{"--nats", url, "--nats-creds", credsFile}
+	for _, f := range [][2]string{{"--nats-tls-cert", o.TLSCert}, {"--nats-tls-key", o.TLSKey}, {"--nats-tls-ca", o.TLSCA}} {
+		if f[1] != "" {
+			args = append(args, f[0], f[1])
+		}
+	}
 	return args
 }
 

@@ -16,6 +16,8 @@ type ServerOptions struct {
 	DataDir string // JetStream store lives in DataDir/jetstream; required
 	Host    string // default 127.0.0.1
 	Port    int    // 0 picks a free port
+	// Auth, when set, is required of every client (LoadAuth).
+	Auth *Auth
 }
 
 // Server is an embedded nats-server with JetStream.
@@ -55,6 +57,11 @@ func StartServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 		// Work-queue acks and dedup need no more than this; keep the
 		// embedded server from taking the whole machine.
 		JetStreamMaxMemory: 256 << 20,
+	}
+	if opts.Auth != nil {
+		if err := opts.Auth.configure(so); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrServer, err)
+		}
 	}
 	s, err := server.NewServer(so)
 	if err != nil {

@@ -25,7 +25,14 @@ func OpenWait(ctx context.Context, opts Options, log zerolog.Logger, waiting fun
 	for attempt := 1; ; attempt++ {
 		b, err := Open(ctx, opts, log)
 		if err == nil {
-			if err = Ensure(ctx, b.JS); err == nil {
+			ensure := Ensure
+			if opts.Limits != nil {
+				ensure = opts.Limits.Ensure
+			}
+			if opts.Worker {
+				ensure = EnsureMissing
+			}
+			if err = ensure(ctx, b.JS); err == nil {
 				waiting(nil)
 				if attempt > 1 {
 					log.Info().Str("url", secret.RedactURL(b.URL)).Msg("NATS and JetStream are up")

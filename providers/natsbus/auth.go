@@ -1,0 +1,334 @@
+package natsbus
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// The embedded server's credentials (docs/operations.md): NATS's
+// decentralized authentication, made at the first start under
+// <data dir>/nats-auth and kept there (folder 0700, files 0600).
+//
+//   - an operator and a system account, which the server trusts;
+//   - the account GITFLEET, with JetStream, that every gitfleet process
+//     uses; its own key signs the daemon's user (no limits) and the
+//     workers' user (worker permissions);
+//   - a signing key scoped to the node role: any user it signs may only
+//     publish gitfleet.heartbeat.<its name>, and a worker that holds it
+//     mints one user per machine, named <cluster>.<machine>, so a node can
+//     send no heartbeat but its own.
+const (
+	AuthDirName     = "nats-auth"
+	AuthGenerated   = "generated"
+	AuthNone        = "none"
+	DaemonCredsFile = "daemon.creds"
+	WorkerCredsFile = "worker.creds"
+	NodeSignerFile  = "node-signer.nk"
+	AccountName     = "GITFLEET"
+)
+
+// Auth is the generated operator, accounts and keys.
+type Auth struct {
+	Dir                                   string
+	operator, account, system, nodeSigner nkeys.KeyPair
+	daemonJWT                             string
+	daemonSeed                            []byte
+}
+
+// LoadAuth loads the credentials kept in dir, making them first when dir
+// holds none. Every load writes fresh daemon.creds and worker.creds, for
+// processes that connect from outside (gitfleet worker --nats-creds).
+func LoadAuth(dir string) (*Auth, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("nats auth: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("nats auth: %w", err)
+	}
+	a := &Auth{Dir: dir}
+	var err error
+	for _, k := range []struct {
+		file   string
+		create func() (nkeys.KeyPair, error)
+		dst    *nkeys.KeyPair
+	}{
+		{"operator.nk", nkeys.CreateOperator, &a.operator},
+		{"account.nk", nkeys.CreateAccount, &a.account},
+		{"system.nk", nkeys.CreateAccount, &a.system},
+		{"node-signer.seed", nkeys.CreateAccount, &a.nodeSigner},
+	} {
+		if *k.dst, err = loadOrCreateKey(filepath.Join(dir, k.file), k.create); err != nil {
+			return nil, err
+		}
+	}
+	// What a worker needs to mint node credentials: the account, and the
+	// node-scoped key's seed.
+	accountPub, _ := a.account.PublicKey()
+	signerSeed, _ := a.nodeSigner.Seed()
+	if err := writeSecret(filepath.Join(dir, NodeSignerFile), []byte(accountPub+"\n"+string(signerSeed)+"\n")); err != nil {
+		return nil, err
+	}
+	if a.daemonJWT, a.daemonSeed, err = mintUser(a.account, "", "gitfleet-daemon", nil); err != nil {
+		return nil, err
+	}
+	creds, err := jwt.FormatUserConfig(a.daemonJWT, a.daemonSeed)
+	if err != nil {
+		return nil, fmt.Errorf("nats auth: %w", err)
+	}
+	if err := writeSecret(filepath.Join(dir, DaemonCredsFile), creds); err != nil {
+		return nil, err
+	}
+	wjwt, wseed, err := mintUser(a.account, "", "gitfleet-worker", WorkerPermissions)
+	if err != nil {
+		return nil, err
+	}
+	if creds, err = jwt.FormatUserConfig(wjwt, wseed); err != nil {
+		return nil, fmt.Errorf("nats auth: %w", err)
+	}
+	return a, writeSecret(filepath.Join(dir, WorkerCredsFile), creds)
+}
+
+// trust is what a server must know to trust the generated credentials:
+// the operator's JWT, and each account's public key and JWT.
+type trust struct {
+	operator       *jwt.OperatorClaims
+	operatorJWT    string
+	sysPub, sysJWT string
+	accPub, accJWT string
+}
+
+func (a *Auth) trust() (*trust, error) {
+	opPub, _ := a.operator.PublicKey()
+	t := &trust{}
+	t.sysPub, _ = a.system.PublicKey()
+	t.accPub, _ = a.account.PublicKey()
+	oc := jwt.NewOperatorClaims(opPub)
+	oc.Name = "gitfleet"
+	oc.SystemAccount = t.sysPub
+	var err error
+	if t.operatorJWT, err = oc.Encode(a.operator); err != nil {
+		return nil, fmt.Errorf("nats auth: operator: %w", err)
+	}
+	if t.operator, err = jwt.DecodeOperatorClaims(t.operatorJWT); err != nil {
+		return nil, fmt.Errorf("nats auth: operator: %w", err)
+	}
+	sc := jwt.NewAccountClaims(t.sysPub)
+	sc.Name = "SYS"
+	if t.sysJWT, err = sc.Encode(a.operator); err != nil {
+		return nil, fmt.Errorf("nats auth: system account: %w", err)
+	}
+	ac := jwt.NewAccountClaims(t.accPub)
+	ac.Name = AccountName
+	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+	scope := jwt.NewUserScope()
+	scope.Key, _ = a.nodeSigner.PublicKey()
+	scope.Role = "node"
+	scope.Description = "a gitfleet node: publishes its own heartbeats, nothing else"
+	scope.Template.Pub.Allow.Add(wire.SubjectHeartbeats + ".{{name()}}")
+	scope.Template.Sub.Deny.Add(">")
+	ac.SigningKeys.AddScopedSigner(scope)
+	if t.accJWT, err = ac.Encode(a.operator); err != nil {
+		return nil, fmt.Errorf("nats auth: account: %w", err)
+	}
+	return t, nil
+}
+
+// configure makes so trust the operator and know both accounts.
+func (a *Auth) configure(so *server.Options) error {
+	t, err := a.trust()
+	if err != nil {
+		return err
+	}
+	res := &server.MemAccResolver{}
+	if err := res.Store(t.sysPub, t.sysJWT); err != nil {
+		return err
+	}
+	if err := res.Store(t.accPub, t.accJWT); err != nil {
+		return err
+	}
+	so.TrustedOperators = []*jwt.OperatorClaims{t.operator}
+	so.AccountResolver = res
+	so.SystemAccount = t.sysPub
+	return nil
+}
+
+// ServerConfig is the part of a nats-server configuration file that makes
+// an external server (or every server of a cluster) trust the generated
+// credentials, as the embedded server does. It holds public keys and
+// JWTs only: no secret.
+func (a *Auth) ServerConfig() (string, error) {
+	t, err := a.trust()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(`# gitfleet's NATS credentials (docs/operations.md): the operator, the
+# system account and the account GITFLEET, whose users are in %s.
+operator: %s
+system_account: %s
+resolver: MEMORY
+resolver_preload: {
+  %s: %s
+  %s: %s
+}
+`, a.Dir, t.operatorJWT, t.sysPub, t.sysPub, t.sysJWT, t.accPub, t.accJWT), nil
+}
+
+// WorkerPermissions are what a worker may do (docs/operations.md): take
+// the tasks of the task stream and ack them, read the machine records,
+// keep the inmemory provider's bucket, publish events and inventories.
+// Above all it may not publish a task or a heartbeat, nor change a stream.
+func WorkerPermissions(p *jwt.Permissions) {
+	tasks, records, cloud := wire.StreamTasks, "KV_"+wire.BucketMachines, "KV_gitfleet-inmemory"
+	p.Pub.Allow.Add(
+		wire.SubjectEvents+".>",
+		wire.SubjectInventory+".>",
+		"$JS.API.INFO",
+		"$JS.API.STREAM.INFO.*",
+		"$JS.API.CONSUMER.CREATE."+tasks+".>",
+		"$JS.API.CONSUMER.DURABLE.CREATE."+tasks+".>",
+		"$JS.API.CONSUMER.INFO."+tasks+".>",
+		"$JS.API.CONSUMER.MSG.NEXT."+tasks+".>",
+		"$JS.ACK."+tasks+".>",
+		"$JS.API.DIRECT.GET."+records+".>",
+		"$JS.API.STREAM.MSG.GET."+records,
+		"$JS.API.CONSUMER.CREATE."+records+".>",
+		"$JS.API.CONSUMER.DELETE."+records+".>",
+		"$JS.API.STREAM.CREATE."+cloud,
+		"$JS.API.STREAM.UPDATE."+cloud,
+		"$JS.API.DIRECT.GET."+cloud+".>",
+		"$JS.API.STREAM.MSG.GET."+cloud,
+		"$JS.API.CONSUMER.CREATE."+cloud+".>",
+		"$JS.API.CONSUMER.DELETE."+cloud+".>",
+		"$KV.gitfleet-inmemory.>",
+		"$JS.FC.>",
+	)
+	p.Sub.Allow.Add("_INBOX.>", wire.SubjectInventoryRequest)
+}
+
+// NodeSigner mints the credentials of one node: a user named
+// <cluster>.<machine>, signed by the node-scoped key, so the server lets
+// it publish gitfleet.heartbeat.<cluster>.<machine> and nothing else.
+type NodeSigner struct {
+	account string // the account's public key
+	key     nkeys.KeyPair
+}
+
+// LoadNodeSigner reads a node signer file (node-signer.nk): the account's
+// public key on its first line, the node-scoped key's seed on its second.
+func LoadNodeSigner(path string) (*NodeSigner, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("nats node signer: %w", err)
+	}
+	lines := strings.Fields(string(b))
+	if len(lines) != 2 || !nkeys.IsValidPublicAccountKey(lines[0]) {
+		return nil, fmt.Errorf("nats node signer %s: want the account's public key and the signing key's seed, one per line", path)
+	}
+	kp, err := nkeys.FromSeed([]byte(lines[1]))
+	if err != nil {
+		return nil, fmt.Errorf("nats node signer %s: %w", path, err)
+	}
+	return &NodeSigner{account: lines[0], key: kp}, nil
+}
+
+// NodeSigner is the signer of the generated node-scoped key.
+func (a *Auth) NodeSigner() *NodeSigner {
+	pub, _ := a.account.PublicKey()
+	return &NodeSigner{account: pub, key: a.nodeSigner}
+}
+
+// Creds returns the .creds file content of the node of machine.
+func (s *NodeSigner) Creds(cluster, machine string) ([]byte, error) {
+	if strings.ContainsAny(cluster+machine, ".*> \t") {
+		return nil, fmt.Errorf("nats node credentials: %q/%q is not a machine name", cluster, machine)
+	}
+	// The user names the account the scoped key belongs to; the server
+	// checks the key is one of that account's signing keys.
+	j, seed, err := mintUser(s.key, s.account, cluster+"."+machine, nil)
+	if err != nil {
+		return nil, err
+	}
+	return jwt.FormatUserConfig(j, seed)
+}
+
+// mintUser makes a user and its JWT signed by issuer (on behalf of
+// issuerAccount when issuer is a signing key), with permissions set by
+// perm (nil: none of its own).
+func mintUser(issuer nkeys.KeyPair, issuerAccount, name string, perm func(*jwt.Permissions)) (string, []byte, error) {
+	ukp, err := nkeys.CreateUser()
+	if err != nil {
+		return "", nil, err
+	}
+	pub, _ := ukp.PublicKey()
+	seed, _ := ukp.Seed()
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = name
+	uc.IssuerAccount = issuerAccount
+	if perm != nil {
+		perm(&uc.Permissions)
+	} else if issuerAccount != "" {
+		uc.UserPermissionLimits = jwt.UserPermissionLimits{} // a scoped key's users carry none
+	}
+	j, err := uc.Encode(issuer)
+	if err != nil {
+		return "", nil, fmt.Errorf("nats auth: user %s: %w", name, err)
+	}
+	return j, seed, nil
+}
+
+func loadOrCreateKey(path string, create func() (nkeys.KeyPair, error)) (nkeys.KeyPair, error) {
+	seed, err := os.ReadFile(path)
+	if err == nil {
+		kp, err := nkeys.FromSeed(bytes.TrimSpace(seed))
+		if err != nil {
+			return nil, fmt.Errorf("nats auth: %s: %w", path, err)
+		}
+		return kp, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("nats auth: %w", err)
+	}
+	kp, err := create()
+	if err != nil {
+		return nil, err
+	}
+	if seed, err = kp.Seed(); err != nil {
+		return nil, err
+	}
+	return kp, writeSecret(path, seed)
+}
+
+// writeSecret writes a file only its owner can read, by rename, so a
+// reader never sees half of it.
+func writeSecret(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("nats auth: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("nats auth: %w", err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("nats auth: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("nats auth: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("nats auth: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package natsbus_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/providers"
+	"github.com/gitfleet/gitfleet/providers/inmemory"
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// TestGeneratedAuth: the embedded server requires the credentials it made
+// at first start. With the worker's, a worker can do its work (take and ack
+// a task, publish its event, read records) but cannot publish a task or a
+// heartbeat; a node's credentials publish its own heartbeats and nothing
+// else. Everything secret is readable by its owner alone, and a restart
+// keeps the same account (the store's streams are still there).
+func TestGeneratedAuth(t *testing.T) {
+	dir := t.TempDir()
+	bus := openEmbedded(t, dir)
+	if bus.Auth == nil {
+		t.Fatal("the embedded server runs without generated credentials")
+	}
+	if err := natsbus.Ensure(ctx(t), bus.JS); err != nil {
+		t.Fatal(err)
+	}
+	url := bus.URL
+
+	// No credentials, no connection.
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("connected to the embedded server without credentials")
+	}
+
+	authDir := filepath.Join(dir, natsbus.AuthDirName)
+	if fi, err := os.Stat(authDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v, mode %v; want 0700", authDir, err, fi.Mode().Perm())
+	}
+	files, _ := os.ReadDir(authDir)
+	for _, f := range files {
+		fi, _ := f.Info()
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s is %v; want 0600", f.Name(), fi.Mode().Perm())
+		}
+	}
+
+	checkPermissions(t, bus, authDir)
+
+	// A restart on the same data dir keeps the account, so the streams
+	// are still there.
+	bus.Close()
+	bus = openEmbedded(t, dir)
+	defer bus.Close()
+	if _, err := bus.JS.Stream(ctx(t), wire.StreamTasks); err != nil {
+		t.Errorf("after a restart: %v", err)
+	}
+}
+
+// checkPermissions checks the generated layout on a running server, bus
+// being the daemon's connection: a worker's credentials (authDir's
+// worker.creds) do a worker's work and cannot publish a task, write a
+// record, change a stream or send a heartbeat; a node's credentials,
+// minted with the signer file, publish its own heartbeats and nothing else.
+func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
+	t.Helper()
+	url := bus.URL
+	// A worker of another process gets the node signer from its file.
+	signer, err := natsbus.LoadNodeSigner(filepath.Join(authDir, natsbus.NodeSignerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon's subscriptions see what reaches the subjects.
+	seen := make(chan *nats.Msg, 16)
+	sub, err := bus.Conn.ChanSubscribe("gitfleet.heartbeat.>", seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	worker, err := nats.Connect(url, nats.UserCredentials(filepath.Join(authDir, natsbus.WorkerCredsFile)))
+	if err != nil {
+		t.Fatalf("worker credentials: %v", err)
+	}
+	defer worker.Close()
+	wjs, err := jetstream.New(worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a worker does: make sure the streams are there, take a task and
+	// ack it, report an event, read a record.
+	if err := natsbus.EnsureMissing(ctx(t), wjs); err != nil {
+		t.Fatalf("worker: EnsureMissing: %v", err)
+	}
+	pub := natsbus.NewPublisher(bus.JS)
+	task := wire.Task{ID: "create.c.m1", Attempt: 1, Operation: wire.OpCreate, Machine: wire.Machine{Name: "m1", Cluster: "c", Provider: "inmemory"}}
+	if _, err := pub.Publish(ctx(t), &task); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := wjs.CreateOrUpdateConsumer(ctx(t), wire.StreamTasks, jetstream.ConsumerConfig{Durable: "inmemory", FilterSubject: "gitfleet.tasks.inmemory.>", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatalf("worker: consumer: %v", err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatalf("worker: fetch: %v", err)
+	}
+	got := 0
+	for m := range batch.Messages() {
+		got++
+		if err := m.DoubleAck(ctx(t)); err != nil {
+			t.Errorf("worker: ack: %v", err)
+		}
+	}
+	if got != 1 {
+		t.Fatalf("worker fetched %d tasks, want 1 (%v)", got, batch.Error())
+	}
+	data, _ := wire.Encode(&wire.Event{TaskID: task.ID, Attempt: 1, Cluster: "c", Machine: "m1", Phase: wire.PhaseRunning, Time: time.Now()})
+	if _, err := wjs.Publish(ctx(t), wire.EventSubject("c", "m1"), data); err != nil {
+		t.Errorf("worker: publish an event: %v", err)
+	}
+	recs, err := wjs.KeyValue(ctx(t), wire.BucketMachines)
+	if err != nil {
+		t.Fatalf("worker: machines bucket: %v", err)
+	}
+	if _, err := bus.JS.KeyValue(ctx(t), wire.BucketMachines); err != nil {
+		t.Fatal(err)
+	}
+	dkv, _ := bus.JS.KeyValue(ctx(t), wire.BucketMachines)
+	if _, err := dkv.Put(ctx(t), "c.m1", []byte(`{"taskID":"create.c.m1","phase":"Running"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recs.Get(ctx(t), "c.m1"); err != nil {
+		t.Errorf("worker: read a record: %v", err)
+	}
+	// What a worker may not do: publish a task (it would stay unstored),
+	// write a record, change a stream, send a heartbeat.
+	stream, _ := bus.JS.Stream(ctx(t), wire.StreamTasks)
+	before, _ := stream.Info(ctx(t))
+	forged, _ := wire.Encode(&wire.Task{ID: "create.c.evil", Operation: wire.OpCreate, Machine: wire.Machine{Name: "evil", Cluster: "c", Provider: "inmemory"}})
+	short, cancel := contextWithTimeout(t, time.Second)
+	if _, err := wjs.Publish(short, wire.TaskSubject("inmemory", "c", "evil"), forged); err == nil {
+		t.Error("worker credentials published a task")
+	}
+	cancel()
+	after, _ := stream.Info(ctx(t))
+	if after.State.LastSeq != before.State.LastSeq {
+		t.Errorf("a worker's task reached the task stream (sequence %d → %d)", before.State.LastSeq, after.State.LastSeq)
+	}
+	short, cancel = contextWithTimeout(t, time.Second)
+	if _, err := recs.Put(short, "c.evil", []byte("{}")); err == nil {
+		t.Error("worker credentials wrote a machine record")
+	}
+	cancel()
+	short, cancel = contextWithTimeout(t, time.Second)
+	if _, err := wjs.CreateOrUpdateStream(short, natsbus.TaskStreamConfig()); err == nil {
+		t.Error("worker credentials changed the task stream")
+	}
+	cancel()
+	_ = worker.Publish(wire.HeartbeatSubject("c", "m1"), []byte("{}"))
+	_ = worker.Flush()
+
+	// A node's credentials: its own heartbeats only.
+	creds, err := signer.Creds("c", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	credsFile := filepath.Join(t.TempDir(), "nats.creds")
+	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds2, err := signer.Creds("c", "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	credsFile2 := filepath.Join(t.TempDir(), "nats.creds")
+	if err := os.WriteFile(credsFile2, creds2, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []struct{ creds, own, other string }{{credsFile, "m1", "m2"}, {credsFile2, "m2", "m1"}} {
+		node, err := nats.Connect(url, nats.UserCredentials(n.creds))
+		if err != nil {
+			t.Fatalf("node credentials: %v", err)
+		}
+		_ = node.Publish(wire.HeartbeatSubject("c", n.other), []byte("forged"))
+		_ = node.Publish(wire.TaskSubject("inmemory", "c", n.own), forged)
+		_ = node.Publish(wire.HeartbeatSubject("c", n.own), []byte("own"))
+		_ = node.Flush()
+		node.Close()
+	}
+	deadline := time.After(2 * time.Second)
+	var heard []string
+	for len(heard) < 2 {
+		select {
+		case m := <-seen:
+			heard = append(heard, m.Subject+"="+string(m.Data))
+		case <-deadline:
+			t.Fatalf("heard %v; want each node's own heartbeat", heard)
+		}
+	}
+	select {
+	case m := <-seen:
+		heard = append(heard, m.Subject+"="+string(m.Data))
+	case <-time.After(300 * time.Millisecond):
+	}
+	want := []string{"gitfleet.heartbeat.c.m1=own", "gitfleet.heartbeat.c.m2=own"}
+	if len(heard) != 2 || heard[0] != want[0] || heard[1] != want[1] {
+		t.Errorf("heartbeats heard %v; want only %v (no forged one, none from the worker)", heard, want)
+	}
+	if _, err := signer.Creds("c", "m1.>"); err == nil {
+		t.Error("a node name with subject wildcards was minted")
+	}
+
+	// A real worker of the inmemory provider, on the worker's credentials,
+	// runs a task to its end (in place of the test's consumer).
+	if err := bus.JS.DeleteConsumer(ctx(t), wire.StreamTasks, "inmemory"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := inmemory.New(ctx(t), wjs, inmemory.Options{})
+	if err != nil {
+		t.Fatalf("inmemory provider on worker credentials: %v", err)
+	}
+	w, err := providers.NewWorker(ctx(t), wjs, p, providers.WorkerOptions{ID: "w1"})
+	if err != nil {
+		t.Fatalf("worker on worker credentials: %v", err)
+	}
+	wctx, stop := context.WithCancel(t.Context())
+	go func() { _ = w.Run(wctx) }()
+	defer stop()
+	if _, err := dkv.Put(ctx(t), "c.m3", []byte(`{"taskID":"create.c.m3","attempt":1,"phase":"Pending"}`)); err != nil {
+		t.Fatal(err)
+	}
+	events, err := bus.Conn.SubscribeSync(wire.EventSubject("c", "m3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t3 := wire.Task{ID: "create.c.m3", Attempt: 1, Operation: wire.OpCreate, Machine: wire.Machine{Name: "m3", Cluster: "c", Provider: "inmemory"}}
+	if _, err := pub.Publish(ctx(t), &t3); err != nil {
+		t.Fatal(err)
+	}
+	m, err := events.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("no event from a worker on worker credentials: %v", err)
+	}
+	if ev, err := wire.DecodeEvent(m.Data); err != nil || ev.Phase != wire.PhaseRunning {
+		t.Errorf("event %s (%v); want Running", m.Data, err)
+	}
+	stop()
+
+}
+
+// TestAuthNone: --nats-auth none runs the embedded server open, as before.
+func TestAuthNone(t *testing.T) {
+	bus, err := natsbus.Open(ctx(t), natsbus.Options{URL: natsbus.Embedded, DataDir: t.TempDir(), Auth: natsbus.AuthNone}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.Close()
+	nc, err := nats.Connect(bus.URL)
+	if err != nil {
+		t.Fatalf("--nats-auth none: %v", err)
+	}
+	nc.Close()
+	if _, err := natsbus.Open(ctx(t), natsbus.Options{URL: natsbus.Embedded, DataDir: t.TempDir(), Auth: "nkeys"}, zerolog.Nop()); err == nil {
+		t.Error("--nats-auth nkeys was accepted")
+	}
+}
+
+func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), d)
+}
+
+// TestExternalServerLayout: the same layout on an external nats-server
+// process, configured with ServerConfig as docs/operations.md says: the
+// daemon connects with daemon.creds, and the permissions hold.
+func TestExternalServerLayout(t *testing.T) {
+	authDir := filepath.Join(t.TempDir(), natsbus.AuthDirName)
+	a, err := natsbus.LoadAuth(authDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := a.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"operator.nk", "account.nk", "system.nk", "node-signer.seed"} {
+		seed, err := os.ReadFile(filepath.Join(authDir, f))
+		if err != nil || strings.Contains(conf, strings.TrimSpace(string(seed))) {
+			t.Errorf("%s: %v, or the server config holds its seed", f, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "gitfleet.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.StartProcess(t, "-c", path)
+	if nc, err := nats.Connect(srv.URL()); err == nil {
+		nc.Close()
+		t.Fatal("the configured server let a client in without credentials")
+	}
+	bus, err := natsbus.Open(ctx(t), natsbus.Options{URL: srv.URL(), CredsFile: filepath.Join(authDir, natsbus.DaemonCredsFile)}, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("daemon credentials: %v", err)
+	}
+	defer bus.Close()
+	if err := natsbus.Ensure(ctx(t), bus.JS); err != nil {
+		t.Fatalf("daemon: Ensure: %v", err)
+	}
+	checkPermissions(t, bus, authDir)
+}
