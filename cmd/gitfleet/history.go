@@ -80,6 +80,17 @@ func runHistory(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(entries) > 0 && !slices.ContainsFunc(entries, func(e entry) bool { return e.rejected == nil }) {
+		// Nothing ever validated: a folder that is no fleet repository,
+		// or one whose every commit was refused. Thousands of "rejected"
+		// lines would not say so.
+		newest, on := entries[len(entries)-1], *branch
+		if on == "" {
+			on = "HEAD"
+		}
+		return fmt.Errorf("no commit of %s holds a fleet gitfleet accepts (%d refused; the newest, %.7s: %s); is %s a fleet repository? gitfleet init DIR makes one",
+			on, len(entries), newest.commit.Hash.String(), strings.Join(newest.rejected, "; "), *repoDir)
+	}
 	attach(entries, chainPos, slog)
 	if cluster != "" && !known {
 		return fmt.Errorf("cluster %q is in no commit of the branch", cluster)

@@ -225,6 +225,28 @@ func TestHistoryWithoutStatusAndOfAnotherBranch(t *testing.T) {
 	}
 }
 
+// TestHistoryOfNoFleet: run in a repository that holds no fleet, history
+// says so in one line and fails, instead of listing every commit as refused.
+func TestHistoryOfNoFleet(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qm", "notes"}} {
+		if args[0] == "add" {
+			if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a fleet\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	code, stdout, stderr := runCmd(t, "history", "--repo", dir)
+	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 ||
+		!strings.Contains(stderr, "no commit of HEAD holds a fleet gitfleet accepts (1 refused") || !strings.Contains(stderr, "gitfleet init DIR") {
+		t.Errorf("history of a repository with no fleet: exit %d\nstdout %q\nstderr %q", code, stdout, stderr)
+	}
+}
+
 // BenchmarkHistory100Commits: history of one cluster over 100 spec
 // commits, each scaling dev-1; files are parsed once per blob hash.
 func BenchmarkHistory100Commits(b *testing.B) {
