@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 
@@ -71,6 +73,7 @@ type fleet struct {
 	logMu     sync.Mutex
 	crashes   int      // daemon exits nobody asked for
 	before    []string // a scenario's note of the machines before its fault
+	js        jetstream.JetStream
 
 	// Set by a scenario's setup, before the first process starts:
 	remote     string   // bare repository the daemons read (a remote scenario)

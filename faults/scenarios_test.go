@@ -283,19 +283,22 @@ func event(task, cluster, machine, phase string) string {
 		wire.APIVersion, task, cluster, machine, phase, time.Now().UTC().Format(time.RFC3339))
 }
 
-// jetStream connects to the fleet's NATS as any process on the host could.
+// jetStream is a connection to the fleet's NATS, as any process on the
+// host could make one; made once per fleet (it reconnects by itself).
 func (f *fleet) jetStream() jetstream.JetStream {
 	f.t.Helper()
-	nc, err := nats.Connect(f.nats.URL())
+	if f.js != nil {
+		return f.js
+	}
+	nc, err := nats.Connect(f.nats.URL(), nats.MaxReconnects(-1))
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
+	if f.js, err = jetstream.New(nc); err != nil {
 		f.t.Fatal(err)
 	}
-	return js
+	return f.js
 }
 
 // leader is the replica that holds the lease ("" when none does).

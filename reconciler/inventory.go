@@ -252,13 +252,15 @@ func (r *Reconciler) useInventory(ctx context.Context, rep *report) {
 	}
 	for mkey, in := range rep.instances {
 		key := orphanKey(rep, mkey)
-		if m := r.lookup(in.Cluster, in.Machine); m != nil && !secondCopy(m, rep) {
+		m := r.lookup(in.Cluster, in.Machine)
+		if m != nil && !secondCopy(m, rep) {
 			if iv.orphans[key] != nil {
 				delete(iv.orphans, key)
 				orphansChanged = true
 			}
 			continue
-		} else if m == nil && iv.rebuild != nil {
+		}
+		if m == nil && iv.rebuild != nil {
 			r.adopt(ctx, rep, in)
 			continue
 		}

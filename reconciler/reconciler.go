@@ -30,12 +30,12 @@ import (
 	"github.com/gitfleet/gitfleet/sources"
 )
 
-// Options wire a Reconciler.
 // DefaultTaskTimeout is how long a task may go unanswered before it is
 // published again: a worker that holds it sends in-progress acks, so only
 // a task nobody holds (lost with a store, purged) waits this long.
 const DefaultTaskTimeout = 2 * time.Minute
 
+// Options wire a Reconciler.
 type Options struct {
 	// Revisions delivers the spec branch's heads, good and rejected, oldest
 	// first; a new leader's first ones are the newest good head and, after

@@ -246,16 +246,11 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisi
 func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, log zerolog.Logger) (*providers.Worker, error) {
 	plog := log.With().Str("provider", name).Logger()
 	dir := filepath.Join(o.dataDir, "local")
-	lo := local.Options{StateDir: dir, NATSURL: bus.URL, NATS: o.nats, Log: plog}
-	if bus.Auth != nil {
-		lo.NodeSigner = bus.Auth.NodeSigner()
-	} else if o.nats.NodeSigner != "" {
-		var err error
-		if lo.NodeSigner, err = natsbus.LoadNodeSigner(o.nats.NodeSigner); err != nil {
-			return nil, err
-		}
+	signer, err := bus.NodeSigner(o.nats)
+	if err != nil {
+		return nil, err
 	}
-	p, err := newProvider(ctx, name, bus.JS, lo)
+	p, err := newProvider(ctx, name, bus.JS, local.Options{StateDir: dir, NATSURL: bus.URL, NATS: o.nats, NodeSigner: signer, Log: plog})
 	if err != nil {
 		return nil, err
 	}

@@ -69,15 +69,12 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	if dir == "" {
 		dir = filepath.Join(*dataDir, "local")
 	}
-	lopts := local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts, Log: plog}
-	if bus.Auth != nil {
-		lopts.NodeSigner = bus.Auth.NodeSigner()
-	} else if nopts.NodeSigner != "" {
-		if lopts.NodeSigner, err = natsbus.LoadNodeSigner(nopts.NodeSigner); err != nil {
-			return err
-		}
+	signer, err := bus.NodeSigner(nopts)
+	if err != nil {
+		return err
 	}
-	p, err := newProvider(ctx, *provider, bus.JS, lopts)
+	p, err := newProvider(ctx, *provider, bus.JS, local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts,
+		NodeSigner: signer, Log: plog})
 	if err != nil {
 		return err
 	}

@@ -65,17 +65,12 @@ func LoadAuth(dir string) (*Auth, error) {
 		{"operator.nk", nkeys.CreateOperator, &a.operator},
 		{"account.nk", nkeys.CreateAccount, &a.account},
 		{"system.nk", nkeys.CreateAccount, &a.system},
-		{"node-signer.seed", nkeys.CreateAccount, &a.nodeSigner},
 	} {
 		if *k.dst, err = loadOrCreateKey(filepath.Join(dir, k.file), k.create); err != nil {
 			return nil, err
 		}
 	}
-	// What a worker needs to mint node credentials: the account, and the
-	// node-scoped key's seed.
-	accountPub, _ := a.account.PublicKey()
-	signerSeed, _ := a.nodeSigner.Seed()
-	if err := writeSecret(filepath.Join(dir, NodeSignerFile), []byte(accountPub+"\n"+string(signerSeed)+"\n")); err != nil {
+	if a.nodeSigner, err = loadOrCreateNodeSigner(filepath.Join(dir, NodeSignerFile), a.account); err != nil {
 		return nil, err
 	}
 	if a.daemonJWT, a.daemonSeed, err = mintUser(a.account, "", "gitfleet-daemon", nil); err != nil {
@@ -247,6 +242,20 @@ func (a *Auth) NodeSigner() *NodeSigner {
 	return &NodeSigner{account: pub, key: a.nodeSigner}
 }
 
+// NodeSigner is what gives the local provider's nodes credentials of their
+// own: the embedded server's generated signer, or the signer file
+// opts.NodeSigner names (--nats-node-signer); nil when there is neither,
+// and nodes then connect with the process's own credentials.
+func (b *Bus) NodeSigner(opts Options) (*NodeSigner, error) {
+	switch {
+	case b.Auth != nil:
+		return b.Auth.NodeSigner(), nil
+	case opts.NodeSigner != "":
+		return LoadNodeSigner(opts.NodeSigner)
+	}
+	return nil, nil
+}
+
 // Creds returns the .creds file content of the node of machine.
 func (s *NodeSigner) Creds(cluster, machine string) ([]byte, error) {
 	if strings.ContainsAny(cluster+machine, ".*> \t") {
@@ -284,6 +293,31 @@ func mintUser(issuer nkeys.KeyPair, issuerAccount, name string, perm func(*jwt.P
 		return "", nil, fmt.Errorf("nats auth: user %s: %w", name, err)
 	}
 	return j, seed, nil
+}
+
+// loadOrCreateNodeSigner loads the node-scoped signing key from its signer
+// file (what a worker needs to mint node credentials: the account and the
+// key's seed), making both when the file is missing.
+func loadOrCreateNodeSigner(path string, account nkeys.KeyPair) (nkeys.KeyPair, error) {
+	accountPub, _ := account.PublicKey()
+	s, err := LoadNodeSigner(path)
+	switch {
+	case err == nil && s.account != accountPub:
+		return nil, fmt.Errorf("nats auth: %s belongs to account %s, not this data dir's %s", path, s.account, accountPub)
+	case err == nil:
+		return s.key, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("nats auth: %w", err)
+	}
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, err
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, err
+	}
+	return kp, writeSecret(path, []byte(accountPub+"\n"+string(seed)+"\n"))
 }
 
 func loadOrCreateKey(path string, create func() (nkeys.KeyPair, error)) (nkeys.KeyPair, error) {
