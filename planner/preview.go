@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -17,9 +18,21 @@ type PreviewReport struct {
 	Clusters []ClusterChange `json:"clusters"`
 	// Observed says whether the machines came from the status branch
 	// (true) or were assumed to match base exactly (false).
-	Observed  bool          `json:"observed"`
-	Unchanged int           `json:"unchanged"`
-	Totals    PreviewTotals `json:"totals"`
+	Observed bool `json:"observed"`
+	// Unchanged counts the clusters the merge leaves as they are;
+	// Untouched lists those of them whose own objects or class the change
+	// edits, with the reason it does not reach them (a pinned version).
+	Unchanged int                `json:"unchanged"`
+	Untouched []UnchangedCluster `json:"untouched,omitempty"`
+	Totals    PreviewTotals      `json:"totals"`
+}
+
+// UnchangedCluster is a cluster whose inputs the change edits although
+// nothing it runs changes, and why.
+type UnchangedCluster struct {
+	Name   string        `json:"name"`
+	Reason string        `json:"reason"`
+	Diff   []FieldChange `json:"diff"`
 }
 
 // PreviewTotals sums a preview up.
@@ -65,6 +78,9 @@ type ClusterChange struct {
 	// Warnings are what a reviewer should know before merging, such as an
 	// OnDelete pool that holds the rollout.
 	Warnings []string `json:"warnings,omitempty"`
+	// Diff is every field that changes in the cluster's own objects and
+	// its class.
+	Diff []FieldChange `json:"diff,omitempty"`
 }
 
 // PoolChange is one pool's change.
@@ -105,13 +121,22 @@ func Preview(base, head *v1alpha1.Fleet, headErrs []error, observed []ObservedMa
 	for _, c := range hd.Clusters {
 		names[c.Name] = true
 	}
+	fd := newFleetDiff(base, head)
 	for _, n := range sortedKeys(names) {
 		cc, errs := compareCluster(n, bd.Cluster(n), hd.Cluster(n), hd, by[n])
 		r.Errors = append(r.Errors, errs...)
+		diff := fd.of(n)
 		if cc == nil {
 			r.Unchanged++
+			if len(diff) > 0 {
+				r.Untouched = append(r.Untouched, UnchangedCluster{Name: n, Reason: unchangedReason(hd.Cluster(n), diff, len(errs) > 0), Diff: diff})
+			}
 			continue
 		}
+		if cc.Change != ChangeChanged {
+			diff = slices.DeleteFunc(diff, func(c FieldChange) bool { return !c.Created && !c.Deleted })
+		}
+		cc.Diff = diff
 		r.Clusters = append(r.Clusters, *cc)
 		t := &r.Totals
 		switch cc.Change {
@@ -127,6 +152,24 @@ func Preview(base, head *v1alpha1.Fleet, headErrs []error, observed []ObservedMa
 		t.Deleted += cc.Deleted
 	}
 	return r
+}
+
+// unchangedReason says why an edit of a cluster's inputs changes nothing
+// it runs.
+func unchangedReason(h *DesiredCluster, diff []FieldChange, refused bool) string {
+	if refused {
+		return "the change is refused (see the errors); the cluster keeps running base"
+	}
+	classVersion := false
+	for _, c := range diff {
+		if h != nil && c.Object == "class "+h.Class && c.Path == "spec.version" {
+			classVersion = true
+		}
+	}
+	if h != nil && classVersion && h.VersionField == "spec.topology.version" {
+		return fmt.Sprintf("it pins spec.topology.version %s, so class %s's new spec.version does not reach it", h.Version, h.Class)
+	}
+	return "no machine template, version or replica count it uses changes"
 }
 
 // assumeConverged invents the machines base describes, for a preview

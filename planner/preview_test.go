@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
@@ -200,5 +202,44 @@ func TestPreviewWarnsOnDeleteHoldsChain(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "**1 warning**:\n\n- `canary-a`: pool md is OnDelete") {
 		t.Errorf("markdown does not list the warning at the top:\n%s", md.String())
+	}
+}
+
+// A cluster that pins its version is named as unchanged by a class
+// upgrade, with the pin as the reason and the class's diff; the upgraded
+// cluster carries the field diff that moves it.
+func TestPreviewNamesPinnedCluster(t *testing.T) {
+	pin := func(c *v1alpha1.Cluster) { c.Spec.Topology.Version = "v1.29.4" }
+	base := testFleet(testClass("v1.29.4"), testCluster("dev", 1, 1), testCluster("prod", 1, 1, pin), testCluster("other", 1, 1))
+	head := testFleet(testClass("v1.30.2"), testCluster("dev", 1, 1), testCluster("prod", 1, 1, pin), testCluster("other", 1, 1))
+	r := Preview(base, head, nil, nil)
+	if len(r.Clusters) != 2 || r.Clusters[0].Name != "dev" || r.Clusters[1].Name != "other" {
+		t.Fatalf("changed clusters = %+v, want dev and other", r.Clusters)
+	}
+	want := []FieldChange{{Object: "class standard", Path: "spec.version", From: "v1.29.4", To: "v1.30.2"}}
+	if diff := cmp.Diff(want, r.Clusters[0].Diff); diff != "" {
+		t.Errorf("dev's diff (-want +got):\n%s", diff)
+	}
+	if r.Unchanged != 1 || len(r.Untouched) != 1 || r.Untouched[0].Name != "prod" ||
+		!strings.Contains(r.Untouched[0].Reason, "pins spec.topology.version v1.29.4") {
+		t.Fatalf("unchanged = %d, untouched = %+v; want prod named with its pin", r.Unchanged, r.Untouched)
+	}
+	var text bytes.Buffer
+	if err := RenderText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"= prod (unchanged)\n    why: it pins spec.topology.version v1.29.4", "      + class standard: spec.version: v1.30.2"} {
+		if !strings.Contains(text.String(), s) {
+			t.Errorf("text lacks %q:\n%s", s, text.String())
+		}
+	}
+	var md bytes.Buffer
+	if err := RenderMarkdown(&md, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"```diff\n- class standard: spec.version: v1.29.4\n+ class standard: spec.version: v1.30.2\n```", "- `prod`: it pins"} {
+		if !strings.Contains(md.String(), s) {
+			t.Errorf("markdown lacks %q:\n%s", s, md.String())
+		}
 	}
 }

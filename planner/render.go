@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 )
 
@@ -31,23 +32,117 @@ func RenderText(w io.Writer, r *PreviewReport) error {
 		b.WriteString("\n")
 	}
 	if !r.HasChanges() {
-		fmt.Fprintf(&b, "No changes: %d clusters unchanged.\n", r.Unchanged)
-		_, err := io.WriteString(w, b.String())
-		return err
+		fmt.Fprintf(&b, "No changes: %s unchanged.\n\n", plural(r.Unchanged, "cluster"))
+	} else {
+		fmt.Fprintf(&b, "%s\n\n", summaryLine(r))
 	}
-	fmt.Fprintf(&b, "%s\n\n", summaryLine(r))
 	for i := range r.Clusters {
 		c := &r.Clusters[i]
 		fmt.Fprintf(&b, "%s %s (%s)\n", changeMark(c.Change), c.Name, c.Change)
 		for _, line := range clusterLines(c) {
 			fmt.Fprintf(&b, "    %s\n", line)
 		}
+		writeTextDiff(&b, diffLines(c.Diff, c.Name))
 		b.WriteString("\n")
 	}
-	b.WriteString(assumption(r))
-	b.WriteString("\n")
+	for _, u := range r.Untouched {
+		fmt.Fprintf(&b, "= %s (unchanged)\n    why: %s\n", u.Name, u.Reason)
+		writeTextDiff(&b, diffLines(u.Diff, u.Name))
+		b.WriteString("\n")
+	}
+	if len(r.Untouched) > 0 || r.HasChanges() {
+		b.WriteString(assumption(r) + "\n")
+	}
+	b.WriteString(mergeFooter(r) + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeTextDiff indents a cluster's field diff under a "diff:" line.
+func writeTextDiff(b *strings.Builder, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString("    diff:\n")
+	for _, l := range lines {
+		fmt.Fprintf(b, "      %s\n", l)
+	}
+}
+
+// mergeFooter says what merging head does.
+func mergeFooter(r *PreviewReport) string {
+	if len(r.Errors) > 0 {
+		return "Merging as it is would be refused: the daemon keeps running base's revision and shows these errors in status (gitfleet describe, Last rejected)."
+	}
+	if !r.HasChanges() {
+		return "Merging changes no machine."
+	}
+	var b strings.Builder
+	b.WriteString("Merging: the daemon applies head at its next poll or webhook.")
+	type wave struct {
+		name     string
+		clusters []string
+	}
+	classes := map[string]map[int]*wave{}
+	var direct []string
+	for i := range r.Clusters {
+		c := &r.Clusters[i]
+		if c.Change == ChangeChanged && c.WaveIndex > 0 && classChanged(c) {
+			ws := classes[c.Class]
+			if ws == nil {
+				ws = map[int]*wave{}
+				classes[c.Class] = ws
+			}
+			w := ws[c.WaveIndex]
+			if w == nil {
+				name := "wave " + c.Wave
+				if c.WaveIndex > c.Waves {
+					name = "the clusters no wave selects"
+				}
+				w = &wave{name: name}
+				ws[c.WaveIndex] = w
+			}
+			w.clusters = append(w.clusters, c.Name)
+			continue
+		}
+		direct = append(direct, c.Name)
+	}
+	for _, class := range sortedKeys(classes) {
+		ws := classes[class]
+		idx := make([]int, 0, len(ws))
+		for i := range ws {
+			idx = append(idx, i)
+		}
+		sort.Ints(idx)
+		var parts []string
+		for _, i := range idx {
+			parts = append(parts, fmt.Sprintf("%s (%s)", ws[i].name, listNames(ws[i].clusters, 5)))
+		}
+		fmt.Fprintf(&b, " Class %s rolls out %s; a wave starts when the one before it is done, and a failure halts the later waves until a fix or a revert is merged.",
+			class, strings.Join(parts, ", then "))
+	}
+	if len(direct) > 0 {
+		fmt.Fprintf(&b, " At once, in no wave: %s.", listNames(direct, 5))
+	}
+	return b.String()
+}
+
+// classChanged says whether a cluster changes because its class did.
+func classChanged(c *ClusterChange) bool {
+	for _, d := range c.Diff {
+		if d.Object == "class "+c.Class {
+			return true
+		}
+	}
+	return false
+}
+
+// listNames joins names, the first n of them and a count of the rest.
+func listNames(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 func changeMark(change string) string {
@@ -191,7 +286,7 @@ func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
 		b.WriteString("\n")
 	}
 	if !r.HasChanges() {
-		fmt.Fprintf(&b, "No changes: %d clusters unchanged.\n", r.Unchanged)
+		fmt.Fprintf(&b, "No changes: %s unchanged.\n\n", plural(r.Unchanged, "cluster"))
 	} else {
 		fmt.Fprintf(&b, "%s\n\n", summaryLine(r))
 		b.WriteString("| | cluster | class | version | wave | machines replaced | created | deleted |\n|---|---|---|---|---|---:|---:|---:|\n")
@@ -215,6 +310,7 @@ func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
 				fmt.Fprintf(&d, "- %s\n", line)
 			}
 			d.WriteString("\n")
+			writeMarkdownDiff(&d, diffLines(c.Diff, c.Name))
 			if b.Len()+d.Len() > limit-reserve {
 				cutDetails = shown - i
 				break
@@ -223,13 +319,38 @@ func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
 		}
 		b.WriteString("</details>\n\n")
 	}
+	if len(r.Untouched) > 0 {
+		fmt.Fprintf(&b, "**Unchanged although the change edits them** (%d):\n\n", len(r.Untouched))
+		for i, u := range r.Untouched {
+			line := fmt.Sprintf("- `%s`: %s\n", u.Name, u.Reason)
+			if b.Len()+len(line) > limit-reserve {
+				cutDetails += len(r.Untouched) - i
+				break
+			}
+			b.WriteString(line)
+		}
+		b.WriteString("\n")
+	}
 	if cutErrors+cutRows+cutDetails > 0 {
 		fmt.Fprintf(&b, "> **Cut to stay under %d characters:** %d errors or warnings, %d table rows and %d cluster details not shown. Run `gitfleet plan --format json` for everything.\n\n",
 			limit, cutErrors, cutRows, cutDetails)
 	}
-	b.WriteString("_" + assumption(r) + "_\n")
+	b.WriteString("_" + assumption(r) + "_\n\n")
+	b.WriteString(mergeFooter(r) + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeMarkdownDiff adds a ```diff block of a cluster's field changes.
+func writeMarkdownDiff(b *strings.Builder, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString("```diff\n")
+	for _, l := range lines {
+		b.WriteString(strings.ReplaceAll(l, "```", "'''") + "\n")
+	}
+	b.WriteString("```\n\n")
 }
 
 func plural(n int, noun string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -97,8 +98,11 @@ func Open(ctx context.Context, opts Options) (*Repo, error) {
 // bare one.
 func findGitDir(path string) (string, error) {
 	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%s: no such folder: %w", path, ErrNotRepo)
+	}
 	if err != nil {
-		return "", fmt.Errorf("open %s: %w", path, err)
+		return "", err
 	}
 	if !fi.IsDir() {
 		return "", fmt.Errorf("open %s: %w: not a folder", path, ErrNotRepo)

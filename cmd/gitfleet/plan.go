@@ -85,14 +85,9 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 // previewRepo reads base and head from the repository and compares them
 // against the machines observed on the status branch.
 func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef string, env *cmdEnv) (*planner.PreviewReport, error) {
-	if opts.Location != "" && !isURL(opts.Location) {
-		if _, err := os.Stat(opts.Location); err != nil {
-			return nil, fmt.Errorf("--repo: %w", err)
-		}
-	}
 	repo, err := sources.Open(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", opts.Location, err)
+		return nil, fmt.Errorf("--repo: %w", err)
 	}
 	defer repo.Close()
 	if repo.Remote() {
@@ -135,15 +130,6 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 	report.Base = fmt.Sprintf("%s (%.7s)", baseRef, base.Commit)
 	report.Head = fmt.Sprintf("%s (%.7s)", headRef, head.Commit)
 	return report, nil
-}
-
-func isURL(loc string) bool {
-	for _, p := range []string{"file://", "http://", "https://", "ssh://", "git@"} {
-		if len(loc) >= len(p) && loc[:len(p)] == p {
-			return true
-		}
-	}
-	return false
 }
 
 // observedMachines reads the machines of the status branch, or nil when the
