@@ -64,7 +64,7 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	if *branch == "" {
-		*branch = statusBranchOf(repo)
+		*branch = status.BranchOf(repo)
 	}
 	snap, err := status.Read(repo, *branch)
 	if errors.Is(err, status.ErrNoStatus) {
@@ -120,26 +120,6 @@ func openGit(dir string) (*git.Repository, error) {
 		return nil, fmt.Errorf("--repo %s: %w", dir, err)
 	}
 	return r, nil
-}
-
-// statusBranchOf reads spec.statusBranch from gitfleet.yaml at HEAD, and
-// falls back to the default when there is none.
-func statusBranchOf(repo *git.Repository) string {
-	var cfg struct {
-		Spec struct {
-			StatusBranch string `yaml:"statusBranch"`
-		} `yaml:"spec"`
-	}
-	if head, err := repo.Head(); err == nil {
-		if c, err := repo.CommitObject(head.Hash()); err == nil {
-			if f, err := c.File("gitfleet.yaml"); err == nil {
-				if s, err := f.Contents(); err == nil && yaml.Unmarshal([]byte(s), &cfg) == nil && cfg.Spec.StatusBranch != "" {
-					return cfg.Spec.StatusBranch
-				}
-			}
-		}
-	}
-	return v1alpha1.DefaultStatusBranch
 }
 
 func writeFleetHeader(w io.Writer, s *status.Snapshot, branch string) {

@@ -2,17 +2,20 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/reconciler/history"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 )
 
@@ -112,6 +115,21 @@ func statusAt(t *testing.T, dir string, clock *time.Time) *status.Writer {
 	return w
 }
 
+// remediated is c with worker r2d9z replaced by k9m2x (11:41), and the
+// delete of r2d9z noted.
+func remediated(c status.ClusterStatus) status.ClusterStatus {
+	for i, m := range c.Machines {
+		if m.Name == "dev-1-md-0-r2d9z" {
+			c.Machines[i] = machine("dev-1", "md-0", "k9m2x", "Running", m.Version, at("11:41"))
+			c.Machines[i].Cause = "md-0 has 3 of 4 machines"
+		}
+	}
+	slices.SortFunc(c.Machines, func(a, b status.MachineStatus) int { return strings.Compare(a.Name, b.Name) })
+	c.Deleted = append(c.Deleted, status.DeletedMachine{Name: "dev-1-md-0-r2d9z",
+		Cause: "remediate: no heartbeat for 40s (unhealthyTimeout 30s, dev-1-workers)", Deleted: at("11:45")})
+	return c
+}
+
 // upgraded is dev-1 during the class upgrade: the control plane replaced by
 // a v1.32.0 machine (running when done).
 func upgraded(done bool) status.ClusterStatus {
@@ -156,6 +174,21 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 	step("10:01", o2, dev1(4, 2, at("10:01")))
 	step("10:03", o2, dev1(4, 4, at("10:01")))
 
+	// An unsigned commit the daemon refused: never applied, so the next
+	// commit's change is counted from 4, not from its 6.
+	unsigned := f.commit("Mallory <mallory@example.com>", "10:10", "Scale dev-1 workers to 6",
+		map[string][2]string{"clusters/dev-1.yaml": {"replicas: 4", "replicas: 6"}})
+	clock = at("10:11")
+	w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: c2, Subject: "Scale dev-1 workers to 4"},
+		LastRejected: &status.Rejection{SourceCommit: status.SourceCommit{Commit: unsigned, Subject: "Scale dev-1 workers to 6"},
+			Errors: []string{"commit " + unsigned[:7] + ": commit is not signed"}}}, status.Origin{SourceCommit: unsigned})
+	flushStatus(t, w)
+	c3 := f.commit("Bob Builder <bob@example.com>", "10:20", "Scale dev-1 workers to 5",
+		map[string][2]string{"clusters/dev-1.yaml": {"replicas: 6", "replicas: 5"}})
+	clock = at("10:21")
+	w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: c3, Subject: "Scale dev-1 workers to 5"}}, status.Origin{SourceCommit: c3})
+	flushStatus(t, w)
+
 	f.commit("Ada Tester <ada@example.com>", "11:00", "Try a bigger prod",
 		map[string][2]string{"clusters/prod-1.yaml": {"          replicas: 3", "          replicas: many"}})
 	c4 := f.commit("Ada Tester <ada@example.com>", "11:30", "Revert the bigger prod",
@@ -163,12 +196,22 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 	// dev-1 keeps living while commits that do not touch it land.
 	sick := dev1(4, 4, at("10:01"))
 	sick.Machines[2].Unhealthy, sick.Machines[2].Message = true, "no heartbeat for 40s"
-	step("11:40", status.Origin{SourceCommit: c4, PlanID: "plan-4"}, sick)
+	o4 := status.Origin{SourceCommit: c4, PlanID: "plan-4"}
+	step("11:40", o4, sick)
+	// Its health check remediates it: deleted, and replaced.
+	const why = "remediate: no heartbeat for 40s (unhealthyTimeout 30s, dev-1-workers)"
+	sick.Machines[2].Phase, sick.Machines[2].Cause = "Deleting", why
+	repl := machine("dev-1", "md-0", "k9m2x", "Provisioning", "v1.31.2", at("11:41"))
+	repl.Cause = "md-0 has 3 of 4 machines"
+	sick.Machines = append(sick.Machines, repl)
+	step("11:41", o4, sick)
+	healed := remediated(dev1(4, 4, at("10:01")))
+	step("11:45", o4, healed)
 	c5 := f.commit("Carol Ops <carol@example.com>", "13:00", "Upgrade the standard class to v1.32.0",
 		map[string][2]string{"classes/standard.yaml": {"  version: v1.31.2", "  version: v1.32.0"}})
 	o5 := status.Origin{SourceCommit: c5, PlanID: "plan-5"}
-	step("13:01", o5, upgraded(false))
-	step("13:06", o5, upgraded(true))
+	step("13:01", o5, remediated(upgraded(false)))
+	step("13:06", o5, remediated(upgraded(true)))
 	f.commit("Ada Tester <ada@example.com>", "14:00", "Explain the fleet", map[string][2]string{"README.md": {"", "# Our fleet\n"}})
 
 	code, stdout, stderr := runCmd(t, "history", "dev-1", "--repo", f.dir)
@@ -178,6 +221,9 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 	golden(t, "history/dev-1.txt", stdout)
 	for _, want := range []string{
 		"  Bob Builder <bob@example.com>\n    Scale dev-1 workers to 4\n  spec.topology.workers.machineDeployments[md-0].replicas: 2 → 4\n",
+		"Scale dev-1 workers to 6\n  refused by the daemon, never applied:\n    commit " + unsigned[:7] + ": commit is not signed\n  it would have changed:\n    spec.topology.workers.machineDeployments[md-0].replicas: 4 → 6\n",
+		"Scale dev-1 workers to 5\n  spec.topology.workers.machineDeployments[md-0].replicas: 4 → 5\n",
+		"    machine dev-1-md-0-r2d9z Running → Deleting, because: " + why + "\n",
 		"  class standard: spec.version: v1.31.2 → v1.32.0\n",
 		"    machine dev-1-md-0-b7c3v created: Provisioning v1.31.2\n",
 		"  2026-11-20 11:40:00 +0000  (applied with " + c4[:7] + ")\n    machine dev-1-md-0-r2d9z unhealthy\n",
@@ -192,9 +238,25 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 		}
 	}
 
+	_, stdout, _ = runCmd(t, "history", "dev-1", "--repo", f.dir, "-o", "json")
+	golden(t, "history/dev-1.json", stdout)
+	var log history.Log
+	if err := json.Unmarshal([]byte(stdout), &log); err != nil {
+		t.Fatalf("history -o json: %v", err)
+	}
+	if len(log.Commits) == 0 || log.Commits[0].Subject != "Upgrade the standard class to v1.32.0" {
+		t.Errorf("history -o json: newest commit is not the class upgrade: %+v", log.Commits)
+	}
+
+	_, stdout, _ = runCmd(t, "history", "--repo", f.dir, "--machine", "dev-1-md-0-r2d9z")
+	golden(t, "history/machine.txt", stdout)
+	if !strings.Contains(stdout, "Deleting     unhealthy because: "+why) || !strings.Contains(stdout, "gone") {
+		t.Errorf("the machine's life does not say it was remediated and gone:\n%s", stdout)
+	}
+
 	_, stdout, _ = runCmd(t, "history", "--repo", f.dir)
 	golden(t, "history/fleet.txt", stdout)
-	if !strings.Contains(stdout, "Try a bigger prod\n  rejected:\n    clusters/prod-1.yaml:") {
+	if !strings.Contains(stdout, "Try a bigger prod\n  refused, it does not validate:\n    clusters/prod-1.yaml:") {
 		t.Errorf("fleet history does not show the rejected commit with its error:\n%s", stdout)
 	}
 

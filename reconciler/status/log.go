@@ -1,6 +1,7 @@
 package status
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -63,19 +64,49 @@ func Log(repo *git.Repository, branch string) ([]Commit, error) {
 // Differ describes what status commits changed, caching decoded files by
 // blob hash so a long history stays cheap.
 type Differ struct {
-	s     storer.EncodedObjectStorer
-	cache map[plumbing.Hash]*ClusterStatus
+	s        storer.EncodedObjectStorer
+	cache    map[plumbing.Hash]*ClusterStatus
+	rejected map[plumbing.Hash]*Rejection // by fleet.yaml blob
 }
 
 // NewDiffer returns a Differ reading repo.
 func NewDiffer(repo *git.Repository) *Differ {
-	return &Differ{s: repo.Storer, cache: map[plumbing.Hash]*ClusterStatus{}}
+	return &Differ{s: repo.Storer, cache: map[plumbing.Hash]*ClusterStatus{}, rejected: map[plumbing.Hash]*Rejection{}}
 }
 
 // ClusterChange is what one status commit changed of one cluster.
 type ClusterChange struct {
-	Cluster     string
-	Transitions []string
+	Cluster     string   `json:"cluster"`
+	Transitions []string `json:"transitions"`
+}
+
+// Rejected is the commit the daemon had refused, with why, as c's
+// fleet.yaml says (LastRejected); nil when it names none.
+func (d *Differ) Rejected(c Commit) (*Rejection, error) {
+	t, err := object.GetTree(d.s, c.tree)
+	if err != nil {
+		return nil, fmt.Errorf("read tree %s: %w", c.tree, err)
+	}
+	e, err := t.FindEntry(FleetFile)
+	if errors.Is(err, object.ErrEntryNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := d.rejected[e.Hash]; ok {
+		return r, nil
+	}
+	data, err := readBlob(d.s, e.Hash)
+	if err != nil {
+		return nil, err
+	}
+	f, err := DecodeFleet(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s at %s: %w", FleetFile, short(c.Hash), err)
+	}
+	d.rejected[e.Hash] = f.LastRejected
+	return f.LastRejected, nil
 }
 
 // Changes lists what c changed, per cluster, sorted by cluster; only

@@ -11,6 +11,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"gopkg.in/yaml.v3"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
 // ErrNoStatus: the repository has no status branch (yet).
@@ -54,6 +57,27 @@ func Read(repo *git.Repository, branch string) (*Snapshot, error) {
 		return nil, err
 	}
 	return ReadAt(repo.Storer, tip)
+}
+
+// BranchOf is the status branch of the fleet at repo's HEAD: gitfleet.yaml's
+// spec.statusBranch, else the default. A repository without a readable
+// gitfleet.yaml at HEAD gets the default.
+func BranchOf(repo *git.Repository) string {
+	var cfg struct {
+		Spec struct {
+			StatusBranch string `yaml:"statusBranch"`
+		} `yaml:"spec"`
+	}
+	if head, err := repo.Head(); err == nil {
+		if c, err := repo.CommitObject(head.Hash()); err == nil {
+			if f, err := c.File("gitfleet.yaml"); err == nil {
+				if s, err := f.Contents(); err == nil && yaml.Unmarshal([]byte(s), &cfg) == nil && cfg.Spec.StatusBranch != "" {
+					return cfg.Spec.StatusBranch
+				}
+			}
+		}
+	}
+	return v1alpha1.DefaultStatusBranch
 }
 
 // ReadAt returns everything on the status branch at commit.
