@@ -26,6 +26,10 @@ type WatchOptions struct {
 	MaxBackoff time.Duration
 	// Log receives what the source does; default zerolog.Ctx(ctx).
 	Log *zerolog.Logger
+	// Newest leaves Revisions empty: readers call Follow, which hands them
+	// the newest good and the newest revision and skips those read while
+	// nobody followed, so the source never waits for a reader.
+	Newest bool
 }
 
 // Source follows a branch and turns each new head into a Revision: read,
@@ -43,8 +47,9 @@ type Source struct {
 
 	mu      sync.Mutex
 	current *Revision
-	last    *Revision // newest head read, good or not
-	err     error     // last fetch or read failure, nil after a success
+	last    *Revision     // newest head read, good or not
+	err     error         // last fetch or read failure, nil after a success
+	changed chan struct{} // closed and replaced when last changes
 }
 
 // Watch starts following opts.Branch of repo; the first head is read at
@@ -73,6 +78,8 @@ func Watch(ctx context.Context, repo *Repo, opts WatchOptions) (*Source, error) 
 		wake: make(chan struct{}, 1),
 		out:  make(chan *Revision, 16),
 		done: make(chan struct{}),
+
+		changed: make(chan struct{}),
 	}
 	var refs *refWatcher
 	if !repo.Remote() {
@@ -88,8 +95,9 @@ func Watch(ctx context.Context, repo *Repo, opts WatchOptions) (*Source, error) 
 	return s, nil
 }
 
-// Revisions delivers every new head of the branch, good or rejected. It is
-// closed by Close.
+// Revisions delivers every new head of the branch, good or rejected, and
+// the source waits for the reader; nothing when WatchOptions.Newest is set
+// (use Follow). It is closed by Close.
 func (s *Source) Revisions() <-chan *Revision { return s.out }
 
 // Current is the last good revision, or nil if none was read yet.
@@ -174,13 +182,49 @@ func (s *Source) check(ctx context.Context) error {
 	s.mu.Lock()
 	s.err = err
 	s.mu.Unlock()
-	if rev != nil {
+	if rev != nil && !s.opts.Newest {
 		select {
 		case s.out <- rev:
 		case <-ctx.Done():
 		}
 	}
 	return err
+}
+
+// Follow delivers the newest good revision and then the newest one if it
+// differs (a rejected head), at once and after every change, until ctx
+// ends. A follower that starts late never gets an older revision than
+// those: a new leader starts from the newest state of the branch.
+func (s *Source) Follow(ctx context.Context) <-chan *Revision {
+	out := make(chan *Revision)
+	go func() {
+		defer close(out)
+		sent := map[string]bool{}
+		for {
+			s.mu.Lock()
+			good, latest, changed := s.current, s.last, s.changed
+			s.mu.Unlock()
+			for _, rev := range []*Revision{good, latest} {
+				if rev == nil || sent[rev.Commit] {
+					continue
+				}
+				select {
+				case out <- rev:
+					sent[rev.Commit] = true
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			case <-s.done:
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // checkOnce returns the new head's revision, or nil if the head is the
@@ -219,6 +263,8 @@ func (s *Source) checkOnce(ctx context.Context) (*Revision, error) {
 	if !rev.Rejected() {
 		s.current = rev
 	}
+	close(s.changed)
+	s.changed = make(chan struct{})
 	s.mu.Unlock()
 	if rev.Rejected() {
 		s.log.Warn().Str("commit", short(rev.Commit)).Err(rev.Err).Msg("revision rejected; keeping the last good one")

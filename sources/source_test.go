@@ -344,3 +344,59 @@ func TestFailingRemoteIsReportedAndRecovers(t *testing.T) {
 		t.Errorf("Err after recovery = %v", err)
 	}
 }
+
+// A follower that starts after several revisions were read (a replica that
+// becomes leader) gets the newest good one and the newest rejected one, in
+// that order, never an older one, and then each new head.
+func TestFollowStartsFromTheNewest(t *testing.T) {
+	work := gittest.NewRepo(t)
+	work.Commit("a", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a")})
+	r := open(t, work.Dir)
+	s := watch(t, r, sources.WatchOptions{Branch: "main", Interval: time.Hour, Newest: true})
+	wait := func(commit string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for l := s.Latest(); l == nil || l.Commit != commit; l = s.Latest() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the source did not read %s", commit)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	work.Commit("b", map[string]string{"clusters/b.yaml": cluster("b")})
+	good := work.Commit("c", map[string]string{"clusters/c.yaml": cluster("c")})
+	wait(good)
+	bad := work.Commit("break d", map[string]string{"clusters/d.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: d\nspec:\n  topology:\n    class: nope\n"})
+	wait(bad)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	revs := s.Follow(ctx)
+	recv := func() *sources.Revision {
+		t.Helper()
+		select {
+		case rev := <-revs:
+			return rev
+		case <-time.After(10 * time.Second):
+			t.Fatal("Follow delivered nothing")
+		}
+		return nil
+	}
+	if rev := recv(); rev.Commit != good || rev.Rejected() {
+		t.Fatalf("first revision a follower gets: %s (err %v), want the newest good %s", rev.Commit, rev.Err, good)
+	}
+	if rev := recv(); rev.Commit != bad || !rev.Rejected() {
+		t.Fatalf("second revision: %s, want the rejected head %s", rev.Commit, bad)
+	}
+	fixed := work.Commit("fix d", map[string]string{"clusters/d.yaml": cluster("d")})
+	if rev := recv(); rev.Commit != fixed || rev.Rejected() {
+		t.Fatalf("after a new commit: %s (err %v), want %s", rev.Commit, rev.Err, fixed)
+	}
+	select {
+	case rev := <-s.Revisions():
+		if rev != nil {
+			t.Errorf("Revisions delivered %s although Newest is set", rev.Commit)
+		}
+	default:
+	}
+}

@@ -134,12 +134,11 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	if o.nats.Name == "" {
 		o.nats.Name = "gitfleet-" + o.replica
 	}
-	src, err := sources.Watch(ctx, repo, sources.WatchOptions{Branch: o.branch, Interval: o.interval, Log: &log})
+	src, err := sources.Watch(ctx, repo, sources.WatchOptions{Branch: o.branch, Interval: o.interval, Log: &log, Newest: true})
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	revs := newRevisionBox(src.Revisions())
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -196,7 +195,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	err = lease.Run(ctx, func(lctx context.Context) {
 		metrics.Leader.Set(1)
 		defer metrics.Leader.Set(0)
-		if err := lead(lctx, o, repo, revs, bus, metrics, loop, lease.Fence, log); err != nil {
+		if err := lead(lctx, o, repo, src, bus, metrics, loop, lease.Fence, log); err != nil {
 			log.Error().Err(err).Msg("reconciler stopped")
 		}
 	})
@@ -207,7 +206,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 // lead runs the reconciler and the status writer for one term as leader.
 // On the way out the pending status is flushed, so a graceful stop loses
 // nothing.
-func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisionBox,
+func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources.Source,
 	bus *natsbus.Bus, metrics *reconciler.Metrics, loop *reconciler.LoopHealth, fence func() error, log zerolog.Logger) error {
 	g, err := git.PlainOpen(repo.GitDir())
 	if err != nil {
@@ -233,7 +232,7 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, revs *revisi
 		_ = w.Close()
 	}()
 	r, err := reconciler.New(reconciler.Options{
-		Revisions: revs.follow(ctx), JS: bus.JS, Status: w, Log: log, Metrics: metrics,
+		Revisions: src.Follow(ctx), JS: bus.JS, Status: w, Log: log, Metrics: metrics,
 		Health: loop, Fence: fence, Orphans: o.orphans, OrphanGrace: o.orphanGrace,
 		TaskTimeout: o.taskTimeout,
 	})
