@@ -17,13 +17,14 @@ help: ## list the targets
 
 .PHONY: deps
 deps: ## check the toolchain and fetch the Go modules
-	@command -v $(GO) >/dev/null || { echo "Go 1.26 is required: https://go.dev/dl/"; exit 1; }
+	@command -v $(GO) >/dev/null || { echo "Go $$(sed -n 's/^go //p' go.mod) is required: https://go.dev/dl/"; exit 1; }
 	@command -v git >/dev/null || { echo "installing git"; apt-get update -qq && apt-get install -y -qq git; }
-	$(GO) mod download
+	@echo "go mod download: modules not yet in the cache are listed as they are fetched (the first time, a few minutes)"
+	@set -o pipefail; $(GO) mod download -x 2>&1 | sed -un 's|^# get https://[^/]*/\(.*\)/@v/\(.*\)\.zip$$|  \1 \2|p' || $(GO) mod download
 
 .PHONY: build
-build: deps ## build bin/gitfleet
-	$(GO) build -ldflags "-X main.commit=$$(git rev-parse --short HEAD 2>/dev/null)" -o $(BIN) ./cmd/gitfleet
+build: deps ## build bin/gitfleet (lists the packages it compiles: many on a first build)
+	$(GO) build -v -ldflags "-X main.commit=$$(git rev-parse --short HEAD 2>/dev/null)" -o $(BIN) ./cmd/gitfleet
 
 .PHONY: run
 run: build ## make a demo fleet under .gitfleet/demo (once) and run gitfleet up on it
@@ -51,6 +52,14 @@ verify: ## fail on unformatted code, vet findings or an untidy go.mod
 	$(GO) mod tidy
 	@git diff --exit-code -- go.mod go.sum || { echo "go mod tidy changed go.mod/go.sum"; exit 1; }
 
+.PHONY: stop
+stop: ## stop the demo's machines (gitfleet up leaves its local nodes running when it stops)
+	@[ ! -x $(BIN) ] || ./$(BIN) node stop --data-dir .gitfleet/data
+
+.PHONY: demo-check
+demo-check: build ## run the README's demo as written on a fresh demo fleet and check what it says
+	DEMO_CHECK=1 $(GO) test -count=1 -timeout 15m -v -run '^TestREADMEDemo$$' ./cmd/gitfleet
+
 .PHONY: clean
-clean: ## remove build output and the demo fleet
+clean: stop ## stop the demo's machines, remove build output and the demo fleet
 	rm -rf bin .gitfleet

@@ -144,3 +144,68 @@ func lockNode(dir string, wait time.Duration) (*os.File, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// RunningNode is a node process that serves a machine folder.
+type RunningNode struct {
+	Cluster, Machine string
+	PID              int
+	Dir              string
+}
+
+// Running lists the nodes that run under stateDir (its
+// <cluster>/<machine> folders), sorted: each holds its folder's lock and
+// its pid is a node of that folder, so a stale pid file or a reused pid is
+// never taken for a node.
+func Running(stateDir string) ([]RunningNode, error) {
+	stateDir, err := filepath.Abs(stateDir) // as the provider passes it to its nodes
+	if err != nil {
+		return nil, err
+	}
+	clusters, err := os.ReadDir(stateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []RunningNode
+	for _, c := range clusters {
+		if !c.IsDir() {
+			continue
+		}
+		machines, err := os.ReadDir(filepath.Join(stateDir, c.Name()))
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range machines {
+			dir := filepath.Join(stateDir, c.Name(), m.Name())
+			if !m.IsDir() {
+				continue
+			}
+			if runs, _ := nodeRuns(dir); !runs {
+				continue
+			}
+			if pid := nodePID(dir); pid != 0 {
+				out = append(out, RunningNode{Cluster: c.Name(), Machine: m.Name(), PID: pid, Dir: dir})
+			}
+		}
+	}
+	return out, nil
+}
+
+// Signal sends sig to the node and its process group.
+func (n RunningNode) Signal(sig syscall.Signal) error { return signalNode(n.PID, sig) }
+
+// Gone waits up to wait for the node to exit (its lock to be free).
+func (n RunningNode) Gone(wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		if runs, _ := nodeRuns(n.Dir); !runs {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
