@@ -45,10 +45,11 @@ func clusterStatus(ps planner.ClusterStatus, ms map[string]*machine) status.Clus
 	cs := status.ClusterStatus{Name: ps.Name, Class: ps.Class, Version: ps.Version, Phase: ps.Phase,
 		Paused: ps.Has(planner.CondPaused)}
 	if !ps.Has(planner.CondReady) {
-		cs.Conditions = append(cs.Conditions, status.Condition{Type: status.ConditionReady, Status: status.ConditionFalse})
+		reason, msg := notReady(ps)
+		cs.Conditions = append(cs.Conditions, status.Condition{Type: status.ConditionReady, Status: status.ConditionFalse, Reason: reason, Message: msg})
 	}
 	for _, c := range ps.Conditions {
-		cs.Conditions = append(cs.Conditions, status.Condition{Type: c.Type, Status: status.ConditionTrue, Message: c.Message})
+		cs.Conditions = append(cs.Conditions, status.Condition{Type: c.Type, Status: status.ConditionTrue, Reason: c.Type, Message: c.Message})
 	}
 	sort.Slice(cs.Conditions, func(i, j int) bool { return cs.Conditions[i].Type < cs.Conditions[j].Type })
 	cs.ControlPlane = replicas(ps.ControlPlane)
@@ -64,6 +65,39 @@ func clusterStatus(ps planner.ClusterStatus, ms map[string]*machine) status.Clus
 	}
 	sort.Slice(cs.Machines, func(i, j int) bool { return cs.Machines[i].Name < cs.Machines[j].Name })
 	return cs
+}
+
+// notReadyOrder ranks the planner's conditions by how much they explain a
+// cluster that is not Ready: what stops all work first, then what holds
+// it, then work in progress.
+var notReadyOrder = []string{planner.CondDeleting, planner.CondPaused, planner.CondBlocked, planner.CondRolloutHalted,
+	planner.CondRemediationBlocked, planner.CondBackingOff, planner.CondWaitingForWave, planner.CondRollingOut, planner.CondRemediating}
+
+// notReady is the Ready condition's reason and message for a cluster that
+// is not Ready, as Cluster API's summary does: the weightiest condition
+// the planner set, else the pools that miss ready machines.
+func notReady(ps planner.ClusterStatus) (reason, message string) {
+	for _, t := range notReadyOrder {
+		for _, c := range ps.Conditions {
+			if c.Type == t {
+				return t, c.Message
+			}
+		}
+	}
+	var short []string
+	for _, p := range append([]planner.PoolStatus{ps.ControlPlane}, ps.Deployments...) {
+		if p.Ready < p.Replicas {
+			name := p.Name
+			if name == planner.ControlPlanePool || name == "" {
+				name = "control plane"
+			}
+			short = append(short, fmt.Sprintf("%s: %d of %d ready", name, p.Ready, p.Replicas))
+		}
+	}
+	if len(short) == 0 {
+		return "WaitingForMachines", "machines are being created or replaced"
+	}
+	return "WaitingForMachines", strings.Join(short, "; ")
 }
 
 func replicas(p planner.PoolStatus) status.Replicas {

@@ -38,6 +38,7 @@ type daemonOptions struct {
 	dataDir        string
 	listen         string
 	statusBranch   string
+	statusRefresh  time.Duration
 	statusInterval time.Duration
 	interval       time.Duration
 	replica        string
@@ -67,6 +68,7 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.StringVar(&o.listen, "listen", defaultListen, "HTTP address for /healthz, /readyz, /metrics and /hooks/git; empty: none")
 	fs.StringVar(&o.statusBranch, "status-branch", v1alpha1.DefaultStatusBranch, "branch the status is committed to")
 	fs.DurationVar(&o.statusInterval, "status-interval", status.DefaultInterval, "at most one status commit per interval")
+	fs.DurationVar(&o.statusRefresh, "status-refresh", status.DefaultRefresh, "rewrite fleet.yaml's refreshedAt after this long without a change, so describe can tell a quiet fleet from a stopped daemon (0: never)")
 	fs.DurationVar(&o.interval, "interval", sources.DefaultInterval, "how often the repository is polled (local repos are also watched)")
 	fs.StringVar(&o.replica, "replica", "", "this replica's name in leader election (default host-pid)")
 	fs.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("GITFLEET_WEBHOOK_SECRET"), "secret of /hooks/git (default $GITFLEET_WEBHOOK_SECRET); empty disables the webhook")
@@ -212,7 +214,7 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources
 	if err != nil {
 		return fmt.Errorf("status: open %s: %w", repo.GitDir(), err)
 	}
-	sopts := status.Options{Repo: g, Branch: o.statusBranch, Interval: o.statusInterval, Logger: log, Fence: fence}
+	sopts := status.Options{Repo: g, Branch: o.statusBranch, Interval: o.statusInterval, Refresh: o.statusRefresh, Logger: log, Fence: fence}
 	if repo.Remote() {
 		sopts.Remote = "origin"
 		if sopts.Auth, err = repo.AuthMethod(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"gopkg.in/yaml.v3"
 
 	"github.com/gitfleet/gitfleet/reconciler/status"
@@ -41,6 +42,9 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 	branch := fs.String("status-branch", "", "status branch (default: gitfleet.yaml's spec.statusBranch, else "+v1alpha1.DefaultStatusBranch+")")
 	output := fs.String("o", "text", "output format: text, yaml or json")
 	fs.StringVar(output, "format", "text", "same as -o")
+	showConds := fs.String("show-conditions", "", "list every condition (type, status, reason, since, message) of all clusters (all) or of one (CLUSTER)")
+	grouping := fs.Bool("grouping", true, "show healthy Running machines of a pool with the same version as one row")
+	staleAfter := fs.Duration("stale-after", status.StaleAfter, "warn when the status commit is older than this: the daemon rewrites it at least every --status-refresh while it runs")
 	// The time ages are counted to, RFC 3339: for golden tests, so not a flag.
 	now := os.Getenv("GITFLEET_DESCRIBE_NOW")
 	pos, err := parseFlags(fs, args)
@@ -98,7 +102,11 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 	if len(pos) == 0 {
 		writeFleetHeader(env.stdout, snap, *branch)
 	}
-	return writeTree(env.stdout, clusters, clock)
+	if err := writeStatusAge(env.stdout, repo, snap, *branch, clock, *staleAfter); err != nil {
+		return err
+	}
+	v := treeView{now: clock, grouping: *grouping, conditions: *showConds}
+	return v.write(env.stdout, clusters)
 }
 
 func clusterNames(s *status.Snapshot) string {
@@ -134,7 +142,24 @@ func writeFleetHeader(w io.Writer, s *status.Snapshot, branch string) {
 			fmt.Fprintf(w, "  %s\n", e)
 		}
 	}
-	fmt.Fprintf(w, "Status: %.7s on %s\n\n", s.Commit, branch)
+}
+
+// writeStatusAge names the status commit read, when it was written, and
+// warns when that is older than staleAfter: the daemon rewrites a quiet
+// fleet's status (refreshedAt) while it runs.
+func writeStatusAge(w io.Writer, repo *git.Repository, s *status.Snapshot, branch string, now time.Time, staleAfter time.Duration) error {
+	c, err := repo.CommitObject(plumbing.NewHash(s.Commit))
+	if err != nil {
+		return fmt.Errorf("read status commit %.7s: %w", s.Commit, err)
+	}
+	at := c.Committer.When
+	fmt.Fprintf(w, "Status: %.7s on %s, written %s (%s ago)\n", s.Commit, branch, at.UTC().Format("2006-01-02 15:04:05 MST"), age(at, now))
+	if staleAfter > 0 && now.Sub(at) > staleAfter {
+		fmt.Fprintf(w, "Warning: the status is older than %s. A running daemon rewrites it at least every %s (--status-refresh), so it may be stopped or unable to commit; "+
+			"in a clone, git fetch origin %s gets the newest.\n", staleAfter, status.DefaultRefresh, branch)
+	}
+	fmt.Fprintln(w)
+	return nil
 }
 
 // countList formats {"Running": 4, "Failed": 1} as " (1 Failed, 4 Running)".
@@ -159,18 +184,37 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
-// writeTree prints clusters as clusterctl describe does: the cluster, its
-// control plane and worker pools, and their machines, with phase, ready and
-// updated counts, version and age.
-func writeTree(w io.Writer, clusters []status.ClusterStatus, now time.Time) error {
+// treeView prints clusters as clusterctl describe does: the cluster, its
+// control plane and workers, and their machines, with phase, ready and
+// updated counts, version, age and why.
+type treeView struct {
+	now        time.Time
+	grouping   bool   // one row for a pool's alike healthy machines
+	conditions string // "all", a cluster name, or "" for none
+}
+
+func (v treeView) write(w io.Writer, clusters []status.ClusterStatus) error {
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPHASE\tREADY\tUPDATED\tVERSION\tAGE\tMESSAGE")
 	for _, c := range clusters {
-		writeCluster(tw, c, now)
+		v.cluster(tw, c)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, c := range clusters {
+		if v.conditions == "all" || v.conditions == c.Name {
+			b.WriteString("\nConditions of " + c.Name + ":\n")
+			ct := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(ct, "TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
+			for _, cd := range c.Conditions {
+				row(ct, cd.Type, cd.Status, cd.Reason, age(cd.LastTransitionTime, v.now), cd.Message)
+			}
+			if err := ct.Flush(); err != nil {
+				return err
+			}
+		}
 	}
 	for _, l := range strings.SplitAfter(b.String(), "\n") {
 		if l != "" {
@@ -180,26 +224,34 @@ func writeTree(w io.Writer, clusters []status.ClusterStatus, now time.Time) erro
 	return nil
 }
 
-func writeCluster(w io.Writer, c status.ClusterStatus, now time.Time) {
-	var ready, desired, updated int
-	var oldest time.Time
+// count is "ready/total": total is the desired count, or the machines
+// that exist when a surge has more.
+func count(n, desired, existing int) string {
+	return fmt.Sprintf("%d/%d", n, max(desired, existing))
+}
+
+func (v treeView) cluster(w io.Writer, c status.ClusterStatus) {
+	var ready, desired, existing, updated int
 	for _, r := range append([]status.Replicas{c.ControlPlane}, deploymentReplicas(c)...) {
-		ready, desired, updated = ready+r.Ready, desired+r.Desired, updated+r.Updated
+		ready, desired, existing, updated = ready+r.Ready, desired+r.Desired, existing+r.Replicas, updated+r.Updated
 	}
-	for _, m := range c.Machines {
-		if !m.Created.IsZero() && (oldest.IsZero() || m.Created.Before(oldest)) {
-			oldest = m.Created
+	created := c.Created
+	if created.IsZero() { // a status written before clusters had a creation time
+		for _, m := range c.Machines {
+			if !m.Created.IsZero() && (created.IsZero() || m.Created.Before(created)) {
+				created = m.Created
+			}
 		}
 	}
 	phase := c.Phase
 	if c.Paused {
 		phase += " (paused)"
 	}
-	msg := conditionMessage(c.Conditions)
+	msg := conditionMessage(c.Conditions, v.now)
 	if r := rolloutMessage(c.Rollout); r != "" {
 		msg = strings.TrimPrefix(msg+"; "+r, "; ")
 	}
-	row(w, "Cluster/"+c.Name, phase, fmt.Sprintf("%d/%d", ready, desired), fmt.Sprintf("%d/%d", updated, desired), c.Version, age(oldest, now), msg)
+	row(w, "Cluster/"+c.Name, phase, count(ready, desired, existing), fmt.Sprintf("%d/%d", updated, desired), c.Version, age(created, v.now), msg)
 
 	type group struct {
 		title    string
@@ -207,49 +259,107 @@ func writeCluster(w io.Writer, c status.ClusterStatus, now time.Time) {
 		machines []status.MachineStatus
 	}
 	cp := c.ControlPlane
-	groups := []*group{{title: "ControlPlane", replicas: &cp}}
+	control := &group{title: "ControlPlane", replicas: &cp}
+	var pools []*group
 	byName := map[string]*group{}
 	for _, d := range c.Deployments {
 		g := &group{title: "MachineDeployment/" + d.Name, replicas: &d.Replicas}
-		groups = append(groups, g)
+		pools = append(pools, g)
 		byName[d.Name] = g
 	}
 	for _, m := range c.Machines {
 		switch {
 		case m.Role == "control-plane":
-			groups[0].machines = append(groups[0].machines, m)
+			control.machines = append(control.machines, m)
 		case byName[m.Deployment] != nil:
 			byName[m.Deployment].machines = append(byName[m.Deployment].machines, m)
 		default: // a pool no longer in the spec, still draining
 			g := &group{title: "MachineDeployment/" + m.Deployment}
 			byName[m.Deployment] = g
-			groups = append(groups, g)
+			pools = append(pools, g)
 			g.machines = append(g.machines, m)
 		}
 	}
-	for gi, g := range groups {
+	writeGroup := func(prefix string, last bool, g *group) {
 		branch, indent := "├─", "│ "
-		if gi == len(groups)-1 {
+		if last {
 			branch, indent = "└─", "  "
 		}
 		var r [5]string
-		if g.replicas != nil {
-			x := g.replicas
-			r = [5]string{"", fmt.Sprintf("%d/%d", x.Ready, x.Desired), fmt.Sprintf("%d/%d", x.Updated, x.Desired), x.Version, backoffMessage(x.Backoff, now)}
+		if x := g.replicas; x != nil {
+			r = [5]string{"", count(x.Ready, x.Desired, x.Replicas), fmt.Sprintf("%d/%d", x.Updated, x.Desired), x.Version, backoffMessage(x.Backoff, v.now)}
 		}
-		row(w, branch+g.title, r[0], r[1], r[2], r[3], "", r[4])
-		for mi, m := range g.machines {
+		row(w, prefix+branch+g.title, r[0], r[1], r[2], r[3], "", r[4])
+		rows := v.machineRows(g.machines)
+		for i, mr := range rows {
 			mb := "├─"
-			if mi == len(g.machines)-1 {
+			if i == len(rows)-1 {
 				mb = "└─"
 			}
-			msg := m.Message
-			if m.Unhealthy {
-				msg = strings.TrimSuffix("unhealthy: "+msg, ": ")
-			}
-			row(w, indent+mb+"Machine/"+m.Name, m.Phase, "", "", m.Version, age(m.Created, now), msg)
+			row(w, prefix+indent+mb+mr[0], mr[1], "", "", mr[2], mr[3], mr[4])
 		}
 	}
+	writeGroup("", len(pools) == 0, control)
+	if len(pools) > 0 {
+		row(w, "└─Workers", "", "", "", "", "", "")
+		for i, g := range pools {
+			writeGroup("  ", i == len(pools)-1, g)
+		}
+	}
+}
+
+// machineRows are a pool's machines, one row each, except that with
+// grouping the healthy Running ones of one version share a row ("3
+// Machines..."); an unhealthy or failed machine always has its own row,
+// flagged in PHASE, so colour is never the only sign.
+func (v treeView) machineRows(ms []status.MachineStatus) [][5]string {
+	var rows [][5]string
+	alike := map[string][]status.MachineStatus{}
+	var order []string
+	for _, m := range ms {
+		if v.grouping && m.Phase == "Running" && !m.Unhealthy && m.Reason == "" {
+			if _, ok := alike[m.Version]; !ok {
+				order = append(order, m.Version)
+			}
+			alike[m.Version] = append(alike[m.Version], m)
+			continue
+		}
+		phase, msg := m.Phase, m.Message
+		if m.Reason != "" {
+			msg = strings.TrimSuffix(m.Reason+": "+msg, ": ")
+		}
+		if m.Unhealthy {
+			phase += " (unhealthy)"
+			for _, cd := range m.Conditions {
+				if cd.Type == status.ConditionHealthy && cd.Status != status.ConditionTrue && !cd.LastTransitionTime.IsZero() {
+					msg = strings.TrimSuffix(msg+"; since "+age(cd.LastTransitionTime, v.now), "; ")
+				}
+			}
+		}
+		if m.Phase == "Failed" {
+			phase = "Failed (!)"
+		}
+		rows = append(rows, [5]string{"Machine/" + m.Name, phase, m.Version, age(m.Created, v.now), strings.TrimPrefix(msg, "; ")})
+	}
+	var grouped [][5]string
+	for _, ver := range order {
+		g := alike[ver]
+		if len(g) == 1 {
+			m := g[0]
+			grouped = append(grouped, [5]string{"Machine/" + m.Name, m.Phase, m.Version, age(m.Created, v.now), ""})
+			continue
+		}
+		oldest := g[0].Created
+		names := make([]string, len(g))
+		for i, m := range g {
+			names[i] = m.Name
+			if m.Created.Before(oldest) {
+				oldest = m.Created
+			}
+		}
+		grouped = append(grouped, [5]string{fmt.Sprintf("%d Machines...", len(g)), "Running", ver, age(oldest, v.now), "See " + strings.Join(names, ", ")})
+	}
+	return append(grouped, rows...)
 }
 
 // rolloutMessage says where a cluster stands in its class's rollout, unless
@@ -290,22 +400,52 @@ func row(w io.Writer, cols ...string) {
 	fmt.Fprintln(w, strings.Join(cols, "\t"))
 }
 
-// conditionMessage lists the conditions that are not True: "Ready:
-// WaitingForWorkers (2 of 3 machines)".
-func conditionMessage(cs []status.Condition) string {
+// notable are the conditions that say something holds a cluster back or
+// is at work on it; describe shows them even while Ready is True.
+var notable = []string{"Deleting", "Paused", "Blocked", "RolloutHalted", "RemediationBlocked", "BackingOff", "WaitingForWave", "RollingOut", "Remediating"}
+
+// conditionMessage says why a cluster is not Ready and what holds or
+// works on it: "WaitingForWave: wave prod waits for wave dev (3m)". The
+// Ready condition's reason is not repeated.
+func conditionMessage(cs []status.Condition, now time.Time) string {
 	var parts []string
+	shown := map[string]bool{}
+	since := func(c status.Condition) string {
+		if c.LastTransitionTime.IsZero() {
+			return ""
+		}
+		return " (" + age(c.LastTransitionTime, now) + ")"
+	}
 	for _, c := range cs {
-		if c.Status == status.ConditionTrue {
-			continue
+		if c.Type == status.ConditionReady && c.Status != status.ConditionTrue {
+			s := "Not Ready"
+			if c.Reason != "" {
+				s = c.Reason
+				shown[c.Reason] = true
+			}
+			if c.Message != "" {
+				s += ": " + c.Message
+			}
+			parts = append(parts, s+since(c))
 		}
-		s := c.Type
-		if c.Reason != "" {
-			s += ": " + c.Reason
+	}
+	for _, c := range cs {
+		switch {
+		case c.Type == status.ConditionReady || shown[c.Type]:
+		case c.Status == status.ConditionTrue && slices.Contains(notable, c.Type),
+			c.Status == status.ConditionFalse && !slices.Contains(notable, c.Type):
+			s := c.Type
+			if c.Status == status.ConditionFalse {
+				s += " False"
+				if c.Reason != "" {
+					s += ", " + c.Reason
+				}
+			}
+			if c.Message != "" {
+				s += ": " + c.Message
+			}
+			parts = append(parts, s+since(c))
 		}
-		if c.Message != "" {
-			s += " (" + c.Message + ")"
-		}
-		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -156,14 +156,29 @@ func TestDescribeTreeFromStatusBranch(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	golden(t, "describe/dev-1.txt", stdout)
-	if !regexp.MustCompile(`(?m)^  ├─Machine/dev-1-md-0-b7c3v +Provisioning +v1.31.2 +5m$`).MatchString(stdout) {
+	golden(t, "describe/dev-1.txt", regexp.MustCompile(`Status: [0-9a-f]{7} `).ReplaceAllString(stdout, "Status: STATUS "))
+	if !regexp.MustCompile(`(?m)^    ├─Machine/dev-1-md-0-b7c3v +Provisioning +v1.31.2 +5m$`).MatchString(stdout) {
 		t.Errorf("describe dev-1 does not show the new worker as Provisioning, 5 minutes old:\n%s", stdout)
 	}
 
-	_, stdout, _ = runCmd(t, "describe", "--repo", dir)
+	for _, want := range []string{"written 2026-11-20 10:07:00 UTC (2h ago)\nWarning: the status is older than 1h0m0s",
+		"WaitingForWorkers: md-0: 2 of 4 ready (2h)", "└─Workers\n", "2 Machines...", "See dev-1-md-0-q4m8w, dev-1-md-0-r2d9z"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("describe dev-1 lacks %q", want)
+		}
+	}
+	t.Setenv("GITFLEET_DESCRIBE_NOW", "2026-11-20T10:20:00Z")
+	if _, fresh, _ := runCmd(t, "describe", "dev-1", "--repo", dir); strings.Contains(fresh, "Warning") || !strings.Contains(fresh, "(13m ago)") {
+		t.Errorf("a status 13 minutes old is not stale:\n%s", fresh)
+	}
+	t.Setenv("GITFLEET_DESCRIBE_NOW", describeNow)
+
+	_, stdout, _ = runCmd(t, "describe", "--repo", dir, "--show-conditions", "prod-1", "--grouping=false")
 	stdout = regexp.MustCompile(`Status: [0-9a-f]{7} `).ReplaceAllString(stdout, "Status: STATUS ")
 	golden(t, "describe/fleet.txt", strings.ReplaceAll(stdout, head[:7], "HEAD"))
+	if !strings.Contains(stdout, "Conditions of prod-1:\nTYPE") || strings.Contains(stdout, "Conditions of dev-1") || !strings.Contains(stdout, "Running (unhealthy)") {
+		t.Errorf("--show-conditions prod-1 --grouping=false:\n%s", stdout)
+	}
 
 	_, js, _ := runCmd(t, "describe", "prod-1", "--repo", dir, "-o", "json")
 	var got status.ClusterStatus
@@ -202,4 +217,39 @@ func TestDescribeRolloutAndBackoff(t *testing.T) {
 			t.Errorf("describe lacks %q:\n%s%s", want, stdout, stderr)
 		}
 	}
+}
+
+// A halted rollout reads as such: Ready False with the halt as its reason
+// and since when, the failed machine flagged, remediation blocked, in text
+// (golden, with --show-conditions) and JSON (golden).
+func TestDescribeHaltedRollout(t *testing.T) {
+	t.Setenv("GITFLEET_DESCRIBE_NOW", describeNow)
+	dir := fleetRepo(t)
+	w := statusWriter(t, dir)
+	c := dev1(2, 1, statusEpoch)
+	c.Version = "v1.32.0"
+	halted := statusEpoch.Add(2*time.Hour + 13*time.Minute)
+	c.Conditions = []status.Condition{
+		{Type: status.ConditionReady, Status: status.ConditionFalse, Reason: "RolloutHalted", Message: "rollout of class standard 9ce7da3c89 halted: 1 of 1 clusters failed in wave dev (maxFailures 0)", LastTransitionTime: halted},
+		{Type: "RemediationBlocked", Status: status.ConditionTrue, Reason: "RemediationBlocked", Message: "1 of 2 workers unhealthy, more than maxUnhealthy 40%", LastTransitionTime: halted},
+		{Type: "RolloutHalted", Status: status.ConditionTrue, Reason: "RolloutHalted", Message: "rollout of class standard 9ce7da3c89 halted: 1 of 1 clusters failed in wave dev (maxFailures 0)", LastTransitionTime: halted},
+	}
+	c.Rollout = &status.Rollout{ClassRevision: "9ce7da3c89", Wave: "dev", State: "Failed", Reason: "machine dev-1-md-0-r2d9z failed: image not found"}
+	c.Machines[2].Phase, c.Machines[2].Reason, c.Machines[2].Message = "Failed", "CreateFailed", "image not found"
+	w.SetCluster(c, status.Origin{SourceCommit: strings.Repeat("a", 40)})
+	flushStatus(t, w)
+	_, stdout, stderr := runCmd(t, "describe", "dev-1", "--repo", dir, "--show-conditions", "all")
+	golden(t, "describe/halted.txt", regexp.MustCompile(`Status: [0-9a-f]{7} `).ReplaceAllString(stdout, "Status: STATUS "))
+	for _, want := range []string{
+		"RolloutHalted: rollout of class standard 9ce7da3c89 halted: 1 of 1 clusters failed in wave dev (maxFailures 0) (17m)",
+		"RemediationBlocked: 1 of 2 workers unhealthy, more than maxUnhealthy 40% (17m)",
+		"Failed (!)", "CreateFailed: image not found",
+		"rollout: Failed on class revision 9ce7da3c89 (machine dev-1-md-0-r2d9z failed: image not found)",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("describe lacks %q:\n%s%s", want, stdout, stderr)
+		}
+	}
+	_, js, _ := runCmd(t, "describe", "dev-1", "--repo", dir, "-o", "json")
+	golden(t, "describe/halted.json", js)
 }

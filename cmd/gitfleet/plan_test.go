@@ -209,3 +209,21 @@ func planGolden(t *testing.T, name, got string) {
 	t.Helper()
 	golden(t, "plan/"+name, commitRE.ReplaceAllString(got, "(COMMIT)"))
 }
+
+// A class upgrade that a pinned cluster does not take: the plan names the
+// pinned cluster unchanged, with the pin as the reason, in text, Markdown
+// and JSON (golden files).
+func TestPlanNamesPinnedCluster(t *testing.T) {
+	dir := fleetRepo(t)
+	branch(t, dir, "bump", map[string][2]string{"classes/standard.yaml": {"  version: v1.31.2", "  version: v1.32.0"}})
+	for _, f := range []struct{ format, file string }{{"text", "pinned.txt"}, {"markdown", "pinned.md"}, {"json", "pinned.json"}} {
+		code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "bump", "-o", f.format)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", f.format, code, stderr)
+		}
+		if !strings.Contains(stdout, "pins spec.topology.version v1.31.2") || !strings.Contains(stdout, "prod-1") {
+			t.Errorf("%s does not name prod-1 with its pin:\n%s", f.format, stdout)
+		}
+		planGolden(t, f.file, regexp.MustCompile(`"(base|head)": "([a-z]+) \([0-9a-f]{7}\)"`).ReplaceAllString(stdout, `"$1": "$2 (COMMIT)"`))
+	}
+}

@@ -102,10 +102,10 @@ var created = time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
 // phase.
 func cluster(name string, n int, phase string) ClusterStatus {
 	c := ClusterStatus{
-		Name: name, Class: "standard", Version: "v1.31.2", Phase: ClusterProvisioning,
+		Name: name, Class: "standard", Version: "v1.31.2", Phase: ClusterProvisioning, Created: created,
 		ControlPlane: Replicas{Version: "v1.31.2", Desired: 1, Replicas: 1, Ready: 1, Updated: 1},
 		Deployments:  []DeploymentStatus{{Name: "md-0", Class: "default-worker", Replicas: Replicas{Version: "v1.31.2", Desired: n, Replicas: n, Updated: n}}},
-		Conditions:   []Condition{{Type: ConditionReady, Status: ConditionFalse, Reason: "WaitingForWorkers"}},
+		Conditions:   []Condition{{Type: ConditionReady, Status: ConditionFalse, Reason: "WaitingForWorkers", LastTransitionTime: created}},
 		Machines: []MachineStatus{{
 			Name: name + "-cp-a1b2c", Role: "control-plane", Phase: "Running", Version: "v1.31.2",
 			Provider: "inmemory", ProviderID: "inmemory://" + name + "-cp-a1b2c", Addresses: []string{"10.0.0.1"},
@@ -123,7 +123,7 @@ func cluster(name string, n int, phase string) ClusterStatus {
 	if phase == "Running" {
 		c.Phase = ClusterProvisioned
 		c.Deployments[0].Ready = n
-		c.Conditions[0] = Condition{Type: ConditionReady, Status: ConditionTrue}
+		c.Conditions[0] = Condition{Type: ConditionReady, Status: ConditionTrue, LastTransitionTime: created}
 	} else {
 		c.Deployments[0].Unavailable = n
 	}

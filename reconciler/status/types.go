@@ -61,9 +61,16 @@ type ClusterStatus struct {
 	// Class is the ClusterClass the cluster instantiates.
 	Class string `yaml:"class,omitempty" json:"class,omitempty"`
 	// Version is the Kubernetes version the cluster is converging to.
-	Version    string      `yaml:"version,omitempty" json:"version,omitempty"`
-	Phase      string      `yaml:"phase" json:"phase"`
-	Paused     bool        `yaml:"paused,omitempty" json:"paused,omitempty"`
+	Version string `yaml:"version,omitempty" json:"version,omitempty"`
+	Phase   string `yaml:"phase" json:"phase"`
+	Paused  bool   `yaml:"paused,omitempty" json:"paused,omitempty"`
+	// Created is when the cluster's status was first written, to the
+	// second; the Writer keeps it, so a cluster's age never goes back
+	// when its machines are replaced.
+	Created time.Time `yaml:"created,omitempty" json:"created,omitzero"`
+	// Conditions are sorted by type. The Writer sets LastTransitionTime
+	// of a condition the caller left without one: kept while its status
+	// stays the same, now when it changes.
 	Conditions []Condition `yaml:"conditions,omitempty" json:"conditions,omitempty"`
 	// ControlPlane counts the control plane machines.
 	ControlPlane Replicas `yaml:"controlPlane" json:"controlPlane"`
@@ -200,6 +207,10 @@ type MachineStatus struct {
 
 // FleetStatus is fleet.yaml.
 type FleetStatus struct {
+	// RefreshedAt is when the daemon last rewrote the status although
+	// nothing changed (Options.Refresh), so that an old status commit
+	// means the daemon is not running, not only that the fleet is quiet.
+	RefreshedAt time.Time `yaml:"refreshedAt,omitempty" json:"refreshedAt,omitzero"`
 	// LastApplied is the newest fleet repository commit the daemon accepted.
 	LastApplied *SourceCommit `yaml:"lastApplied,omitempty" json:"lastApplied,omitempty"`
 	// LastRejected is the newest commit that failed validation, with why.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +39,10 @@ type Options struct {
 	Logger         zerolog.Logger
 	// Now is the clock for commit dates (default time.Now).
 	Now func() time.Time
+	// Refresh, when set, rewrites fleet.yaml's refreshedAt after a
+	// Refresh period in which nothing changed: a status commit older than
+	// a few periods says the daemon is down.
+	Refresh time.Duration
 	// Fence, when set, is asked before every commit and push: a daemon
 	// whose leader lease may be gone returns an error and writes nothing.
 	Fence func() error
@@ -76,6 +81,7 @@ type Writer struct {
 	fleetSet *change                  // summary and origin of the last SetFleet
 	err      error                    // of the last flush; nil once one succeeds
 	dirty    bool                     // fleet.yaml needs recounting
+	staged   time.Time                // when a change was last staged (opts.Now)
 	stats    Stats
 
 	beforeCAS func() // test hook: runs between building a commit and setting the ref
@@ -91,11 +97,23 @@ type clusterSum struct {
 	machinePhases         map[string]int
 	machineVersions       map[string]int
 	machines              int
+	created               time.Time
+	conds                 map[string]condMark // by type
+}
+
+// condMark is a condition's status and since when it holds.
+type condMark struct {
+	status string
+	since  time.Time
 }
 
 func summarize(c ClusterStatus) clusterSum {
 	s := clusterSum{class: c.Class, version: c.Version, phase: c.Phase, machines: len(c.Machines),
-		machinePhases: map[string]int{}, machineVersions: map[string]int{}}
+		machinePhases: map[string]int{}, machineVersions: map[string]int{}, created: c.Created,
+		conds: map[string]condMark{}}
+	for _, cd := range c.Conditions {
+		s.conds[cd.Type] = condMark{status: cd.Status, since: cd.LastTransitionTime}
+	}
 	for _, m := range c.Machines {
 		s.machinePhases[m.Phase]++
 		if m.Version != "" {
@@ -104,6 +122,14 @@ func summarize(c ClusterStatus) clusterSum {
 	}
 	return s
 }
+
+// DefaultRefresh is how often the daemon rewrites a quiet fleet's status
+// (fleet.yaml's refreshedAt); describe warns when the status is older than
+// StaleAfter.
+const (
+	DefaultRefresh = 15 * time.Minute
+	StaleAfter     = 4 * DefaultRefresh
+)
 
 // ErrClosed is returned by Flush after Close.
 var ErrClosed = errors.New("status writer closed")
@@ -134,7 +160,7 @@ func NewWriter(ctx context.Context, opts Options) (*Writer, error) {
 		return nil, fmt.Errorf("status writer: branch %q: %w", opts.Branch, err)
 	}
 	w := &Writer{
-		opts: opts, ref: ref, store: opts.Repo.Storer,
+		opts: opts, ref: ref, store: opts.Repo.Storer, staged: opts.Now(),
 		log:     opts.Logger.With().Str("branch", opts.Branch).Logger(),
 		pending: map[string]change{}, outbox: map[string]change{},
 		known: map[string]plumbing.Hash{}, clusters: map[string]clusterSum{}, trees: trees{},
@@ -163,17 +189,42 @@ func NewWriter(ctx context.Context, opts Options) (*Writer, error) {
 // SetCluster records the status of one cluster. Nothing is committed when
 // it encodes to the same file as what is on the branch or pending.
 func (w *Writer) SetCluster(c ClusterStatus, o Origin) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stamp(&c)
 	data, err := EncodeCluster(c)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
 	ch := newChange(data, c.summary())
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.stage(ClusterPath(c.Name), ch, o) {
 		w.setSum(c.Name, summarize(c))
 	}
 	return nil
+}
+
+// stamp gives c the times the Writer keeps: the cluster's creation, and
+// since when each condition has its status.
+func (w *Writer) stamp(c *ClusterStatus) {
+	prev, had := w.clusters[c.Name]
+	now := w.opts.Now().UTC().Truncate(time.Second)
+	if c.Created.IsZero() {
+		c.Created = now
+		if had && !prev.created.IsZero() {
+			c.Created = prev.created
+		}
+	}
+	c.Conditions = slices.Clone(c.Conditions)
+	for i := range c.Conditions {
+		cd := &c.Conditions[i]
+		if !cd.LastTransitionTime.IsZero() {
+			continue
+		}
+		cd.LastTransitionTime = now
+		if p, ok := prev.conds[cd.Type]; ok && p.status == cd.Status && !p.since.IsZero() {
+			cd.LastTransitionTime = p.since
+		}
+	}
 }
 
 // DeleteCluster removes the status file of a deleted cluster.
@@ -197,6 +248,7 @@ func (w *Writer) SetFleet(f FleetStatus, o Origin) {
 	f = f.normalized()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	f.RefreshedAt = w.fleet.RefreshedAt // the Writer's own field
 	old, _ := encodeYAML(w.fleet)
 	now, _ := encodeYAML(f)
 	if string(old) == string(now) {
@@ -231,8 +283,26 @@ func (w *Writer) stage(path string, ch change, o Origin) bool {
 	w.seq++
 	ch.origin, ch.seq = o, w.seq
 	w.pending[path] = ch
+	w.staged = w.opts.Now()
 	w.poke()
 	return true
+}
+
+// refresh stamps fleet.yaml's refreshedAt when nothing was staged for a
+// Refresh period, so the branch shows the daemon alive in a quiet fleet.
+func (w *Writer) refresh() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.opts.Now()
+	if now.Sub(w.staged) < w.opts.Refresh {
+		return
+	}
+	w.fleet.RefreshedAt = now.UTC().Truncate(time.Second)
+	w.seq++
+	w.fleetSet = &change{summary: "fleet: refreshed, nothing changed", seq: w.seq}
+	w.dirty = true
+	w.staged = now
+	w.poke()
 }
 
 // poke wakes the goroutine. Called with mu held.
@@ -335,12 +405,18 @@ func (w *Writer) Close() error {
 
 func (w *Writer) run(ctx context.Context) {
 	defer close(w.done)
-	var timer <-chan time.Time
+	var timer, refresh <-chan time.Time
+	if w.opts.Refresh > 0 {
+		refresh = time.After(w.opts.Refresh)
+	}
 	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-refresh:
+			refresh = time.After(w.opts.Refresh / 4)
+			w.refresh()
 		case <-w.wake:
 			if timer == nil {
 				timer = time.After(w.opts.Interval)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,5 +246,99 @@ func TestWriterRefusesABadClusterName(t *testing.T) {
 		if err := w.SetCluster(ClusterStatus{Name: n}, origin); err == nil {
 			t.Errorf("SetCluster(%q) = nil, want an error", n)
 		}
+	}
+}
+
+// The Writer keeps a cluster's creation time and since when each
+// condition holds: unchanged while the condition's status stays, moved when
+// it flips, kept across a restart (read back from the branch).
+func TestWriterKeepsCreatedAndConditionTimes(t *testing.T) {
+	repo := newRepo(t, t.TempDir())
+	clock := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	opts := Options{Repo: repo, Interval: time.Hour, Now: func() time.Time { return clock }}
+	w := newWriter(t, opts)
+	bare := func(ready string) ClusterStatus {
+		c := cluster("dev-1", 2, "Running")
+		c.Created = time.Time{}
+		c.Conditions = []Condition{{Type: ConditionReady, Status: ready}, {Type: "RollingOut", Status: ConditionTrue}}
+		return c
+	}
+	set := func(w *Writer, at string, ready string) *ClusterStatus {
+		t.Helper()
+		clock, _ = time.Parse(time.RFC3339, "2026-11-20T"+at+"Z")
+		if err := w.SetCluster(bare(ready), origin); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, w)
+		snap, err := Read(repo, branch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Cluster("dev-1")
+	}
+	since := func(c *ClusterStatus, typ string) string {
+		for _, cd := range c.Conditions {
+			if cd.Type == typ {
+				return cd.LastTransitionTime.Format("15:04:05")
+			}
+		}
+		return "none"
+	}
+	c := set(w, "09:00:00", ConditionFalse)
+	if c.Created.Format("15:04") != "09:00" || since(c, ConditionReady) != "09:00:00" {
+		t.Fatalf("first write: created %v, Ready since %s", c.Created, since(c, ConditionReady))
+	}
+	c = set(w, "09:05:00", ConditionTrue)
+	if c.Created.Format("15:04") != "09:00" || since(c, ConditionReady) != "09:05:00" || since(c, "RollingOut") != "09:00:00" {
+		t.Errorf("after Ready flips: created %v, Ready since %s, RollingOut since %s; want 09:00, 09:05:00, 09:00:00",
+			c.Created, since(c, ConditionReady), since(c, "RollingOut"))
+	}
+	w.Close()
+	w2 := newWriter(t, opts) // a restarted daemon
+	c = set(w2, "10:00:00", ConditionTrue)
+	if c.Created.Format("15:04") != "09:00" || since(c, ConditionReady) != "09:05:00" {
+		t.Errorf("after a restart: created %v, Ready since %s; want 09:00 and 09:05:00", c.Created, since(c, ConditionReady))
+	}
+}
+
+// With Refresh set, a quiet fleet's status is rewritten (fleet.yaml's
+// refreshedAt) so its age says whether the daemon runs; a change in the
+// meantime postpones it, and the caller's SetFleet keeps the stamp.
+func TestWriterRefreshesAQuietStatus(t *testing.T) {
+	repo := newRepo(t, t.TempDir())
+	var mu sync.Mutex
+	clock := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	w := newWriter(t, Options{Repo: repo, Interval: 10 * time.Millisecond, Refresh: 40 * time.Millisecond, Now: now})
+	w.SetFleet(FleetStatus{LastApplied: &SourceCommit{Commit: origin.SourceCommit}}, origin)
+	flush(t, w)
+	mu.Lock()
+	clock = clock.Add(time.Hour)
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		snap, err := Read(repo, branch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Fleet.RefreshedAt.Equal(clock) {
+			if snap.Fleet.LastApplied == nil {
+				t.Error("the refresh lost lastApplied")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refreshedAt = %v, want %v", snap.Fleet.RefreshedAt, clock)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	w.SetFleet(FleetStatus{LastApplied: &SourceCommit{Commit: origin.SourceCommit, Subject: "next"}}, origin)
+	flush(t, w)
+	snap, err := Read(repo, branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !snap.Fleet.RefreshedAt.Equal(clock) || snap.Fleet.LastApplied.Subject != "next" {
+		t.Errorf("after the caller's SetFleet: refreshedAt %v, lastApplied %+v; want the stamp kept and the new subject", snap.Fleet.RefreshedAt, snap.Fleet.LastApplied)
 	}
 }
