@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -204,8 +205,13 @@ func (s *Source) Follow(ctx context.Context) <-chan *Revision {
 			s.mu.Lock()
 			good, latest, changed := s.current, s.last, s.changed
 			s.mu.Unlock()
+			keep := map[string]bool{}
 			for _, rev := range []*Revision{good, latest} {
-				if rev == nil || sent[rev.Commit] {
+				if rev == nil {
+					continue
+				}
+				keep[rev.Commit] = true
+				if sent[rev.Commit] {
 					continue
 				}
 				select {
@@ -215,6 +221,7 @@ func (s *Source) Follow(ctx context.Context) <-chan *Revision {
 					return
 				}
 			}
+			maps.DeleteFunc(sent, func(c string, _ bool) bool { return !keep[c] }) // only the two it may see again
 			select {
 			case <-changed:
 			case <-ctx.Done():
