@@ -14,7 +14,6 @@ import (
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
-	"github.com/gitfleet/gitfleet/schemas/wire"
 	"github.com/gitfleet/gitfleet/sources"
 )
 
@@ -150,15 +149,5 @@ func observedMachines(gitDir, branch string) ([]planner.ObservedMachine, error) 
 	if err != nil {
 		return nil, fmt.Errorf("read status branch %s: %w", branch, err)
 	}
-	ms := []planner.ObservedMachine{}
-	for _, c := range snap.Clusters {
-		for _, m := range c.Machines {
-			ms = append(ms, planner.ObservedMachine{
-				Name: m.Name, Cluster: c.Name, Deployment: m.Deployment, Role: wire.Role(m.Role),
-				Provider: m.Provider, Version: m.Version, TemplateHash: m.TemplateHash,
-				Phase: wire.Phase(m.Phase), Created: m.Created, Healthy: !m.Unhealthy,
-			})
-		}
-	}
-	return ms, nil
+	return snap.Observed(), nil
 }

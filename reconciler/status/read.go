@@ -13,7 +13,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"gopkg.in/yaml.v3"
 
+	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // ErrNoStatus: the repository has no status branch (yet).
@@ -174,4 +176,21 @@ func parseTrailers(msg, key string) []string {
 		}
 	}
 	return out
+}
+
+// Observed is the snapshot's machines as the planner's input, for a plan
+// against what runs. The status branch records no heartbeats: a machine
+// counts as healthy unless the daemon marked it unhealthy.
+func (s *Snapshot) Observed() []planner.ObservedMachine {
+	ms := []planner.ObservedMachine{}
+	for _, c := range s.Clusters {
+		for _, m := range c.Machines {
+			ms = append(ms, planner.ObservedMachine{
+				Name: m.Name, Cluster: c.Name, Deployment: m.Deployment, Role: wire.Role(m.Role),
+				Provider: m.Provider, Version: m.Version, TemplateHash: m.TemplateHash,
+				Phase: wire.Phase(m.Phase), Created: m.Created, Healthy: !m.Unhealthy,
+			})
+		}
+	}
+	return ms
 }

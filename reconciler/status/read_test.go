@@ -85,3 +85,17 @@ func TestWriterConcurrentUpdates(t *testing.T) {
 		t.Errorf("Flush after Close = %v, want ErrClosed", err)
 	}
 }
+
+// A plan against what runs takes the status branch's machines, healthy
+// unless the daemon marked them unhealthy.
+func TestSnapshotObserved(t *testing.T) {
+	c := cluster("dev-1", 2, "Running")
+	c.Machines[1].Unhealthy = true
+	ms := (&Snapshot{Clusters: []ClusterStatus{c}}).Observed()
+	if len(ms) != 3 || ms[0].Cluster != "dev-1" || ms[0].Deployment != "" || ms[1].Deployment != "md-0" {
+		t.Fatalf("observed %+v", ms)
+	}
+	if !ms[0].Healthy || ms[1].Healthy || !ms[2].Healthy || string(ms[1].Phase) != "Running" {
+		t.Errorf("health and phase not carried: %+v", ms)
+	}
+}
