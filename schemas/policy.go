@@ -16,7 +16,7 @@ import (
 // (#Name) and hidden fields (_name) may hold helpers. A conflict is an error
 // at the object's field, naming the policy's file and line; a policy field's
 // @help attribute replaces CUE's message.
-func applyPolicies(objs []Object, policies []File) []Error {
+func applyPolicies(objs []Object, policies []File, opts CheckOptions) []Error {
 	good, errs := compilePolicies(policies)
 	if len(good) == 0 {
 		return errs
@@ -25,22 +25,45 @@ func applyPolicies(objs []Object, policies []File) []Error {
 	// context with the policies compiled into it.
 	chunks := chunk(objs, rotateAfter)
 	results := make([][]Error, len(chunks))
+	clean := make([][]*Object, len(chunks))
 	parallel(len(chunks), func(i int) {
 		c := getValidator()
 		defer putValidator(c)
 		for j := range chunks[i] {
 			o := &chunks[i][j]
-			if o.Invalid || o.Raw == nil {
+			if o.Invalid || o.Raw == nil || !c.hasPolicyFor(good, o.Kind) {
+				continue
+			}
+			if opts.PolicyKnownGood != nil && opts.PolicyKnownGood(o) {
 				continue
 			}
 			c.used++
-			results[i] = append(results[i], c.policyErrors(good, o, c.ctx.Encode(o.Raw))...)
+			es := c.policyErrors(good, o, c.ctx.Encode(o.Raw))
+			if len(es) == 0 {
+				clean[i] = append(clean[i], o)
+			}
+			results[i] = append(results[i], es...)
 		}
 	})
-	for _, r := range results {
+	for i, r := range results {
 		errs = append(errs, r...)
+		if opts.PolicyGood != nil {
+			for _, o := range clean[i] {
+				opts.PolicyGood(o)
+			}
+		}
 	}
 	return errs
+}
+
+// hasPolicyFor reports whether some policy speaks about kind.
+func (c *compiled) hasPolicyFor(policies []File, kind string) bool {
+	for _, f := range policies {
+		if _, ok := c.policyKinds(f)[kind]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // compilePolicies reports the policy files' own errors and returns the

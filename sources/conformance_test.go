@@ -46,11 +46,11 @@ func TestValidateAgreesWithSchemasLoadOnFixtures(t *testing.T) {
 			}
 			work := gittest.NewRepo(t)
 			work.Commit("fixture", content)
-			_, got, err := sources.ValidateRev(context.Background(), work.Dir, "main")
+			_, got, err := sources.ValidateRev(context.Background(), work.Dir, "main", sources.ValidateOptions{})
 			if err != nil || got.Error() != want.Error() {
 				t.Errorf("schemas.Load:\n%s\nValidateRev (err %v):\n%s", want, err, got)
 			}
-			_, got, err = sources.ValidateDir(context.Background(), work.Dir)
+			_, got, err = sources.ValidateDir(context.Background(), work.Dir, sources.ValidateOptions{})
 			if err != nil || got.Error() != want.Error() {
 				t.Errorf("schemas.Load:\n%s\nValidateDir (err %v):\n%s", want, err, got)
 			}

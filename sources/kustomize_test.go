@@ -98,21 +98,21 @@ func TestValidateRevAndDir(t *testing.T) {
 	work.Git("tag", "good")
 	work.Commit("break a cluster", map[string]string{"base/cluster.yaml": strings.Replace(cluster("edge"), "class: standard", "class: missing", 1)})
 
-	fleet, errs, err := sources.ValidateRev(ctx, work.Dir, "good")
+	fleet, errs, err := sources.ValidateRev(ctx, work.Dir, "good", sources.ValidateOptions{})
 	if err != nil || len(errs) != 0 || len(fleet.Clusters) != 2 {
 		t.Errorf("ValidateRev(good %s) = %v clusters, %v, %v", tagged[:8], fleet, errs, err)
 	}
-	_, errs, err = sources.ValidateRev(ctx, work.Dir, "main")
+	_, errs, err = sources.ValidateRev(ctx, work.Dir, "main", sources.ValidateOptions{})
 	if err != nil || len(errs) == 0 || errs[0].Path != "base/cluster.yaml" {
 		t.Errorf("ValidateRev(main) errors = %v, %v; want base/cluster.yaml", errs, err)
 	}
-	if _, _, err := sources.ValidateRev(ctx, work.Dir, "nope"); err == nil {
+	if _, _, err := sources.ValidateRev(ctx, work.Dir, "nope", sources.ValidateOptions{}); err == nil {
 		t.Error("ValidateRev(nope) succeeded")
 	}
 
 	// The working tree, uncommitted edits included.
 	work.Write(map[string]string{"base/cluster.yaml": cluster("edge")})
-	fleet, errs, err = sources.ValidateDir(ctx, work.Dir)
+	fleet, errs, err = sources.ValidateDir(ctx, work.Dir, sources.ValidateOptions{})
 	if err != nil || len(errs) != 0 || len(fleet.Clusters) != 2 {
 		t.Errorf("ValidateDir after fixing = %v, %v, %v", fleet, errs, err)
 	}

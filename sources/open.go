@@ -63,7 +63,11 @@ func Open(ctx context.Context, opts Options) (*Repo, error) {
 	default:
 		return nil, fmt.Errorf("verify mode %q: use %s or %s", opts.VerifyMode, VerifyHead, VerifyAll)
 	}
-	r := &Repo{opts: opts, loc: loc, parsed: newParseCache(), rendered: newRenderCache()}
+	known := newVerdicts()
+	if opts.CacheFile != "" {
+		known = loadVerdicts(opts.CacheFile)
+	}
+	r := &Repo{opts: opts, loc: loc, parsed: newParseCache(known), rendered: newRenderCache()}
 	if !loc.remote {
 		r.gitDir, err = findGitDir(loc.path)
 		if err != nil {

@@ -1,8 +1,12 @@
 package sources
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -17,6 +21,10 @@ type parseCache struct {
 	mu  sync.Mutex
 	m   map[string]*parsed
 	gen uint64
+	// known are the verdicts of earlier validations: files a parse found
+	// clean are decoded without the schema checks, objects the same
+	// policies passed are not evaluated again.
+	known *verdicts
 }
 
 type parsed struct {
@@ -25,7 +33,9 @@ type parsed struct {
 	gen  uint64
 }
 
-func newParseCache() *parseCache { return &parseCache{m: map[string]*parsed{}} }
+func newParseCache(known *verdicts) *parseCache {
+	return &parseCache{m: map[string]*parsed{}, known: known}
+}
 
 // validate parses every input (cached ones are not parsed again), then runs
 // the cross-object checks and policies. pre are errors found while reading.
@@ -70,11 +80,45 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	if fleetObjs == 0 && len(errs) == 0 {
 		errs = append(errs, schemas.Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
 	}
-	fleet, cerrs := schemas.Check(objs, pols)
+	fleet, cerrs := schemas.CheckWith(objs, pols, pc.policyVerdicts(ins, pols))
 	errs = append(errs, cerrs...)
 	newSourceLines(ins).fix(errs)
 	sortErrors(errs)
 	return fleet, errs, nil
+}
+
+// policyVerdicts lets Check skip the objects the same policy files passed
+// before: an object is known by its file's key, its line and the content
+// of every policy file.
+func (pc *parseCache) policyVerdicts(ins []input, pols []schemas.File) schemas.CheckOptions {
+	if pc.known == nil || len(pols) == 0 {
+		return schemas.CheckOptions{}
+	}
+	h := sha256.New()
+	for _, p := range pols {
+		fmt.Fprintf(h, "%s %d\n", p.Path, len(p.Data))
+		h.Write(p.Data)
+	}
+	polKey := hex.EncodeToString(h.Sum(nil))
+	fileKey := make(map[string]string, len(ins))
+	for _, in := range ins {
+		fileKey[in.Path] = in.key
+	}
+	key := func(o *schemas.Object) (verdictKey, bool) {
+		fk, ok := fileKey[o.Source.Path]
+		return pc.known.key("policy", polKey, fk, strconv.Itoa(o.Source.Line)), ok
+	}
+	return schemas.CheckOptions{
+		PolicyKnownGood: func(o *schemas.Object) bool {
+			k, ok := key(o)
+			return ok && pc.known.good(k)
+		},
+		PolicyGood: func(o *schemas.Object) {
+			if k, ok := key(o); ok {
+				pc.known.add(k)
+			}
+		},
+	}
 }
 
 // has reports whether key's parse result is cached.
@@ -116,7 +160,17 @@ func (pc *parseCache) parseAll(ins []input, load func([]*input) error) ([]*parse
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				objs, errs := schemas.ParseFile(ins[i].File)
+				k := pc.known.key("parse", ins[i].key)
+				var objs []schemas.Object
+				var errs schemas.Errors
+				if pc.known.good(k) {
+					objs, errs = schemas.ParseKnownGood(ins[i].File)
+				} else {
+					objs, errs = schemas.ParseFile(ins[i].File)
+				}
+				if len(errs) == 0 {
+					pc.known.add(k)
+				}
 				out[i] = &parsed{objs: objs, errs: errs, gen: gen}
 			}
 		})

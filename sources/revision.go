@@ -175,6 +175,11 @@ func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schem
 		return nil, nil, err
 	}
 	fleet, errs, err := r.parsed.validate(ins, pre, r.loadLocked)
+	if err == nil {
+		// A cache that cannot be written costs the next run time, not
+		// correctness: nothing to report.
+		_ = r.parsed.known.save()
+	}
 	return fleet, errs, err
 }
 

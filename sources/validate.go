@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/gitfleet/gitfleet/schemas"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
@@ -13,8 +15,8 @@ import (
 // kustomizations rendered. Like schemas.Load, it returns the fleet of the
 // valid objects along with every error; err is for Git and I/O failures.
 // Signatures are not checked.
-func ValidateRev(ctx context.Context, dir, rev string) (*v1alpha1.Fleet, schemas.Errors, error) {
-	repo, err := Open(ctx, Options{Location: dir})
+func ValidateRev(ctx context.Context, dir, rev string, vo ValidateOptions) (*v1alpha1.Fleet, schemas.Errors, error) {
+	repo, err := Open(ctx, Options{Location: dir, CacheFile: vo.CacheFile})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -25,7 +27,7 @@ func ValidateRev(ctx context.Context, dir, rev string) (*v1alpha1.Fleet, schemas
 // ValidateDir validates the working tree in dir as it is on disk (not
 // committed), with kustomizations rendered, following the same rules as a
 // revision.
-func ValidateDir(ctx context.Context, dir string) (*v1alpha1.Fleet, schemas.Errors, error) {
+func ValidateDir(ctx context.Context, dir string, vo ValidateOptions) (*v1alpha1.Fleet, schemas.Errors, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -37,7 +39,38 @@ func ValidateDir(ctx context.Context, dir string) (*v1alpha1.Fleet, schemas.Erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("validate %s: %w", dir, err)
 	}
-	return newParseCache().validate(ins, pre, loadAll)
+	if err := rekeyByContent(ins); err != nil {
+		return nil, nil, err
+	}
+	known := newVerdicts()
+	if vo.CacheFile != "" {
+		known = loadVerdicts(vo.CacheFile)
+	}
+	fleet, errs, err := newParseCache(known).validate(ins, pre, loadAll)
+	if err == nil {
+		_ = known.save()
+	}
+	return fleet, errs, err
+}
+
+// rekeyByContent reads the inputs and keys them by content: a working
+// file's snapshot key is its size and time, the verdicts need its
+// content's hash — Git's blob hash, so that validate, validate --rev and
+// plan share them.
+func rekeyByContent(ins []input) error {
+	for i := range ins {
+		if err := ins[i].load(); err != nil {
+			return err
+		}
+		ins[i].key = plumbing.ComputeHash(plumbing.BlobObject, ins[i].Data).String() + " " + ins[i].Path
+	}
+	return nil
+}
+
+// ValidateOptions are ValidateDir's and ValidateRev's.
+type ValidateOptions struct {
+	// CacheFile keeps validation verdicts across runs (Options.CacheFile).
+	CacheFile string
 }
 
 func loadAll(ins []*input) error {

@@ -122,7 +122,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	if err != nil {
 		return err
 	}
-	repo, err := sources.Open(ctx, sources.Options{Location: o.repo, DataDir: o.dataDir, Auth: o.auth, Verify: verifier, VerifyMode: o.verifyMode})
+	repo, err := sources.Open(ctx, sources.Options{Location: o.repo, DataDir: o.dataDir, Auth: o.auth, Verify: verifier, VerifyMode: o.verifyMode, CacheFile: filepath.Join(o.dataDir, "validation")})
 	if err != nil {
 		return err
 	}

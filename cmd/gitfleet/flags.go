@@ -4,7 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sync"
+
+	"github.com/gitfleet/gitfleet/sources"
 )
 
 // helpOut is where each flag set prints its help: standard output, since
@@ -62,4 +65,17 @@ func printHelp(fs *flag.FlagSet) {
 	}
 	fs.SetOutput(out)
 	fs.PrintDefaults()
+}
+
+// validationCache is the file validate and plan keep their verdicts in:
+// $GITFLEET_CACHE, none when it is "off", else the user's cache directory.
+func validationCache() string {
+	switch v := os.Getenv("GITFLEET_CACHE"); v {
+	case "off":
+		return ""
+	case "":
+		return sources.DefaultCacheFile()
+	default:
+		return v
+	}
 }

@@ -58,7 +58,7 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 		defer os.RemoveAll(dir)
 		*dataDir = dir
 	}
-	report, err := previewRepo(ctx, sources.Options{Location: *repoLoc, DataDir: *dataDir}, *baseRef, *headRef, env)
+	report, err := previewRepo(ctx, sources.Options{Location: *repoLoc, DataDir: *dataDir, CacheFile: validationCache()}, *baseRef, *headRef, env)
 	if err != nil {
 		return err
 	}

@@ -42,10 +42,11 @@ func runValidate(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	var fleet *v1alpha1.Fleet
 	var errs schemas.Errors
+	vo := sources.ValidateOptions{CacheFile: validationCache()}
 	if *rev != "" {
-		fleet, errs, err = sources.ValidateRev(ctx, dir, *rev)
+		fleet, errs, err = sources.ValidateRev(ctx, dir, *rev, vo)
 	} else {
-		fleet, errs, err = sources.ValidateDir(ctx, dir)
+		fleet, errs, err = sources.ValidateDir(ctx, dir, vo)
 	}
 	if err != nil {
 		return err

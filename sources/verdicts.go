@@ -1,0 +1,230 @@
+package sources
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// verdicts remembers which files passed the schema checks and which
+// objects passed the policies, by the hash of what decided it: this
+// gitfleet build, the file's path and content and, for policies, the
+// content of every policy file. A file or object it knows is decoded
+// without the CUE checks (schemas.ParseKnownGood, CheckOptions); anything
+// else is checked in full. Only successes are kept: an error is always
+// found again, with its file, line and message.
+//
+// A daemon keeps them in memory across revisions; with a file they also
+// outlive the process (gitfleet validate and plan use the user's cache
+// directory), bounded to maxVerdicts entries, newest kept.
+type verdicts struct {
+	mu    sync.Mutex
+	m     map[verdictKey]uint64 // key -> last use (a counter)
+	clock uint64
+	added int // entries not yet written to file
+	file  string
+}
+
+type verdictKey [16]byte
+
+// maxVerdicts bounds the entries kept, in memory and on disk (16 bytes
+// each: 8 MiB): many times what a fleet of 10,000 clusters uses.
+const maxVerdicts = 1 << 19
+
+// verdictMagic starts a verdict file; the build's identity follows it.
+const verdictMagic = "gitfleet-verdicts 1\n"
+
+func newVerdicts() *verdicts { return &verdicts{m: map[verdictKey]uint64{}} }
+
+// loadVerdicts reads file's verdicts, if it was written by this very
+// build. A missing, damaged or foreign file is an empty cache: it never
+// fails a validation.
+func loadVerdicts(file string) *verdicts {
+	v := newVerdicts()
+	if buildIdentity() == "" {
+		return v // a build that cannot name itself keeps its verdicts in memory
+	}
+	v.file = file
+	if data, err := os.ReadFile(file); err == nil {
+		v.merge(data)
+	}
+	return v
+}
+
+// merge adds the entries of a verdict file's content, as older than every
+// entry already known.
+func (v *verdicts) merge(data []byte) {
+	header := verdictMagic + buildIdentity() + "\n"
+	body, ok := bytes.CutPrefix(data, []byte(header))
+	if !ok || len(body)%len(verdictKey{}) != 0 {
+		return
+	}
+	n := len(body) / len(verdictKey{})
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	// Shift what is known now above the file's entries, which keep
+	// their order (oldest first).
+	for k, t := range v.m {
+		v.m[k] = t + uint64(n)
+	}
+	v.clock += uint64(n)
+	for i := range n {
+		var k verdictKey
+		copy(k[:], body[i*len(k):])
+		if _, ok := v.m[k]; !ok {
+			v.m[k] = uint64(i)
+		}
+	}
+}
+
+// key hashes parts with the build's identity.
+func (v *verdicts) key(parts ...string) verdictKey {
+	h := sha256.New()
+	h.Write([]byte(buildIdentity()))
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	var k verdictKey
+	copy(k[:], h.Sum(nil))
+	return k
+}
+
+// good reports whether k is known, and marks it used.
+func (v *verdicts) good(k verdictKey) bool {
+	if v == nil {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.m[k]; !ok {
+		return false
+	}
+	v.clock++
+	v.m[k] = v.clock
+	return true
+}
+
+// add records k as a success.
+func (v *verdicts) add(k verdictKey) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.clock++
+	if _, ok := v.m[k]; !ok {
+		v.added++
+	}
+	v.m[k] = v.clock
+	if len(v.m) > 2*maxVerdicts {
+		v.trimLocked(maxVerdicts)
+	}
+}
+
+// trimLocked keeps the n most recently used entries and returns them,
+// oldest first.
+func (v *verdicts) trimLocked(n int) []verdictKey {
+	keys := make([]verdictKey, 0, len(v.m))
+	for k := range v.m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b verdictKey) int { return cmp.Compare(v.m[a], v.m[b]) })
+	if len(keys) > n {
+		for _, k := range keys[:len(keys)-n] {
+			delete(v.m, k)
+		}
+		keys = keys[len(keys)-n:]
+	}
+	return keys
+}
+
+// save writes the verdicts to their file when this process learnt new
+// ones: what another run wrote meanwhile is merged in first, the newest
+// maxVerdicts are kept, and the file is replaced by rename, so concurrent
+// runs never see half a file (at worst one run's additions are lost).
+func (v *verdicts) save() error {
+	if v == nil || v.file == "" {
+		return nil
+	}
+	v.mu.Lock()
+	added := v.added
+	v.mu.Unlock()
+	if added == 0 {
+		return nil
+	}
+	if data, err := os.ReadFile(v.file); err == nil {
+		v.merge(data)
+	}
+	v.mu.Lock()
+	keys := v.trimLocked(maxVerdicts)
+	v.added = 0
+	v.mu.Unlock()
+	var buf bytes.Buffer
+	buf.Grow(len(verdictMagic) + 80 + len(keys)*len(verdictKey{}))
+	buf.WriteString(verdictMagic + buildIdentity() + "\n")
+	for _, k := range keys {
+		buf.Write(k[:])
+	}
+	dir := filepath.Dir(v.file)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("validation cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(v.file)+".*")
+	if err != nil {
+		return fmt.Errorf("validation cache: %w", err)
+	}
+	_, err = tmp.Write(buf.Bytes())
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), v.file)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("validation cache: %w", err)
+	}
+	return nil
+}
+
+// buildIdentity names this gitfleet build: its module version and the
+// executable's path, size and modification time, so a rebuilt binary —
+// whose schemas or checks may differ — trusts nothing an older one wrote.
+// "" when the executable cannot be found: verdicts then stay in memory.
+var buildIdentity = sync.OnceValue(func() string {
+	id := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		id = bi.Main.Path + "@" + bi.Main.Version + " " + bi.GoVersion
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return ""
+	}
+	id += " " + exe + " " + strconv.FormatInt(fi.Size(), 10) + " " + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:16])
+})
+
+// DefaultCacheFile is where gitfleet validate and plan keep their
+// verdicts: gitfleet/validation under the user's cache directory
+// ($XDG_CACHE_HOME or ~/.cache on Linux); "" when there is none.
+func DefaultCacheFile() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "gitfleet", "validation")
+}

@@ -1,0 +1,162 @@
+package sources
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/fixtures"
+)
+
+// writeInitFleet writes the init fleet to a new folder.
+func writeInitFleet(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := fixtures.Overlay(os.DirFS(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, data := range files {
+		writeFile(t, dir, p, string(data))
+	}
+	return dir
+}
+
+func writeFile(t *testing.T, dir, p, data string) {
+	t.Helper()
+	dst := filepath.Join(dir, filepath.FromSlash(p))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVerdictFile: a second run finds every verdict of the first (it learns
+// nothing new and writes nothing); a changed policy is evaluated again and
+// its violation found; the file is the user's alone.
+func TestVerdictFile(t *testing.T) {
+	ctx := context.Background()
+	dir := writeInitFleet(t)
+	cache := filepath.Join(t.TempDir(), "c", "validation")
+	if _, errs, err := ValidateDir(ctx, dir, ValidateOptions{CacheFile: cache}); err != nil || len(errs) > 0 {
+		t.Fatalf("first run: %v %v", errs, err)
+	}
+	fi, err := os.Stat(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("cache file mode %v, want 0600", fi.Mode().Perm())
+	}
+	v := loadVerdicts(cache)
+	// gitfleet.yaml, a class, two clusters, a health check; three objects
+	// of kinds the init policy speaks about (Cluster: two).
+	if len(v.m) < 6 {
+		t.Errorf("%d verdicts stored, want one per file and per object a policy passed", len(v.m))
+	}
+
+	// Warm: everything known, nothing added.
+	known := loadVerdicts(cache)
+	snapBefore, _ := os.ReadFile(cache)
+	validateWith(t, dir, known)
+	if known.added != 0 {
+		t.Errorf("warm run learnt %d new verdicts, want 0 (all known)", known.added)
+	}
+	if after, _ := os.ReadFile(cache); string(after) != string(snapBefore) {
+		t.Error("a warm run rewrote the cache file")
+	}
+
+	// A stricter policy: the clusters are evaluated again.
+	writeFile(t, dir, "policies/prod.cue", "Cluster: spec: topology: controlPlane: replicas: 5\n")
+	_, errs, err := ValidateDir(ctx, dir, ValidateOptions{CacheFile: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 2 || !strings.Contains(errs.Error(), "dev-1.yaml") || !strings.Contains(errs.Error(), "prod-1.yaml") {
+		t.Errorf("changed policy: errors %v, want both clusters'", errs)
+	}
+}
+
+func validateWith(t *testing.T, dir string, known *verdicts) {
+	t.Helper()
+	snap, err := dirSnapshot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, pre, err := collect(snap, newRenderCache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rekeyByContent(ins); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, err := newParseCache(known).validate(ins, pre, loadAll); err != nil || len(errs) > 0 {
+		t.Fatalf("validate: %v %v", errs, err)
+	}
+}
+
+// TestVerdictFileNotTrusted: a file of another build, a damaged one or one
+// cut short is an empty cache, and the next save replaces it.
+func TestVerdictFileNotTrusted(t *testing.T) {
+	dir := writeInitFleet(t)
+	for name, content := range map[string]string{
+		"other build": verdictMagic + strings.Repeat("0", 32) + "\n" + strings.Repeat("k", 32),
+		"damaged":     "garbage",
+		"cut short":   verdictMagic + buildIdentity() + "\n" + strings.Repeat("k", 20),
+	} {
+		cache := filepath.Join(t.TempDir(), "validation")
+		if err := os.WriteFile(cache, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if v := loadVerdicts(cache); len(v.m) != 0 {
+			t.Errorf("%s: %d verdicts trusted", name, len(v.m))
+		}
+		if _, errs, err := ValidateDir(context.Background(), dir, ValidateOptions{CacheFile: cache}); err != nil || len(errs) > 0 {
+			t.Fatalf("%s: %v %v", name, errs, err)
+		}
+		if v := loadVerdicts(cache); len(v.m) < 6 {
+			t.Errorf("%s: file not rewritten (%d verdicts)", name, len(v.m))
+		}
+	}
+}
+
+// TestVerdictsBounded: the newest maxVerdicts are kept, and what another
+// run saved meanwhile is merged, not lost.
+func TestVerdictsBounded(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "validation")
+	a, b := loadVerdicts(cache), loadVerdicts(cache)
+	ka, kb := a.key("a"), b.key("b")
+	a.add(ka)
+	b.add(kb)
+	if err := a.save(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.save(); err != nil {
+		t.Fatal(err)
+	}
+	c := loadVerdicts(cache)
+	if !c.good(ka) || !c.good(kb) {
+		t.Errorf("after two runs saved: a %v, b %v; want both", c.good(ka), c.good(kb))
+	}
+	for i := range maxVerdicts + 10 {
+		c.add(c.key("many", strconv.Itoa(i)))
+	}
+	if err := c.save(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if max := int64(len(verdictMagic)+33+maxVerdicts*len(verdictKey{})) + 1; fi.Size() > max {
+		t.Errorf("cache file %d bytes, want at most %d", fi.Size(), max)
+	}
+	if d := loadVerdicts(cache); d.good(ka) {
+		t.Error("the oldest verdict survived a full cache")
+	}
+}
