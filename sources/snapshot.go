@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
@@ -83,6 +85,12 @@ func treeSnapshot(st *filesystem.Storage, tree *object.Tree) (*snapshot, error) 
 		h := e.Hash
 		s.add(name, entry{key: h.String(), size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
 			b, err := object.GetBlob(st, h)
+			if errors.Is(err, plumbing.ErrObjectNotFound) {
+				// git gc packed the loose object since the tree was
+				// listed: read the pack indexes again, once.
+				st.Reindex()
+				b, err = object.GetBlob(st, h)
+			}
 			if err != nil {
 				return nil, err
 			}
