@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -139,7 +138,7 @@ func (p *clusterPass) create(pool *Pool, ver, hash, reason string) {
 	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpCreate, Reason: reason, Machine: wire.Machine{
 		Name: name, Cluster: p.in.Name, Role: pool.Role, Deployment: pool.Name, Version: ver,
 		Provider: pool.Provider, Spec: pool.Spec, FailureDomain: pool.FailureDomain, TemplateHash: hash,
-		Labels: maps.Clone(pool.Labels), // the caller may add its own
+		Labels: pool.Labels, // shared by the pool's machines: read only
 	}})
 }
 

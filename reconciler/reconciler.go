@@ -308,12 +308,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 // it until then.
 func (r *Reconciler) load(ctx context.Context) error {
 	now := r.o.Now()
+	in := newInterner()
 	err := r.store.Load(ctx, func(key string, value []byte, rev uint64) {
 		rec, err := decodeRecord(key, value)
 		if err != nil {
 			r.log.Error().Err(err).Msg("skipping unreadable machine record")
 			return
 		}
+		in.record(rec)
 		m := &machine{rec: rec, rev: rev}
 		if rec.Phase == wire.PhaseRunning {
 			m.lastHeartbeat, m.healthy = now, rec.Health == nil || rec.Health.Healthy

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -99,12 +100,12 @@ func (r *Record) key() string { return recordKey(r.Cluster, r.Name) }
 
 func recordKey(cluster, machine string) string { return wire.RecordKey(cluster, machine) }
 
-// clone returns a copy that shares nothing mutable with r.
+// clone returns a copy whose fields may be set without changing r.
 func (r *Record) clone() *Record {
 	c := *r
-	c.Labels = maps.Clone(r.Labels)
-	c.Addresses = slices.Clone(r.Addresses)
-	c.Spec = slices.Clone(r.Spec)
+	// Labels, Spec and Addresses are shared, never changed in place: a
+	// new value replaces them whole. The machines of a pool share one
+	// labels map and one spec, which is most of a record's size.
 	if r.Health != nil {
 		h := *r.Health
 		c.Health = &h
@@ -184,4 +185,45 @@ func (m *machine) observed() planner.ObservedMachine {
 		o.Healthy = false // its heartbeats stopped: not ready, even unchecked
 	}
 	return o
+}
+
+// interner makes the records read at start share what the machines of a
+// pool or a plan have alike — labels, spec, version, hash, commit, cause —
+// as the records the planner makes do, instead of a copy per machine.
+type interner struct {
+	labels map[string]map[string]string
+	specs  map[string]json.RawMessage
+}
+
+func newInterner() *interner {
+	return &interner{labels: map[string]map[string]string{}, specs: map[string]json.RawMessage{}}
+}
+
+func (in *interner) record(r *Record) {
+	for _, s := range []*string{&r.Cluster, &r.Deployment, &r.Provider, &r.Version, &r.TemplateHash,
+		&r.FailureDomain, &r.Reason, &r.Message, &r.Worker, &r.SourceCommit, &r.PlanID, &r.Cause} {
+		*s = unique.Make(*s).Value()
+	}
+	if r.Spec != nil {
+		if s, ok := in.specs[string(r.Spec)]; ok {
+			r.Spec = s
+		} else {
+			in.specs[string(r.Spec)] = r.Spec
+		}
+	}
+	if r.Labels != nil {
+		keys := slices.Sorted(maps.Keys(r.Labels))
+		var b strings.Builder
+		for _, k := range keys {
+			b.WriteString(k)
+			b.WriteByte(0)
+			b.WriteString(r.Labels[k])
+			b.WriteByte(0)
+		}
+		if l, ok := in.labels[b.String()]; ok {
+			r.Labels = l
+		} else {
+			in.labels[b.String()] = r.Labels
+		}
+	}
 }
