@@ -99,6 +99,7 @@ type Reconciler struct {
 	lastRejected *sources.Revision
 	desired      *planner.Desired
 	machines     map[string]map[string]*machine // cluster → machine name → machine
+	phases       map[wire.Phase]int             // machines per phase, kept by put and remove
 	// unsent are machines whose current attempt is recorded but was not
 	// accepted by NATS: published again on the next tick.
 	unsent map[string]*machine
@@ -201,6 +202,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.decisions.store = NewStore(rkv, r.o.Fence, nil)
 	r.wake = map[string]time.Time{}
 	r.machines = map[string]map[string]*machine{}
+	r.phases = map[wire.Phase]int{}
 	r.unsent = map[string]*machine{}
 	r.heard = r.o.Now()
 	r.sums = map[string]planner.Summary{}
@@ -357,12 +359,19 @@ func (r *Reconciler) put(m *machine) {
 		ms = map[string]*machine{}
 		r.machines[m.rec.Cluster] = ms
 	}
+	if old := ms[m.rec.Name]; old != nil {
+		r.phases[old.rec.Phase]--
+	}
 	ms[m.rec.Name] = m
+	r.phases[m.rec.Phase]++
 	r.dirty[m.rec.Cluster] = true
 }
 
 func (r *Reconciler) remove(cluster, name string) {
 	if ms := r.machines[cluster]; ms != nil {
+		if old := ms[name]; old != nil {
+			r.phases[old.rec.Phase]--
+		}
 		delete(ms, name)
 		if len(ms) == 0 {
 			delete(r.machines, cluster)
@@ -573,15 +582,11 @@ func (r *Reconciler) observed(cluster string) []planner.ObservedMachine {
 	return out
 }
 
+// countPhases sets the machines gauge from the counts put and remove keep,
+// so a pass costs what it planned, not a walk of every machine.
 func (r *Reconciler) countPhases() {
-	counts := map[wire.Phase]int{}
-	for _, ms := range r.machines {
-		for _, m := range ms {
-			counts[m.rec.Phase]++
-		}
-	}
 	for _, p := range []wire.Phase{wire.PhasePending, wire.PhaseProvisioning, wire.PhaseRunning, wire.PhaseFailed, wire.PhaseDeleting} {
-		r.metrics.Machines.WithLabelValues(string(p)).Set(float64(counts[p]))
+		r.metrics.Machines.WithLabelValues(string(p)).Set(float64(r.phases[p]))
 	}
 }
 
