@@ -96,6 +96,14 @@ func (f FleetStatus) normalized() FleetStatus {
 
 // encodeYAML writes v as YAML with two-space indents. yaml.v3 sorts map keys.
 func encodeYAML(v any) ([]byte, error) {
+	if out, err := fastYAML(v); err == nil {
+		return out, nil
+	}
+	return slowYAML(v)
+}
+
+// slowYAML is yaml.v3 itself.
+func slowYAML(v any) ([]byte, error) {
 	var b bytes.Buffer
 	e := yaml.NewEncoder(&b)
 	e.SetIndent(2)
