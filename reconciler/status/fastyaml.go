@@ -88,12 +88,26 @@ var scalars = struct {
 const maxScalars = 1 << 16
 
 func plainSafe(s string) bool {
-	if s == "" || len(s) > 64 {
+	if s == "" || len(s) > 256 {
 		return false
 	}
+	last := len(s) - 1
 	for i := range len(s) {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' && i > 0 || c == '-' && i > 0 || c == '.' && i > 0 || c == '/' && i > 0 || c == '_' && i > 0) {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		case i == 0:
+			return false // a digit or a mark first may read as a number or an indicator
+		case c >= '0' && c <= '9' || c == '-' || c == '.' || c == '/' || c == '_':
+		case c == ':':
+			if i == last || s[i+1] == ' ' {
+				return false // "key: value"
+			}
+		case c == ' ':
+			if i == last || s[i+1] == ' ' || s[i+1] == '#' || s[i-1] == ':' {
+				return false
+			}
+		default:
 			return false
 		}
 	}

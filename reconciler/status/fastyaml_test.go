@@ -18,6 +18,7 @@ var tricky = []string{
 	"#x", "a #x", "a#x", "&a", "*a", "!tag", "|", ">", "%x", "@x", "`x`", "'q'", "it's", `say "hi"`,
 	" lead", "trail ", "two  spaces", "tab\there", "é", "日本", "emoji 🚀", "a,b", "[x]", "{x}", "<<",
 	"scale up md-0 from 2 to 3", "no heartbeat for 30.9 s, MachineHealthCheck prod-1-workers",
+	"a:", "a :b", "x #y", "a b", "Yes sir", "on the way", "c00001-md-0-abcde", "inmemory://c00001/c00001-md-0-x", "http://x:8080/p", "a:b:c", "a -b", "a - b", "a ? b",
 	strings.Repeat("long words ", 20), strings.Repeat("x", 100), "line one\nline two", "cr\rhere", "bell\a",
 }
 
