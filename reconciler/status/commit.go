@@ -255,11 +255,14 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 			fleet = &f
 			continue
 		}
-		c, err := DecodeCluster(data)
-		if err != nil {
-			w.log.Warn().Err(err).Str("path", p).Msg("status: file on the branch does not decode; it is replaced when the cluster is next set")
+		s, ok := quickSummary(data)
+		if !ok {
+			c, err := DecodeCluster(data)
+			if err != nil {
+				w.log.Warn().Err(err).Str("path", p).Msg("status: file on the branch does not decode; it is replaced when the cluster is next set")
+			}
+			s = summarize(c)
 		}
-		s := summarize(c)
 		sums[clusterName(p)] = &s
 	}
 	for p := range old {
