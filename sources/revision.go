@@ -83,6 +83,7 @@ func (r *Repo) read(ctx context.Context, rev string, skip func(key string) bool)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	snap.known = skip
 	ins, errs, err := collect(snap, r.rendered)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)

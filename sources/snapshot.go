@@ -21,6 +21,9 @@ import (
 type snapshot struct {
 	files map[string]entry
 	paths []string // sorted
+	// known reports whether an input key (content key and path) was read
+	// and parsed before; nil: none was.
+	known func(key string) bool
 }
 
 type entry struct {
