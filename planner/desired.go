@@ -15,6 +15,9 @@ type Desired struct {
 	Classes  []*DesiredClass   // sorted by name
 	byName   map[string]*DesiredCluster
 	byClass  map[string]*DesiredClass
+	// inputs are the content keys each cluster was expanded from
+	// (ExpandReusing); "" when unknown.
+	inputs map[string]string
 }
 
 // Cluster returns the desired cluster named name, or nil.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,7 +17,17 @@ import (
 // Problems are rules of the planner the fleet breaks; a cluster with a
 // problem is still returned (so its machines are not mistaken for a removed
 // cluster's) but carries the problem and gets no steps.
-func Expand(fleet *v1alpha1.Fleet) (*Desired, []Problem) {
+func Expand(fleet *v1alpha1.Fleet) (*Desired, []Problem) { return ExpandReusing(nil, fleet, nil) }
+
+// ExpandReusing is Expand for a fleet whose objects have content keys
+// (key(kind, name), "" when unknown; nil: none): a cluster whose inputs —
+// its Cluster, its ClusterClass, the MachineDeployments and
+// MachineHealthChecks that name it — have the keys they had when prev
+// was expanded keeps prev's expansion, the same pointer. A one-cluster
+// commit then expands one cluster, and a caller finds what changed by
+// comparing pointers; a class change still re-expands all its clusters.
+// Expansions are never changed once made, so sharing them is safe.
+func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name string) string) (*Desired, []Problem) {
 	d := &Desired{byName: map[string]*DesiredCluster{}, byClass: map[string]*DesiredClass{}}
 	if fleet == nil {
 		return d, nil
@@ -28,18 +39,33 @@ func Expand(fleet *v1alpha1.Fleet) (*Desired, []Problem) {
 		d.byClass[dc.Name] = dc
 	}
 	sort.Slice(d.Classes, func(i, j int) bool { return d.Classes[i].Name < d.Classes[j].Name })
+	if key != nil {
+		d.inputs = clusterInputs(fleet, key)
+	}
+	reused := map[string]bool{}
 	for _, c := range fleet.Clusters {
+		name := c.Metadata.Name
+		if in := d.inputs[name]; in != "" && prev != nil && prev.inputs[name] == in && prev.byName[name] != nil {
+			dc := prev.byName[name]
+			d.Clusters = append(d.Clusters, dc)
+			d.byName[name] = dc
+			reused[name] = true
+			continue
+		}
 		dc := expandCluster(fleet, c, d.byClass[c.Spec.Topology.Class])
 		d.Clusters = append(d.Clusters, dc)
 		d.byName[dc.Name] = dc
 	}
 	sort.Slice(d.Clusters, func(i, j int) bool { return d.Clusters[i].Name < d.Clusters[j].Name })
-	problems = append(problems, addStandalone(d, fleet.MachineDeployments)...)
+	problems = append(problems, addStandalone(d, fleet.MachineDeployments, reused)...)
 	for _, hc := range fleet.HealthChecks {
 		dc := d.byName[hc.Spec.ClusterName]
 		if dc == nil {
 			problems = append(problems, problemf(hc.Source, "spec.clusterName",
 				"no Cluster named %q; set clusterName to one of the fleet's clusters", hc.Spec.ClusterName))
+			continue
+		}
+		if reused[dc.Name] {
 			continue
 		}
 		dc.HealthChecks = append(dc.HealthChecks, expandHealthCheck(hc))
@@ -205,7 +231,32 @@ func waveOf(class *DesiredClass, labels map[string]string) (int, string) {
 	return last, ImplicitWave
 }
 
-func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment) []Problem {
+// clusterInputs is, per cluster, the content keys of what its expansion
+// reads; "" when one of them is unknown.
+func clusterInputs(fleet *v1alpha1.Fleet, key func(kind, name string) string) map[string]string {
+	extra := map[string][]string{} // cluster -> keys of its MDs and health checks, in fleet order
+	for _, md := range fleet.MachineDeployments {
+		extra[md.Spec.ClusterName] = append(extra[md.Spec.ClusterName], "md:"+key(v1alpha1.KindMachineDeployment, md.Metadata.Name))
+	}
+	for _, hc := range fleet.HealthChecks {
+		extra[hc.Spec.ClusterName] = append(extra[hc.Spec.ClusterName], "hc:"+key(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name))
+	}
+	out := make(map[string]string, len(fleet.Clusters))
+	for _, c := range fleet.Clusters {
+		ck, kk := key(v1alpha1.KindCluster, c.Metadata.Name), key(v1alpha1.KindClusterClass, c.Spec.Topology.Class)
+		if ck == "" || kk == "" {
+			continue
+		}
+		parts := append([]string{ck, kk}, extra[c.Metadata.Name]...)
+		if slices.ContainsFunc(parts, func(p string) bool { return p == "" || p == "md:" || p == "hc:" }) {
+			continue
+		}
+		out[c.Metadata.Name] = strings.Join(parts, "\x00")
+	}
+	return out
+}
+
+func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, reused map[string]bool) []Problem {
 	var problems []Problem
 	sorted := append([]*v1alpha1.MachineDeployment(nil), mds...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Metadata.Name < sorted[j].Metadata.Name })
@@ -214,6 +265,9 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment) []Problem {
 		if dc == nil {
 			problems = append(problems, problemf(md.Source, "spec.clusterName",
 				"no Cluster named %q; set clusterName to one of the fleet's clusters", md.Spec.ClusterName))
+			continue
+		}
+		if reused[dc.Name] {
 			continue
 		}
 		replicas := 1
@@ -232,6 +286,9 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment) []Problem {
 		dc.Deployments = append(dc.Deployments, p)
 	}
 	for _, dc := range d.Clusters {
+		if reused[dc.Name] {
+			continue
+		}
 		seen := map[string]bool{}
 		for _, p := range dc.Deployments {
 			if seen[p.Name] {

@@ -404,7 +404,9 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 	if r.rev != nil && r.rev.Commit == rev.Commit {
 		return // the same revision again (the source's first head, then its event)
 	}
-	desired, problems := planner.Expand(rev.Fleet)
+	// Clusters whose objects did not change keep their expansion (the
+	// same pointer): markChanged compares them in O(1).
+	desired, problems := planner.ExpandReusing(r.desired, rev.Fleet, rev.ObjectKey)
 	for _, p := range problems {
 		log.Warn().Str("problem", p.Error()).Msg("cluster blocked by the planner's rules")
 	}

@@ -40,7 +40,7 @@ func newParseCache(known *verdicts) *parseCache {
 // validate parses every input (cached ones are not parsed again), then runs
 // the cross-object checks and policies. pre are errors found while reading.
 // load reads the content of inputs that turn out not to be cached.
-func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*input) error) (*v1alpha1.Fleet, schemas.Errors, error) {
+func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*input) error) (*v1alpha1.Fleet, schemas.Errors, map[objectRef]string, error) {
 	var policies []*input
 	var docs []input
 	for i, in := range ins {
@@ -51,7 +51,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 		}
 	}
 	if err := load(policies); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	pols := make([]schemas.File, len(policies))
 	for i, p := range policies {
@@ -59,13 +59,15 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	}
 	results, err := pc.parseAll(docs, load)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	keys := make(map[objectRef]string, len(docs))
 	errs := append(schemas.Errors(nil), pre...)
 	var objs []schemas.Object
 	fleetObjs := 0
-	for _, p := range results {
+	for i, p := range results {
 		for _, o := range p.objs {
+			keys[objectRef{o.Kind, o.Name}] = docs[i].key + "#" + strconv.Itoa(o.Source.Line)
 			if e, bad := misplaced(o); bad {
 				errs = append(errs, e)
 				continue
@@ -84,8 +86,11 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	errs = append(errs, cerrs...)
 	newSourceLines(ins).fix(errs)
 	sortErrors(errs)
-	return fleet, errs, nil
+	return fleet, errs, keys, nil
 }
+
+// objectRef names a fleet object.
+type objectRef struct{ kind, name string }
 
 // policyVerdicts lets Check skip the objects the same policy files passed
 // before: an object is known by its file's key, its line and the content

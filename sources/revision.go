@@ -30,7 +30,16 @@ type Revision struct {
 	// Err says why the revision was rejected (errors.Is ErrInvalid,
 	// ErrUnsigned or ErrUntrusted); nil for a good revision.
 	Err error
+	// keys are the objects' content keys (ObjectKey).
+	keys map[objectRef]string
 }
+
+// ObjectKey is the content key of the revision's object of kind and name:
+// its file's blob hash, path and line. Two revisions give an object the
+// same key when it is written the same, so the planner re-expands only the
+// clusters whose objects changed (planner.ExpandReusing). "" when the
+// revision has no such object.
+func (r *Revision) ObjectKey(kind, name string) string { return r.keys[objectRef{kind, name}] }
 
 // Rejected reports whether the revision must not be applied.
 func (r *Revision) Rejected() bool { return r.Err != nil }
@@ -140,7 +149,7 @@ func (r *Repo) RevisionSince(ctx context.Context, rev, since string) (*Revision,
 		}
 		out.Signer = signer
 	}
-	out.Fleet, out.Errors, err = r.validate(ctx, c.Hash.String())
+	out.Fleet, out.Errors, out.keys, err = r.validate(ctx, c.Hash.String())
 	if err != nil {
 		return nil, err
 	}
@@ -170,18 +179,18 @@ func short(h string) string {
 
 // validate reads rev, loading only the files whose parse result is not
 // cached, and validates it.
-func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schemas.Errors, error) {
+func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schemas.Errors, map[objectRef]string, error) {
 	_, ins, pre, err := r.read(ctx, rev, r.parsed.has)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	fleet, errs, err := r.parsed.validate(ins, pre, r.loadLocked)
+	fleet, errs, keys, err := r.parsed.validate(ins, pre, r.loadLocked)
 	if err == nil {
 		// A cache that cannot be written costs the next run time, not
 		// correctness: nothing to report.
 		_ = r.parsed.known.save()
 	}
-	return fleet, errs, err
+	return fleet, errs, keys, err
 }
 
 // loadLocked reads inputs under the repository lock.

@@ -89,3 +89,34 @@ func TestReadsAfterGitGC(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectKeys: an object keeps its key from one revision to the next
+// while its file does not change, and gets a new one when it does; an
+// object that is not there has none.
+func TestObjectKeys(t *testing.T) {
+	ctx := context.Background()
+	work := gittest.NewRepo(t)
+	work.Commit("two", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a"), "clusters/b.yaml": cluster("b")})
+	r := open(t, work.Dir)
+	one, err := r.Revision(ctx, "main")
+	if err != nil || one.Rejected() {
+		t.Fatal(err, one.Err)
+	}
+	work.Commit("change b", map[string]string{"clusters/b.yaml": "# b is paused soon\n" + cluster("b")})
+	two, err := r.Revision(ctx, "main")
+	if err != nil || two.Rejected() {
+		t.Fatal(err, two.Err)
+	}
+	for _, tc := range []struct {
+		kind, name string
+		same       bool
+	}{{"Cluster", "a", true}, {"ClusterClass", "standard", true}, {"Cluster", "b", false}} {
+		k1, k2 := one.ObjectKey(tc.kind, tc.name), two.ObjectKey(tc.kind, tc.name)
+		if k1 == "" || k2 == "" || (k1 == k2) != tc.same {
+			t.Errorf("%s %s: keys %q and %q, want same=%v", tc.kind, tc.name, k1, k2, tc.same)
+		}
+	}
+	if k := two.ObjectKey("Cluster", "nope"); k != "" {
+		t.Errorf("key of a missing cluster: %q", k)
+	}
+}

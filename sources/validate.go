@@ -21,7 +21,8 @@ func ValidateRev(ctx context.Context, dir, rev string, vo ValidateOptions) (*v1a
 		return nil, nil, err
 	}
 	defer repo.Close()
-	return repo.validate(ctx, rev)
+	fleet, errs, _, err := repo.validate(ctx, rev)
+	return fleet, errs, err
 }
 
 // ValidateDir validates the working tree in dir as it is on disk (not
@@ -46,7 +47,7 @@ func ValidateDir(ctx context.Context, dir string, vo ValidateOptions) (*v1alpha1
 	if vo.CacheFile != "" {
 		known = loadVerdicts(vo.CacheFile)
 	}
-	fleet, errs, err := newParseCache(known).validate(ins, pre, loadAll)
+	fleet, errs, _, err := newParseCache(known).validate(ins, pre, loadAll)
 	if err == nil {
 		_ = known.save()
 	}

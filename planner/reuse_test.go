@@ -1,0 +1,99 @@
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// contentKeys keys each object of f by its JSON and its source, as the
+// sources package keys them by blob hash and line.
+func contentKeys(f *v1alpha1.Fleet) func(kind, name string) string {
+	keys := map[string]string{}
+	add := func(kind, name string, v any, src v1alpha1.Source) {
+		b, _ := json.Marshal(v)
+		keys[kind+"/"+name] = fmt.Sprintf("%s %s", b, src)
+	}
+	for _, c := range f.Classes {
+		add(v1alpha1.KindClusterClass, c.Metadata.Name, c, c.Source)
+	}
+	for _, c := range f.Clusters {
+		add(v1alpha1.KindCluster, c.Metadata.Name, c, c.Source)
+	}
+	for _, md := range f.MachineDeployments {
+		add(v1alpha1.KindMachineDeployment, md.Metadata.Name, md, md.Source)
+	}
+	for _, hc := range f.HealthChecks {
+		add(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name, hc, hc.Source)
+	}
+	return func(kind, name string) string { return keys[kind+"/"+name] }
+}
+
+func reuseFleet(classVersion string) *v1alpha1.Fleet {
+	f := testFleet(testClass(classVersion, "v1.29.4", "v1.30.2"))
+	for i := range 6 {
+		f.Clusters = append(f.Clusters, testCluster(fmt.Sprintf("c%d", i), 3, 2))
+	}
+	f.MachineDeployments = []*v1alpha1.MachineDeployment{{
+		Metadata: v1alpha1.ObjectMeta{Name: "extra"}, Source: v1alpha1.Source{Path: "mds/extra.yaml", Line: 1},
+		Spec: v1alpha1.MachineDeploymentSpec{ClusterName: "c1", Replicas: ptr(2), Template: v1alpha1.MachineTemplate{Provider: "inmemory"}},
+	}}
+	f.HealthChecks = []*v1alpha1.MachineHealthCheck{{
+		Metadata: v1alpha1.ObjectMeta{Name: "hc"}, Source: v1alpha1.Source{Path: "hc.yaml", Line: 1},
+		Spec: v1alpha1.MachineHealthCheckSpec{ClusterName: "c2"},
+	}}
+	return f
+}
+
+// TestExpandReusingIsExpand: after each kind of change, ExpandReusing gives
+// what Expand gives, keeps the very expansion of every cluster none of
+// whose inputs changed, and expands again every cluster one of whose
+// inputs did: its own file, an added, changed or removed MachineDeployment
+// or health check naming it, its class.
+func TestExpandReusingIsExpand(t *testing.T) {
+	base := reuseFleet("v1.29.4")
+	prev, _ := ExpandReusing(nil, base, contentKeys(base))
+	for _, tc := range []struct {
+		name    string
+		change  func(f *v1alpha1.Fleet)
+		touched []string
+	}{
+		{"nothing", func(f *v1alpha1.Fleet) {}, nil},
+		{"one cluster scaled", func(f *v1alpha1.Fleet) { f.Clusters[0] = testCluster("c0", 3, 5) }, []string{"c0"}},
+		{"a cluster's file moved", func(f *v1alpha1.Fleet) { f.Clusters[3].Source.Line = 7 }, []string{"c3"}},
+		{"standalone deployment scaled", func(f *v1alpha1.Fleet) { f.MachineDeployments[0].Spec.Replicas = ptr(4) }, []string{"c1"}},
+		{"standalone deployment moved to c4", func(f *v1alpha1.Fleet) { f.MachineDeployments[0].Spec.ClusterName = "c4" }, []string{"c1", "c4"}},
+		{"health check removed", func(f *v1alpha1.Fleet) { f.HealthChecks = nil }, []string{"c2"}},
+		{"class bumped", func(f *v1alpha1.Fleet) { f.Classes[0] = testClass("v1.30.2", "v1.29.4", "v1.30.2") }, []string{"c0", "c1", "c2", "c3", "c4", "c5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := reuseFleet("v1.29.4")
+			tc.change(next)
+			got, gotProblems := ExpandReusing(prev, next, contentKeys(next))
+			want, wantProblems := Expand(next)
+			if len(got.Clusters) != len(want.Clusters) {
+				t.Fatalf("%d clusters, want %d", len(got.Clusters), len(want.Clusters))
+			}
+			for i := range want.Clusters {
+				if !reflect.DeepEqual(got.Clusters[i], want.Clusters[i]) {
+					t.Errorf("%s differs from a full expansion:\n%+v\nwant\n%+v", want.Clusters[i].Name, got.Clusters[i], want.Clusters[i])
+				}
+			}
+			if !reflect.DeepEqual(gotProblems, wantProblems) {
+				t.Errorf("problems %v, want %v", gotProblems, wantProblems)
+			}
+			touched := map[string]bool{}
+			for _, n := range tc.touched {
+				touched[n] = true
+			}
+			for _, c := range got.Clusters {
+				if same := prev.Cluster(c.Name) == c; same == touched[c.Name] {
+					t.Errorf("%s: reused %v, want %v", c.Name, same, !touched[c.Name])
+				}
+			}
+		})
+	}
+}
