@@ -13,7 +13,7 @@ BENCHTIME ?= 1x
 
 .PHONY: help
 help: ## list the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
 
 .PHONY: deps
 deps: ## check the toolchain and fetch the Go modules
@@ -41,9 +41,27 @@ test: deps ## run every test with -race, then a short fuzz run
 faults: deps ## run every fault scenario with real processes and print the lost/duplicated table
 	FAULTS=all $(GO) test -count=1 -timeout 20m -v -run '^TestFaults$$' ./faults
 
+# The benchmarks behind issue 14's figures, for bench-table; BENCH_SIZES are
+# the fleet sizes (clusters) of the whole-process rows (none: skip them).
+BENCH_TABLE ?= ^(BenchmarkCommitToFirstTask|BenchmarkVersionBump1000|BenchmarkDaemonMemory10k|BenchmarkRestartFirstPlan10k)$$
+BENCH_SIZES ?= 1000,10000
+
+# cue, of the version go.mod requires, for the cue vet beside gitfleet validate
+# (installed with go install pkg@version: it stays out of go.mod).
+bin/cue: go.mod
+	GOBIN=$(CURDIR)/bin $(GO) install cuelang.org/go/cmd/cue@$$($(GO) list -m -f '{{.Version}}' cuelang.org/go)
+
 .PHONY: bench
-bench: deps ## run the benchmarks and print their figures
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m ./...
+bench: deps bin/cue ## run every benchmark, then print issue 14's figures as one table beside their goals
+	@mkdir -p bin; set -o pipefail; \
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./... | tee bin/bench.out; st=$$?; \
+	$(GO) run ./internal/benchtable -build -gotest bin/bench.out -sizes $(BENCH_SIZES) || st=1; exit $$st
+
+.PHONY: bench-table
+bench-table: deps bin/cue ## only the table of make bench: its daemon benchmarks and whole-process rows
+	@mkdir -p bin; set -o pipefail; \
+	$(GO) test -run '^$$' -bench '$(BENCH_TABLE)' -benchmem -benchtime $(BENCHTIME) -timeout 60m ./reconciler | tee bin/bench-table.out; st=$$?; \
+	$(GO) run ./internal/benchtable -build -gotest bin/bench-table.out -sizes $(BENCH_SIZES) || st=1; exit $$st
 
 .PHONY: verify
 verify: ## fail on unformatted code, vet findings or an untidy go.mod

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Sizes of the whole-process rows, and of commit → first task.
+var (
+	wholeSizes  = []int{1000, 10000}
+	commitSizes = []int{20, 1000, 10000}
+)
+
+// Whole-process commands and cache states.
+const (
+	cmdValidate = "validate"
+	cmdPlan     = "plan"
+	cmdCue      = "cue vet"
+	cacheCold   = "cold"
+	cacheWarm   = "warm"
+)
+
+// Proc is one whole-process figure: the median wall time of its runs and
+// the largest peak RSS of any of them.
+type Proc struct {
+	Wall   time.Duration
+	MaxRSS int64 // KiB
+	Err    string
+}
+
+// ProcKey names a whole-process figure: command, clusters, cache state
+// (empty for cue vet).
+type ProcKey struct {
+	Cmd   string
+	N     int
+	Cache string
+}
+
+// Procs are the whole-process figures measured.
+type Procs map[ProcKey]Proc
+
+// Row is a line of the table.
+type Row struct{ What, Size, Figure, Goal, Met string }
+
+const (
+	notRun = "not run"
+	none   = "—"
+)
+
+// rows are the table's lines: every figure issue 14 asks for, measured or
+// "not run".
+func rows(b Benchmarks, p Procs) []Row {
+	var out []Row
+	for _, n := range commitSizes {
+		r := Row{What: "commit → first task published", Size: clusters(n), Goal: none, Met: none}
+		name := fmt.Sprintf("BenchmarkCommitToFirstTask/clusters=%d", n)
+		p50, ok50 := b.figure(name, "p50-ms")
+		p99, ok99 := b.figure(name, "p99-ms")
+		r.Figure = notRun
+		if ok50 && ok99 {
+			r.Figure = fmt.Sprintf("p50 %s, p99 %s", ms(p50), ms(p99))
+		}
+		if n == 10000 {
+			r.Goal = "p99 ≤ 50 ms"
+			r.Met = met(ok99, p99 <= 50)
+		}
+		out = append(out, r)
+	}
+	for _, n := range wholeSizes {
+		cue, cueRun := p[ProcKey{cmdCue, n, ""}]
+		cueOK := cueRun && cue.Err == ""
+		for _, cache := range []string{cacheCold, cacheWarm} {
+			v, ok := p[ProcKey{cmdValidate, n, cache}]
+			r := Row{What: "`gitfleet validate`, " + cache + " cache", Size: clusters(n), Goal: none, Met: none}
+			r.Figure = procFigure(v, ok)
+			speedup := 0.0
+			if ok && v.Err == "" && cueOK {
+				speedup = cue.Wall.Seconds() / v.Wall.Seconds()
+				r.Figure += fmt.Sprintf("; %.1f× as fast as `cue vet`", speedup)
+			}
+			if n == 10000 {
+				r.Goal = "≥ 2× as fast as `cue vet`, ≤ 200 MiB"
+				r.Met = metProc(v, ok, v.MaxRSS <= 200<<10)
+				if r.Met == "yes" {
+					r.Met = met(cueOK, speedup >= 2)
+				}
+			}
+			out = append(out, r)
+		}
+		out = append(out, Row{What: "`cue vet` of the same cluster files", Size: clusters(n),
+			Figure: procFigure(cue, cueRun), Goal: none, Met: none})
+		for _, cache := range []string{cacheCold, cacheWarm} {
+			v, ok := p[ProcKey{cmdPlan, n, cache}]
+			r := Row{What: "`gitfleet plan` of a class bump, " + cache + " cache", Size: clusters(n),
+				Figure: procFigure(v, ok), Goal: none, Met: none}
+			switch {
+			case n == 1000 && cache == cacheCold:
+				r.Goal = "≤ 0.10× Terraform's plan of as many resources (not measured here)"
+			case n == 1000 && cache == cacheWarm:
+				r.Goal = "≤ 100 ms"
+				r.Met = metProc(v, ok, v.Wall <= 100*time.Millisecond)
+			case n == 10000 && cache == cacheCold:
+				r.Goal = "≤ 1 s, ≤ 512 MiB"
+				r.Met = metProc(v, ok, v.Wall <= time.Second && v.MaxRSS <= 512<<10)
+			}
+			out = append(out, r)
+		}
+	}
+
+	const bump = "BenchmarkVersionBump1000"
+	wall, okWall := b.figure(bump, "s-to-converged")
+	tasks, okTasks := b.figure(bump, "tasks")
+	rate, okRate := b.figure(bump, "tasks/s")
+	raw, okRaw := b.figure(bump, "raw-msgs/s")
+	pct, okPct := b.figure(bump, "pct-of-raw")
+	r := Row{What: "class bump end to end (inmemory, no delay)", Size: "1,000 clusters × 13 machines", Figure: notRun,
+		Goal: "≤ 10 s", Met: met(okWall, wall <= 10)}
+	if okWall {
+		r.Figure = seconds(wall)
+		if okTasks && okRate {
+			r.Figure += fmt.Sprintf("; %s tasks, %s tasks/s", thousands(tasks), thousands(rate))
+		}
+	}
+	out = append(out, r)
+	r = Row{What: "raw JetStream publish + consume, same run", Size: notRun, Figure: notRun, Goal: none, Met: none}
+	if okTasks {
+		r.Size = thousands(tasks) + " messages"
+	}
+	if okRaw {
+		r.Figure = thousands(raw) + " msgs/s"
+	}
+	out = append(out, r)
+	r = Row{What: "class bump's task rate ÷ raw JetStream's", Size: "1,000 clusters × 13 machines", Figure: notRun,
+		Goal: "≥ 80 %", Met: met(okPct, pct >= 80)}
+	if okPct {
+		r.Figure = fmt.Sprintf("%.1f %%", pct)
+	}
+	out = append(out, r)
+
+	const mem = "BenchmarkDaemonMemory10k"
+	for _, m := range []struct{ what, unit, total, goal string }{
+		{"daemon heap per machine", "heap-B/machine", "heap-MiB", "≤ 1 KiB"},
+		{"daemon RSS per machine (embedded NATS included)", "rss-B/machine", "rss-MiB", "≤ 2 KiB"},
+	} {
+		v, ok := b.figure(mem, m.unit)
+		r := Row{What: m.what, Size: "10,000 clusters × 13 machines", Figure: notRun, Goal: m.goal, Met: met(ok, v <= 1024)}
+		if m.unit == "rss-B/machine" {
+			r.Met = met(ok, v <= 2048)
+		}
+		if ok {
+			r.Figure = fmt.Sprintf("%.2f KiB", v/1024)
+			if total, ok := b.figure(mem, m.total); ok {
+				r.Figure += fmt.Sprintf(" (%s MiB in all)", thousands(total))
+			}
+		}
+		out = append(out, r)
+	}
+
+	v, ok := b.figure("BenchmarkRestartFirstPlan10k", "s-to-first-plan")
+	r = Row{What: "restart → first plan done", Size: "10,000 clusters × 13 machines", Figure: notRun, Goal: "≤ 2 s", Met: met(ok, v <= 2)}
+	if ok {
+		r.Figure = seconds(v)
+	}
+	return append(out, r)
+}
+
+// procFigure is "wall, peak RSS", or why there is none.
+func procFigure(v Proc, ok bool) string {
+	switch {
+	case !ok:
+		return notRun
+	case v.Err != "":
+		return "failed: " + v.Err
+	}
+	return fmt.Sprintf("%s, %s MiB", seconds(v.Wall.Seconds()), thousands(float64(v.MaxRSS)/1024))
+}
+
+// metProc is met for a whole-process figure: "no" when it failed.
+func metProc(v Proc, ok, cond bool) string {
+	if ok && v.Err != "" {
+		return "no"
+	}
+	return met(ok, cond)
+}
+
+// met says whether a goal is met: "—" when its figure was not measured.
+func met(measured, ok bool) string {
+	switch {
+	case !measured:
+		return none
+	case ok:
+		return "yes"
+	}
+	return "no"
+}
+
+func clusters(n int) string { return thousands(float64(n)) + " clusters" }
+
+func ms(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f ms", v)
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
+
+func seconds(s float64) string {
+	if s < 1 {
+		return fmt.Sprintf("%.0f ms", s*1000)
+	}
+	return fmt.Sprintf("%.2f s", s)
+}
+
+// thousands rounds v to a whole number written with thousands separators.
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// render writes rows as a Markdown table.
+func render(w io.Writer, rs []Row) error {
+	var b strings.Builder
+	b.WriteString("| what | size | figure | goal | met? |\n| --- | --- | --- | --- | --- |\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(r.What), cell(r.Size), cell(r.Figure), cell(r.Goal), cell(r.Met))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// cell keeps a value on one table line.
+func cell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
