@@ -100,6 +100,7 @@ type Reconciler struct {
 	desired      *planner.Desired
 	machines     map[string]map[string]*machine // cluster → machine name → machine
 	phases       map[wire.Phase]int             // machines per phase, kept by put and remove
+	gates        *planner.Gates                 // the last pass's rollout gates
 	// unsent are machines whose current attempt is recorded but was not
 	// accepted by NATS: published again on the next tick.
 	unsent map[string]*machine
@@ -483,7 +484,8 @@ func (r *Reconciler) step(ctx context.Context) {
 		r.classesChanged = false
 	}
 	// A cluster's summary gates the other clusters of its class (waves):
-	// when one changes, they are planned again too.
+	// when one changes, the clusters whose gate it changes are planned
+	// again too (below).
 	moved := map[string]bool{}
 	for name := range r.dirty {
 		dc := r.desired.Cluster(name)
@@ -495,18 +497,22 @@ func (r *Reconciler) step(ctx context.Context) {
 			moved[dc.Class] = true
 		}
 	}
-	if len(moved) > 0 {
-		for _, dc := range r.desired.Clusters {
-			if moved[dc.Class] {
-				r.dirty[dc.Name] = true
-			}
-		}
-	}
 	recs := &r.decisions.records
 	gates := planner.Rollouts(r.desired, r.sums, recs.Rollouts, now)
 	if !r.saveRollouts(ctx, gates.Changed()) {
 		return // everything stays dirty; planned again on the next wake-up
 	}
+	// A cluster's plan depends on the others only through its gate: of
+	// the classes whose summaries moved, plan the clusters whose gate
+	// changed (a wave opened, a rollout halted), not all 10,000.
+	if len(moved) > 0 {
+		for _, dc := range r.desired.Clusters {
+			if moved[dc.Class] && (r.gates == nil || r.gates.For(dc.Name) != gates.For(dc.Name)) {
+				r.dirty[dc.Name] = true
+			}
+		}
+	}
+	r.gates = gates
 	r.planSeq++
 	planID := fmt.Sprintf("%s-%d", short(r.rev.Commit), r.planSeq)
 	type plannedCluster struct {
