@@ -30,6 +30,7 @@ type parseCache struct {
 type parsed struct {
 	objs []schemas.Object
 	errs schemas.Errors
+	keys []string // each object's content key: file key and line
 	gen  uint64
 }
 
@@ -42,7 +43,7 @@ func newParseCache(known *verdicts) *parseCache {
 // load reads the content of inputs that turn out not to be cached.
 func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*input) error) (*v1alpha1.Fleet, schemas.Errors, map[objectRef]string, error) {
 	var policies []*input
-	var docs []input
+	docs := make([]input, 0, len(ins))
 	for i, in := range ins {
 		if strings.HasSuffix(in.Path, ".cue") {
 			policies = append(policies, &ins[i])
@@ -63,11 +64,11 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	}
 	keys := make(map[objectRef]string, len(docs))
 	errs := append(schemas.Errors(nil), pre...)
-	var objs []schemas.Object
+	objs := make([]schemas.Object, 0, len(docs))
 	fleetObjs := 0
-	for i, p := range results {
-		for _, o := range p.objs {
-			keys[objectRef{o.Kind, o.Name}] = docs[i].key + "#" + strconv.Itoa(o.Source.Line)
+	for _, p := range results {
+		for j, o := range p.objs {
+			keys[objectRef{o.Kind, o.Name}] = p.keys[j]
 			if e, bad := misplaced(o); bad {
 				errs = append(errs, e)
 				continue
@@ -176,7 +177,11 @@ func (pc *parseCache) parseAll(ins []input, load func([]*input) error) ([]*parse
 				if len(errs) == 0 {
 					pc.known.add(k)
 				}
-				out[i] = &parsed{objs: objs, errs: errs, gen: gen}
+				keys := make([]string, len(objs))
+				for j, o := range objs {
+					keys[j] = ins[i].key + "#" + strconv.Itoa(o.Source.Line)
+				}
+				out[i] = &parsed{objs: objs, errs: errs, keys: keys, gen: gen}
 			}
 		})
 	}
