@@ -72,12 +72,13 @@ func newFleetDiff(a, b *v1alpha1.Fleet) *fleetDiff {
 		x, y := ao[k], bo[k]
 		var out []FieldChange
 		switch {
-		case x.value == nil:
+		case x.obj == nil:
 			out = append(out, FieldChange{Object: k, Created: true})
-		case y.value == nil:
+		case y.obj == nil:
 			out = append(out, FieldChange{Object: k, Deleted: true})
+		case sameObject(x.obj, y.obj):
 		default:
-			diffValues(k, "", x.value, y.value, &out)
+			diffValues(k, "", asJSON(x.obj), asJSON(y.obj), &out)
 		}
 		if len(out) == 0 {
 			continue
@@ -106,8 +107,26 @@ func (d *fleetDiff) of(cluster string) []FieldChange {
 
 // fleetObject is one object as generic JSON, with the clusters it concerns.
 type fleetObject struct {
-	value    any
+	obj      any      // the typed object; its JSON form is made only when it differs
 	clusters []string // for a class, the clusters using it
+}
+
+// sameObject reports whether two typed objects of one kind are written
+// alike, wherever they are written (Source aside): most objects of a pull
+// request are, and comparing them costs less than writing them as JSON.
+func sameObject(a, b any) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	if va.Kind() != reflect.Pointer || vb.Kind() != reflect.Pointer || va.Type() != vb.Type() || va.IsNil() || vb.IsNil() {
+		return false
+	}
+	ca, cb := reflect.New(va.Elem().Type()).Elem(), reflect.New(vb.Elem().Type()).Elem()
+	ca.Set(va.Elem())
+	cb.Set(vb.Elem())
+	if f := ca.FieldByName("Source"); f.IsValid() && f.CanSet() {
+		f.SetZero()
+		cb.FieldByName("Source").SetZero()
+	}
+	return reflect.DeepEqual(ca.Interface(), cb.Interface())
 }
 
 // fleetObjects keys every object of f by "kind name".
@@ -117,10 +136,10 @@ func fleetObjects(f *v1alpha1.Fleet) map[string]fleetObject {
 		return out
 	}
 	for _, c := range f.Clusters {
-		out["cluster "+c.Metadata.Name] = fleetObject{value: asJSON(c), clusters: []string{c.Metadata.Name}}
+		out["cluster "+c.Metadata.Name] = fleetObject{obj: c, clusters: []string{c.Metadata.Name}}
 	}
 	for _, cc := range f.Classes {
-		o := fleetObject{value: asJSON(cc)}
+		o := fleetObject{obj: cc}
 		for _, c := range f.Clusters {
 			if c.Spec.Topology.Class == cc.Metadata.Name {
 				o.clusters = append(o.clusters, c.Metadata.Name)
@@ -129,10 +148,10 @@ func fleetObjects(f *v1alpha1.Fleet) map[string]fleetObject {
 		out["class "+cc.Metadata.Name] = o
 	}
 	for _, md := range f.MachineDeployments {
-		out["machinedeployment "+md.Metadata.Name] = fleetObject{value: asJSON(md), clusters: []string{md.Spec.ClusterName}}
+		out["machinedeployment "+md.Metadata.Name] = fleetObject{obj: md, clusters: []string{md.Spec.ClusterName}}
 	}
 	for _, hc := range f.HealthChecks {
-		out["healthcheck "+hc.Metadata.Name] = fleetObject{value: asJSON(hc), clusters: []string{hc.Spec.ClusterName}}
+		out["healthcheck "+hc.Metadata.Name] = fleetObject{obj: hc, clusters: []string{hc.Spec.ClusterName}}
 	}
 	return out
 }

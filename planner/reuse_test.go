@@ -97,3 +97,29 @@ func TestExpandReusingIsExpand(t *testing.T) {
 		})
 	}
 }
+
+// TestFieldDiffSkipsAlikeObjects: objects written alike in another place
+// report no change; a changed field does; an empty and a missing label
+// map, alike as JSON, report none either.
+func TestFieldDiffSkipsAlikeObjects(t *testing.T) {
+	a := testCluster("c", 3, 2)
+	moved := testCluster("c", 3, 2)
+	moved.Source.Path = "elsewhere/c.yaml"
+	scaled := testCluster("c", 3, 4)
+	nolabels := testCluster("c", 3, 2)
+	nolabels.Metadata.Labels = nil
+	if !sameObject(a, moved) || sameObject(a, scaled) {
+		t.Errorf("sameObject: moved %v (want true), scaled %v (want false)", sameObject(a, moved), sameObject(a, scaled))
+	}
+	class := testClass("v1.29.4")
+	for _, tc := range []struct {
+		name string
+		b    *v1alpha1.Cluster
+		want int
+	}{{"moved", moved, 0}, {"scaled", scaled, 1}, {"labels nil", nolabels, 0}} {
+		d := newFleetDiff(testFleet(class, a), testFleet(class, tc.b))
+		if got := len(d.of("c")); got != tc.want {
+			t.Errorf("%s: %d changes %v, want %d", tc.name, got, d.of("c"), tc.want)
+		}
+	}
+}
