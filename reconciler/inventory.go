@@ -42,6 +42,10 @@ const (
 // (a Running machine absent, a machine no record wants) makes the machine a
 // suspect and the leader asks every worker for a fresh inventory; only a
 // report that answers a request made after the suspicion confirms it.
+// inventoryHold bounds how long a new leader waits for its first planning
+// pass before asking the workers for their inventories.
+const inventoryHold = 30 * time.Second
+
 type inventory struct {
 	epoch string // this leader's prefix of request IDs
 	seq   int    // the newest request published
@@ -49,6 +53,9 @@ type inventory struct {
 	// newest was published.
 	want bool
 	last time.Time
+	// holdUntil: a new leader of a non-empty bucket asks for nothing
+	// until its first planning pass is done, or until this time.
+	holdUntil time.Time
 
 	parts     map[string]*partial // report ID → parts received
 	providers map[string]*heard   // provider → workers heard from
@@ -141,7 +148,7 @@ func (iv *inventory) requestSeq(id string) int {
 func (r *Reconciler) requestInventory() {
 	iv := &r.inv
 	now := r.o.Now()
-	if !iv.want || now.Sub(iv.last) < time.Second {
+	if !iv.want || now.Sub(iv.last) < time.Second || now.Before(iv.holdUntil) {
 		return
 	}
 	req := wire.InventoryRequest{ID: fmt.Sprintf("%s-%d", iv.epoch, iv.seq+1), Time: now.UTC()}

@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -224,8 +226,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if len(r.machines) == 0 {
 		r.startRebuild()
 	} else {
-		r.inv.next() // a fresh picture of every provider
-		r.requestInventory()
+		// A fresh picture of every provider, asked for once the first
+		// pass is done: the records are what the first pass plans from,
+		// and 130,000 machines listed by every worker at once would
+		// compete with it for the CPU (in gitfleet up, the same process).
+		r.inv.next()
+		r.inv.holdUntil = r.o.Now().Add(inventoryHold)
 	}
 	if err := r.loadDecisions(ctx); err != nil {
 		return err
@@ -311,22 +317,48 @@ func (r *Reconciler) Run(ctx context.Context) error {
 // it until then.
 func (r *Reconciler) load(ctx context.Context) error {
 	now := r.o.Now()
-	in := newInterner()
+	type entry struct {
+		key   string
+		value []byte
+		rev   uint64
+		rec   *Record
+		err   error
+	}
+	var entries []entry
 	err := r.store.Load(ctx, func(key string, value []byte, rev uint64) {
-		rec, err := decodeRecord(key, value)
-		if err != nil {
-			r.log.Error().Err(err).Msg("skipping unreadable machine record")
-			return
+		entries = append(entries, entry{key: key, value: value, rev: rev})
+	})
+	if err != nil {
+		return fmt.Errorf("reconciler: %w", err)
+	}
+	// Decoding 130,000 records is most of a restart's load: on every core,
+	// each with its own interner.
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			in := newInterner()
+			for i := w; i < len(entries); i += workers {
+				e := &entries[i]
+				if e.rec, e.err = decodeRecord(e.key, e.value); e.err == nil {
+					in.record(e.rec)
+				}
+				e.value = nil
+			}
+		})
+	}
+	wg.Wait()
+	for _, e := range entries {
+		rec, rev := e.rec, e.rev
+		if e.err != nil {
+			r.log.Error().Err(e.err).Msg("skipping unreadable machine record")
+			continue
 		}
-		in.record(rec)
 		m := &machine{rec: rec, rev: rev}
 		if rec.Phase == wire.PhaseRunning {
 			m.lastHeartbeat, m.healthy = now, rec.Health == nil || rec.Health.Healthy
 		}
 		r.put(m)
-	})
-	if err != nil {
-		return fmt.Errorf("reconciler: %w", err)
 	}
 	r.log.Info().Int("clusters", len(r.machines)).Msg("observed state loaded")
 	return nil
@@ -554,6 +586,7 @@ func (r *Reconciler) step(ctx context.Context) {
 		r.writeCluster(pc.name, pc.status, planID)
 	}
 	r.metrics.PlanDuration.Observe(r.o.Now().Sub(start).Seconds())
+	r.inv.holdUntil = time.Time{} // the first pass is done: ask for inventories
 	r.countPhases()
 }
 
