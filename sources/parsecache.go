@@ -108,11 +108,17 @@ func (pc *parseCache) policyVerdicts(ins []input, pols []schemas.File) schemas.C
 	polKey := hex.EncodeToString(h.Sum(nil))
 	fileKey := make(map[string]string, len(ins))
 	for _, in := range ins {
+		if _, dup := fileKey[in.Path]; dup {
+			// Two inputs of one path (kustomize output mapped back to
+			// one source): its objects get no verdict.
+			fileKey[in.Path] = ""
+			continue
+		}
 		fileKey[in.Path] = in.key
 	}
 	key := func(o *schemas.Object) (verdictKey, bool) {
-		fk, ok := fileKey[o.Source.Path]
-		return pc.known.key("policy", polKey, fk, strconv.Itoa(o.Source.Line)), ok
+		fk := fileKey[o.Source.Path]
+		return pc.known.key("policy", polKey, fk, strconv.Itoa(o.Source.Line)), fk != ""
 	}
 	return schemas.CheckOptions{
 		PolicyKnownGood: func(o *schemas.Object) bool {
