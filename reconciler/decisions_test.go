@@ -75,23 +75,7 @@ func TestNewLeaderContinuesRollout(t *testing.T) {
 		repo.write("clusters/"+c[0]+".yaml", fmt.Sprintf(wavesCluster, c[0], c[1]))
 	}
 	repo.commit("a fleet in two waves")
-
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv.ClientURL())
-	ctx := t.Context()
-	cloud, err := inmemory.New(ctx, js, inmemory.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := providers.NewWorker(ctx, js, cloud, providers.WorkerOptions{Concurrency: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = w.Run(ctx) }()
-	rkv, err := js.KeyValue(ctx, wire.BucketRollouts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, rkv := inmemoryCloud(t)
 
 	stopA, metricsA := runLeader(t, js, repo.dir)
 	waitRecords(t, rkv, "every cluster done", func(r planner.Records) bool {
@@ -137,11 +121,11 @@ func TestNewLeaderContinuesRollout(t *testing.T) {
 			t.Errorf("%s admitted to the halted revision: %+v", c, a)
 		}
 	}
-	mkv, err := js.KeyValue(ctx, wire.BucketMachines)
+	mkv, err := js.KeyValue(t.Context(), wire.BucketMachines)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, _ := mkv.Keys(ctx)
+	keys, _ := mkv.Keys(t.Context())
 	perCluster := map[string]int{}
 	for _, k := range keys {
 		perCluster[strings.SplitN(k, ".", 2)[0]]++
@@ -152,6 +136,29 @@ func TestNewLeaderContinuesRollout(t *testing.T) {
 }
 
 // runLeader runs a reconciler on the repository until the returned stop.
+// inmemoryCloud is a NATS server with one inmemory worker; it returns the
+// server's JetStream and the rollouts bucket.
+func inmemoryCloud(t *testing.T) (jetstream.JetStream, jetstream.KeyValue) {
+	t.Helper()
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.ClientURL())
+	ctx := t.Context()
+	cloud, err := inmemory.New(ctx, js, inmemory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := providers.NewWorker(ctx, js, cloud, providers.WorkerOptions{Concurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = w.Run(ctx) }()
+	rkv, err := js.KeyValue(ctx, wire.BucketRollouts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, rkv
+}
+
 func runLeader(t *testing.T, js jetstream.JetStream, dir string, with ...func(*Options)) (func(), *Metrics) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())

@@ -7,10 +7,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gitfleet/gitfleet/planner"
-	"github.com/gitfleet/gitfleet/providers"
-	"github.com/gitfleet/gitfleet/providers/inmemory"
-	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
-	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // TestRolloutPlansWhatItGates: while a class change rolls out one cluster
@@ -32,22 +28,7 @@ func TestRolloutPlansWhatItGates(t *testing.T) {
 	}
 	repo.commit("a fleet in two waves")
 
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv.ClientURL())
-	ctx := t.Context()
-	cloud, err := inmemory.New(ctx, js, inmemory.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := providers.NewWorker(ctx, js, cloud, providers.WorkerOptions{Concurrency: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = w.Run(ctx) }()
-	rkv, err := js.KeyValue(ctx, wire.BucketRollouts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, rkv := inmemoryCloud(t)
 	_, m := runLeader(t, js, repo.dir)
 	allDone := func(r planner.Records) bool {
 		for _, c := range names {
