@@ -15,10 +15,6 @@ import (
 // fleet's policies (CUE files), and returns the fleet of valid objects,
 // each list sorted by name. Objects marked Invalid count for names only.
 func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
-	return check(objs, policies, CheckOptions{})
-}
-
-func check(objs []Object, policies []File, opts CheckOptions) (*v1alpha1.Fleet, Errors) {
 	c := &checker{byKind: map[string]map[string]*Object{}}
 	c.index(objs)
 	fleet := c.fleet(objs)
@@ -52,7 +48,7 @@ func check(objs []Object, policies []File, opts CheckOptions) (*v1alpha1.Fleet, 
 		c.clusterExists(c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name), hc.Spec.ClusterName)
 		c.checkHeartbeats(fleet, hc)
 	}
-	c.errs = append(c.errs, applyPolicies(objs, policies, opts)...)
+	c.errs = append(c.errs, applyPolicies(objs, policies)...)
 	return fleet, sortErrors(c.errs)
 }
 

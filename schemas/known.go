@@ -1,7 +1,5 @@
 package schemas
 
-import "github.com/gitfleet/gitfleet/schemas/v1alpha1"
-
 // ParseKnownGood decodes a file whose content an earlier ParseFile, of the
 // same gitfleet build, found free of errors: it returns the same objects
 // without running the schema, provider and semantic checks again, which
@@ -36,19 +34,23 @@ func ParseKnownGood(f File) ([]Object, Errors) {
 	return objs, nil
 }
 
-// CheckOptions let Check skip the policy evaluation of objects already
-// known to satisfy the same policies.
-type CheckOptions struct {
-	// PolicyKnownGood reports whether o, as written, was checked against
-	// the same policy files before without a violation; it is then not
-	// evaluated again. Called from several goroutines.
-	PolicyKnownGood func(o *Object) bool
-	// PolicyGood is told, after the checks, of each object evaluated
-	// against at least one policy without a violation.
-	PolicyGood func(o *Object)
+// CompilePolicies reports the policy files' own errors and returns the
+// files that compile, for ParseFileChecked.
+func CompilePolicies(policies []File) ([]File, Errors) {
+	good, errs := compilePolicies(policies)
+	if good == nil {
+		good = []File{}
+	}
+	return good, sortErrors(errs)
 }
 
-// CheckWith is Check with options.
-func CheckWith(objs []Object, policies []File, opts CheckOptions) (*v1alpha1.Fleet, Errors) {
-	return check(objs, policies, opts)
+// ParseFileChecked is ParseFile that also checks each valid document
+// against policies (from CompilePolicies) while it is encoded for the
+// schema, and then drops its Raw value, as Load does: a caller then runs
+// Check without policies. It depends only on f and policies.
+func ParseFileChecked(f File, policies []File) ([]Object, Errors) {
+	if policies == nil {
+		policies = []File{}
+	}
+	return parseFile(f, policies)
 }

@@ -56,10 +56,10 @@ func TestParseKnownGoodFallsBack(t *testing.T) {
 	}
 }
 
-// TestCheckSkipsPolicyKnownGood: an object the options call known good is
-// not evaluated (its violation is not reported); the others are, and the
-// clean ones are reported good.
-func TestCheckSkipsPolicyKnownGood(t *testing.T) {
+// TestParseFileCheckedIsCheck: policies applied while a file is parsed
+// report what Check reports when it applies them afterwards, and the
+// objects keep no raw value.
+func TestParseFileCheckedIsCheck(t *testing.T) {
 	files := map[string][]byte{}
 	if err := fs.WalkDir(fixtures.Init(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -72,32 +72,39 @@ func TestCheckSkipsPolicyKnownGood(t *testing.T) {
 	}
 	// prod-1 breaks the init policy (a prod control plane of 3 or 5).
 	files["clusters/prod-1.yaml"] = []byte(strings.Replace(string(files["clusters/prod-1.yaml"]), "replicas: 3", "replicas: 1", 1))
-	var objs []Object
 	var pols []File
 	for p, data := range files {
 		if strings.HasSuffix(p, ".cue") {
 			pols = append(pols, File{Path: p, Data: data})
+		}
+	}
+	good, errs := CompilePolicies(pols)
+	if len(errs) > 0 || len(good) != 1 {
+		t.Fatalf("policies: %v, %d good", errs, len(good))
+	}
+	var after, before Errors
+	var parsed, checked []Object
+	for p, data := range files {
+		if strings.HasSuffix(p, ".cue") {
 			continue
 		}
-		o, errs := ParseFile(File{Path: p, Data: data})
-		if len(errs) > 0 {
-			t.Fatalf("%s: %v", p, errs)
+		o, es := ParseFileChecked(File{Path: p, Data: data}, good)
+		for _, x := range o {
+			if x.Raw != nil {
+				t.Errorf("%s: Raw kept", p)
+			}
 		}
-		objs = append(objs, o...)
+		parsed, before = append(parsed, o...), append(before, es...)
+		o, es = ParseFile(File{Path: p, Data: data})
+		if len(es) > 0 {
+			t.Fatalf("%s: %v", p, es)
+		}
+		checked = append(checked, o...)
 	}
-	var good []string
-	_, errs := CheckWith(objs, pols, CheckOptions{
-		PolicyKnownGood: func(o *Object) bool { return false },
-		PolicyGood:      func(o *Object) { good = append(good, o.Name) },
-	})
-	if len(errs) != 1 || errs[0].Path != "clusters/prod-1.yaml" {
-		t.Fatalf("errors = %v, want prod-1's policy violation", errs)
-	}
-	if !strings.Contains(strings.Join(good, " "), "dev-1") || strings.Contains(strings.Join(good, " "), "prod-1") {
-		t.Errorf("reported good: %v, want dev-1 and not prod-1", good)
-	}
-	_, errs = CheckWith(objs, pols, CheckOptions{PolicyKnownGood: func(o *Object) bool { return o.Name == "prod-1" }})
-	if len(errs) != 0 {
-		t.Errorf("prod-1 known good: errors %v, want none", errs)
+	_, cerrs := Check(parsed, nil)
+	before = append(before, cerrs...)
+	_, after = Check(checked, pols)
+	if d := cmp.Diff(sortErrors(after), sortErrors(before)); d != "" || len(after) != 1 {
+		t.Errorf("policies while parsing differ from policies in Check (-Check +parsing):\n%s", d)
 	}
 }

@@ -16,16 +16,16 @@ import (
 // (#Name) and hidden fields (_name) may hold helpers. A conflict is an error
 // at the object's field, naming the policy's file and line; a policy field's
 // @help attribute replaces CUE's message.
-func applyPolicies(objs []Object, policies []File, opts CheckOptions) []Error {
+func applyPolicies(objs []Object, policies []File) []Error {
 	good, errs := compilePolicies(policies)
 	if len(good) == 0 {
 		return errs
 	}
 	// Check the objects in chunks, in parallel, each chunk in a pooled
-	// context with the policies compiled into it.
+	// context with the policies compiled into it. Objects of kinds no
+	// policy names are not even encoded.
 	chunks := chunk(objs, rotateAfter)
 	results := make([][]Error, len(chunks))
-	clean := make([][]*Object, len(chunks))
 	parallel(len(chunks), func(i int) {
 		c := getValidator()
 		defer putValidator(c)
@@ -34,24 +34,12 @@ func applyPolicies(objs []Object, policies []File, opts CheckOptions) []Error {
 			if o.Invalid || o.Raw == nil || !c.hasPolicyFor(good, o.Kind) {
 				continue
 			}
-			if opts.PolicyKnownGood != nil && opts.PolicyKnownGood(o) {
-				continue
-			}
 			c.used++
-			es := c.policyErrors(good, o, c.ctx.Encode(o.Raw))
-			if len(es) == 0 {
-				clean[i] = append(clean[i], o)
-			}
-			results[i] = append(results[i], es...)
+			results[i] = append(results[i], c.policyErrors(good, o, c.ctx.Encode(o.Raw))...)
 		}
 	})
-	for i, r := range results {
+	for _, r := range results {
 		errs = append(errs, r...)
-		if opts.PolicyGood != nil {
-			for _, o := range clean[i] {
-				opts.PolicyGood(o)
-			}
-		}
 	}
 	return errs
 }

@@ -31,7 +31,10 @@ type parsed struct {
 	objs []schemas.Object
 	errs schemas.Errors
 	keys []string // each object's content key: file key and line
-	gen  uint64
+	// polKey names the policies the objects were checked against; a
+	// result for other policies is parsed again.
+	polKey string
+	gen    uint64
 }
 
 func newParseCache(known *verdicts) *parseCache {
@@ -58,12 +61,16 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	for i, p := range policies {
 		pols[i] = p.File
 	}
-	results, err := pc.parseAll(docs, load)
+	// Policies are applied while each document is parsed, where it is
+	// already encoded for the schema, as schemas.Load does; the objects
+	// then keep no raw value.
+	good, polErrs := schemas.CompilePolicies(pols)
+	results, err := pc.parseAll(docs, good, policiesKey(good), load)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	keys := make(map[objectRef]string, len(docs))
-	errs := append(schemas.Errors(nil), pre...)
+	errs := append(append(schemas.Errors(nil), pre...), polErrs...)
 	objs := make([]schemas.Object, 0, len(docs))
 	fleetObjs := 0
 	for _, p := range results {
@@ -83,7 +90,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	if fleetObjs == 0 && len(errs) == 0 {
 		errs = append(errs, schemas.Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
 	}
-	fleet, cerrs := schemas.CheckWith(objs, pols, pc.policyVerdicts(ins, pols))
+	fleet, cerrs := schemas.Check(objs, nil)
 	errs = append(errs, cerrs...)
 	newSourceLines(ins).fix(errs)
 	sortErrors(errs)
@@ -93,44 +100,14 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 // objectRef names a fleet object.
 type objectRef struct{ kind, name string }
 
-// policyVerdicts lets Check skip the objects the same policy files passed
-// before: an object is known by its file's key, its line and the content
-// of every policy file.
-func (pc *parseCache) policyVerdicts(ins []input, pols []schemas.File) schemas.CheckOptions {
-	if pc.known == nil || len(pols) == 0 {
-		return schemas.CheckOptions{}
-	}
+// policiesKey names the content of the policy files that compile.
+func policiesKey(pols []schemas.File) string {
 	h := sha256.New()
 	for _, p := range pols {
 		fmt.Fprintf(h, "%s %d\n", p.Path, len(p.Data))
 		h.Write(p.Data)
 	}
-	polKey := hex.EncodeToString(h.Sum(nil))
-	fileKey := make(map[string]string, len(ins))
-	for _, in := range ins {
-		if _, dup := fileKey[in.Path]; dup {
-			// Two inputs of one path (kustomize output mapped back to
-			// one source): its objects get no verdict.
-			fileKey[in.Path] = ""
-			continue
-		}
-		fileKey[in.Path] = in.key
-	}
-	key := func(o *schemas.Object) (verdictKey, bool) {
-		fk := fileKey[o.Source.Path]
-		return pc.known.key("policy", polKey, fk, strconv.Itoa(o.Source.Line)), fk != ""
-	}
-	return schemas.CheckOptions{
-		PolicyKnownGood: func(o *schemas.Object) bool {
-			k, ok := key(o)
-			return ok && pc.known.good(k)
-		},
-		PolicyGood: func(o *schemas.Object) {
-			if k, ok := key(o); ok {
-				pc.known.add(k)
-			}
-		},
-	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // has reports whether key's parse result is cached.
@@ -141,14 +118,14 @@ func (pc *parseCache) has(key string) bool {
 	return ok
 }
 
-func (pc *parseCache) parseAll(ins []input, load func([]*input) error) ([]*parsed, error) {
+func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, load func([]*input) error) ([]*parsed, error) {
 	pc.mu.Lock()
 	pc.gen++
 	gen := pc.gen
 	out := make([]*parsed, len(ins))
 	var todo []int
 	for i, in := range ins {
-		if p, ok := pc.m[in.key]; ok {
+		if p, ok := pc.m[in.key]; ok && p.polKey == polKey {
 			p.gen = gen
 			out[i] = p
 		} else {
@@ -172,13 +149,16 @@ func (pc *parseCache) parseAll(ins []input, load func([]*input) error) ([]*parse
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				k := pc.known.key("parse", ins[i].key)
+				k := pc.known.key("parse", polKey, ins[i].key)
 				var objs []schemas.Object
 				var errs schemas.Errors
 				if pc.known.good(k) {
 					objs, errs = schemas.ParseKnownGood(ins[i].File)
+					for j := range objs {
+						objs[j].Raw = nil // the policies passed it
+					}
 				} else {
-					objs, errs = schemas.ParseFile(ins[i].File)
+					objs, errs = schemas.ParseFileChecked(ins[i].File, pols)
 				}
 				if len(errs) == 0 {
 					pc.known.add(k)
@@ -187,7 +167,7 @@ func (pc *parseCache) parseAll(ins []input, load func([]*input) error) ([]*parse
 				for j, o := range objs {
 					keys[j] = ins[i].key + "#" + strconv.Itoa(o.Source.Line)
 				}
-				out[i] = &parsed{objs: objs, errs: errs, keys: keys, gen: gen}
+				out[i] = &parsed{objs: objs, errs: errs, keys: keys, polKey: polKey, gen: gen}
 			}
 		})
 	}
