@@ -103,6 +103,7 @@ type Reconciler struct {
 	machines     map[string]map[string]*machine // cluster → machine name → machine
 	phases       map[wire.Phase]int             // machines per phase, kept by put and remove
 	gates        *planner.Gates                 // the last pass's rollout gates
+	moved        map[string]bool                // classes whose summaries moved since gates were compared
 	// unsent are machines whose current attempt is recorded but was not
 	// accepted by NATS: published again on the next tick.
 	unsent map[string]*machine
@@ -517,11 +518,19 @@ func (r *Reconciler) step(ctx context.Context) {
 	}
 	// A cluster's summary gates the other clusters of its class (waves):
 	// when one changes, the clusters whose gate it changes are planned
-	// again too (below).
-	moved := map[string]bool{}
+	// again too (below). moved outlives a pass that stops before planning (a rollout
+	// decision that cannot be saved): the summaries have moved by then,
+	// and the next pass must still find the clusters they gate.
+	if r.moved == nil {
+		r.moved = map[string]bool{}
+	}
+	moved := r.moved
 	for name := range r.dirty {
 		dc := r.desired.Cluster(name)
 		if dc == nil {
+			if s, ok := r.sums[name]; ok {
+				moved[s.Class] = true // one cluster fewer in its wave
+			}
 			delete(r.sums, name)
 			continue
 		}
@@ -543,6 +552,7 @@ func (r *Reconciler) step(ctx context.Context) {
 				r.dirty[dc.Name] = true
 			}
 		}
+		clear(moved)
 	}
 	r.gates = gates
 	r.planSeq++
