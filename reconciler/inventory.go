@@ -34,6 +34,10 @@ const (
 	DefaultRebuildTimeout = 10 * time.Minute
 )
 
+// inventoryHold bounds how long a new leader waits for its first planning
+// pass before asking the workers for their inventories.
+const inventoryHold = 30 * time.Second
+
 // inventory is what the leader knows from the providers' inventories.
 //
 // An inventory is a snapshot taken at some moment, and it reaches the
@@ -42,10 +46,6 @@ const (
 // (a Running machine absent, a machine no record wants) makes the machine a
 // suspect and the leader asks every worker for a fresh inventory; only a
 // report that answers a request made after the suspicion confirms it.
-// inventoryHold bounds how long a new leader waits for its first planning
-// pass before asking the workers for their inventories.
-const inventoryHold = 30 * time.Second
-
 type inventory struct {
 	epoch string // this leader's prefix of request IDs
 	seq   int    // the newest request published

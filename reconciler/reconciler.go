@@ -518,9 +518,10 @@ func (r *Reconciler) step(ctx context.Context) {
 	}
 	// A cluster's summary gates the other clusters of its class (waves):
 	// when one changes, the clusters whose gate it changes are planned
-	// again too (below). moved outlives a pass that stops before planning (a rollout
-	// decision that cannot be saved): the summaries have moved by then,
-	// and the next pass must still find the clusters they gate.
+	// again too (below). moved outlives a pass that stops before
+	// planning (a rollout decision that cannot be saved): the summaries
+	// have moved by then, and the next pass must still find the clusters
+	// they gate.
 	if r.moved == nil {
 		r.moved = map[string]bool{}
 	}

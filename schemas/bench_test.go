@@ -101,41 +101,7 @@ func generatedFleet(tb testing.TB, n int) []File {
 		tb.Fatal(err)
 	}
 	for i := range n {
-		env := []string{"dev", "staging", "prod"}[i%3]
-		files = append(files, File{Path: fmt.Sprintf("clusters/gen/c-%05d.yaml", i), Data: fmt.Appendf(nil, `# generated cluster %[1]d
-apiVersion: gitfleet.io/v1alpha1
-kind: Cluster
-metadata:
-  name: c-%05[1]d
-  labels:
-    env: %[2]s
-    region: eu-%[3]d
-spec:
-  clusterNetwork:
-    pods:
-      cidrBlocks: [10.244.0.0/16]
-    services:
-      cidrBlocks: [10.96.0.0/12]
-    serviceDomain: cluster.local
-  topology:
-    class: standard
-    version: v1.31.2
-    controlPlane:
-      replicas: 3
-    workers:
-      machineDeployments:
-        - class: default-worker
-          name: md-0
-          replicas: %[4]d
-          failureDomain: zone-a
-        - class: default-worker
-          name: md-1
-          replicas: 2
-          failureDomain: zone-b
-    variables:
-      - name: workerCPUs
-        value: %[5]d
-`, i, env, i%4, i%7, 1+i%16)})
+		files = append(files, File{Path: fmt.Sprintf("clusters/gen/c-%05d.yaml", i), Data: fixtures.GeneratedCluster(i, "v1.31.2")})
 	}
 	return files
 }

@@ -30,8 +30,9 @@ func TestCheckSortsAndKeepsSources(t *testing.T) {
 	}
 }
 
-// TestCheckWithPolicies is the path the sources package takes: ParseFile per
-// file (cached), then Check with the policy files.
+// TestCheckWithPolicies: Check applies the policy files to objects that
+// kept their raw value (ParseFile), as a caller that did not apply them
+// while parsing needs.
 func TestCheckWithPolicies(t *testing.T) {
 	class, _ := ParseFile(File{Path: "classes/c.yaml", Data: []byte(header + `kind: ClusterClass
 metadata: {name: c}

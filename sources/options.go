@@ -22,11 +22,11 @@ type Options struct {
 	// applied one must be signed by an allowed key, so an unsigned commit
 	// cannot hide under a signed one.
 	VerifyMode string
-	// CacheFile, when set, keeps validation verdicts (which files and
-	// objects passed the schema and policy checks, by content hash) in
-	// this file across processes, so a later run checks only what
-	// changed; DefaultCacheFile is the CLI's. Without it they are kept in
-	// memory for the Repo's life.
+	// CacheFile, when set, keeps validation verdicts (which files passed
+	// the schema and policy checks, by content hash) in this file across
+	// processes, so a later run checks only what changed;
+	// DefaultCacheFile is the CLI's. Without it they are kept in memory
+	// for the Repo's life.
 	CacheFile string
 }
 

@@ -21,9 +21,8 @@ type parseCache struct {
 	mu  sync.Mutex
 	m   map[string]*parsed
 	gen uint64
-	// known are the verdicts of earlier validations: files a parse found
-	// clean are decoded without the schema checks, objects the same
-	// policies passed are not evaluated again.
+	// known are the verdicts of earlier validations: a file that passed
+	// the schema and policy checks is decoded without them next time.
 	known *verdicts
 }
 
@@ -41,8 +40,10 @@ func newParseCache(known *verdicts) *parseCache {
 	return &parseCache{m: map[string]*parsed{}, known: known}
 }
 
-// validate parses every input (cached ones are not parsed again), then runs
-// the cross-object checks and policies. pre are errors found while reading.
+// validate parses every input (cached ones are not parsed again), checking
+// each document against the schemas and the policies, then runs the
+// cross-object checks. pre are errors found while reading. It also returns
+// each object's content key.
 // load reads the content of inputs that turn out not to be cached.
 func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*input) error) (*v1alpha1.Fleet, schemas.Errors, map[objectRef]string, error) {
 	var policies []*input

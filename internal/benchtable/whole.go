@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gitfleet/gitfleet/fixtures"
 )
 
 // whole measures the whole-process rows.
@@ -110,7 +112,7 @@ func (w *whole) generate(dir string, n int) error {
 		return err
 	}
 	for i := range n {
-		if err := os.WriteFile(filepath.Join(dir, genDir, fmt.Sprintf("c-%05d.yaml", i)), cluster(i), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, genDir, fmt.Sprintf("c-%05d.yaml", i)), fixtures.GeneratedCluster(i, ""), 0o644); err != nil {
 			return err
 		}
 	}
@@ -141,46 +143,6 @@ func (w *whole) generate(dir string, n int) error {
 		return err
 	}
 	return git(dir, "gc", "-q")
-}
-
-// cluster is generated cluster i: ~30 lines, as the schemas' BenchmarkLoad
-// generates, but without a version of its own, so that it follows its
-// class's.
-func cluster(i int) []byte {
-	env := []string{"dev", "staging", "prod"}[i%3]
-	return fmt.Appendf(nil, `# generated cluster %[1]d
-apiVersion: gitfleet.io/v1alpha1
-kind: Cluster
-metadata:
-  name: c-%05[1]d
-  labels:
-    env: %[2]s
-    region: eu-%[3]d
-spec:
-  clusterNetwork:
-    pods:
-      cidrBlocks: [10.244.0.0/16]
-    services:
-      cidrBlocks: [10.96.0.0/12]
-    serviceDomain: cluster.local
-  topology:
-    class: standard
-    controlPlane:
-      replicas: 3
-    workers:
-      machineDeployments:
-        - class: default-worker
-          name: md-0
-          replicas: %[4]d
-          failureDomain: zone-a
-        - class: default-worker
-          name: md-1
-          replicas: 2
-          failureDomain: zone-b
-    variables:
-      - name: workerCPUs
-        value: %[5]d
-`, i, env, i%4, i%7, 1+i%16)
 }
 
 // cueSchema writes, next to the fleet, the CUE that cue vet checks its
