@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -126,5 +127,62 @@ spec:
 	}
 	if d := cmp.Diff(want, errLines(errs)); d != "" {
 		t.Errorf("errors (-want +got):\n%s", d)
+	}
+}
+
+// TestVariableVerdictsAreNotMixed: check's verdicts are remembered by
+// constraint and typed value, so clusters setting the same value get the
+// same answer, each at its own line, and an integer, a float and a string
+// that print alike, or one value under two constraints, are told apart.
+func TestVariableVerdictsAreNotMixed(t *testing.T) {
+	class, _ := ParseFile(File{Path: "classes/c.yaml", Data: []byte(header + `kind: ClusterClass
+metadata: {name: c}
+spec:
+  controlPlane: {machineTemplate: {provider: inmemory}}
+  workers: {machineDeployments: [{class: w, template: {provider: inmemory}}]}
+  variables:
+    - {name: n, constraint: "int & >=1"}
+    - {name: f, constraint: "number"}
+    - {name: s, constraint: "string"}
+`)})
+	objs := class
+	values := []string{`1`, `1.5`, `1`, `1.5`, `"1"`, `{a: [1, "x"]}`}
+	for i, v := range values {
+		cl, errs := ParseFile(File{Path: fmt.Sprintf("clusters/c%d.yaml", i), Data: []byte(header + fmt.Sprintf(`kind: Cluster
+metadata: {name: c%d}
+spec:
+  topology:
+    class: c
+    controlPlane: {replicas: 1}
+    variables:
+      - {name: n, value: %s}
+      - {name: f, value: %s}
+      - {name: s, value: %s}
+`, i, v, v, v))})
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		objs = append(objs, cl...)
+	}
+	_, errs := Check(objs, nil)
+	var got []string
+	for _, e := range errs {
+		got = append(got, fmt.Sprintf("%s:%d %s", e.Path, e.Line, e.Field))
+	}
+	want := []string{
+		"clusters/c0.yaml:11 spec.topology.variables[2].value",
+		"clusters/c1.yaml:9 spec.topology.variables[0].value",
+		"clusters/c1.yaml:11 spec.topology.variables[2].value",
+		"clusters/c2.yaml:11 spec.topology.variables[2].value",
+		"clusters/c3.yaml:9 spec.topology.variables[0].value",
+		"clusters/c3.yaml:11 spec.topology.variables[2].value",
+		"clusters/c4.yaml:9 spec.topology.variables[0].value",
+		"clusters/c4.yaml:10 spec.topology.variables[1].value",
+		"clusters/c5.yaml:9 spec.topology.variables[0].value",
+		"clusters/c5.yaml:10 spec.topology.variables[1].value",
+		"clusters/c5.yaml:11 spec.topology.variables[2].value",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("errors (-want +got):\n%s\nall:\n%v", d, errs)
 	}
 }
