@@ -116,12 +116,23 @@ type Strategy struct {
 
 // HealthCheck is a MachineHealthCheck resolved for one cluster.
 type HealthCheck struct {
-	Name               string
-	Source             v1alpha1.Source
-	Selector           v1alpha1.LabelSelector
+	Name     string
+	Source   v1alpha1.Source
+	Selector v1alpha1.LabelSelector
+	// NodeStartupTimeout: not Running this long after creation; 0: off.
 	NodeStartupTimeout time.Duration
-	UnhealthyTimeout   time.Duration
-	MaxUnhealthy       *v1alpha1.IntOrPercent // nil: 100%
+	// HeartbeatTimeout is the Ready Unknown condition's timeout: no
+	// heartbeat for this long; 0: not checked.
+	HeartbeatTimeout time.Duration
+	// NotReadyTimeout is the Ready False condition's timeout: the machine's
+	// heartbeats have said it is not healthy for this long; 0: not checked.
+	NotReadyTimeout time.Duration
+	// MaxUnhealthy is triggerIf.unhealthyLessThanOrEqualTo; nil: 100%.
+	MaxUnhealthy *v1alpha1.IntOrPercent
+	// InRange is set from triggerIf.unhealthyInRange: remediation only
+	// while RangeMin <= unhealthy <= RangeMax. It takes precedence.
+	InRange            bool
+	RangeMin, RangeMax int
 }
 
 // Default timeouts, as Cluster API's MachineHealthCheck.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -52,7 +53,7 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 			reused[name] = true
 			continue
 		}
-		dc := expandCluster(fleet, c, d.byClass[c.Spec.Topology.Class])
+		dc := expandCluster(fleet, c, d.byClass[c.Spec.Topology.ClassRef.Name])
 		d.Clusters = append(d.Clusters, dc)
 		d.byName[dc.Name] = dc
 	}
@@ -93,13 +94,13 @@ func expandClass(cc *v1alpha1.ClusterClass) *DesiredClass {
 func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredClass) *DesiredCluster {
 	t := c.Spec.Topology
 	dc := &DesiredCluster{
-		Name: c.Metadata.Name, Class: t.Class, Labels: c.Metadata.Labels, Paused: c.Spec.Paused,
+		Name: c.Metadata.Name, Class: t.ClassRef.Name, Labels: c.Metadata.Labels, Paused: c.Spec.Paused,
 		Source: c.Source, Version: t.Version, VersionSource: c.Source, VersionField: "spec.topology.version",
 	}
-	cc := fleet.Class(t.Class)
+	cc := fleet.Class(t.ClassRef.Name)
 	if cc == nil || class == nil {
-		dc.Problems = append(dc.Problems, problemf(c.Source, "spec.topology.class",
-			"no ClusterClass named %q; add it under classes/ or name an existing class", t.Class))
+		dc.Problems = append(dc.Problems, problemf(c.Source, "spec.topology.classRef.name",
+			"no ClusterClass named %q; add it under classes/ or name an existing class", t.ClassRef.Name))
 		return dc
 	}
 	dc.KubernetesVersions = cc.Spec.KubernetesVersions
@@ -137,9 +138,9 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		if md.Replicas != nil {
 			replicas = *md.Replicas
 		}
-		strat := md.Strategy
+		strat := v1alpha1.StrategyOf(md.Rollout)
 		if strat == nil {
-			strat = mdc.Strategy
+			strat = v1alpha1.StrategyOf(mdc.Rollout)
 		}
 		s := resolveStrategy(strat, replicas)
 		tpl := applyPatches(cc, mdc.Template, false, md.Class, vars, c.Source, &dc.Problems)
@@ -243,7 +244,7 @@ func clusterInputs(fleet *v1alpha1.Fleet, key func(kind, name string) string) ma
 	}
 	out := make(map[string]string, len(fleet.Clusters))
 	for _, c := range fleet.Clusters {
-		ck, kk := key(v1alpha1.KindCluster, c.Metadata.Name), key(v1alpha1.KindClusterClass, c.Spec.Topology.Class)
+		ck, kk := key(v1alpha1.KindCluster, c.Metadata.Name), key(v1alpha1.KindClusterClass, c.Spec.Topology.ClassRef.Name)
 		if ck == "" || kk == "" {
 			continue
 		}
@@ -282,7 +283,7 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, reused map[str
 				"%s is newer than the cluster's control plane (%s); workers are never newer than the control plane: set %s or older, or upgrade the cluster first", ver, dc.Version, dc.Version))
 		}
 		p := newPool(dc, md.Metadata.Name, wire.RoleWorker, replicas, ver, md.Spec.Template, md.Spec.FailureDomain,
-			resolveStrategy(md.Spec.Strategy, replicas), md.Source, "spec.replicas")
+			resolveStrategy(v1alpha1.StrategyOf(md.Spec.Rollout), replicas), md.Source, "spec.replicas")
 		dc.Deployments = append(dc.Deployments, p)
 	}
 	for _, dc := range d.Clusters {
@@ -302,14 +303,30 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, reused map[str
 }
 
 func expandHealthCheck(hc *v1alpha1.MachineHealthCheck) HealthCheck {
-	h := HealthCheck{
-		Name: hc.Metadata.Name, Source: hc.Source, Selector: hc.Spec.Selector,
-		NodeStartupTimeout: hc.Spec.NodeStartupTimeout.Duration,
-		UnhealthyTimeout:   hc.Spec.UnhealthyTimeout.Duration,
-		MaxUnhealthy:       hc.Spec.MaxUnhealthy,
+	return healthCheck(hc.Metadata.Name, hc.Source, hc.Spec.Selector, hc.Spec.HealthRules)
+}
+
+// healthCheck resolves health rules written in Cluster API v1beta2's shape.
+func healthCheck(name string, src v1alpha1.Source, sel v1alpha1.LabelSelector, rules v1alpha1.HealthRules) HealthCheck {
+	h := HealthCheck{Name: name, Source: src, Selector: sel, NodeStartupTimeout: DefaultNodeStartupTimeout}
+	if s := rules.Checks.NodeStartupTimeoutSeconds; s != nil {
+		h.NodeStartupTimeout = time.Duration(*s) * time.Second
 	}
-	if h.NodeStartupTimeout == 0 {
-		h.NodeStartupTimeout = DefaultNodeStartupTimeout
+	for _, c := range rules.Checks.UnhealthyNodeConditions {
+		if c.Type != v1alpha1.ConditionReady {
+			continue // refused by validation
+		}
+		d := time.Duration(c.TimeoutSeconds) * time.Second
+		switch c.Status {
+		case v1alpha1.ConditionUnknown:
+			h.HeartbeatTimeout = d
+		case v1alpha1.ConditionStatusFalse:
+			h.NotReadyTimeout = d
+		}
+	}
+	if t := rules.Remediation.TriggerIf; t != nil {
+		h.MaxUnhealthy = t.UnhealthyLessThanOrEqualTo
+		h.RangeMin, h.RangeMax, h.InRange = t.Range()
 	}
 	return h
 }

@@ -75,7 +75,7 @@ func TestTemplateHashChangesExactlyWhenReplaced(t *testing.T) {
 		"replicas": func(f *v1alpha1.Fleet) { md(f).Replicas = ptr(7) },
 		"labels":   func(f *v1alpha1.Fleet) { f.Clusters[0].Metadata.Labels["team"] = "a" },
 		"strategy": func(f *v1alpha1.Fleet) {
-			md(f).Strategy = &v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.StrategyOnDelete}
+			md(f).Rollout = &v1alpha1.MachineRollout{Strategy: &v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.StrategyOnDelete}}
 		},
 	}
 	changed := map[string]func(*v1alpha1.Fleet){

@@ -141,7 +141,7 @@ func fleetObjects(f *v1alpha1.Fleet) map[string]fleetObject {
 	for _, cc := range f.Classes {
 		o := fleetObject{obj: cc}
 		for _, c := range f.Clusters {
-			if c.Spec.Topology.Class == cc.Metadata.Name {
+			if c.Spec.Topology.ClassRef.Name == cc.Metadata.Name {
 				o.clusters = append(o.clusters, c.Metadata.Name)
 			}
 		}

@@ -9,8 +9,9 @@ import (
 
 // unhealthy says why a machine must be remediated, or "" when it need not:
 // the provider reported it Failed; or a health check that selects it finds
-// it not Running nodeStartupTimeout after creation, or Running without a
-// heartbeat for unhealthyTimeout. A Failed machine is unhealthy even when no
+// it not Running nodeStartupTimeoutSeconds after creation, or Running with
+// its Ready condition Unknown (no heartbeat) or False (its heartbeats say it
+// is not healthy) for the condition's timeoutSeconds. A Failed machine is unhealthy even when no
 // health check selects it. It returns the index of the deciding health check
 // (-1 for none).
 func unhealthy(m *ObservedMachine, hcs []HealthCheck, now time.Time) (string, int) {
@@ -33,8 +34,11 @@ func unhealthy(m *ObservedMachine, hcs []HealthCheck, now time.Time) (string, in
 			if last.Before(m.Created) {
 				last = m.Created
 			}
-			if hc.UnhealthyTimeout > 0 && now.Sub(last) > hc.UnhealthyTimeout {
-				return fmt.Sprintf("no heartbeat for %s (unhealthyTimeout %s, %s)", round(now.Sub(last)), hc.UnhealthyTimeout, hc.Name), i
+			if hc.HeartbeatTimeout > 0 && now.Sub(last) > hc.HeartbeatTimeout {
+				return fmt.Sprintf("no heartbeat for %s (Ready Unknown, timeoutSeconds %d, %s)", round(now.Sub(last)), int(hc.HeartbeatTimeout/time.Second), hc.Name), i
+			}
+			if since := m.UnhealthySince; hc.NotReadyTimeout > 0 && !since.IsZero() && now.Sub(since) > hc.NotReadyTimeout {
+				return fmt.Sprintf("its heartbeats say it is not healthy for %s (Ready False, timeoutSeconds %d, %s)", round(now.Sub(since)), int(hc.NotReadyTimeout/time.Second), hc.Name), i
 			}
 		}
 	}
@@ -59,9 +63,10 @@ func round(d time.Duration) time.Duration {
 }
 
 // remediation decides, per health check, whether remediation may go on:
-// when more machines than maxUnhealthy of those a check selects are
-// unhealthy, remediation of that check's machines stops (Cluster API's
-// short-circuit) and blocked says why.
+// when more machines than triggerIf.unhealthyLessThanOrEqualTo of those a
+// check selects are unhealthy, or their count is outside
+// triggerIf.unhealthyInRange, remediation of that check's machines stops
+// (Cluster API's short-circuit) and blocked says why.
 func remediation(ms []*mstate, hcs []HealthCheck) (blocked []string, stopped map[int]bool) {
 	if len(hcs) == 0 {
 		return nil, nil
@@ -78,14 +83,21 @@ func remediation(ms []*mstate, hcs []HealthCheck) (blocked []string, stopped map
 				bad++
 			}
 		}
-		limit := hc.MaxUnhealthy.Scaled(total, false, total)
-		if bad > limit {
+		var why string
+		switch limit := hc.MaxUnhealthy.Scaled(total, false, total); {
+		case hc.InRange && bad > 0 && (bad < hc.RangeMin || bad > hc.RangeMax):
+			why = fmt.Sprintf("%s: %d of %d machines are unhealthy, outside triggerIf.unhealthyInRange [%d-%d]; remediation waits until the count is in range, or the range is changed in %s",
+				hc.Name, bad, total, hc.RangeMin, hc.RangeMax, hc.Source)
+		case !hc.InRange && bad > limit:
+			why = fmt.Sprintf("%s: %d of %d machines are unhealthy, more than triggerIf.unhealthyLessThanOrEqualTo %s (%d); remediation stops until enough recover or the limit is raised in %s",
+				hc.Name, bad, total, hc.MaxUnhealthy, limit, hc.Source)
+		}
+		if why != "" {
 			if stopped == nil {
 				stopped = map[int]bool{}
 			}
 			stopped[i] = true
-			blocked = append(blocked, fmt.Sprintf("%s: %d of %d machines are unhealthy, more than maxUnhealthy %s (%d); remediation stops until enough recover or maxUnhealthy is raised in %s",
-				hc.Name, bad, total, hc.MaxUnhealthy, limit, hc.Source))
+			blocked = append(blocked, why)
 		}
 	}
 	return blocked, stopped

@@ -26,8 +26,11 @@ type ObservedMachine struct {
 	// LastHeartbeat is the time of the newest heartbeat; zero if none yet.
 	LastHeartbeat time.Time `json:"lastHeartbeat,omitzero"`
 	// Healthy is what the newest heartbeat said.
-	Healthy bool              `json:"healthy"`
-	Labels  map[string]string `json:"labels,omitempty"`
+	Healthy bool `json:"healthy"`
+	// UnhealthySince is when the machine's heartbeats began to say it is
+	// not healthy (its Ready condition False); zero while they do not.
+	UnhealthySince time.Time         `json:"unhealthySince,omitzero"`
+	Labels         map[string]string `json:"labels,omitempty"`
 	// Message is what the provider said last, e.g. why the machine Failed.
 	Message string `json:"message,omitempty"`
 	// Reason is set when the machine is Failed for another cause than its

@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -194,11 +193,11 @@ func (g *genFleet) fleet() *v1alpha1.Fleet {
 			Metadata: v1alpha1.ObjectMeta{Name: c.name, Labels: map[string]string{"tier": c.tier}},
 			Source:   v1alpha1.Source{Path: "clusters/" + c.name + ".yaml", Line: 1},
 			Spec: v1alpha1.ClusterSpec{Paused: c.paused, Topology: v1alpha1.Topology{
-				Class: c.class, ControlPlane: v1alpha1.ControlPlaneTopology{Replicas: ptr(c.cp)}}},
+				ClassRef: v1alpha1.ClassRef{Name: c.class}, ControlPlane: v1alpha1.ControlPlaneTopology{Replicas: ptr(c.cp)}}},
 		}
 		for _, p := range c.pools {
 			cl.Spec.Topology.Workers.MachineDeployments = append(cl.Spec.Topology.Workers.MachineDeployments,
-				v1alpha1.MachineDeploymentTopology{Class: p.class, Name: p.name, Replicas: ptr(p.replicas), Strategy: p.strategy})
+				v1alpha1.MachineDeploymentTopology{Class: p.class, Name: p.name, Replicas: ptr(p.replicas), Rollout: &v1alpha1.MachineRollout{Strategy: p.strategy}})
 		}
 		if c.size != "" {
 			cl.Spec.Topology.Variables = []v1alpha1.ClusterVariable{{Name: "size", Value: c.size}}
@@ -217,9 +216,10 @@ func (g *genFleet) fleet() *v1alpha1.Fleet {
 				Metadata: v1alpha1.ObjectMeta{Name: c.name + "-workers"},
 				Source:   v1alpha1.Source{Path: "clusters/" + c.name + "-health.yaml", Line: 1},
 				Spec: v1alpha1.MachineHealthCheckSpec{ClusterName: c.name,
-					Selector:           v1alpha1.LabelSelector{MatchExpressions: []v1alpha1.LabelSelectorRequirement{{Key: v1alpha1.LabelDeployment, Operator: "Exists"}}},
-					NodeStartupTimeout: v1alpha1.Duration{Duration: 5 * time.Minute},
-					UnhealthyTimeout:   v1alpha1.Duration{Duration: 30 * time.Second}},
+					Selector: v1alpha1.LabelSelector{MatchExpressions: []v1alpha1.LabelSelectorRequirement{{Key: v1alpha1.LabelDeployment, Operator: "Exists"}}},
+					HealthRules: v1alpha1.HealthRules{
+						Checks: v1alpha1.HealthChecks{NodeStartupTimeoutSeconds: ptr(300),
+							UnhealthyNodeConditions: []v1alpha1.UnhealthyNodeCondition{{Type: "Ready", Status: "Unknown", TimeoutSeconds: 30}}}}},
 			})
 		}
 	}

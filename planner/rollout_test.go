@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -102,6 +101,29 @@ func TestRolloutGolden(t *testing.T) {
 			},
 		},
 		{
+			// Ready False for 60s: the machine's heartbeats keep coming,
+			// but say it is not healthy; it is replaced once the
+			// condition's timeout has passed, not before.
+			name:  "remediation-not-ready",
+			base:  withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
+			head:  withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), v1alpha1.Percent(40)),
+			setup: func(s *sim) { s.sicken("md", 1); s.minRound = 10 },
+		},
+		{
+			// unhealthyInRange [2-3]: one unhealthy machine is outside the
+			// range, so remediation waits and says why.
+			name:  "remediation-in-range",
+			base:  withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), nil),
+			head:  inRange(withMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)), nil), "[2-3]"),
+			setup: func(s *sim) { s.kill("md", 1); s.minRound = 8 },
+			check: func(t *testing.T, s *sim) {
+				c := s.last.Clusters[0]
+				if !c.Has(CondRemediationBlocked) {
+					t.Errorf("conditions %+v lack %s", c.Conditions, CondRemediationBlocked)
+				}
+			},
+		},
+		{
 			name: "waves-second-fails",
 			base: wavesFleet("v1.29.4"),
 			head: wavesFleet("v1.30.2"),
@@ -156,7 +178,12 @@ func first[A, B any](a A, _ B) A  { return a }
 func second[A, B any](_ A, b B) B { return b }
 
 func onDelete(c *v1alpha1.Cluster) {
-	c.Spec.Topology.Workers.MachineDeployments[0].Strategy = &v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.StrategyOnDelete}
+	c.Spec.Topology.Workers.MachineDeployments[0].Rollout = &v1alpha1.MachineRollout{Strategy: &v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.StrategyOnDelete}}
+}
+
+func inRange(f *v1alpha1.Fleet, r string) *v1alpha1.Fleet {
+	f.HealthChecks[0].Spec.Remediation.TriggerIf.UnhealthyInRange = r
+	return f
 }
 
 func withMHC(f *v1alpha1.Fleet, maxUnhealthy *v1alpha1.IntOrPercent) *v1alpha1.Fleet {
@@ -164,11 +191,14 @@ func withMHC(f *v1alpha1.Fleet, maxUnhealthy *v1alpha1.IntOrPercent) *v1alpha1.F
 		Metadata: v1alpha1.ObjectMeta{Name: "c1-workers"},
 		Source:   v1alpha1.Source{Path: "clusters/c1-health.yaml", Line: 1},
 		Spec: v1alpha1.MachineHealthCheckSpec{
-			ClusterName:        "c1",
-			Selector:           v1alpha1.LabelSelector{MatchExpressions: []v1alpha1.LabelSelectorRequirement{{Key: v1alpha1.LabelDeployment, Operator: "Exists"}}},
-			NodeStartupTimeout: v1alpha1.Duration{Duration: 5 * time.Minute},
-			UnhealthyTimeout:   v1alpha1.Duration{Duration: 30 * time.Second},
-			MaxUnhealthy:       maxUnhealthy,
+			ClusterName: "c1",
+			Selector:    v1alpha1.LabelSelector{MatchExpressions: []v1alpha1.LabelSelectorRequirement{{Key: v1alpha1.LabelDeployment, Operator: "Exists"}}},
+			HealthRules: v1alpha1.HealthRules{
+				Checks: v1alpha1.HealthChecks{NodeStartupTimeoutSeconds: ptr(300),
+					UnhealthyNodeConditions: []v1alpha1.UnhealthyNodeCondition{
+						{Type: "Ready", Status: "Unknown", TimeoutSeconds: 30}, {Type: "Ready", Status: "False", TimeoutSeconds: 60}}},
+				Remediation: v1alpha1.HealthRemediation{TriggerIf: &v1alpha1.RemediationTrigger{UnhealthyLessThanOrEqualTo: maxUnhealthy}},
+			},
 		},
 	})
 	return f
@@ -188,6 +218,17 @@ func wavesFleet(version string) *v1alpha1.Fleet {
 		testCluster("stage-a", 1, 1, labels("tier", "staging")),
 		testCluster("stage-b", 1, 1, labels("tier", "staging")),
 	)
+}
+
+// sicken makes the heartbeats of the n oldest machines of a pool say they
+// are not healthy (their Ready condition False).
+func (s *sim) sicken(pool string, n int) {
+	if s.sick == nil {
+		s.sick = map[string]bool{}
+	}
+	for _, m := range s.oldest(pool, n) {
+		s.sick[m.Name] = true
+	}
 }
 
 // kill stops heartbeats of the n oldest machines of a pool.

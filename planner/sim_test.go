@@ -30,6 +30,7 @@ type sim struct {
 	rng      *rand.Rand // nil: every machine is ready one tick after creation
 	delay    map[string]int
 	dead     map[string]bool                 // machines that stopped sending heartbeats
+	sick     map[string]bool                 // machines whose heartbeats say not healthy
 	fail     func(m *ObservedMachine) bool   // machines that fail to provision
 	failSpec func(spec json.RawMessage) bool // creates that will fail, by their spec
 	doomed   map[string]bool
@@ -221,8 +222,14 @@ func (s *sim) advance() {
 			m.Phase = wire.PhaseRunning
 			fallthrough
 		case wire.PhaseRunning:
-			if !s.dead[name] {
-				m.LastHeartbeat, m.Healthy = s.now, true
+			switch {
+			case s.sick[name]:
+				if m.Healthy || m.UnhealthySince.IsZero() {
+					m.UnhealthySince = s.now
+				}
+				m.LastHeartbeat, m.Healthy = s.now, false
+			case !s.dead[name]:
+				m.LastHeartbeat, m.Healthy, m.UnhealthySince = s.now, true, time.Time{}
 			}
 		}
 	}
@@ -297,7 +304,7 @@ func testCluster(name string, cp, workers int, opts ...clusterOpt) *v1alpha1.Clu
 		Metadata: v1alpha1.ObjectMeta{Name: name, Labels: map[string]string{}},
 		Source:   v1alpha1.Source{Path: "clusters/" + name + ".yaml", Line: 1},
 		Spec: v1alpha1.ClusterSpec{Topology: v1alpha1.Topology{
-			Class:        "standard",
+			ClassRef:     v1alpha1.ClassRef{Name: "standard"},
 			ControlPlane: v1alpha1.ControlPlaneTopology{Replicas: ptr(cp)},
 			Workers: v1alpha1.WorkersTopology{MachineDeployments: []v1alpha1.MachineDeploymentTopology{{
 				Class: "default", Name: "md", Replicas: ptr(workers)}}},
@@ -311,9 +318,9 @@ func testCluster(name string, cp, workers int, opts ...clusterOpt) *v1alpha1.Clu
 
 func rolling(surge, unavail int) clusterOpt {
 	return func(c *v1alpha1.Cluster) {
-		c.Spec.Topology.Workers.MachineDeployments[0].Strategy = &v1alpha1.MachineDeploymentStrategy{
+		c.Spec.Topology.Workers.MachineDeployments[0].Rollout = &v1alpha1.MachineRollout{Strategy: &v1alpha1.MachineDeploymentStrategy{
 			Type: v1alpha1.StrategyRollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{
-				MaxSurge: v1alpha1.Int(surge), MaxUnavailable: v1alpha1.Int(unavail)}}
+				MaxSurge: v1alpha1.Int(surge), MaxUnavailable: v1alpha1.Int(unavail)}}}
 	}
 }
 

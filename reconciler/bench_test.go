@@ -55,7 +55,7 @@ metadata:
   name: %s
 spec:
   topology:
-    class: bench
+    classRef: {name: bench}
     controlPlane:
       replicas: 3
     workers:

@@ -55,7 +55,7 @@ metadata:
   labels: {tier: %s}
 spec:
   topology:
-    class: waves
+    classRef: {name: waves}
     workers:
       machineDeployments:
         - class: worker

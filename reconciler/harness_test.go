@@ -44,7 +44,7 @@ metadata:
   name: %s
 spec:
   topology:
-    class: small
+    classRef: {name: small}
     controlPlane:
       replicas: %d
     workers:

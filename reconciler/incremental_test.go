@@ -21,7 +21,7 @@ func TestRevisionPlansOnlyWhatChanged(t *testing.T) {
 	for _, c := range []string{"a1", "a2", "a3"} {
 		repo.write("clusters/"+c+".yaml", fmt.Sprintf(loopCluster, c, 1, 2))
 	}
-	repo.write("clusters/b1.yaml", strings.Replace(fmt.Sprintf(loopCluster, "b1", 1, 2), "class: small", "class: other", 1))
+	repo.write("clusters/b1.yaml", strings.Replace(fmt.Sprintf(loopCluster, "b1", 1, 2), "classRef: {name: small}", "classRef: {name: other}", 1))
 	repo.commit("four clusters, two classes")
 	src, err := sources.Open(t.Context(), sources.Options{Location: repo.dir})
 	if err != nil {

@@ -321,11 +321,14 @@ func (r *Reconciler) checkTime(ctx context.Context) {
 }
 
 // stale reports whether the machine's health may have changed by the
-// passing of time alone: a running machine whose heartbeats stopped, or a
-// machine still not running. The planner decides with the real timeouts.
+// passing of time alone: a running machine whose heartbeats stopped or say
+// it is not healthy, or a machine still not running. The planner decides with the real timeouts.
 func (r *Reconciler) stale(m *machine, now time.Time) bool {
 	switch m.rec.Phase {
 	case wire.PhaseRunning:
+		if h := m.rec.Health; h != nil && h.Reason == ReasonNodeUnhealthy {
+			return true // Ready False: its timeout may have passed
+		}
 		return !m.lastHeartbeat.IsZero() && now.Sub(m.lastHeartbeat) > staleAfter
 	case wire.PhasePending, wire.PhaseProvisioning:
 		return now.Sub(m.rec.Created) > staleAfter

@@ -183,6 +183,9 @@ func (m *machine) observed() planner.ObservedMachine {
 		Reason: r.Reason}
 	if r.Health != nil && !r.Health.Healthy {
 		o.Healthy = false // its heartbeats stopped: not ready, even unchecked
+		if r.Health.Reason == ReasonNodeUnhealthy {
+			o.UnhealthySince = r.Health.Since
+		}
 	}
 	return o
 }

@@ -68,7 +68,7 @@ type Object struct {
 	Source v1alpha1.Source
 	// Value points at the decoded typed object (*v1alpha1.Cluster, ...).
 	Value any
-	// Lines maps a dotted field path (spec.topology.class, list elements as
+	// Lines maps a dotted field path (spec.topology.classRef.name, list elements as
 	// spec.topology.workers.machineDeployments[0].name) to the line and
 	// column where it is written, for errors found after parsing.
 	Lines map[string]Pos

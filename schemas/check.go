@@ -173,11 +173,18 @@ func notFound(what, name, where string, known []string) string {
 	return msg + "; known: " + strings.Join(known, ", ")
 }
 
-// checkHeartbeats: a health check with unhealthyTimeout must not select
-// machines of a provider that sends no heartbeats; they would be found
-// unhealthy once the timeout passed, and replaced over and over.
+// checkHeartbeats: a health check with the condition Ready Unknown (no
+// heartbeat) must not select machines of a provider that sends no
+// heartbeats; they would be found unhealthy once the timeout passed, and
+// replaced over and over.
 func (c *checker) checkHeartbeats(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHealthCheck) {
-	if hc.Spec.UnhealthyTimeout.Duration <= 0 {
+	cond := -1
+	for i, u := range hc.Spec.Checks.UnhealthyNodeConditions {
+		if u.Type == v1alpha1.ConditionReady && u.Status == v1alpha1.ConditionUnknown {
+			cond = i
+		}
+	}
+	if cond < 0 {
 		return
 	}
 	cl := fleet.Cluster(hc.Spec.ClusterName)
@@ -190,7 +197,7 @@ func (c *checker) checkHeartbeats(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHea
 		labels         map[string]string
 	}
 	var pools []pool
-	if class := fleet.Class(cl.Spec.Topology.Class); class != nil {
+	if class := fleet.Class(cl.Spec.Topology.ClassRef.Name); class != nil {
 		pools = append(pools, pool{"the control plane", class.Spec.ControlPlane.MachineTemplate.Provider,
 			map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelControlPlane: "true"}})
 		for _, md := range cl.Spec.Topology.Workers.MachineDeployments {
@@ -210,9 +217,9 @@ func (c *checker) checkHeartbeats(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHea
 	}
 	for _, p := range pools {
 		if silent[p.provider] && hc.Spec.Selector.Matches(p.labels) {
-			c.errorAt(c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name), "spec.unhealthyTimeout",
-				"selects machines of %s of cluster %s, made by provider %s, which sends no heartbeats: they would be found unhealthy after %s and replaced over and over; remove unhealthyTimeout, or narrow the selector to machines that send heartbeats",
-				p.name, cl.Metadata.Name, p.provider, hc.Spec.UnhealthyTimeout.Duration)
+			c.errorAt(c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name), fmt.Sprintf("spec.checks.unhealthyNodeConditions[%d]", cond),
+				"selects machines of %s of cluster %s, made by provider %s, which sends no heartbeats: their Ready condition would turn Unknown after %ds and they would be replaced over and over; remove the Ready Unknown condition, or narrow the selector to machines that send heartbeats",
+				p.name, cl.Metadata.Name, p.provider, hc.Spec.Checks.UnhealthyNodeConditions[cond].TimeoutSeconds)
 			return
 		}
 	}

@@ -45,7 +45,7 @@ spec:
 metadata: {name: a, labels: {env: prod, team: x}}
 spec:
   topology:
-    class: c
+    classRef: {name: c}
     controlPlane: {replicas: 1}
 `)})
 	if len(errs) > 0 {
@@ -110,7 +110,7 @@ spec:
 metadata: {name: ` + name + `}
 spec:
   topology:
-    class: c
+    classRef: {name: c}
     workers: {machineDeployments: [{class: w, name: md}]}
     variables: [{name: failures, value: ` + failures + `}]
 `)})
@@ -152,7 +152,7 @@ spec:
 metadata: {name: c%d}
 spec:
   topology:
-    class: c
+    classRef: {name: c}
     controlPlane: {replicas: 1}
     variables:
       - {name: n, value: %s}

@@ -28,8 +28,11 @@ func TestParseFileMultiDocumentAnchorsAndComments(t *testing.T) {
 metadata: {name: a}
 spec: &common
   clusterName: dev-1   # trailing comment
-  nodeStartupTimeout: 10m
-  maxUnhealthy: 40%
+  checks:
+    nodeStartupTimeoutSeconds: 600
+  remediation:
+    triggerIf:
+      unhealthyLessThanOrEqualTo: 40%
 ---
 ---
 # an empty document above is skipped
@@ -47,14 +50,14 @@ spec:
 		t.Fatalf("got %d objects, want 2", len(objs))
 	}
 	b := objs[1].Value.(*v1alpha1.MachineHealthCheck)
-	if b.Spec.ClusterName != "prod-1" || b.Spec.NodeStartupTimeout.Minutes() != 10 || b.Spec.MaxUnhealthy.String() != "40%" {
+	if b.Spec.ClusterName != "prod-1" || *b.Spec.Checks.NodeStartupTimeoutSeconds != 600 || b.Spec.Remediation.TriggerIf.UnhealthyLessThanOrEqualTo.String() != "40%" {
 		t.Errorf("merged spec = %+v", b.Spec)
 	}
-	if objs[1].Source != (v1alpha1.Source{Path: "hc.yaml", Line: 12}) {
-		t.Errorf("second document source = %v, want hc.yaml:12", objs[1].Source)
+	if objs[1].Source != (v1alpha1.Source{Path: "hc.yaml", Line: 15}) {
+		t.Errorf("second document source = %v, want hc.yaml:15", objs[1].Source)
 	}
-	if got := objs[0].Lines["spec.nodeStartupTimeout"]; got != (Pos{7, 3}) {
-		t.Errorf("Lines[spec.nodeStartupTimeout] = %v, want 7:3", got)
+	if got := objs[0].Lines["spec.checks.nodeStartupTimeoutSeconds"]; got != (Pos{8, 5}) {
+		t.Errorf("Lines[spec.checks.nodeStartupTimeoutSeconds] = %v, want 8:5", got)
 	}
 }
 
@@ -74,11 +77,19 @@ func TestParseFileErrors(t *testing.T) {
 		}},
 		{"no apiVersion", "kind: Cluster\nmetadata: {name: a}\n", []string{"f.yaml:1:1: document has no apiVersion: add apiVersion: gitfleet.io/v1alpha1"}},
 		{"kind not a string", header + "kind: [Cluster]\n", []string{`f.yaml:2:1: kind: unknown kind a list; gitfleet reads ClusterClass, Cluster, MachineDeployment, MachineHealthCheck, FleetConfig`}},
-		{"every error of a document", header + "kind: MachineHealthCheck\nmetadata: {name: A}\nspec:\n  clusterName: x\n  unhealthyTimeout: soon\n  maxUnhealthy: -1\n  extra: 1\n", []string{
+		{"every error of a document", header + "kind: MachineHealthCheck\nmetadata: {name: A}\nspec:\n  clusterName: x\n  checks: {nodeStartupTimeoutSeconds: soon}\n  remediation: {triggerIf: {unhealthyLessThanOrEqualTo: -1}}\n  extra: 1\n", []string{
 			`f.yaml:3:12: metadata.name: "A" is not a DNS-1123 name: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters`,
-			`f.yaml:6:3: spec.unhealthyTimeout: "soon" is not a duration like "10m" or "90s"`,
-			`f.yaml:7:3: spec.maxUnhealthy: -1 is neither a count nor a percentage like "40%"`,
-			`f.yaml:8:3: spec.extra: unknown field "extra"; allowed here: clusterName, maxUnhealthy, nodeStartupTimeout, selector, unhealthyTimeout`,
+			`f.yaml:6:12: spec.checks.nodeStartupTimeoutSeconds: "soon" is not a number of seconds like 600 (10 minutes; 0 turns the check off)`,
+			`f.yaml:7:29: spec.remediation.triggerIf.unhealthyLessThanOrEqualTo: -1 is neither a count nor a percentage like "40%"`,
+			`f.yaml:8:3: spec.extra: unknown field "extra"; allowed here: checks, clusterName, remediation, selector`,
+		}},
+		{"node conditions", header + "kind: MachineHealthCheck\nmetadata: {name: a}\nspec:\n  clusterName: x\n  checks:\n    unhealthyNodeConditions:\n      - {type: Ready, status: False, timeoutSeconds: 60}\n      - {type: MemoryPressure, status: Unknown, timeoutSeconds: 60}\n", []string{
+			`f.yaml:8:23: spec.checks.unhealthyNodeConditions[0].status: False is not a status of the Ready condition gitfleet checks: use Unknown (no heartbeat) or "False" (the machine says it is not healthy), quoted`,
+			`f.yaml:9:10: spec.checks.unhealthyNodeConditions[1].type: "MemoryPressure" is not a condition gitfleet's machines report: use Ready (status Unknown: heartbeats stopped; False: the machine says it is not healthy)`,
+		}},
+		{"Cluster API v1beta1 names", header + "kind: MachineHealthCheck\nmetadata: {name: a}\nspec:\n  clusterName: x\n  nodeStartupTimeout: 10m\n  maxUnhealthy: 40%\n", []string{
+			`f.yaml:6:3: spec.nodeStartupTimeout: unknown field "nodeStartupTimeout": Cluster API v1beta2 and gitfleet write spec.checks.nodeStartupTimeoutSeconds, a number of seconds (10m is 600)`,
+			`f.yaml:7:3: spec.maxUnhealthy: unknown field "maxUnhealthy": Cluster API v1beta2 and gitfleet write spec.remediation.triggerIf.unhealthyLessThanOrEqualTo`,
 		}},
 		{"required field", header + "kind: MachineHealthCheck\nmetadata: {name: a}\nspec: {}\n", []string{"f.yaml:4:1: spec.clusterName: is required"}},
 		{"missing spec and metadata", header + "kind: MachineDeployment\n", []string{"f.yaml:1:1: metadata: is required", "f.yaml:1:1: spec: is required"}},

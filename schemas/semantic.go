@@ -22,7 +22,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 		for i, md := range o.Spec.Workers.MachineDeployments {
 			p := fmt.Sprintf("spec.workers.machineDeployments[%d]", i)
 			checkTemplate(add, p+".template", md.Template)
-			checkStrategy(add, p+".strategy", md.Strategy)
+			checkStrategy(add, p+".rollout.strategy", v1alpha1.StrategyOf(md.Rollout))
 		}
 		checkRollout(add, o.Spec.Rollout)
 		checkVersions(add, o.Spec.Version, o.Spec.KubernetesVersions)
@@ -33,19 +33,19 @@ func semanticChecks(path string, d *doc, value any) []Error {
 		checkNetwork(add, o.Spec.ClusterNetwork)
 		checkMachineNames(add, "metadata.name", o.Metadata.Name, controlPlanePool)
 		for i, md := range o.Spec.Topology.Workers.MachineDeployments {
-			checkStrategy(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].strategy", i), md.Strategy)
+			checkStrategy(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].rollout.strategy", i), v1alpha1.StrategyOf(md.Rollout))
 			checkMachineNames(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].name", i), o.Metadata.Name, md.Name)
 		}
 	case *v1alpha1.MachineDeployment:
 		checkTemplate(add, "spec.template", o.Spec.Template)
-		checkStrategy(add, "spec.strategy", o.Spec.Strategy)
+		checkStrategy(add, "spec.rollout.strategy", v1alpha1.StrategyOf(o.Spec.Rollout))
 		if strings.Contains(o.Metadata.Name, ".") {
 			add("metadata.name", "%q has a dot: a MachineDeployment's name goes into machine names, NATS subjects and file names; use lowercase letters, digits and '-'", o.Metadata.Name)
 		} else {
 			checkMachineNames(add, "metadata.name", o.Spec.ClusterName, o.Metadata.Name)
 		}
 	case *v1alpha1.MachineHealthCheck:
-		checkPercent(add, "spec.maxUnhealthy", o.Spec.MaxUnhealthy)
+		checkHealthRules(add, "spec", o.Spec.HealthRules)
 	}
 	return errs
 }
@@ -193,6 +193,30 @@ func checkNetwork(add addFunc, n *v1alpha1.ClusterNetwork) {
 			if a.prefix.Overlaps(b.prefix) {
 				add(a.field, "%s overlaps %s (%s): pod and service ranges must not overlap; choose another range", a.prefix, b.prefix, b.field)
 			}
+		}
+	}
+}
+
+// checkHealthRules: the conditions are ones gitfleet's machines report, and
+// the remediation bounds parse. field is where the rules are written
+// ("spec" in a MachineHealthCheck, "...healthCheck" in a topology or class).
+func checkHealthRules(add addFunc, field string, h v1alpha1.HealthRules) {
+	seen := map[string]bool{}
+	for i, c := range h.Checks.UnhealthyNodeConditions {
+		p := fmt.Sprintf("%s.checks.unhealthyNodeConditions[%d]", field, i)
+		if c.Type != v1alpha1.ConditionReady {
+			add(p+".type", "%q is not a condition gitfleet's machines report: use Ready (status Unknown: heartbeats stopped; False: the machine says it is not healthy)", c.Type)
+			continue
+		}
+		if seen[c.Status] {
+			add(p+".status", "Ready %s is listed twice: keep one", c.Status)
+		}
+		seen[c.Status] = true
+	}
+	if t := h.Remediation.TriggerIf; t != nil {
+		checkPercent(add, field+".remediation.triggerIf.unhealthyLessThanOrEqualTo", t.UnhealthyLessThanOrEqualTo)
+		if _, _, ok := t.Range(); t.UnhealthyInRange != "" && !ok {
+			add(field+".remediation.triggerIf.unhealthyInRange", "%q is not a range like \"[3-5]\": write [min-max] with min <= max", t.UnhealthyInRange)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -86,7 +87,9 @@ func (s *shapes) unknownFields(kind string, value any, d *doc, path string) []Er
 	var errs []Error
 	s.walk(s.kinds[kind], value, "", func(field, key string, allowed *shape) {
 		msg := fmt.Sprintf("unknown field %q", key)
-		if sug := suggest(key, keys(allowed.fields)); sug != "" {
+		if hint, ok := renamedFields[kind+" "+listIndex.ReplaceAllString(field, "[]")]; ok {
+			msg += ": " + hint
+		} else if sug := suggest(key, keys(allowed.fields)); sug != "" {
 			msg += fmt.Sprintf("; did you mean %q?", sug)
 		} else if len(allowed.fields) > 0 {
 			msg += "; allowed here: " + strings.Join(keys(allowed.fields), ", ")
@@ -95,6 +98,29 @@ func (s *shapes) unknownFields(kind string, value any, d *doc, path string) []Er
 	})
 	return errs
 }
+
+// renamedFields names the gitfleet field for a field written as Cluster API
+// v1beta1 (or an earlier gitfleet) wrote it, keyed by kind and field path
+// with list indexes as []. docs/fleet-api.md has the whole table.
+var renamedFields = map[string]string{
+	"Cluster spec.topology.class": "Cluster API v1beta2 and gitfleet write topology.classRef.name: " +
+		"replace class: NAME with classRef: {name: NAME}",
+	"Cluster spec.topology.workers.machineDeployments[].strategy": "Cluster API v1beta2 and gitfleet write rollout.strategy: " +
+		"move strategy under rollout:",
+	"ClusterClass spec.workers.machineDeployments[].strategy": "Cluster API v1beta2 and gitfleet write rollout.strategy: " +
+		"move strategy under rollout:",
+	"MachineDeployment spec.strategy": "Cluster API v1beta2 and gitfleet write spec.rollout.strategy: move strategy under rollout:",
+	"MachineHealthCheck spec.nodeStartupTimeout": "Cluster API v1beta2 and gitfleet write spec.checks.nodeStartupTimeoutSeconds, " +
+		"a number of seconds (10m is 600)",
+	"MachineHealthCheck spec.unhealthyConditions": "Cluster API v1beta2 and gitfleet write spec.checks.unhealthyNodeConditions, " +
+		"each with type, status and timeoutSeconds",
+	"MachineHealthCheck spec.unhealthyTimeout": "gitfleet now writes a missed heartbeat as Cluster API v1beta2 does: " +
+		"spec.checks.unhealthyNodeConditions: [{type: Ready, status: Unknown, timeoutSeconds: N}]",
+	"MachineHealthCheck spec.maxUnhealthy":   "Cluster API v1beta2 and gitfleet write spec.remediation.triggerIf.unhealthyLessThanOrEqualTo",
+	"MachineHealthCheck spec.unhealthyRange": "Cluster API v1beta2 and gitfleet write spec.remediation.triggerIf.unhealthyInRange",
+}
+
+var listIndex = regexp.MustCompile(`\[[0-9]+\]`)
 
 func (s *shapes) walk(sh *shape, value any, p string, report func(field, key string, allowed *shape)) {
 	if sh == nil {

@@ -58,9 +58,9 @@ func (c *checker) checkClass(cl *v1alpha1.ClusterClass) {
 // checkCluster checks a cluster against its class.
 func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 	o := c.objectOf(v1alpha1.KindCluster, cl.Metadata.Name)
-	classObj := c.objectOf(v1alpha1.KindClusterClass, cl.Spec.Topology.Class)
+	classObj := c.objectOf(v1alpha1.KindClusterClass, cl.Spec.Topology.ClassRef.Name)
 	if classObj == nil {
-		c.errorAt(o, "spec.topology.class", "%s", notFound("ClusterClass", cl.Spec.Topology.Class, "", keys(c.byKind[v1alpha1.KindClusterClass])))
+		c.errorAt(o, "spec.topology.classRef.name", "%s", notFound("ClusterClass", cl.Spec.Topology.ClassRef.Name, "", keys(c.byKind[v1alpha1.KindClusterClass])))
 		return
 	}
 	if classObj.Invalid {

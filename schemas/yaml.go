@@ -266,7 +266,7 @@ func joinField(p, key string) string {
 	return p + "." + key
 }
 
-// interned holds field paths shared by many documents (spec.topology.class),
+// interned holds field paths shared by many documents (spec.topology.classRef.name),
 // keyed by parent path and key or index, so 10,000 clusters' Lines maps
 // share one copy of each path and a hit builds no string.
 var (

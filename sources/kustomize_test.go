@@ -96,7 +96,7 @@ func TestValidateRevAndDir(t *testing.T) {
 	work := kustomizeRepo(t)
 	tagged := work.Head()
 	work.Git("tag", "good")
-	work.Commit("break a cluster", map[string]string{"base/cluster.yaml": strings.Replace(cluster("edge"), "class: standard", "class: missing", 1)})
+	work.Commit("break a cluster", map[string]string{"base/cluster.yaml": strings.Replace(cluster("edge"), "name: standard", "name: missing", 1)})
 
 	fleet, errs, err := sources.ValidateRev(ctx, work.Dir, "good", sources.ValidateOptions{})
 	if err != nil || len(errs) != 0 || len(fleet.Clusters) != 2 {

@@ -19,7 +19,7 @@ metadata:
   name: %s
 spec:
   topology:
-    class: standard
+    classRef: {name: standard}
     version: v1.30.2
 `
 

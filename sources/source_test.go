@@ -69,7 +69,7 @@ func TestLocalCommitIsSeenAndBrokenOneRejected(t *testing.T) {
 		t.Fatalf("after a commit: revision %s (err %v), want %s", rev.Commit, rev.Err, second)
 	}
 
-	broken := work.Commit("break c", map[string]string{"clusters/c.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: c\nspec:\n  topology:\n    class: standard\n    version: 1.30\n"})
+	broken := work.Commit("break c", map[string]string{"clusters/c.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: c\nspec:\n  topology:\n    classRef: {name: standard}\n    version: 1.30\n"})
 	rev := next(t, s, 5*time.Second)
 	if rev.Commit != broken || !errors.Is(rev.Err, sources.ErrInvalid) {
 		t.Fatalf("broken commit: revision %s err %v, want rejected %s", rev.Commit, rev.Err, broken)
@@ -366,7 +366,7 @@ func TestFollowStartsFromTheNewest(t *testing.T) {
 	work.Commit("b", map[string]string{"clusters/b.yaml": cluster("b")})
 	good := work.Commit("c", map[string]string{"clusters/c.yaml": cluster("c")})
 	wait(good)
-	bad := work.Commit("break d", map[string]string{"clusters/d.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: d\nspec:\n  topology:\n    class: nope\n"})
+	bad := work.Commit("break d", map[string]string{"clusters/d.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: d\nspec:\n  topology:\n    classRef: {name: nope}\n"})
 	wait(bad)
 
 	ctx, cancel := context.WithCancel(t.Context())

@@ -231,7 +231,7 @@ func TestDescribeHaltedRollout(t *testing.T) {
 	halted := statusEpoch.Add(2*time.Hour + 13*time.Minute)
 	c.Conditions = []status.Condition{
 		{Type: status.ConditionReady, Status: status.ConditionFalse, Reason: "RolloutHalted", Message: "rollout of class standard 9ce7da3c89 halted: 1 of 1 clusters failed in wave dev (maxFailures 0)", LastTransitionTime: halted},
-		{Type: "RemediationBlocked", Status: status.ConditionTrue, Reason: "RemediationBlocked", Message: "1 of 2 workers unhealthy, more than maxUnhealthy 40%", LastTransitionTime: halted},
+		{Type: "RemediationBlocked", Status: status.ConditionTrue, Reason: "RemediationBlocked", Message: "1 of 2 workers unhealthy, more than triggerIf.unhealthyLessThanOrEqualTo 40%", LastTransitionTime: halted},
 		{Type: "RolloutHalted", Status: status.ConditionTrue, Reason: "RolloutHalted", Message: "rollout of class standard 9ce7da3c89 halted: 1 of 1 clusters failed in wave dev (maxFailures 0)", LastTransitionTime: halted},
 	}
 	c.Rollout = &status.Rollout{ClassRevision: "9ce7da3c89", Wave: "dev", State: "Failed", Reason: "machine dev-1-md-0-r2d9z failed: image not found"}
@@ -242,7 +242,7 @@ func TestDescribeHaltedRollout(t *testing.T) {
 	golden(t, "describe/halted.txt", regexp.MustCompile(`Status: [0-9a-f]{7} `).ReplaceAllString(stdout, "Status: STATUS "))
 	for _, want := range []string{
 		"RolloutHalted: rollout of class standard 9ce7da3c89 halted: 1 of 1 clusters failed in wave dev (maxFailures 0) (17m)",
-		"RemediationBlocked: 1 of 2 workers unhealthy, more than maxUnhealthy 40% (17m)",
+		"RemediationBlocked: 1 of 2 workers unhealthy, more than triggerIf.unhealthyLessThanOrEqualTo 40% (17m)",
 		"Failed (!)", "CreateFailed: image not found",
 		"rollout: Failed on class revision 9ce7da3c89 (machine dev-1-md-0-r2d9z failed: image not found)",
 	} {

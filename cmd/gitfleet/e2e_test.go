@@ -36,7 +36,7 @@ func TestEndToEnd(t *testing.T) {
 		return strings.ReplaceAll(s, "        memory: 2Gi\n", "        memory: 2Gi\n        heartbeatInterval: 300ms\n")
 	})
 	e.edit("clusters/prod-1.yaml", func(s string) string {
-		return strings.Replace(s, "unhealthyTimeout: 30s", "unhealthyTimeout: 3s", 1)
+		return strings.Replace(s, "timeoutSeconds: 30", "timeoutSeconds: 3", 1)
 	})
 	e.commit("Ada Lovelace", "test settings: fast heartbeats")
 

@@ -126,7 +126,7 @@ func remediated(c status.ClusterStatus) status.ClusterStatus {
 	}
 	slices.SortFunc(c.Machines, func(a, b status.MachineStatus) int { return strings.Compare(a.Name, b.Name) })
 	c.Deleted = append(c.Deleted, status.DeletedMachine{Name: "dev-1-md-0-r2d9z",
-		Cause: "remediate: no heartbeat for 40s (unhealthyTimeout 30s, dev-1-workers)", Deleted: at("11:45")})
+		Cause: "remediate: no heartbeat for 40s (Ready Unknown, timeoutSeconds 30, dev-1-workers)", Deleted: at("11:45")})
 	return c
 }
 
@@ -199,7 +199,7 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 	o4 := status.Origin{SourceCommit: c4, PlanID: "plan-4"}
 	step("11:40", o4, sick)
 	// Its health check remediates it: deleted, and replaced.
-	const why = "remediate: no heartbeat for 40s (unhealthyTimeout 30s, dev-1-workers)"
+	const why = "remediate: no heartbeat for 40s (Ready Unknown, timeoutSeconds 30, dev-1-workers)"
 	sick.Machines[2].Phase, sick.Machines[2].Cause = "Deleting", why
 	repl := machine("dev-1", "md-0", "k9m2x", "Provisioning", "v1.31.2", at("11:41"))
 	repl.Cause = "md-0 has 3 of 4 machines"

@@ -78,7 +78,7 @@ metadata:
   labels: {tier: %s}
 spec:
   topology:
-    class: %s
+    classRef: {name: %s}
     workers:
       machineDeployments:
         - class: worker

@@ -48,8 +48,8 @@ func TestValidateRevAndPlannerRules(t *testing.T) {
 		t.Fatalf("working tree of main: exit %d\n%s", code, out)
 	}
 	code, out := validate("--rev", "broken")
-	if code != 1 || !strings.Contains(out, "clusters/dev-1.yaml:22:") || !strings.Contains(out, "replicas") {
-		t.Fatalf("validate --rev broken: exit %d, want 1 naming clusters/dev-1.yaml:22\n%s", code, out)
+	if code != 1 || !strings.Contains(out, "clusters/dev-1.yaml:23:") || !strings.Contains(out, "replicas") {
+		t.Fatalf("validate --rev broken: exit %d, want 1 naming clusters/dev-1.yaml:23\n%s", code, out)
 	}
 	if code, out := validate("--rev", "main"); code != 0 {
 		t.Fatalf("validate --rev main: exit %d\n%s", code, out)

@@ -86,7 +86,7 @@ func TestValidateJSON(t *testing.T) {
 	if code, _, stderr := runCmd(t, "init", dir); code != 0 {
 		t.Fatal(stderr)
 	}
-	bad := "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata: {name: x}\nspec:\n  topology: {class: nope}\n"
+	bad := "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata: {name: x}\nspec:\n  topology: {classRef: {name: nope}}\n"
 	if err := os.WriteFile(filepath.Join(dir, "clusters", "x.yaml"), []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestValidateJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, stdout)
 	}
-	if out.OK || len(out.Errors) != 1 || out.Errors[0].Path != "clusters/x.yaml" || out.Errors[0].Line != 5 || out.Errors[0].Field != "spec.topology.class" {
+	if out.OK || len(out.Errors) != 1 || out.Errors[0].Path != "clusters/x.yaml" || out.Errors[0].Line != 5 || out.Errors[0].Field != "spec.topology.classRef.name" {
 		t.Errorf("json = %+v", out)
 	}
 }

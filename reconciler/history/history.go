@@ -308,7 +308,7 @@ func rejectedFor(rev *sources.Revision, last *v1alpha1.Fleet, cluster string) []
 	if cluster != "" && last != nil {
 		if c := last.Cluster(cluster); c != nil {
 			files = append(files, c.Source.Path)
-			if cc := last.Class(c.Spec.Topology.Class); cc != nil {
+			if cc := last.Class(c.Spec.Topology.ClassRef.Name); cc != nil {
 				files = append(files, cc.Source.Path)
 			}
 		}

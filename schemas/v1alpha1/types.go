@@ -133,9 +133,9 @@ type WorkersClass struct {
 
 // MachineDeploymentClass is one kind of worker pool.
 type MachineDeploymentClass struct {
-	Class    string                     `json:"class"`
-	Template MachineTemplate            `json:"template"`
-	Strategy *MachineDeploymentStrategy `json:"strategy,omitempty"`
+	Class    string          `json:"class"`
+	Template MachineTemplate `json:"template"`
+	Rollout  *MachineRollout `json:"rollout,omitempty"`
 }
 
 // ClassVariable is a variable clusters of the class set (or default).
@@ -274,11 +274,17 @@ type NetworkRanges struct {
 
 // Topology instantiates a ClusterClass.
 type Topology struct {
-	Class        string               `json:"class"`
+	ClassRef     ClassRef             `json:"classRef"`
 	Version      string               `json:"version,omitempty"`
 	ControlPlane ControlPlaneTopology `json:"controlPlane,omitzero"`
 	Workers      WorkersTopology      `json:"workers,omitzero"`
 	Variables    []ClusterVariable    `json:"variables,omitempty"`
+}
+
+// ClassRef names the ClusterClass of a topology (Cluster API v1beta2's
+// topology.classRef; gitfleet has no namespaces).
+type ClassRef struct {
+	Name string `json:"name"`
 }
 
 // ControlPlaneTopology sizes the control plane.
@@ -294,11 +300,11 @@ type WorkersTopology struct {
 
 // MachineDeploymentTopology is one worker pool of a cluster, of a class.
 type MachineDeploymentTopology struct {
-	Class         string                     `json:"class"`
-	Name          string                     `json:"name"`
-	Replicas      *int                       `json:"replicas,omitempty"`
-	FailureDomain string                     `json:"failureDomain,omitempty"`
-	Strategy      *MachineDeploymentStrategy `json:"strategy,omitempty"`
+	Class         string          `json:"class"`
+	Name          string          `json:"name"`
+	Replicas      *int            `json:"replicas,omitempty"`
+	FailureDomain string          `json:"failureDomain,omitempty"`
+	Rollout       *MachineRollout `json:"rollout,omitempty"`
 }
 
 // ClusterVariable sets a class variable for one cluster.
@@ -317,12 +323,26 @@ type MachineDeployment struct {
 
 // MachineDeploymentSpec is a standalone pool's size, version and template.
 type MachineDeploymentSpec struct {
-	ClusterName   string                     `json:"clusterName"`
-	Replicas      *int                       `json:"replicas,omitempty"`
-	Version       string                     `json:"version,omitempty"`
-	FailureDomain string                     `json:"failureDomain,omitempty"`
-	Template      MachineTemplate            `json:"template"`
-	Strategy      *MachineDeploymentStrategy `json:"strategy,omitempty"`
+	ClusterName   string          `json:"clusterName"`
+	Replicas      *int            `json:"replicas,omitempty"`
+	Version       string          `json:"version,omitempty"`
+	FailureDomain string          `json:"failureDomain,omitempty"`
+	Template      MachineTemplate `json:"template"`
+	Rollout       *MachineRollout `json:"rollout,omitempty"`
+}
+
+// MachineRollout is how a pool's machines are replaced (Cluster API
+// v1beta2's rollout of a MachineDeployment).
+type MachineRollout struct {
+	Strategy *MachineDeploymentStrategy `json:"strategy,omitempty"`
+}
+
+// StrategyOf returns r's strategy, or nil when r or its strategy is unset.
+func StrategyOf(r *MachineRollout) *MachineDeploymentStrategy {
+	if r == nil {
+		return nil
+	}
+	return r.Strategy
 }
 
 // MachineDeploymentStrategy is how machines are replaced.
@@ -346,19 +366,80 @@ type MachineHealthCheck struct {
 	Source   Source                 `json:"-"`
 }
 
-// MachineHealthCheckSpec selects machines and sets the health rules.
+// MachineHealthCheckSpec selects machines and sets the health rules, in
+// Cluster API v1beta2's shape.
 type MachineHealthCheckSpec struct {
 	ClusterName string        `json:"clusterName"`
 	Selector    LabelSelector `json:"selector,omitzero"`
-	// NodeStartupTimeout: a machine not Running this long after creation is
-	// unhealthy.
-	NodeStartupTimeout Duration `json:"nodeStartupTimeout,omitzero"`
-	// UnhealthyTimeout: a machine whose last heartbeat is older than this is
-	// unhealthy.
-	UnhealthyTimeout Duration `json:"unhealthyTimeout,omitzero"`
-	// MaxUnhealthy stops remediation when more machines than this are
-	// unhealthy at once.
-	MaxUnhealthy *IntOrPercent `json:"maxUnhealthy,omitempty"`
+	HealthRules `json:",inline"`
+}
+
+// HealthRules are the checks and the remediation of a MachineHealthCheck.
+type HealthRules struct {
+	Checks      HealthChecks      `json:"checks,omitzero"`
+	Remediation HealthRemediation `json:"remediation,omitzero"`
+}
+
+// HealthChecks say when a machine is unhealthy.
+type HealthChecks struct {
+	// NodeStartupTimeoutSeconds: a machine not Running this long after
+	// creation is unhealthy. Unset: 600; 0 turns the check off.
+	NodeStartupTimeoutSeconds *int `json:"nodeStartupTimeoutSeconds,omitempty"`
+	// UnhealthyNodeConditions: a machine whose Ready condition has had the
+	// status for timeoutSeconds is unhealthy. Ready is Unknown when the
+	// machine's heartbeats stopped, False when its heartbeats say it is not
+	// healthy.
+	UnhealthyNodeConditions []UnhealthyNodeCondition `json:"unhealthyNodeConditions,omitempty"`
+}
+
+// UnhealthyNodeCondition is one node condition that makes a machine
+// unhealthy once it has held for TimeoutSeconds.
+type UnhealthyNodeCondition struct {
+	Type           string `json:"type"`   // Ready
+	Status         string `json:"status"` // Unknown or False
+	TimeoutSeconds int    `json:"timeoutSeconds"`
+}
+
+// Node condition type and statuses gitfleet's machines report.
+const (
+	ConditionReady       = "Ready"
+	ConditionStatusFalse = "False"
+	ConditionUnknown     = "Unknown"
+)
+
+// HealthRemediation says when unhealthy machines are replaced.
+type HealthRemediation struct {
+	TriggerIf *RemediationTrigger `json:"triggerIf,omitempty"`
+}
+
+// RemediationTrigger allows remediation only while the count of unhealthy
+// machines is at most UnhealthyLessThanOrEqualTo, or within
+// UnhealthyInRange ("[3-5]"), which takes precedence.
+type RemediationTrigger struct {
+	UnhealthyLessThanOrEqualTo *IntOrPercent `json:"unhealthyLessThanOrEqualTo,omitempty"`
+	UnhealthyInRange           string        `json:"unhealthyInRange,omitempty"`
+}
+
+// Range parses UnhealthyInRange: "[3-5]" is 3, 5; ok is false when it is
+// unset or malformed.
+func (t *RemediationTrigger) Range() (lo, hi int, ok bool) {
+	if t == nil || t.UnhealthyInRange == "" {
+		return 0, 0, false
+	}
+	s := t.UnhealthyInRange
+	if len(s) < 5 || s[0] != '[' || s[len(s)-1] != ']' {
+		return 0, 0, false
+	}
+	a, b, found := strings.Cut(s[1:len(s)-1], "-")
+	if !found {
+		return 0, 0, false
+	}
+	lo, err1 := strconv.Atoi(a)
+	hi, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || lo < 0 || hi < lo {
+		return 0, 0, false
+	}
+	return lo, hi, true
 }
 
 // Duration is a time.Duration written as "30s", "10m".
