@@ -133,6 +133,10 @@ type HealthCheck struct {
 	// while RangeMin <= unhealthy <= RangeMax. It takes precedence.
 	InRange            bool
 	RangeMin, RangeMax int
+	// MaxInFlight bounds the machines of a pool being deleted at once
+	// while its unhealthy machines are replaced (count or percentage of
+	// the pool's replicas); nil: no bound.
+	MaxInFlight *v1alpha1.IntOrPercent
 }
 
 // Default timeouts, as Cluster API's MachineHealthCheck.

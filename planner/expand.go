@@ -125,6 +125,10 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 	cpt := applyPatches(cc, cc.Spec.ControlPlane.MachineTemplate, true, "", vars, c.Source, &dc.Problems)
 	dc.ControlPlane = newPool(dc, "", wire.RoleControlPlane, cpReplicas, dc.Version, cpt, "",
 		Strategy{Type: v1alpha1.StrategyRollingUpdate, MaxSurge: 1}, c.Source, "spec.topology.controlPlane.replicas")
+	if h, ok := topologyHealth(dc.Name+"-"+ControlPlanePool, dc.ControlPlane.Labels, cc.Spec.ControlPlane.HealthCheck, cc.Source,
+		t.ControlPlane.HealthCheck, c.Source); ok {
+		dc.HealthChecks = append(dc.HealthChecks, h)
+	}
 
 	for i, md := range t.Workers.MachineDeployments {
 		field := fmt.Sprintf("spec.topology.workers.machineDeployments[%d]", i)
@@ -144,9 +148,40 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		}
 		s := resolveStrategy(strat, replicas)
 		tpl := applyPatches(cc, mdc.Template, false, md.Class, vars, c.Source, &dc.Problems)
-		dc.Deployments = append(dc.Deployments, newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas"))
+		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas")
+		dc.Deployments = append(dc.Deployments, pool)
+		if h, ok := topologyHealth(dc.Name+"-"+md.Name, pool.Labels, mdc.HealthCheck, cc.Source, md.HealthCheck, c.Source); ok {
+			dc.HealthChecks = append(dc.HealthChecks, h)
+		}
 	}
 	return dc
+}
+
+// topologyHealth resolves the health check of a control plane or pool
+// written in its class and cluster, as Cluster API's topology controller
+// makes a MachineHealthCheck of them: the cluster's rules when it sets
+// checks or remediation, else the class's; none when the cluster sets
+// enabled: false or neither defines one. It selects the pool's machines by
+// their labels and is named <cluster>-<pool>.
+func topologyHealth(name string, labels map[string]string, class *v1alpha1.HealthRules, classSrc v1alpha1.Source,
+	top *v1alpha1.TopologyHealthCheck, clusterSrc v1alpha1.Source) (HealthCheck, bool) {
+	if top != nil && top.Enabled != nil && !*top.Enabled {
+		return HealthCheck{}, false
+	}
+	rules, src := class, classSrc
+	if top.Overrides() {
+		rules, src = &top.HealthRules, clusterSrc
+	}
+	if rules == nil {
+		return HealthCheck{}, false
+	}
+	sel := v1alpha1.LabelSelector{MatchLabels: map[string]string{}}
+	for _, k := range []string{v1alpha1.LabelCluster, v1alpha1.LabelControlPlane, v1alpha1.LabelDeployment} {
+		if v, ok := labels[k]; ok {
+			sel.MatchLabels[k] = v
+		}
+	}
+	return healthCheck(name, src, sel, *rules), true
 }
 
 func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver string, tpl v1alpha1.MachineTemplate, fd string, s Strategy, src v1alpha1.Source, field string) Pool {
@@ -324,6 +359,7 @@ func healthCheck(name string, src v1alpha1.Source, sel v1alpha1.LabelSelector, r
 			h.NotReadyTimeout = d
 		}
 	}
+	h.MaxInFlight = rules.Remediation.MaxInFlight
 	if t := rules.Remediation.TriggerIf; t != nil {
 		h.MaxUnhealthy = t.UnhealthyLessThanOrEqualTo
 		h.RangeMin, h.RangeMax, h.InRange = t.Range()

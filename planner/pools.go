@@ -45,23 +45,33 @@ func (p *clusterPass) poolStatus(pool *Pool, ver string) PoolStatus {
 	return ps
 }
 
-// remediate deletes unhealthy workers (all at once, as a MachineSet does)
-// unless their health check's maxUnhealthy short-circuit stopped remediation;
-// unhealthy control-plane machines are left to planControlPlane.
+// remediate deletes unhealthy workers (all at once, as a MachineSet does,
+// or as many at a time as their health check's remediation.maxInFlight
+// allows) unless their health check's triggerIf short-circuit stopped
+// remediation; unhealthy control-plane machines are left to
+// planControlPlane. A pool's machine being deleted, for whatever reason,
+// counts as a remediation in flight.
 func (p *clusterPass) remediate() {
 	var live []*mstate
+	deleting := map[string]int{}
 	for _, dep := range sortedKeys(p.pools) {
 		for _, s := range p.pools[dep] {
 			if !s.deleting {
 				live = append(live, s)
+			} else {
+				deleting[dep]++
 			}
 		}
+	}
+	replicas := map[string]int{}
+	for _, d := range p.dc.Deployments {
+		replicas[d.Name] = d.Replicas
 	}
 	blocked, stopped := remediation(live, p.dc.HealthChecks)
 	for _, msg := range blocked {
 		p.cond(CondRemediationBlocked, "%s", msg)
 	}
-	n := 0
+	n, waiting := 0, 0
 	for _, s := range live {
 		if s.unhealthy == "" {
 			continue
@@ -73,11 +83,25 @@ func (p *clusterPass) remediate() {
 		if s.m.Deployment == "" {
 			continue
 		}
+		if s.hc >= 0 && !s.m.Gone() {
+			if limit := p.dc.HealthChecks[s.hc].MaxInFlight; limit != nil {
+				max := limit.Scaled(replicas[s.m.Deployment], true, 0)
+				if deleting[s.m.Deployment] >= max {
+					waiting++
+					continue
+				}
+			}
+		}
 		n++
+		deleting[s.m.Deployment]++
 		p.del(s, "remediate: "+s.unhealthy)
 	}
-	if n > 0 {
-		p.cond(CondRemediating, "replacing %d unhealthy worker machines", n)
+	if n > 0 || waiting > 0 {
+		msg := fmt.Sprintf("replacing %d unhealthy worker machines", n)
+		if waiting > 0 {
+			msg += fmt.Sprintf("; %d more wait for remediation.maxInFlight", waiting)
+		}
+		p.cond(CondRemediating, "%s", msg)
 	}
 }
 

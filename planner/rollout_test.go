@@ -124,6 +124,25 @@ func TestRolloutGolden(t *testing.T) {
 			},
 		},
 		{
+			// The class's worker health check, with maxInFlight 1: three
+			// silent machines are replaced one at a time, and no
+			// MachineHealthCheck object is written.
+			name:  "remediation-class-maxinflight",
+			base:  testFleet(classHealth(testClass("v1.30.2"), 1), testCluster("c1", 3, 5)),
+			head:  testFleet(classHealth(testClass("v1.30.2"), 1), testCluster("c1", 3, 5)),
+			setup: func(s *sim) { s.kill("md", 3); s.minRound = 10 },
+		},
+		{
+			// The cluster turns the class's health check off: the silent
+			// machine is not replaced.
+			name: "remediation-class-disabled",
+			base: testFleet(classHealth(testClass("v1.30.2"), 1), testCluster("c1", 3, 5)),
+			head: testFleet(classHealth(testClass("v1.30.2"), 1), testCluster("c1", 3, 5, func(c *v1alpha1.Cluster) {
+				c.Spec.Topology.Workers.MachineDeployments[0].HealthCheck = &v1alpha1.TopologyHealthCheck{Enabled: ptr(false)}
+			})),
+			setup: func(s *sim) { s.kill("md", 1); s.minRound = 8 },
+		},
+		{
 			name: "waves-second-fails",
 			base: wavesFleet("v1.29.4"),
 			head: wavesFleet("v1.30.2"),
@@ -179,6 +198,16 @@ func second[A, B any](_ A, b B) B { return b }
 
 func onDelete(c *v1alpha1.Cluster) {
 	c.Spec.Topology.Workers.MachineDeployments[0].Rollout = &v1alpha1.MachineRollout{Strategy: &v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.StrategyOnDelete}}
+}
+
+// classHealth gives the class's worker class a health check: Ready
+// Unknown for 30s, at most maxInFlight machines replaced at once.
+func classHealth(cc *v1alpha1.ClusterClass, maxInFlight int) *v1alpha1.ClusterClass {
+	cc.Spec.Workers.MachineDeployments[0].HealthCheck = &v1alpha1.HealthRules{
+		Checks:      v1alpha1.HealthChecks{UnhealthyNodeConditions: []v1alpha1.UnhealthyNodeCondition{{Type: "Ready", Status: "Unknown", TimeoutSeconds: 30}}},
+		Remediation: v1alpha1.HealthRemediation{MaxInFlight: v1alpha1.Int(maxInFlight)},
+	}
+	return cc
 }
 
 func inRange(f *v1alpha1.Fleet, r string) *v1alpha1.Fleet {

@@ -46,7 +46,7 @@ func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
 	}
 	for _, hc := range fleet.HealthChecks {
 		c.clusterExists(c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name), hc.Spec.ClusterName)
-		c.checkHeartbeats(fleet, hc)
+		c.checkHealthCheck(fleet, hc)
 	}
 	c.errs = append(c.errs, applyPolicies(objs, policies)...)
 	return fleet, sortErrors(c.errs)
@@ -173,11 +173,33 @@ func notFound(what, name, where string, known []string) string {
 	return msg + "; known: " + strings.Join(known, ", ")
 }
 
-// checkHeartbeats: a health check with the condition Ready Unknown (no
-// heartbeat) must not select machines of a provider that sends no
-// heartbeats; they would be found unhealthy once the timeout passed, and
-// replaced over and over.
-func (c *checker) checkHeartbeats(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHealthCheck) {
+// checkHealthCheck: a MachineHealthCheck selects at least one of its
+// cluster's pools (a selector that matches none checks nothing, silently);
+// and one with the condition Ready Unknown (no heartbeat) must not select
+// machines of a provider that sends no heartbeats: they would be found
+// unhealthy once the timeout passed, and replaced over and over.
+func (c *checker) checkHealthCheck(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHealthCheck) {
+	cl := fleet.Cluster(hc.Spec.ClusterName)
+	if cl == nil {
+		return
+	}
+	o := c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name)
+	pools, complete := poolsOf(fleet, cl)
+	var selected []machinePool
+	for _, p := range pools {
+		if hc.Spec.Selector.Matches(p.labels) {
+			selected = append(selected, p)
+		}
+	}
+	if len(selected) == 0 && complete {
+		var have []string
+		for _, p := range pools {
+			have = append(have, fmt.Sprintf("%s %s", p.name, labelText(p.labels)))
+		}
+		c.errorAt(o, "spec.selector", "selects no machine of cluster %s, so it checks nothing: its machines are labelled %s; match one of those labels",
+			cl.Metadata.Name, strings.Join(have, ", "))
+		return
+	}
 	cond := -1
 	for i, u := range hc.Spec.Checks.UnhealthyNodeConditions {
 		if u.Type == v1alpha1.ConditionReady && u.Status == v1alpha1.ConditionUnknown {
@@ -187,40 +209,61 @@ func (c *checker) checkHeartbeats(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHea
 	if cond < 0 {
 		return
 	}
-	cl := fleet.Cluster(hc.Spec.ClusterName)
-	if cl == nil {
-		return
-	}
 	silent := allowedShapes().silent
-	type pool struct {
-		name, provider string
-		labels         map[string]string
-	}
-	var pools []pool
-	if class := fleet.Class(cl.Spec.Topology.ClassRef.Name); class != nil {
-		pools = append(pools, pool{"the control plane", class.Spec.ControlPlane.MachineTemplate.Provider,
-			map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelControlPlane: "true"}})
-		for _, md := range cl.Spec.Topology.Workers.MachineDeployments {
-			for _, w := range class.Spec.Workers.MachineDeployments {
-				if w.Class == md.Class {
-					pools = append(pools, pool{"MachineDeployment " + md.Name, w.Template.Provider,
-						map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Name}})
-				}
-			}
-		}
-	}
-	for _, md := range fleet.MachineDeployments {
-		if md.Spec.ClusterName == cl.Metadata.Name {
-			pools = append(pools, pool{"MachineDeployment " + md.Metadata.Name, md.Spec.Template.Provider,
-				map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Metadata.Name}})
-		}
-	}
-	for _, p := range pools {
-		if silent[p.provider] && hc.Spec.Selector.Matches(p.labels) {
-			c.errorAt(c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name), fmt.Sprintf("spec.checks.unhealthyNodeConditions[%d]", cond),
+	for _, p := range selected {
+		if silent[p.provider] {
+			c.errorAt(o, fmt.Sprintf("spec.checks.unhealthyNodeConditions[%d]", cond),
 				"selects machines of %s of cluster %s, made by provider %s, which sends no heartbeats: their Ready condition would turn Unknown after %ds and they would be replaced over and over; remove the Ready Unknown condition, or narrow the selector to machines that send heartbeats",
 				p.name, cl.Metadata.Name, p.provider, hc.Spec.Checks.UnhealthyNodeConditions[cond].TimeoutSeconds)
 			return
 		}
 	}
+}
+
+// machinePool is a cluster's control plane or worker pool as a health
+// check's selector sees it: the labels every machine of it carries.
+type machinePool struct {
+	name, provider string
+	labels         map[string]string
+}
+
+// poolsOf lists cl's pools: its class's control plane and topology
+// workers, and its standalone MachineDeployments. complete is false when
+// a pool is missing because its class or worker class is not found (an
+// error of its own).
+func poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []machinePool, complete bool) {
+	complete = true
+	if class := fleet.Class(cl.Spec.Topology.ClassRef.Name); class == nil {
+		complete = false
+	} else {
+		pools = append(pools, machinePool{"the control plane", class.Spec.ControlPlane.MachineTemplate.Provider,
+			map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelControlPlane: "true"}})
+		for _, md := range cl.Spec.Topology.Workers.MachineDeployments {
+			if w := classWorker(class, md.Class); w != nil {
+				pools = append(pools, machinePool{"MachineDeployment " + md.Name, w.Template.Provider,
+					map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Name}})
+			} else {
+				complete = false
+			}
+		}
+	}
+	for _, md := range fleet.MachineDeployments {
+		if md.Spec.ClusterName == cl.Metadata.Name {
+			pools = append(pools, machinePool{"MachineDeployment " + md.Metadata.Name, md.Spec.Template.Provider,
+				map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Metadata.Name}})
+		}
+	}
+	return pools, complete
+}
+
+// labelText writes labels as {k: v, ...}, sorted, leaving out the cluster
+// label every machine of the cluster has.
+func labelText(labels map[string]string) string {
+	var parts []string
+	for _, k := range keys(labels) {
+		if k != v1alpha1.LabelCluster {
+			parts = append(parts, fmt.Sprintf("%s: %s", k, labels[k]))
+		}
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }

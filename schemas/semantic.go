@@ -19,10 +19,18 @@ func semanticChecks(path string, d *doc, value any) []Error {
 	switch o := value.(type) {
 	case *v1alpha1.ClusterClass:
 		checkTemplate(add, "spec.controlPlane.machineTemplate", o.Spec.ControlPlane.MachineTemplate)
+		if h := o.Spec.ControlPlane.HealthCheck; h != nil {
+			checkHealthRules(add, "spec.controlPlane.healthCheck", *h)
+			checkSilent(add, "spec.controlPlane.healthCheck", "the control plane", o.Spec.ControlPlane.MachineTemplate.Provider, h)
+		}
 		for i, md := range o.Spec.Workers.MachineDeployments {
 			p := fmt.Sprintf("spec.workers.machineDeployments[%d]", i)
 			checkTemplate(add, p+".template", md.Template)
 			checkStrategy(add, p+".rollout.strategy", v1alpha1.StrategyOf(md.Rollout))
+			if h := md.HealthCheck; h != nil {
+				checkHealthRules(add, p+".healthCheck", *h)
+				checkSilent(add, p+".healthCheck", "worker class "+md.Class, md.Template.Provider, h)
+			}
 		}
 		checkRollout(add, o.Spec.Rollout)
 		checkVersions(add, o.Spec.Version, o.Spec.KubernetesVersions)
@@ -32,7 +40,13 @@ func semanticChecks(path string, d *doc, value any) []Error {
 		}
 		checkNetwork(add, o.Spec.ClusterNetwork)
 		checkMachineNames(add, "metadata.name", o.Metadata.Name, controlPlanePool)
+		if h := o.Spec.Topology.ControlPlane.HealthCheck; h != nil {
+			checkHealthRules(add, "spec.topology.controlPlane.healthCheck", h.HealthRules)
+		}
 		for i, md := range o.Spec.Topology.Workers.MachineDeployments {
+			if h := md.HealthCheck; h != nil {
+				checkHealthRules(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].healthCheck", i), h.HealthRules)
+			}
 			checkStrategy(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].rollout.strategy", i), v1alpha1.StrategyOf(md.Rollout))
 			checkMachineNames(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].name", i), o.Metadata.Name, md.Name)
 		}
@@ -213,10 +227,32 @@ func checkHealthRules(add addFunc, field string, h v1alpha1.HealthRules) {
 		}
 		seen[c.Status] = true
 	}
+	checkPercent(add, field+".remediation.maxInFlight", h.Remediation.MaxInFlight)
+	if m := h.Remediation.MaxInFlight; m != nil && m.Value == 0 {
+		add(field+".remediation.maxInFlight", "0 would never replace an unhealthy machine: use at least 1 (or 1%%), or leave it unset for no bound")
+	}
 	if t := h.Remediation.TriggerIf; t != nil {
 		checkPercent(add, field+".remediation.triggerIf.unhealthyLessThanOrEqualTo", t.UnhealthyLessThanOrEqualTo)
 		if _, _, ok := t.Range(); t.UnhealthyInRange != "" && !ok {
 			add(field+".remediation.triggerIf.unhealthyInRange", "%q is not a range like \"[3-5]\": write [min-max] with min <= max", t.UnhealthyInRange)
+		}
+	}
+}
+
+// checkSilent: health rules with the condition Ready Unknown (no heartbeat)
+// must not check machines of a provider that sends no heartbeats; they
+// would be found unhealthy once the timeout passed, and replaced over and
+// over.
+func checkSilent(add addFunc, field, what, provider string, h *v1alpha1.HealthRules) {
+	if !allowedShapes().silent[provider] {
+		return
+	}
+	for i, u := range h.Checks.UnhealthyNodeConditions {
+		if u.Type == v1alpha1.ConditionReady && u.Status == v1alpha1.ConditionUnknown {
+			add(fmt.Sprintf("%s.checks.unhealthyNodeConditions[%d]", field, i),
+				"checks %s, whose machines provider %s makes, which sends no heartbeats: their Ready condition would turn Unknown after %ds and they would be replaced over and over; remove the Ready Unknown condition, or use a provider that sends heartbeats",
+				what, provider, u.TimeoutSeconds)
+			return
 		}
 	}
 }

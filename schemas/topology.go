@@ -71,11 +71,15 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 	for _, md := range class.Spec.Workers.MachineDeployments {
 		workers[md.Class] = true
 	}
+	c.checkTopologyHealth(o, "spec.topology.controlPlane.healthCheck", "the control plane", class.Spec.ControlPlane.HealthCheck,
+		cl.Spec.Topology.ControlPlane.HealthCheck, class.Spec.ControlPlane.MachineTemplate.Provider)
 	names := map[string]bool{}
 	for i, md := range cl.Spec.Topology.Workers.MachineDeployments {
 		p := fmt.Sprintf("spec.topology.workers.machineDeployments[%d]", i)
 		if !workers[md.Class] {
 			c.errorAt(o, p+".class", "%s", notFound("worker class", md.Class, fmt.Sprintf("ClusterClass %q", class.Metadata.Name), keys(workers)))
+		} else if mdc := classWorker(class, md.Class); mdc != nil {
+			c.checkTopologyHealth(o, p+".healthCheck", "MachineDeployment "+md.Name, mdc.HealthCheck, md.HealthCheck, mdc.Template.Provider)
 		}
 		if names[md.Name] {
 			c.errorAt(o, p+".name", "duplicate machine deployment name %q in this cluster: rename one", md.Name)
@@ -85,6 +89,30 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 	if c.checkVariables(o, cl, class) {
 		c.checkTemplates(cl, class)
 	}
+}
+
+// checkTopologyHealth: a cluster's healthCheck with enabled: true has
+// rules, its own or the class's, and its own rules do not use the Ready
+// Unknown condition on a provider that sends no heartbeats.
+func (c *checker) checkTopologyHealth(o *Object, field, what string, class *v1alpha1.HealthRules, top *v1alpha1.TopologyHealthCheck, provider string) {
+	if top == nil {
+		return
+	}
+	if top.Enabled != nil && *top.Enabled && class == nil && !top.Overrides() {
+		c.errorAt(o, field+".enabled", "is true, but neither the class nor this cluster defines a health check for %s: add checks here or to the class, or remove enabled", what)
+	}
+	if top.Overrides() {
+		checkSilent(func(f, format string, args ...any) { c.errorAt(o, f, format, args...) }, field, what, provider, &top.HealthRules)
+	}
+}
+
+func classWorker(class *v1alpha1.ClusterClass, name string) *v1alpha1.MachineDeploymentClass {
+	for i := range class.Spec.Workers.MachineDeployments {
+		if class.Spec.Workers.MachineDeployments[i].Class == name {
+			return &class.Spec.Workers.MachineDeployments[i]
+		}
+	}
+	return nil
 }
 
 // checkVariables: every variable set is declared by the class, set once and

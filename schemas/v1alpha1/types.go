@@ -121,9 +121,13 @@ type ClusterClassSpec struct {
 	Rollout            *RolloutSpec      `json:"rollout,omitempty"`
 }
 
-// ControlPlaneClass is the control plane's machine template.
+// ControlPlaneClass is the control plane's machine template and health
+// check.
 type ControlPlaneClass struct {
 	MachineTemplate MachineTemplate `json:"machineTemplate"`
+	// HealthCheck checks the control-plane machines of every cluster of
+	// the class, unless a cluster overrides or disables it.
+	HealthCheck *HealthRules `json:"healthCheck,omitempty"`
 }
 
 // WorkersClass lists the worker pool classes clusters may instantiate.
@@ -136,6 +140,9 @@ type MachineDeploymentClass struct {
 	Class    string          `json:"class"`
 	Template MachineTemplate `json:"template"`
 	Rollout  *MachineRollout `json:"rollout,omitempty"`
+	// HealthCheck checks the machines of every pool of this class, unless
+	// a cluster overrides or disables it.
+	HealthCheck *HealthRules `json:"healthCheck,omitempty"`
 }
 
 // ClassVariable is a variable clusters of the class set (or default).
@@ -290,7 +297,27 @@ type ClassRef struct {
 // ControlPlaneTopology sizes the control plane.
 type ControlPlaneTopology struct {
 	// Replicas defaults to 1.
-	Replicas *int `json:"replicas,omitempty"`
+	Replicas    *int                 `json:"replicas,omitempty"`
+	HealthCheck *TopologyHealthCheck `json:"healthCheck,omitempty"`
+}
+
+// TopologyHealthCheck turns the class's health check of a control plane or
+// pool on or off, or replaces it: when checks or remediation is set, they
+// are used instead of the class's (Cluster API's override).
+type TopologyHealthCheck struct {
+	// Enabled false: no health check. true: the class or this must define
+	// one. Unset: the class's or this one, if any.
+	Enabled     *bool `json:"enabled,omitempty"`
+	HealthRules `json:",inline"`
+}
+
+// Overrides reports whether h replaces the class's rules.
+func (h *TopologyHealthCheck) Overrides() bool {
+	return h != nil && (!isZeroChecks(h.Checks) || h.Remediation.TriggerIf != nil || h.Remediation.MaxInFlight != nil)
+}
+
+func isZeroChecks(c HealthChecks) bool {
+	return c.NodeStartupTimeoutSeconds == nil && len(c.UnhealthyNodeConditions) == 0
 }
 
 // WorkersTopology lists the cluster's worker pools.
@@ -300,11 +327,12 @@ type WorkersTopology struct {
 
 // MachineDeploymentTopology is one worker pool of a cluster, of a class.
 type MachineDeploymentTopology struct {
-	Class         string          `json:"class"`
-	Name          string          `json:"name"`
-	Replicas      *int            `json:"replicas,omitempty"`
-	FailureDomain string          `json:"failureDomain,omitempty"`
-	Rollout       *MachineRollout `json:"rollout,omitempty"`
+	Class         string               `json:"class"`
+	Name          string               `json:"name"`
+	Replicas      *int                 `json:"replicas,omitempty"`
+	FailureDomain string               `json:"failureDomain,omitempty"`
+	Rollout       *MachineRollout      `json:"rollout,omitempty"`
+	HealthCheck   *TopologyHealthCheck `json:"healthCheck,omitempty"`
 }
 
 // ClusterVariable sets a class variable for one cluster.
@@ -410,6 +438,9 @@ const (
 // HealthRemediation says when unhealthy machines are replaced.
 type HealthRemediation struct {
 	TriggerIf *RemediationTrigger `json:"triggerIf,omitempty"`
+	// MaxInFlight bounds the machines of a pool being replaced at once
+	// (a worker class's or topology's health check only).
+	MaxInFlight *IntOrPercent `json:"maxInFlight,omitempty"`
 }
 
 // RemediationTrigger allows remediation only while the count of unhealthy
