@@ -93,7 +93,7 @@ func advance(a *Admission, dc *DesiredCluster, ms []ObservedMachine, now time.Ti
 		if m.Phase == wire.PhaseDeleted || m.Phase == wire.PhaseDeleting || m.Created.Before(a.AdmittedAt) {
 			continue
 		}
-		if why, _ := unhealthy(m, dc.HealthChecks, now); why != "" {
+		if why, _ := unhealthy(m, dc, now); why != "" {
 			n := *a
 			n.State, n.FailedAt = AdmissionFailed, now
 			n.Reason = fmt.Sprintf("machine %s: %s", m.Name, why)
@@ -120,7 +120,7 @@ func convergedOn(ed *DesiredCluster, ms []ObservedMachine, now time.Time) bool {
 		if pool == nil || pool.pending || m.TemplateHash != pool.TemplateHash || !m.Ready() || m.InFlight() {
 			return false
 		}
-		if why, _ := unhealthy(m, ed.HealthChecks, now); why != "" {
+		if why, _ := unhealthy(m, ed, now); why != "" {
 			return false
 		}
 		live[pi]++

@@ -138,7 +138,7 @@ func (p *clusterPass) create(pool *Pool, ver, hash, reason string) {
 	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpCreate, Reason: reason, Machine: wire.Machine{
 		Name: name, Cluster: p.in.Name, Role: pool.Role, Deployment: pool.Name, Version: ver,
 		Provider: pool.Provider, Spec: pool.Spec, FailureDomain: pool.FailureDomain, TemplateHash: hash,
-		Labels: pool.Labels, // shared by the pool's machines: read only
+		Labels: pool.Labels, Annotations: pool.Annotations, // shared by the pool's machines: read only
 	}})
 }
 
@@ -380,7 +380,7 @@ func joinProblems(ps []Problem) string {
 func (p *clusterPass) assess() {
 	for _, ms := range p.pools {
 		for _, s := range ms {
-			s.unhealthy, s.hc = unhealthy(s.m, p.dc.HealthChecks, p.in.Now)
+			s.unhealthy, s.hc = unhealthy(s.m, p.dc, p.in.Now)
 			s.ready = s.unhealthy == "" && s.m.Ready()
 		}
 	}

@@ -96,7 +96,11 @@ type Pool struct {
 	Spec          json.RawMessage // machine spec after variables and patches
 	FailureDomain string
 	Strategy      Strategy
-	Labels        map[string]string
+	// Labels and Annotations are the machines': the class's and the
+	// cluster's metadata, and gitfleet's labels (v1alpha1.LabelCluster,
+	// ...). Shared by the pool's machines: read only.
+	Labels      map[string]string
+	Annotations map[string]string
 	// TemplateHash identifies what a machine of this pool is at Version:
 	// it changes exactly when a machine must be replaced.
 	TemplateHash  string

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -124,7 +125,8 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 	}
 	cpt := applyPatches(cc, cc.Spec.ControlPlane.MachineTemplate, true, "", vars, c.Source, &dc.Problems)
 	dc.ControlPlane = newPool(dc, "", wire.RoleControlPlane, cpReplicas, dc.Version, cpt, "",
-		Strategy{Type: v1alpha1.StrategyRollingUpdate, MaxSurge: 1}, c.Source, "spec.topology.controlPlane.replicas")
+		Strategy{Type: v1alpha1.StrategyRollingUpdate, MaxSurge: 1}, c.Source, "spec.topology.controlPlane.replicas",
+		cc.Spec.ControlPlane.Metadata, t.ControlPlane.Metadata)
 	if h, ok := topologyHealth(dc.Name+"-"+ControlPlanePool, dc.ControlPlane.Labels, cc.Spec.ControlPlane.HealthCheck, cc.Source,
 		t.ControlPlane.HealthCheck, c.Source); ok {
 		dc.HealthChecks = append(dc.HealthChecks, h)
@@ -148,7 +150,8 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		}
 		s := resolveStrategy(strat, replicas)
 		tpl := applyPatches(cc, mdc.Template, false, md.Class, vars, c.Source, &dc.Problems)
-		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas")
+		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas",
+			mdc.Metadata, md.Metadata)
 		dc.Deployments = append(dc.Deployments, pool)
 		if h, ok := topologyHealth(dc.Name+"-"+md.Name, pool.Labels, mdc.HealthCheck, cc.Source, md.HealthCheck, c.Source); ok {
 			dc.HealthChecks = append(dc.HealthChecks, h)
@@ -184,7 +187,10 @@ func topologyHealth(name string, labels map[string]string, class *v1alpha1.Healt
 	return healthCheck(name, src, sel, *rules), true
 }
 
-func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver string, tpl v1alpha1.MachineTemplate, fd string, s Strategy, src v1alpha1.Source, field string) Pool {
+// newPool makes a pool; meta are the metadata written for its machines, the
+// class's first, each later one's keys over the earlier ones', gitfleet's
+// own labels over all.
+func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver string, tpl v1alpha1.MachineTemplate, fd string, s Strategy, src v1alpha1.Source, field string, meta ...v1alpha1.MachineMetadata) Pool {
 	spec, err := json.Marshal(tpl.Spec)
 	if err != nil {
 		dc.Problems = append(dc.Problems, problemf(src, field, "machine spec cannot be written as JSON: %v", err))
@@ -192,21 +198,33 @@ func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver 
 	if tpl.Spec == nil {
 		spec = nil
 	}
-	labels := map[string]string{v1alpha1.LabelCluster: dc.Name}
+	labels := map[string]string{}
+	var annotations map[string]string
+	for _, m := range meta {
+		maps.Copy(labels, m.Labels)
+		if len(m.Annotations) > 0 {
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			maps.Copy(annotations, m.Annotations)
+		}
+	}
+	labels[v1alpha1.LabelCluster] = dc.Name
 	if role == wire.RoleControlPlane {
 		labels[v1alpha1.LabelControlPlane] = "true"
 	} else {
 		labels[v1alpha1.LabelDeployment] = name
 	}
 	p := Pool{Name: name, Role: role, Replicas: replicas, Version: ver, Provider: tpl.Provider, Spec: spec,
-		FailureDomain: fd, Strategy: s, Labels: labels, Source: src, ReplicasField: field}
+		FailureDomain: fd, Strategy: s, Labels: labels, Annotations: annotations, Source: src, ReplicasField: field}
 	p.TemplateHash = p.hashAt(ver)
 	return p
 }
 
 // hashAt is the template hash of a machine of this pool at version v: what a
 // machine is made of (version, provider, spec, failure domain), not how many
-// there are nor their labels.
+// there are nor their labels and annotations (a change of those replaces
+// no machine, as Cluster API updates metadata in place).
 func (p *Pool) hashAt(v string) string {
 	h := sha256.New()
 	for _, s := range []string{v, p.Provider, string(p.Spec), p.FailureDomain} {

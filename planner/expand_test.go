@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"github.com/google/go-cmp/cmp"
 	"strings"
 	"testing"
 
@@ -77,6 +78,9 @@ func TestTemplateHashChangesExactlyWhenReplaced(t *testing.T) {
 		"strategy": func(f *v1alpha1.Fleet) {
 			md(f).Rollout = &v1alpha1.MachineRollout{Strategy: &v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.StrategyOnDelete}}
 		},
+		"machine metadata": func(f *v1alpha1.Fleet) {
+			md(f).Metadata = v1alpha1.MachineMetadata{Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"}}
+		},
 	}
 	changed := map[string]func(*v1alpha1.Fleet){
 		"version":        func(f *v1alpha1.Fleet) { f.Clusters[0].Spec.Topology.Version = "v1.30.3" },
@@ -93,6 +97,48 @@ func TestTemplateHashChangesExactlyWhenReplaced(t *testing.T) {
 		if hash(mut) == base {
 			t.Errorf("changing %s left the template hash alone", name)
 		}
+	}
+}
+
+// TestMachineMetadata: a pool's machines carry the class's metadata, the
+// cluster's over it, and gitfleet's own labels over both.
+func TestMachineMetadata(t *testing.T) {
+	class := testClass("v1.30.2")
+	class.Spec.Workers.MachineDeployments[0].Metadata = v1alpha1.MachineMetadata{
+		Labels:      map[string]string{"example.com/tier": "batch", "example.com/owner": "class"},
+		Annotations: map[string]string{"example.com/note": "from the class"},
+	}
+	class.Spec.ControlPlane.Metadata = v1alpha1.MachineMetadata{Labels: map[string]string{"example.com/cp": "yes"}}
+	cl := testCluster("c1", 1, 2, func(c *v1alpha1.Cluster) {
+		c.Spec.Topology.Workers.MachineDeployments[0].Metadata = v1alpha1.MachineMetadata{
+			Labels: map[string]string{"example.com/owner": "cluster", v1alpha1.LabelDeployment: "sneaky"},
+		}
+	})
+	d, probs := Expand(testFleet(class, cl))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	dc := d.Cluster("c1")
+	wantMD := map[string]string{"example.com/tier": "batch", "example.com/owner": "cluster",
+		v1alpha1.LabelCluster: "c1", v1alpha1.LabelDeployment: "md"}
+	if diff := cmp.Diff(wantMD, dc.Deployments[0].Labels); diff != "" {
+		t.Errorf("worker labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"example.com/note": "from the class"}, dc.Deployments[0].Annotations); diff != "" {
+		t.Errorf("worker annotations (-want +got):\n%s", diff)
+	}
+	wantCP := map[string]string{"example.com/cp": "yes", v1alpha1.LabelCluster: "c1", v1alpha1.LabelControlPlane: "true"}
+	if diff := cmp.Diff(wantCP, dc.ControlPlane.Labels); diff != "" {
+		t.Errorf("control-plane labels (-want +got):\n%s", diff)
+	}
+	res := PlanCluster(ClusterInput{Name: "c1", Desired: dc, Now: simStart, NewName: func(c, p string) string { return c + "-" + p + "-x" }})
+	for _, s := range res.Steps {
+		if s.Machine.Deployment == "md" && (s.Machine.Labels["example.com/owner"] != "cluster" || s.Machine.Annotations["example.com/note"] != "from the class") {
+			t.Errorf("create step carries labels %v, annotations %v", s.Machine.Labels, s.Machine.Annotations)
+		}
+	}
+	if len(res.Steps) == 0 {
+		t.Error("no create steps")
 	}
 }
 

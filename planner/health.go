@@ -14,11 +14,13 @@ import (
 // is not healthy) for the condition's timeoutSeconds. A Failed machine is unhealthy even when no
 // health check selects it. It returns the index of the deciding health check
 // (-1 for none).
-func unhealthy(m *ObservedMachine, hcs []HealthCheck, now time.Time) (string, int) {
+func unhealthy(m *ObservedMachine, dc *DesiredCluster, now time.Time) (string, int) {
 	first := -1
+	hcs := dc.HealthChecks
+	labels := dc.labelsOf(m)
 	for i := range hcs {
 		hc := &hcs[i]
-		if !hc.Selector.Matches(m.Labels) {
+		if !hc.Selector.Matches(labels) {
 			continue
 		}
 		if first < 0 {
@@ -55,6 +57,17 @@ func unhealthy(m *ObservedMachine, hcs []HealthCheck, now time.Time) (string, in
 	return "", -1
 }
 
+// labelsOf is what a health check selects a machine by: its pool's labels
+// as written now (a label change applies to selection at once, as Cluster
+// API updates a machine's metadata in place), or, for a machine of a pool
+// no longer written, the labels it was made with.
+func (dc *DesiredCluster) labelsOf(m *ObservedMachine) map[string]string {
+	if _, p := dc.pool(m.Deployment); p != nil && p.Labels != nil {
+		return p.Labels
+	}
+	return m.Labels
+}
+
 func round(d time.Duration) time.Duration {
 	if d > time.Minute {
 		return d.Round(time.Second)
@@ -67,7 +80,8 @@ func round(d time.Duration) time.Duration {
 // check selects are unhealthy, or their count is outside
 // triggerIf.unhealthyInRange, remediation of that check's machines stops
 // (Cluster API's short-circuit) and blocked says why.
-func remediation(ms []*mstate, hcs []HealthCheck) (blocked []string, stopped map[int]bool) {
+func remediation(ms []*mstate, dc *DesiredCluster) (blocked []string, stopped map[int]bool) {
+	hcs := dc.HealthChecks
 	if len(hcs) == 0 {
 		return nil, nil
 	}
@@ -75,7 +89,7 @@ func remediation(ms []*mstate, hcs []HealthCheck) (blocked []string, stopped map
 		hc := &hcs[i]
 		total, bad := 0, 0
 		for _, s := range ms {
-			if !hc.Selector.Matches(s.m.Labels) {
+			if !hc.Selector.Matches(dc.labelsOf(s.m)) {
 				continue
 			}
 			total++

@@ -67,7 +67,7 @@ func (p *clusterPass) remediate() {
 	for _, d := range p.dc.Deployments {
 		replicas[d.Name] = d.Replicas
 	}
-	blocked, stopped := remediation(live, p.dc.HealthChecks)
+	blocked, stopped := remediation(live, p.dc)
 	for _, msg := range blocked {
 		p.cond(CondRemediationBlocked, "%s", msg)
 	}

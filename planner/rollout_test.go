@@ -143,6 +143,15 @@ func TestRolloutGolden(t *testing.T) {
 			setup: func(s *sim) { s.kill("md", 1); s.minRound = 8 },
 		},
 		{
+			// The machines' labels come from the cluster's metadata, and
+			// a MachineHealthCheck selects by one of them; the label is
+			// added after the machines were made, and selects them at once.
+			name:  "remediation-user-label",
+			base:  testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)),
+			head:  userLabelMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5))),
+			setup: func(s *sim) { s.kill("md", 1); s.minRound = 8 },
+		},
+		{
 			name: "waves-second-fails",
 			base: wavesFleet("v1.29.4"),
 			head: wavesFleet("v1.30.2"),
@@ -208,6 +217,15 @@ func classHealth(cc *v1alpha1.ClusterClass, maxInFlight int) *v1alpha1.ClusterCl
 		Remediation: v1alpha1.HealthRemediation{MaxInFlight: v1alpha1.Int(maxInFlight)},
 	}
 	return cc
+}
+
+// userLabelMHC labels c1's workers example.com/tier: batch through the
+// cluster's metadata and adds a health check selecting that label.
+func userLabelMHC(f *v1alpha1.Fleet) *v1alpha1.Fleet {
+	f.Clusters[0].Spec.Topology.Workers.MachineDeployments[0].Metadata.Labels = map[string]string{"example.com/tier": "batch"}
+	f = withMHC(f, nil)
+	f.HealthChecks[0].Spec.Selector = v1alpha1.LabelSelector{MatchLabels: map[string]string{"example.com/tier": "batch"}}
+	return f
 }
 
 func inRange(f *v1alpha1.Fleet, r string) *v1alpha1.Fleet {
@@ -335,7 +353,7 @@ func countPool(s *sim, dc *DesiredCluster, ms []ObservedMachine, pool string) (n
 			continue
 		}
 		n++
-		if why, _ := unhealthy(m, dc.HealthChecks, s.now); m.Phase != wire.PhaseDeleting && m.Ready() && why == "" {
+		if why, _ := unhealthy(m, dc, s.now); m.Phase != wire.PhaseDeleting && m.Ready() && why == "" {
 			ready++
 		}
 	}

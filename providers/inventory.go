@@ -70,7 +70,7 @@ func (w *Worker) report(ctx context.Context, request string) error {
 	instances := make([]wire.Instance, len(list))
 	for i, in := range list {
 		instances[i] = wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment, Role: in.Role,
-			Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, ProviderID: in.ProviderID,
+			Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations, ProviderID: in.ProviderID,
 			Addresses: in.Addresses, Reason: in.Reason, Message: in.Message}
 	}
 	parts := max(1, (len(instances)+inventoryPart-1)/inventoryPart)

@@ -41,6 +41,7 @@ type Instance struct {
 	Role         wire.Role
 	TemplateHash string
 	Labels       map[string]string
+	Annotations  map[string]string
 	// Reason, when set, says the provider has the machine but it is not
 	// running (a CamelCase word, like NodeExited); Message says more. List
 	// reports such machines; the daemon replaces them.

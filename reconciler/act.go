@@ -39,7 +39,7 @@ func (r *Reconciler) intend(s planner.Step, planID string) *intent {
 		}
 		next = &Record{
 			Name: m.Name, Cluster: m.Cluster, Deployment: m.Deployment, Role: m.Role,
-			Provider: m.Provider, Version: m.Version, TemplateHash: m.TemplateHash, Labels: m.Labels,
+			Provider: m.Provider, Version: m.Version, TemplateHash: m.TemplateHash, Labels: m.Labels, Annotations: m.Annotations,
 			Spec: m.Spec, FailureDomain: m.FailureDomain, Phase: wire.PhasePending, Created: r.o.Now(),
 		}
 		if r.rev != nil {

@@ -319,7 +319,7 @@ func (r *Reconciler) markMissing(ctx context.Context, m *machine, rep *report, i
 func (r *Reconciler) adopt(ctx context.Context, rep *report, in wire.Instance) {
 	now := r.o.Now()
 	rec := &Record{Name: in.Machine, Cluster: in.Cluster, Deployment: in.Deployment, Role: in.Role,
-		Provider: rep.provider, Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels,
+		Provider: rep.provider, Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations,
 		ProviderID: in.ProviderID, Addresses: in.Addresses, Worker: rep.worker, Phase: wire.PhaseRunning,
 		Created: now, TaskID: taskID(wire.OpCreate, in.Cluster, in.Machine), Attempt: 1, Published: now,
 		Cause: "record rebuilt from the provider's inventory after the store was lost"}

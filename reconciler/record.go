@@ -33,6 +33,7 @@ type Record struct {
 	Version       string            `json:"version"`
 	TemplateHash  string            `json:"templateHash"`
 	Labels        map[string]string `json:"labels,omitempty"`
+	Annotations   map[string]string `json:"annotations,omitempty"`
 	Spec          json.RawMessage   `json:"spec,omitempty"`
 	FailureDomain string            `json:"failureDomain,omitempty"`
 
@@ -134,7 +135,7 @@ func (r *Record) operation() wire.Operation {
 func (r *Record) wireMachine() wire.Machine {
 	return wire.Machine{Name: r.Name, Cluster: r.Cluster, Role: r.Role, Deployment: r.Deployment,
 		Version: r.Version, Provider: r.Provider, Spec: r.Spec, FailureDomain: r.FailureDomain,
-		TemplateHash: r.TemplateHash, Labels: r.Labels}
+		TemplateHash: r.TemplateHash, Labels: r.Labels, Annotations: r.Annotations}
 }
 
 // task rebuilds the task the record says is in progress; rev is the

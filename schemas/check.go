@@ -3,6 +3,7 @@ package schemas
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -237,11 +238,13 @@ func poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []machinePool, 
 		complete = false
 	} else {
 		pools = append(pools, machinePool{"the control plane", class.Spec.ControlPlane.MachineTemplate.Provider,
-			map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelControlPlane: "true"}})
+			withLabels(map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelControlPlane: "true"},
+				class.Spec.ControlPlane.Metadata, cl.Spec.Topology.ControlPlane.Metadata)})
 		for _, md := range cl.Spec.Topology.Workers.MachineDeployments {
 			if w := classWorker(class, md.Class); w != nil {
 				pools = append(pools, machinePool{"MachineDeployment " + md.Name, w.Template.Provider,
-					map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Name}})
+					withLabels(map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Name},
+						w.Metadata, md.Metadata)})
 			} else {
 				complete = false
 			}
@@ -254,6 +257,17 @@ func poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []machinePool, 
 		}
 	}
 	return pools, complete
+}
+
+// withLabels adds the labels of meta to own, which win, as the planner
+// gives them to machines.
+func withLabels(own map[string]string, meta ...v1alpha1.MachineMetadata) map[string]string {
+	out := map[string]string{}
+	for _, m := range meta {
+		maps.Copy(out, m.Labels)
+	}
+	maps.Copy(out, own)
+	return out
 }
 
 // labelText writes labels as {k: v, ...}, sorted, leaving out the cluster

@@ -2,7 +2,10 @@ package schemas
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -19,6 +22,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 	switch o := value.(type) {
 	case *v1alpha1.ClusterClass:
 		checkTemplate(add, "spec.controlPlane.machineTemplate", o.Spec.ControlPlane.MachineTemplate)
+		checkMachineMetadata(add, "spec.controlPlane.metadata", o.Spec.ControlPlane.Metadata)
 		if h := o.Spec.ControlPlane.HealthCheck; h != nil {
 			checkHealthRules(add, "spec.controlPlane.healthCheck", *h)
 			checkSilent(add, "spec.controlPlane.healthCheck", "the control plane", o.Spec.ControlPlane.MachineTemplate.Provider, h)
@@ -26,6 +30,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 		for i, md := range o.Spec.Workers.MachineDeployments {
 			p := fmt.Sprintf("spec.workers.machineDeployments[%d]", i)
 			checkTemplate(add, p+".template", md.Template)
+			checkMachineMetadata(add, p+".metadata", md.Metadata)
 			checkStrategy(add, p+".rollout.strategy", v1alpha1.StrategyOf(md.Rollout))
 			if h := md.HealthCheck; h != nil {
 				checkHealthRules(add, p+".healthCheck", *h)
@@ -40,6 +45,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 		}
 		checkNetwork(add, o.Spec.ClusterNetwork)
 		checkMachineNames(add, "metadata.name", o.Metadata.Name, controlPlanePool)
+		checkMachineMetadata(add, "spec.topology.controlPlane.metadata", o.Spec.Topology.ControlPlane.Metadata)
 		if h := o.Spec.Topology.ControlPlane.HealthCheck; h != nil {
 			checkHealthRules(add, "spec.topology.controlPlane.healthCheck", h.HealthRules)
 		}
@@ -47,6 +53,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 			if h := md.HealthCheck; h != nil {
 				checkHealthRules(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].healthCheck", i), h.HealthRules)
 			}
+			checkMachineMetadata(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].metadata", i), md.Metadata)
 			checkStrategy(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].rollout.strategy", i), v1alpha1.StrategyOf(md.Rollout))
 			checkMachineNames(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].name", i), o.Metadata.Name, md.Name)
 		}
@@ -255,4 +262,44 @@ func checkSilent(add addFunc, field, what, provider string, h *v1alpha1.HealthRu
 			return
 		}
 	}
+}
+
+// checkMachineMetadata: machine labels and annotations have Kubernetes'
+// key syntax, label values its value syntax, and no label is under
+// gitfleet.io/, whose labels gitfleet sets itself (a health check or a
+// wave selects on them).
+func checkMachineMetadata(add addFunc, field string, m v1alpha1.MachineMetadata) {
+	for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
+		switch v := m.Labels[k]; {
+		case strings.HasPrefix(k, "gitfleet.io/"):
+			add(field+".labels."+k, "labels under gitfleet.io/ are set by gitfleet (%s, %s, %s): use another prefix, like example.com/%s",
+				v1alpha1.LabelCluster, v1alpha1.LabelControlPlane, v1alpha1.LabelDeployment, strings.TrimPrefix(k, "gitfleet.io/"))
+		case !qualifiedName(k):
+			add(field+".labels."+k, "%q is not a label key: an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", k)
+		case v != "" && !labelValue.MatchString(v):
+			add(field+".labels."+k, "%q is not a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (or empty)", v)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Annotations)) {
+		if !qualifiedName(k) {
+			add(field+".annotations."+k, "%q is not an annotation key: an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", k)
+		}
+	}
+}
+
+var (
+	labelValue = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	dnsPrefix  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+// qualifiedName reports whether k is a Kubernetes qualified name:
+// [prefix/]name, the prefix a DNS subdomain of at most 253 characters.
+func qualifiedName(k string) bool {
+	prefix, name, found := strings.Cut(k, "/")
+	if !found {
+		prefix, name = "", k
+	} else if prefix == "" || len(prefix) > 253 || !dnsPrefix.MatchString(prefix) {
+		return false
+	}
+	return labelValue.MatchString(name)
 }

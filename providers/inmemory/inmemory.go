@@ -109,7 +109,7 @@ func (p *Provider) settings(m wire.Machine) (Options, error) {
 
 func instance(m wire.Machine) providers.Instance {
 	return providers.Instance{Cluster: m.Cluster, Name: m.Name, ProviderID: "inmemory://" + m.Cluster + "/" + m.Name,
-		Version: m.Version, Deployment: m.Deployment, Role: m.Role, TemplateHash: m.TemplateHash, Labels: m.Labels}
+		Version: m.Version, Deployment: m.Deployment, Role: m.Role, TemplateHash: m.TemplateHash, Labels: m.Labels, Annotations: m.Annotations}
 }
 
 // get reads a machine; ok is false when the cloud does not have it.

@@ -183,7 +183,7 @@ func (p *Provider) runningPID(ctx context.Context, dir string) (int, error) {
 
 func instance(m wire.Machine, pid, port int) providers.Instance {
 	in := providers.Instance{Cluster: m.Cluster, Name: m.Name, ProviderID: "local://" + strconv.Itoa(pid),
-		Version: m.Version, Deployment: m.Deployment, Role: m.Role, TemplateHash: m.TemplateHash, Labels: m.Labels}
+		Version: m.Version, Deployment: m.Deployment, Role: m.Role, TemplateHash: m.TemplateHash, Labels: m.Labels, Annotations: m.Annotations}
 	if port != 0 {
 		in.Addresses = []string{"127.0.0.1:" + strconv.Itoa(port)}
 	}

@@ -124,6 +124,9 @@ type ClusterClassSpec struct {
 // ControlPlaneClass is the control plane's machine template and health
 // check.
 type ControlPlaneClass struct {
+	// Metadata is given to the control-plane machines of every cluster of
+	// the class.
+	Metadata        MachineMetadata `json:"metadata,omitzero"`
 	MachineTemplate MachineTemplate `json:"machineTemplate"`
 	// HealthCheck checks the control-plane machines of every cluster of
 	// the class, unless a cluster overrides or disables it.
@@ -137,7 +140,9 @@ type WorkersClass struct {
 
 // MachineDeploymentClass is one kind of worker pool.
 type MachineDeploymentClass struct {
-	Class    string          `json:"class"`
+	Class string `json:"class"`
+	// Metadata is given to the machines of every pool of this class.
+	Metadata MachineMetadata `json:"metadata,omitzero"`
 	Template MachineTemplate `json:"template"`
 	Rollout  *MachineRollout `json:"rollout,omitempty"`
 	// HealthCheck checks the machines of every pool of this class, unless
@@ -288,6 +293,14 @@ type Topology struct {
 	Variables    []ClusterVariable    `json:"variables,omitempty"`
 }
 
+// MachineMetadata is the labels and annotations a pool's machines carry
+// (Cluster API v1beta2's metadata of a control plane or MachineDeployment
+// topology). Labels under gitfleet.io/ are gitfleet's own.
+type MachineMetadata struct {
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
 // ClassRef names the ClusterClass of a topology (Cluster API v1beta2's
 // topology.classRef; gitfleet has no namespaces).
 type ClassRef struct {
@@ -296,6 +309,8 @@ type ClassRef struct {
 
 // ControlPlaneTopology sizes the control plane.
 type ControlPlaneTopology struct {
+	// Metadata is given to the control-plane machines, over the class's.
+	Metadata MachineMetadata `json:"metadata,omitzero"`
 	// Replicas defaults to 1.
 	Replicas    *int                 `json:"replicas,omitempty"`
 	HealthCheck *TopologyHealthCheck `json:"healthCheck,omitempty"`
@@ -327,6 +342,8 @@ type WorkersTopology struct {
 
 // MachineDeploymentTopology is one worker pool of a cluster, of a class.
 type MachineDeploymentTopology struct {
+	// Metadata is given to the pool's machines, over the class's.
+	Metadata      MachineMetadata      `json:"metadata,omitzero"`
 	Class         string               `json:"class"`
 	Name          string               `json:"name"`
 	Replicas      *int                 `json:"replicas,omitempty"`

@@ -149,6 +149,8 @@ type Machine struct {
 	FailureDomain string            `json:"failureDomain,omitempty"`
 	TemplateHash  string            `json:"templateHash,omitempty"`
 	Labels        map[string]string `json:"labels,omitempty"`
+	// Annotations are the user's, from the class's and cluster's metadata.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // Task asks a provider worker to create or delete one machine. ID names
@@ -402,6 +404,7 @@ type Instance struct {
 	Version      string            `json:"version,omitempty"`
 	TemplateHash string            `json:"templateHash,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
 	ProviderID   string            `json:"providerID,omitempty"`
 	Addresses    []string          `json:"addresses,omitempty"`
 	// Reason, when set, says the provider has the machine but it is not
