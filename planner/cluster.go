@@ -43,6 +43,7 @@ type ClusterResult struct {
 type mstate struct {
 	m         *ObservedMachine
 	ready     bool
+	available bool   // ready, for its pool's minReadySeconds
 	unhealthy string // why it must be remediated; "" if healthy
 	hc        int    // deciding health check, -1 for none
 	stopped   bool   // unhealthy, but its health check's remediation stopped
@@ -376,12 +377,28 @@ func joinProblems(ps []Problem) string {
 	return b.String()
 }
 
-// assess marks every live machine ready or unhealthy.
+// assess marks every live machine ready or unhealthy, and available once
+// it has been Running its pool's minReadySeconds.
 func (p *clusterPass) assess() {
-	for _, ms := range p.pools {
+	for dep, ms := range p.pools {
+		_, pool := p.dc.pool(dep)
 		for _, s := range ms {
 			s.unhealthy, s.hc = unhealthy(s.m, p.dc, p.in.Now)
 			s.ready = s.unhealthy == "" && s.m.Ready()
+			s.available = s.ready
+			if s.ready && pool != nil && pool.MinReady > 0 && !s.m.Running.IsZero() {
+				if at := s.m.Running.Add(pool.MinReady); p.in.Now.Before(at) {
+					s.available = false
+					p.wakeAt(at)
+				}
+			}
 		}
+	}
+}
+
+// wakeAt asks to be planned again at t, when time alone changes the plan.
+func (p *clusterPass) wakeAt(t time.Time) {
+	if p.res.Wake.IsZero() || t.Before(p.res.Wake) {
+		p.res.Wake = t
 	}
 }

@@ -101,6 +101,15 @@ type Pool struct {
 	// ...). Shared by the pool's machines: read only.
 	Labels      map[string]string
 	Annotations map[string]string
+	// RolloutAfter: once it has passed, machines created before it are
+	// outdated (rollout.after); zero: never.
+	RolloutAfter time.Time
+	// DeletionOrder is which machines a scale-down takes first:
+	// v1alpha1.DeleteOldest, DeleteNewest or DeleteRandom.
+	DeletionOrder string
+	// MinReady is how long a new machine must have been Running and ready
+	// before it counts as available (minReadySeconds).
+	MinReady time.Duration
 	// TemplateHash identifies what a machine of this pool is at Version:
 	// it changes exactly when a machine must be replaced.
 	TemplateHash  string

@@ -152,12 +152,38 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		tpl := applyPatches(cc, mdc.Template, false, md.Class, vars, c.Source, &dc.Problems)
 		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas",
 			mdc.Metadata, md.Metadata)
+		pool.setLifecycle(firstOf(md.Rollout, mdc.Rollout), firstOf(md.Deletion, mdc.Deletion), firstOf(md.MinReadySeconds, mdc.MinReadySeconds))
 		dc.Deployments = append(dc.Deployments, pool)
 		if h, ok := topologyHealth(dc.Name+"-"+md.Name, pool.Labels, mdc.HealthCheck, cc.Source, md.HealthCheck, c.Source); ok {
 			dc.HealthChecks = append(dc.HealthChecks, h)
 		}
 	}
 	return dc
+}
+
+// firstOf returns the first of a and b that is not nil: a topology's
+// setting, else its class's.
+func firstOf[T any](a, b *T) *T {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// setLifecycle sets when the pool's machines are replaced by time
+// (rollout.after), which go first on a scale-down (deletion.order) and
+// how long a new one must be ready before it counts (minReadySeconds).
+func (p *Pool) setLifecycle(r *v1alpha1.MachineRollout, d *v1alpha1.MachineDeletion, minReady *int) {
+	if r != nil && r.After != nil {
+		p.RolloutAfter = *r.After
+	}
+	p.DeletionOrder = v1alpha1.DeleteOldest
+	if d != nil && d.Order != "" {
+		p.DeletionOrder = d.Order
+	}
+	if minReady != nil {
+		p.MinReady = time.Duration(*minReady) * time.Second
+	}
 }
 
 // topologyHealth resolves the health check of a control plane or pool
@@ -337,6 +363,7 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, reused map[str
 		}
 		p := newPool(dc, md.Metadata.Name, wire.RoleWorker, replicas, ver, md.Spec.Template, md.Spec.FailureDomain,
 			resolveStrategy(v1alpha1.StrategyOf(md.Spec.Rollout), replicas), md.Source, "spec.replicas")
+		p.setLifecycle(md.Spec.Rollout, md.Spec.Deletion, md.Spec.MinReadySeconds)
 		dc.Deployments = append(dc.Deployments, p)
 	}
 	for _, dc := range d.Clusters {

@@ -23,6 +23,8 @@ type ObservedMachine struct {
 	TemplateHash string     `json:"templateHash"`
 	Phase        wire.Phase `json:"phase"`
 	Created      time.Time  `json:"created"`
+	// Running is when the machine became Running; zero when unknown.
+	Running time.Time `json:"running,omitzero"`
 	// LastHeartbeat is the time of the newest heartbeat; zero if none yet.
 	LastHeartbeat time.Time `json:"lastHeartbeat,omitzero"`
 	// Healthy is what the newest heartbeat said.

@@ -2,8 +2,10 @@ package planner
 
 import (
 	"fmt"
+	"hash/fnv"
 	"sort"
 
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -29,8 +31,13 @@ func (p *clusterPass) markUpToDate(cpStep string, want []string) {
 func (p *clusterPass) poolStatus(pool *Pool, ver string) PoolStatus {
 	hash := stepHash(pool, ver)
 	ps := PoolStatus{Name: PoolName(pool.Name), Replicas: pool.Replicas, Version: ver}
+	after := !pool.RolloutAfter.IsZero() && !p.in.Now.Before(pool.RolloutAfter)
+	if !pool.RolloutAfter.IsZero() && !after {
+		p.wakeAt(pool.RolloutAfter)
+	}
 	for _, s := range p.pools[pool.Name] {
-		s.upToDate = s.m.TemplateHash == hash
+		// rollout.after: once passed, a machine made before it is outdated.
+		s.upToDate = s.m.TemplateHash == hash && !(after && s.m.Created.Before(pool.RolloutAfter))
 		if s.deleting {
 			continue
 		}
@@ -156,7 +163,7 @@ func (p *clusterPass) planControlPlane(ver string) {
 	case len(outdated) > 0 && !hold && n == pool.Replicas:
 		p.create(pool, ver, hash, fmt.Sprintf("rolling update of the control plane to %s: surge one machine before removing an outdated one (%d outdated)", ver, len(outdated)))
 	case n > pool.Replicas && allReady:
-		victims := deleteOrder(live, func(s *mstate) bool { return !s.upToDate })
+		victims := deleteOrder(live, v1alpha1.DeleteOldest, func(s *mstate) bool { return !s.upToDate })
 		s := victims[0]
 		if !s.upToDate && !hold {
 			p.del(s, fmt.Sprintf("rolling update of the control plane to %s: replaced by a new machine that is ready", ver))
@@ -177,8 +184,11 @@ func neverRan(ms []*mstate) bool {
 }
 
 // deleteOrder sorts machines for deletion: unready first, then those
-// preferred, then the oldest.
-func deleteOrder(ms []*mstate, preferred func(*mstate) bool) []*mstate {
+// preferred, then by the pool's deletion.order: the oldest (Oldest, and
+// ""), the newest (Newest), or in an order fixed by a hash of their names
+// (Random: the planner is a pure function, so the same machines always
+// draw the same lots).
+func deleteOrder(ms []*mstate, order string, preferred func(*mstate) bool) []*mstate {
 	out := append([]*mstate(nil), ms...)
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -187,6 +197,14 @@ func deleteOrder(ms []*mstate, preferred func(*mstate) bool) []*mstate {
 		}
 		if pa, pb := preferred(a), preferred(b); pa != pb {
 			return pa
+		}
+		switch order {
+		case v1alpha1.DeleteNewest:
+			return older(b.m, a.m)
+		case v1alpha1.DeleteRandom:
+			if la, lb := lot(a.m.Name), lot(b.m.Name); la != lb {
+				return la < lb
+			}
 		}
 		return older(a.m, b.m)
 	})
@@ -212,13 +230,13 @@ func (p *clusterPass) planDeployment(pool *Pool, ver, hash string, deferred bool
 		}
 		live = append(live, s)
 	}
-	newN, ready := 0, 0
+	newN, available := 0, 0
 	for _, s := range live {
 		if s.upToDate {
 			newN++
 		}
-		if s.ready {
-			ready++
+		if s.available {
+			available++
 		}
 	}
 	rolling := pool.Strategy.Type != "OnDelete" && !p.in.Gate.Hold && !deferred
@@ -246,7 +264,7 @@ func (p *clusterPass) planDeployment(pool *Pool, ver, hash string, deferred bool
 			}
 		}
 		extra := newN - r
-		for _, s := range deleteOrder(live, func(*mstate) bool { return false }) {
+		for _, s := range deleteOrder(live, pool.DeletionOrder, func(*mstate) bool { return false }) {
 			if extra <= 0 {
 				break
 			}
@@ -256,17 +274,19 @@ func (p *clusterPass) planDeployment(pool *Pool, ver, hash string, deferred bool
 			}
 		}
 	} else if extra := len(live) - r; extra > 0 {
-		victims = deleteOrder(live, func(s *mstate) bool { return !s.upToDate })[:extra]
+		victims = deleteOrder(live, pool.DeletionOrder, func(s *mstate) bool { return !s.upToDate })[:extra]
 	}
-	budget := ready - (r - pool.Strategy.MaxUnavailable)
+	// Only available machines (ready for minReadySeconds) count: an
+	// outdated one goes once enough replacements are available.
+	budget := available - (r - pool.Strategy.MaxUnavailable)
 	if !rolling {
 		budget = len(victims)
 	}
-	for _, s := range deleteOrder(victims, func(s *mstate) bool { return !s.upToDate }) {
+	for _, s := range deleteOrder(victims, pool.DeletionOrder, func(s *mstate) bool { return !s.upToDate }) {
 		if s.stopped {
 			continue
 		}
-		if s.ready {
+		if s.available {
 			if budget <= 0 {
 				continue
 			}
@@ -297,4 +317,11 @@ func (p *clusterPass) planOrphans() {
 			}
 		}
 	}
+}
+
+// lot is a machine's draw for deletion.order Random.
+func lot(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
 }

@@ -197,7 +197,7 @@ func (g *genFleet) fleet() *v1alpha1.Fleet {
 		}
 		for _, p := range c.pools {
 			cl.Spec.Topology.Workers.MachineDeployments = append(cl.Spec.Topology.Workers.MachineDeployments,
-				v1alpha1.MachineDeploymentTopology{Class: p.class, Name: p.name, Replicas: ptr(p.replicas), Rollout: &v1alpha1.MachineRollout{Strategy: p.strategy}})
+				v1alpha1.MachineDeploymentTopology{Class: p.class, Name: p.name, Replicas: ptr(p.replicas), PoolLifecycle: v1alpha1.PoolLifecycle{Rollout: &v1alpha1.MachineRollout{Strategy: p.strategy}}})
 		}
 		if c.size != "" {
 			cl.Spec.Topology.Variables = []v1alpha1.ClusterVariable{{Name: "size", Value: c.size}}

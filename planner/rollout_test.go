@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -150,6 +151,34 @@ func TestRolloutGolden(t *testing.T) {
 			base:  testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5)),
 			head:  userLabelMHC(testFleet(testClass("v1.30.2"), testCluster("c1", 3, 5))),
 			setup: func(s *sim) { s.kill("md", 1); s.minRound = 8 },
+		},
+		{
+			// rollout.after two minutes in: nothing changes until then,
+			// and then every worker made before it is replaced, one at a
+			// time (maxSurge 1).
+			name: "rollout-after",
+			base: testFleet(testClass("v1.30.2"), testCluster("c1", 1, 2)),
+			head: testFleet(testClass("v1.30.2"), testCluster("c1", 1, 2, func(c *v1alpha1.Cluster) {
+				c.Spec.Topology.Workers.MachineDeployments[0].Rollout = &v1alpha1.MachineRollout{After: ptr(simStart.Add(2 * time.Minute))}
+			})),
+			setup: func(s *sim) { s.minRound = 12 },
+		},
+		{
+			// deletion.order Newest: a scale-down takes the newest machines.
+			name: "scale-down-newest",
+			base: testFleet(testClass("v1.30.2"), testCluster("c1", 1, 4)),
+			head: testFleet(testClass("v1.30.2"), testCluster("c1", 1, 2, func(c *v1alpha1.Cluster) {
+				c.Spec.Topology.Workers.MachineDeployments[0].Deletion = &v1alpha1.MachineDeletion{Order: v1alpha1.DeleteNewest}
+			})),
+		},
+		{
+			// minReadySeconds 30: an outdated worker goes only once its
+			// replacement has been Running for 30 seconds.
+			name: "upgrade-min-ready",
+			base: testFleet(testClass("v1.29.4"), testCluster("c1", 1, 2)),
+			head: testFleet(testClass("v1.30.2"), testCluster("c1", 1, 2, func(c *v1alpha1.Cluster) {
+				c.Spec.Topology.Workers.MachineDeployments[0].MinReadySeconds = ptr(30)
+			})),
 		},
 		{
 			name: "waves-second-fails",

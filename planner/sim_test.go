@@ -219,7 +219,7 @@ func (s *sim) advance() {
 				m.Message = "provider says no"
 				continue
 			}
-			m.Phase = wire.PhaseRunning
+			m.Phase, m.Running = wire.PhaseRunning, s.now
 			fallthrough
 		case wire.PhaseRunning:
 			switch {

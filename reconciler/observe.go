@@ -174,6 +174,9 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 	if ev.Phase != rec.Phase {
 		rec.Phase, changed = ev.Phase, true
 		rec.Reason = ""
+		if ev.Phase == wire.PhaseRunning {
+			rec.Running = r.o.Now().UTC()
+		}
 	}
 	if ev.Phase == wire.PhaseRunning {
 		set(&rec.Version, ev.Version)

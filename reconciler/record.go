@@ -43,6 +43,9 @@ type Record struct {
 	Reason  string    `json:"reason,omitempty"`
 	Message string    `json:"message,omitempty"`
 	Created time.Time `json:"created"`
+	// Running is when the machine's create reached Running (for
+	// minReadySeconds); zero before, and in records older than the field.
+	Running time.Time `json:"running,omitzero"`
 
 	ProviderID string   `json:"providerID,omitempty"`
 	Addresses  []string `json:"addresses,omitempty"`
@@ -180,7 +183,7 @@ func (m *machine) observed() planner.ObservedMachine {
 	r := m.rec
 	o := planner.ObservedMachine{Name: r.Name, Cluster: r.Cluster, Deployment: r.Deployment, Role: r.Role,
 		Provider: r.Provider, Version: r.Version, TemplateHash: r.TemplateHash, Phase: r.Phase,
-		Created: r.Created, LastHeartbeat: m.lastHeartbeat, Healthy: m.healthy, Labels: r.Labels, Message: r.Message,
+		Created: r.Created, Running: r.Running, LastHeartbeat: m.lastHeartbeat, Healthy: m.healthy, Labels: r.Labels, Message: r.Message,
 		Reason: r.Reason}
 	if r.Health != nil && !r.Health.Healthy {
 		o.Healthy = false // its heartbeats stopped: not ready, even unchecked

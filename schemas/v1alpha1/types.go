@@ -144,7 +144,8 @@ type MachineDeploymentClass struct {
 	// Metadata is given to the machines of every pool of this class.
 	Metadata MachineMetadata `json:"metadata,omitzero"`
 	Template MachineTemplate `json:"template"`
-	Rollout  *MachineRollout `json:"rollout,omitempty"`
+	// PoolLifecycle is the default of the class's pools.
+	PoolLifecycle `json:",inline"`
 	// HealthCheck checks the machines of every pool of this class, unless
 	// a cluster overrides or disables it.
 	HealthCheck *HealthRules `json:"healthCheck,omitempty"`
@@ -348,8 +349,9 @@ type MachineDeploymentTopology struct {
 	Name          string               `json:"name"`
 	Replicas      *int                 `json:"replicas,omitempty"`
 	FailureDomain string               `json:"failureDomain,omitempty"`
-	Rollout       *MachineRollout      `json:"rollout,omitempty"`
 	HealthCheck   *TopologyHealthCheck `json:"healthCheck,omitempty"`
+	// PoolLifecycle overrides the worker class's, field by field.
+	PoolLifecycle `json:",inline"`
 }
 
 // ClusterVariable sets a class variable for one cluster.
@@ -373,14 +375,38 @@ type MachineDeploymentSpec struct {
 	Version       string          `json:"version,omitempty"`
 	FailureDomain string          `json:"failureDomain,omitempty"`
 	Template      MachineTemplate `json:"template"`
-	Rollout       *MachineRollout `json:"rollout,omitempty"`
+	PoolLifecycle `json:",inline"`
+}
+
+// PoolLifecycle is how a worker pool's machines are replaced, which go
+// first on a scale-down, and how long a new one must be ready before it
+// counts (Cluster API v1beta2's rollout, deletion and minReadySeconds).
+type PoolLifecycle struct {
+	Rollout         *MachineRollout  `json:"rollout,omitempty"`
+	Deletion        *MachineDeletion `json:"deletion,omitempty"`
+	MinReadySeconds *int             `json:"minReadySeconds,omitempty"`
 }
 
 // MachineRollout is how a pool's machines are replaced (Cluster API
 // v1beta2's rollout of a MachineDeployment).
 type MachineRollout struct {
 	Strategy *MachineDeploymentStrategy `json:"strategy,omitempty"`
+	// After: once this time has passed, the pool's machines created
+	// before it are replaced, as after a template change.
+	After *time.Time `json:"after,omitempty"`
 }
+
+// MachineDeletion says which machines go first when a pool scales down.
+type MachineDeletion struct {
+	Order string `json:"order,omitempty"` // Oldest (default), Newest or Random
+}
+
+// Deletion orders of a pool.
+const (
+	DeleteOldest = "Oldest"
+	DeleteNewest = "Newest"
+	DeleteRandom = "Random"
+)
 
 // StrategyOf returns r's strategy, or nil when r or its strategy is unset.
 func StrategyOf(r *MachineRollout) *MachineDeploymentStrategy {
