@@ -2,12 +2,15 @@ package planner
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // TestPure fails when planner imports anything but the standard library,
-// the fleet API types and the wire constants: no NATS, git or providers.
+// the fleet API types, the wire constants and the patch engine with what
+// it uses (sprig's template functions, of which the engine takes the
+// hermetic set, and YAML): no NATS, git or providers.
 func TestPure(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
 	if err != nil {
@@ -17,10 +20,16 @@ func TestPure(t *testing.T) {
 		"github.com/gitfleet/gitfleet/planner":          true,
 		"github.com/gitfleet/gitfleet/schemas/v1alpha1": true,
 		"github.com/gitfleet/gitfleet/schemas/wire":     true,
+		"github.com/gitfleet/gitfleet/schemas/patch":    true,
+		"gopkg.in/yaml.v3":                              true,
 	}
+	// sprig/v3 and the modules it imports.
+	sprig := []string{"github.com/Masterminds/", "dario.cat/mergo", "github.com/google/uuid", "github.com/huandu/xstrings",
+		"github.com/mitchellh/copystructure", "github.com/mitchellh/reflectwalk", "github.com/shopspring/decimal",
+		"github.com/spf13/cast", "golang.org/x/crypto/"}
 	for _, p := range strings.Fields(string(out)) {
-		if !allowed[p] {
-			t.Errorf("planner depends on %s; it must stay pure (standard library, schemas/v1alpha1, schemas/wire)", p)
+		if !allowed[p] && !slices.ContainsFunc(sprig, func(prefix string) bool { return strings.HasPrefix(p, prefix) }) {
+			t.Errorf("planner depends on %s; it must stay pure (standard library, schemas/v1alpha1, schemas/wire, schemas/patch)", p)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -113,7 +114,7 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 			"%q is not a Kubernetes version like v1.30.2; set topology.version on the cluster or spec.version on class %s", dc.Version, cc.Metadata.Name))
 	}
 	dc.Wave, dc.WaveName = waveOf(class, dc.Labels)
-	vars := variables(cc, c, &dc.Problems)
+	checkVariables(cc, c, &dc.Problems)
 
 	cpReplicas := 1
 	if r := t.ControlPlane.Replicas; r != nil {
@@ -123,7 +124,7 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		dc.Problems = append(dc.Problems, problemf(c.Source, "spec.topology.controlPlane.replicas",
 			"%d control-plane machines cannot keep etcd quorum safely; use an odd number like 1, 3 or 5", cpReplicas))
 	}
-	cpt := applyPatches(cc, cc.Spec.ControlPlane.MachineTemplate, true, "", vars, c.Source, &dc.Problems)
+	cpt := applyPatches(cc, c, cc.Spec.ControlPlane.MachineTemplate, patch.Target{ControlPlane: true}, &dc.Problems)
 	dc.ControlPlane = newPool(dc, "", wire.RoleControlPlane, cpReplicas, dc.Version, cpt, "",
 		Strategy{Type: v1alpha1.StrategyRollingUpdate, MaxSurge: 1}, c.Source, "spec.topology.controlPlane.replicas",
 		cc.Spec.ControlPlane.Metadata, t.ControlPlane.Metadata)
@@ -149,7 +150,7 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 			strat = v1alpha1.StrategyOf(mdc.Rollout)
 		}
 		s := resolveStrategy(strat, replicas)
-		tpl := applyPatches(cc, mdc.Template, false, md.Class, vars, c.Source, &dc.Problems)
+		tpl := applyPatches(cc, c, mdc.Template, patch.Target{MachineDeployment: &t.Workers.MachineDeployments[i]}, &dc.Problems)
 		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas",
 			mdc.Metadata, md.Metadata)
 		pool.setLifecycle(firstOf(md.Rollout, mdc.Rollout), firstOf(md.Deletion, mdc.Deletion), firstOf(md.MinReadySeconds, mdc.MinReadySeconds))

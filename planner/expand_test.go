@@ -11,11 +11,7 @@ import (
 func TestExpandResolvesTemplate(t *testing.T) {
 	class := testClass("v1.30.2")
 	class.Spec.Variables = []v1alpha1.ClassVariable{{Name: "size", Default: 8}, {Name: "zone"}}
-	class.Spec.Patches = []v1alpha1.ClassPatch{{
-		Name:     "size",
-		Selector: v1alpha1.PatchSelector{MachineDeploymentClass: []string{"default"}},
-		Set:      []v1alpha1.PatchSet{{Path: "spec.resources.cpus", ValueFrom: &v1alpha1.ValueFrom{Variable: "size"}}, {Path: "spec.zone", ValueFrom: &v1alpha1.ValueFrom{Variable: "zone"}}},
-	}}
+	class.Spec.Patches = []v1alpha1.ClassPatch{workerPatch("size", "default", fromVar("/spec/resources/cpus", "size"), fromVar("/spec/zone", "zone"))}
 	withSize := func(size any) *v1alpha1.Fleet {
 		c := testCluster("c1", 3, 2)
 		if size != nil {

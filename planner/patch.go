@@ -3,13 +3,13 @@ package planner
 import (
 	"fmt"
 
+	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
-// variables resolves every class variable for one cluster: the cluster's
-// value, else the class default. A required variable with neither, or a
-// cluster value for an undeclared variable, is a problem.
-func variables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, problems *[]Problem) map[string]any {
+// checkVariables reports a required variable with neither a cluster value
+// nor a class default, and a cluster value for an undeclared variable.
+func checkVariables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, problems *[]Problem) {
 	declared := map[string]bool{}
 	for _, v := range cc.Spec.Variables {
 		declared[v.Name] = true
@@ -20,22 +20,24 @@ func variables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, problems *[]Probl
 				"class %s declares no variable %q; remove it or declare it in the class's spec.variables", cc.Metadata.Name, v.Name))
 		}
 	}
-	vals := v1alpha1.ClassVariables(cc, c)
+	vals := patch.ClassVariables(cc, c)
 	for _, v := range cc.Spec.Variables {
 		if _, ok := vals[v.Name]; v.Required && !ok {
 			*problems = append(*problems, problemf(c.Source, "spec.topology.variables",
 				"class %s requires variable %q and it has no default; add {name: %s, value: ...}", cc.Metadata.Name, v.Name, v.Name))
 		}
 	}
-	return vals
 }
 
-// applyPatches returns a copy of tpl with the class's patches that select
-// it applied, in order.
-func applyPatches(cc *v1alpha1.ClusterClass, tpl v1alpha1.MachineTemplate, controlPlane bool, mdClass string, vars map[string]any, src v1alpha1.Source, problems *[]Problem) v1alpha1.MachineTemplate {
-	out, _, errs := v1alpha1.ApplyPatches(cc, tpl, controlPlane, mdClass, vars)
+// applyPatches returns a copy of the target's template with the class's
+// patches applied, in order, over cluster c's variables and builtins.
+func applyPatches(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, tpl v1alpha1.MachineTemplate, t patch.Target, problems *[]Problem) v1alpha1.MachineTemplate {
+	if len(cc.Spec.Patches) == 0 {
+		return tpl
+	}
+	out, _, errs := patch.Apply(cc, tpl, t, patch.Variables(cc, c, t))
 	for _, e := range errs {
-		*problems = append(*problems, problemf(cc.Source, e.Field()+".path", "%v", e.Err))
+		*problems = append(*problems, problemf(cc.Source, e.Field, "for cluster %s: %v", c.Metadata.Name, e.Err))
 	}
 	return out
 }

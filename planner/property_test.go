@@ -177,9 +177,8 @@ func (g *genFleet) fleet() *v1alpha1.Fleet {
 				Version: c.version, KubernetesVersions: genVersions,
 				ControlPlane: v1alpha1.ControlPlaneClass{MachineTemplate: v1alpha1.MachineTemplate{Provider: "inmemory", Spec: spec(ControlPlanePool, c.cpCPUs)}},
 				Variables:    []v1alpha1.ClassVariable{{Name: "size", Default: c.sizeDefault}},
-				Patches: []v1alpha1.ClassPatch{{Name: "size", Selector: v1alpha1.PatchSelector{MachineDeploymentClass: []string{"default"}},
-					Set: []v1alpha1.PatchSet{{Path: "spec.size", ValueFrom: &v1alpha1.ValueFrom{Variable: "size"}}}}},
-				Rollout: &v1alpha1.RolloutSpec{Waves: c.waves, MaxFailures: ptr(c.maxFailures)},
+				Patches:      []v1alpha1.ClassPatch{workerPatch("size", "default", fromVar("/spec/size", "size"))},
+				Rollout:      &v1alpha1.RolloutSpec{Waves: c.waves, MaxFailures: ptr(c.maxFailures)},
 			},
 		}
 		for _, w := range []string{"default", "big"} {

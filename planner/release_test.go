@@ -199,8 +199,7 @@ func TestOwnChangeIsNotHeld(t *testing.T) {
 	withVar := func() *v1alpha1.Fleet {
 		f := wavesFleet("v1.30.2")
 		f.Classes[0].Spec.Variables = []v1alpha1.ClassVariable{{Name: "cpus", Default: 4}}
-		f.Classes[0].Spec.Patches = []v1alpha1.ClassPatch{{Name: "cpus", Selector: v1alpha1.PatchSelector{MachineDeploymentClass: []string{"default"}},
-			Set: []v1alpha1.PatchSet{{Path: "spec.cpus", ValueFrom: &v1alpha1.ValueFrom{Variable: "cpus"}}}}}
+		f.Classes[0].Spec.Patches = []v1alpha1.ClassPatch{workerPatch("cpus", "default", fromVar("/spec/cpus", "cpus"))}
 		return f
 	}
 	head := withVar()

@@ -335,3 +335,18 @@ func labels(kv ...string) clusterOpt {
 func testFleet(class *v1alpha1.ClusterClass, clusters ...*v1alpha1.Cluster) *v1alpha1.Fleet {
 	return &v1alpha1.Fleet{Classes: []*v1alpha1.ClusterClass{class}, Clusters: clusters}
 }
+
+// workerPatch is a class patch with one definition, for worker class
+// class, of the given JSON patches.
+func workerPatch(name, class string, ops ...v1alpha1.JSONPatch) v1alpha1.ClassPatch {
+	return v1alpha1.ClassPatch{Name: name, Definitions: []v1alpha1.PatchDefinition{{
+		Selector: v1alpha1.PatchSelector{MatchResources: v1alpha1.MatchResources{
+			MachineDeploymentClass: &v1alpha1.MachineClassMatcher{Names: []string{class}}}},
+		JSONPatches: ops,
+	}}}
+}
+
+// fromVar adds the field at path from a variable.
+func fromVar(path, variable string) v1alpha1.JSONPatch {
+	return v1alpha1.JSONPatch{Op: v1alpha1.PatchAdd, Path: path, ValueFrom: &v1alpha1.ValueFrom{Variable: variable}}
+}

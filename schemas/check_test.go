@@ -91,15 +91,15 @@ spec:
     - {name: failures}
   patches:
     - name: slow
-      selector: {machineDeploymentClass: [w]}
-      set:
-        - path: spec.provisioningDelai
-          valueFrom: {variable: delay}
+      definitions:
+        - selector: {matchResources: {machineDeploymentClass: {names: [w]}}}
+          jsonPatches:
+            - {op: add, path: /spec/provisioningDelai, valueFrom: {variable: delay}}
     - name: flaky
-      selector: {controlPlane: true, machineDeploymentClass: [w]}
-      set:
-        - path: spec.failureRate
-          valueFrom: {variable: failures}
+      definitions:
+        - selector: {matchResources: {controlPlane: true, machineDeploymentClass: {names: [w]}}}
+          jsonPatches:
+            - {op: add, path: /spec/failureRate, valueFrom: {variable: failures}}
 `)})
 	if len(errs) > 0 {
 		t.Fatal(errs)
@@ -121,9 +121,9 @@ spec:
 	}
 	_, errs = Check(objs, nil)
 	want := []string{
-		`classes/c.yaml:14:11: spec.patches[0].set[0].path: patch "slow" sets spec.provisioningDelai for clusters a, b, c and 1 more, but provider inmemory's spec has no field "provisioningDelai" (did you mean "provisioningDelay"?); it allows: failureRate, provisioningDelay, provisioningDelayMax`,
-		`classes/c.yaml:19:11: spec.patches[1].set[0]: patch "flaky" sets spec.failureRate to 2 (variable failures) for cluster b, which provider inmemory's spec refuses: is not a failure rate between 0 and 1`,
-		`classes/c.yaml:19:11: spec.patches[1].set[0]: patch "flaky" sets spec.failureRate to 3 (variable failures) for cluster c, which provider inmemory's spec refuses: is not a failure rate between 0 and 1`,
+		`classes/c.yaml:15:25: spec.patches[0].definitions[0].jsonPatches[0].path: patch "slow" sets spec.provisioningDelai for clusters a, b, c and 1 more, but provider inmemory's spec has no field "provisioningDelai" (did you mean "provisioningDelay"?); it allows: failureRate, provisioningDelay, provisioningDelayMax`,
+		`classes/c.yaml:20:15: spec.patches[1].definitions[0].jsonPatches[0]: patch "flaky" sets spec.failureRate to 2 (variable failures) for cluster b, which provider inmemory's spec refuses: is not a failure rate between 0 and 1`,
+		`classes/c.yaml:20:15: spec.patches[1].definitions[0].jsonPatches[0]: patch "flaky" sets spec.failureRate to 3 (variable failures) for cluster c, which provider inmemory's spec refuses: is not a failure rate between 0 and 1`,
 	}
 	if d := cmp.Diff(want, errLines(errs)); d != "" {
 		t.Errorf("errors (-want +got):\n%s", d)

@@ -20,8 +20,11 @@ func fixNumbers(v any) {
 			o.Spec.Variables[i].Default = number(o.Spec.Variables[i].Default)
 		}
 		for i := range o.Spec.Patches {
-			for j := range o.Spec.Patches[i].Set {
-				o.Spec.Patches[i].Set[j].Value = number(o.Spec.Patches[i].Set[j].Value)
+			for j := range o.Spec.Patches[i].Definitions {
+				ops := o.Spec.Patches[i].Definitions[j].JSONPatches
+				for k := range ops {
+					ops[k].Value = number(ops[k].Value)
+				}
 			}
 		}
 	case *v1alpha1.Cluster:

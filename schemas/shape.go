@@ -110,6 +110,10 @@ var renamedFields = map[string]string{
 	"ClusterClass spec.workers.machineDeployments[].strategy": "Cluster API v1beta2 and gitfleet write rollout.strategy: " +
 		"move strategy under rollout:",
 	"MachineDeployment spec.strategy": "Cluster API v1beta2 and gitfleet write spec.rollout.strategy: move strategy under rollout:",
+	"ClusterClass spec.patches[].set": "gitfleet writes patches as Cluster API v1beta2 does: " +
+		"definitions: [{selector: {matchResources: ...}, jsonPatches: [{op: add, path: /spec/cpus, valueFrom: {variable: cpus}}]}]",
+	"ClusterClass spec.patches[].selector": "the selector goes in each of definitions[], as selector.matchResources, " +
+		"as Cluster API v1beta2 writes it: {controlPlane: true, machineDeploymentClass: {names: [...]}}",
 	"MachineHealthCheck spec.nodeStartupTimeout": "Cluster API v1beta2 and gitfleet write spec.checks.nodeStartupTimeoutSeconds, " +
 		"a number of seconds (10m is 600)",
 	"MachineHealthCheck spec.unhealthyConditions": "Cluster API v1beta2 and gitfleet write spec.checks.unhealthyNodeConditions, " +

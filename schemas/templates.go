@@ -10,6 +10,7 @@ import (
 	"cuelang.org/go/cue"
 	"gopkg.in/yaml.v3"
 
+	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
@@ -17,7 +18,7 @@ import (
 // field the provider does not have (spec.cpu for spec.cpus), or a variable
 // value its schema refuses, would only show when every new machine fails.
 // Validation therefore expands every cluster's templates the way the
-// planner will (v1alpha1.ApplyPatches, with the cluster's variables) and
+// planner will (patch.Apply, with the cluster's variables) and
 // checks each patched spec against its provider's schema.
 
 // patchFinding is one patched field a provider's spec does not allow, for
@@ -25,10 +26,13 @@ import (
 // reported once, naming the clusters.
 type patchFinding struct {
 	class   *Object
-	set     v1alpha1.AppliedSet
+	set     patch.Applied
 	field   string // in the template, e.g. spec.cpus
 	unknown bool   // the provider's spec has no such field
 	msg     string
+	// failed is why the patch could not be applied (field is then the
+	// class's field that says so: a path, a valueFrom, an enabledIf).
+	failed  string
 	cluster string
 }
 
@@ -39,9 +43,11 @@ func (c *checker) checkTemplates(cl *v1alpha1.Cluster, class *v1alpha1.ClusterCl
 		return
 	}
 	classObj := c.objectOf(v1alpha1.KindClusterClass, class.Metadata.Name)
-	vars := v1alpha1.ClassVariables(class, cl)
-	check := func(tpl v1alpha1.MachineTemplate, controlPlane bool, mdClass string) {
-		out, applied, _ := v1alpha1.ApplyPatches(class, tpl, controlPlane, mdClass, vars)
+	check := func(tpl v1alpha1.MachineTemplate, t patch.Target) {
+		out, applied, errs := patch.Apply(class, tpl, t, patch.Variables(class, cl, t))
+		for _, e := range errs {
+			c.findings = append(c.findings, patchFinding{class: classObj, set: e.Applied, field: e.Field, failed: e.Err.Error(), cluster: cl.Metadata.Name})
+		}
 		if len(applied) == 0 {
 			return
 		}
@@ -53,47 +59,41 @@ func (c *checker) checkTemplates(cl *v1alpha1.Cluster, class *v1alpha1.ClusterCl
 			c.findings = append(c.findings, patchFinding{class: classObj, set: a, field: v.field, unknown: v.unknown, msg: v.msg, cluster: cl.Metadata.Name})
 		}
 	}
-	check(class.Spec.ControlPlane.MachineTemplate, true, "")
-	done := map[string]bool{}
-	for _, md := range cl.Spec.Topology.Workers.MachineDeployments {
-		if done[md.Class] {
-			continue
-		}
-		done[md.Class] = true
-		for _, w := range class.Spec.Workers.MachineDeployments {
-			if w.Class == md.Class {
-				check(w.Template, false, md.Class)
-			}
+	check(class.Spec.ControlPlane.MachineTemplate, patch.Target{ControlPlane: true})
+	for i, md := range cl.Spec.Topology.Workers.MachineDeployments {
+		if w := classWorker(class, md.Class); w != nil {
+			check(w.Template, patch.Target{MachineDeployment: &cl.Spec.Topology.Workers.MachineDeployments[i]})
 		}
 	}
 }
 
-// blame returns the last set entry that wrote field, a field inside it or
+// blame returns the last JSON patch that wrote field, a field inside it or
 // a field around it.
-func blame(applied []v1alpha1.AppliedSet, field string) (v1alpha1.AppliedSet, bool) {
+func blame(applied []patch.Applied, field string) (patch.Applied, bool) {
 	for i := len(applied) - 1; i >= 0; i-- {
 		p := applied[i].Path
-		if p == field || strings.HasPrefix(field, p+".") || strings.HasPrefix(p, field+".") {
+		if p == field || strings.HasPrefix(field, p+".") || strings.HasPrefix(field, p+"[") ||
+			strings.HasPrefix(p, field+".") || strings.HasPrefix(p, field+"[") {
 			return applied[i], true
 		}
 	}
-	return v1alpha1.AppliedSet{}, false
+	return patch.Applied{}, false
 }
 
-// patchErrors turns findings into errors at each set entry's line, one per
-// set entry, field and message, naming the clusters.
+// patchErrors turns findings into errors at each JSON patch's line, one
+// per JSON patch, field and message, naming the clusters.
 func patchErrors(findings []patchFinding) []Error {
 	type key struct {
 		class             string
-		patch, set        int
+		patch, def, op    int
 		field, value, msg string
 	}
 	groups := map[key][]*patchFinding{}
 	var order []key
 	for i := range findings {
 		f := &findings[i]
-		k := key{f.class.Name, f.set.Patch, f.set.Set, f.field, describe(f.set.Value), f.msg}
-		if f.unknown {
+		k := key{f.class.Name, f.set.Patch, f.set.Definition, f.set.Op, f.field, describe(f.set.Value), f.msg + f.failed}
+		if f.unknown || f.failed != "" {
 			k.value = "" // the field is unknown whatever the value
 		}
 		if groups[k] == nil {
@@ -120,14 +120,21 @@ func patchErrors(findings []patchFinding) []Error {
 			}
 		}
 		value := describe(f.set.Value)
-		if f.set.Variable != "" {
+		switch {
+		case f.set.Variable != "":
 			value += fmt.Sprintf(" (variable %s)", f.set.Variable)
+		case f.set.Template != "":
+			value += " (from its template)"
 		}
 		var msg, field string
-		if f.unknown {
+		switch {
+		case f.failed != "":
+			field = f.field
+			msg = fmt.Sprintf("patch %q fails for %s: %s", patchName(f), who, f.failed)
+		case f.unknown:
 			field = f.set.Field() + ".path"
 			msg = fmt.Sprintf("patch %q sets %s for %s, but %s", patchName(f), f.field, who, f.msg)
-		} else {
+		default:
 			field = f.set.Field()
 			msg = fmt.Sprintf("patch %q sets %s to %s for %s, %s", patchName(f), f.field, value, who, f.msg)
 		}

@@ -2,7 +2,10 @@ package schemas
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
@@ -38,19 +41,70 @@ func (c *checker) checkClass(cl *v1alpha1.ClusterClass) {
 	}
 	for i, pt := range cl.Spec.Patches {
 		p := fmt.Sprintf("spec.patches[%d]", i)
-		for j, w := range pt.Selector.MachineDeploymentClass {
-			if !workers[w] {
-				c.errorAt(o, fmt.Sprintf("%s.selector.machineDeploymentClass[%d]", p, j), "%s", notFound("worker class", w, "", keys(workers)))
+		if pt.EnabledIf != "" {
+			if _, err := patch.ParseTemplate(pt.EnabledIf); err != nil {
+				c.errorAt(o, p+".enabledIf", "is not a Go template: %v", err)
 			}
 		}
-		for j, s := range pt.Set {
-			f := fmt.Sprintf("%s.set[%d]", p, j)
-			switch {
-			case s.ValueFrom != nil && !declared[s.ValueFrom.Variable]:
-				c.errorAt(o, f+".valueFrom.variable", "%s", notFound("variable", s.ValueFrom.Variable, "", keys(declared)))
-			case s.ValueFrom == nil && s.Value == nil:
-				c.errorAt(o, f, "set needs value or valueFrom.variable")
+		for j, d := range pt.Definitions {
+			dp := fmt.Sprintf("%s.definitions[%d]", p, j)
+			m := d.Selector.MatchResources
+			if !m.ControlPlane && (m.MachineDeploymentClass == nil || len(m.MachineDeploymentClass.Names) == 0) {
+				c.errorAt(o, dp+".selector.matchResources", "selects no machine template: set controlPlane: true or machineDeploymentClass: {names: [...]}")
 			}
+			if mc := m.MachineDeploymentClass; mc != nil {
+				for k, w := range mc.Names {
+					if !workers[w] {
+						c.errorAt(o, fmt.Sprintf("%s.selector.matchResources.machineDeploymentClass.names[%d]", dp, k), "%s", notFound("worker class", w, "", keys(workers)))
+					}
+				}
+			}
+			for k, op := range d.JSONPatches {
+				c.checkJSONPatch(o, fmt.Sprintf("%s.jsonPatches[%d]", dp, k), op, declared)
+			}
+		}
+	}
+}
+
+// builtins are the builtin variables patches may read (Cluster API's, as
+// far as gitfleet has them).
+var builtins = []string{
+	"builtin.cluster.name", "builtin.cluster.namespace", "builtin.cluster.topology.version", "builtin.cluster.topology.class",
+	"builtin.cluster.network.serviceDomain", "builtin.cluster.network.pods", "builtin.cluster.network.services",
+	"builtin.controlPlane.version", "builtin.controlPlane.replicas", "builtin.controlPlane.name",
+	"builtin.machineDeployment.version", "builtin.machineDeployment.class", "builtin.machineDeployment.name",
+	"builtin.machineDeployment.topologyName", "builtin.machineDeployment.replicas",
+}
+
+// checkJSONPatch: an op gitfleet has, a pointer into the machine template,
+// a value for add and replace (and none for remove), a variable the class
+// declares or a builtin, and a template that parses.
+func (c *checker) checkJSONPatch(o *Object, f string, op v1alpha1.JSONPatch, declared map[string]bool) {
+	if _, err := patch.ParsePointer(op.Path); err != nil {
+		c.errorAt(o, f+".path", "%v", err)
+	}
+	vf := op.ValueFrom
+	switch {
+	case op.Op == v1alpha1.PatchRemove && (op.Value != nil || vf != nil):
+		c.errorAt(o, f, "op remove takes no value or valueFrom: remove them")
+	case op.Op != v1alpha1.PatchRemove && op.Value == nil && vf == nil:
+		c.errorAt(o, f, "op %s needs value or valueFrom (variable or template)", op.Op)
+	case op.Value != nil && vf != nil:
+		c.errorAt(o, f, "has both value and valueFrom: keep one")
+	case vf != nil && (vf.Variable == "") == (vf.Template == ""):
+		c.errorAt(o, f+".valueFrom", "needs exactly one of variable and template")
+	case vf != nil && vf.Variable != "":
+		name, _, _ := strings.Cut(strings.SplitN(vf.Variable, "[", 2)[0], ".")
+		if name == "builtin" {
+			if !slices.Contains(builtins, vf.Variable) {
+				c.errorAt(o, f+".valueFrom.variable", "%s", notFound("builtin variable", vf.Variable, "", builtins))
+			}
+		} else if !declared[name] {
+			c.errorAt(o, f+".valueFrom.variable", "%s", notFound("variable", name, "", keys(declared)))
+		}
+	case vf != nil:
+		if _, err := patch.ParseTemplate(vf.Template); err != nil {
+			c.errorAt(o, f+".valueFrom.template", "is not a Go template: %v", err)
 		}
 	}
 }

@@ -161,31 +161,66 @@ type ClassVariable struct {
 	Default    any    `json:"default,omitempty"`
 }
 
-// ClassPatch sets machine template fields, from a variable or a literal.
+// ClassPatch changes machine templates, as Cluster API v1beta2's inline
+// patches: when EnabledIf (a Go template) renders "true" or is empty, each
+// definition's JSON patches apply to the templates its selector matches.
 type ClassPatch struct {
-	Name     string        `json:"name"`
-	Selector PatchSelector `json:"selector"`
-	Set      []PatchSet    `json:"set"`
+	Name        string            `json:"name"`
+	Description string            `json:"description,omitempty"`
+	EnabledIf   string            `json:"enabledIf,omitempty"`
+	Definitions []PatchDefinition `json:"definitions"`
 }
 
-// PatchSelector says which templates a patch applies to.
+// PatchDefinition is a selector and the JSON patches for what it selects.
+type PatchDefinition struct {
+	Selector    PatchSelector `json:"selector"`
+	JSONPatches []JSONPatch   `json:"jsonPatches"`
+}
+
+// PatchSelector says which machine templates a definition patches.
+// APIVersion and Kind are accepted as Cluster API writes them and not
+// used: gitfleet's machine templates have no kinds.
 type PatchSelector struct {
-	ControlPlane           bool     `json:"controlPlane,omitempty"`
-	MachineDeploymentClass []string `json:"machineDeploymentClass,omitempty"`
+	APIVersion     string         `json:"apiVersion,omitempty"`
+	Kind           string         `json:"kind,omitempty"`
+	MatchResources MatchResources `json:"matchResources"`
 }
 
-// PatchSet sets one field. Path is dotted and relative to the machine
-// template, e.g. "spec.cpus".
-type PatchSet struct {
+// MatchResources selects the control plane's template and worker classes'.
+type MatchResources struct {
+	ControlPlane           bool                 `json:"controlPlane,omitempty"`
+	MachineDeploymentClass *MachineClassMatcher `json:"machineDeploymentClass,omitempty"`
+}
+
+// MachineClassMatcher names worker classes.
+type MachineClassMatcher struct {
+	Names []string `json:"names,omitempty"`
+}
+
+// JSONPatch is one RFC 6902 operation (add, replace or remove) on a
+// machine template, whose JSON is {"provider": ..., "spec": {...}}: Path
+// is a JSON pointer like /spec/cpus or /spec/disks/- (append).
+type JSONPatch struct {
+	Op        string     `json:"op"`
 	Path      string     `json:"path"`
 	Value     any        `json:"value,omitempty"`
 	ValueFrom *ValueFrom `json:"valueFrom,omitempty"`
 }
 
-// ValueFrom names the variable a patch takes its value from.
+// ValueFrom takes a patch's value from a variable (a name, or a path into
+// an object variable: proxy.httpProxy, builtin.cluster.name) or a Go
+// template over the variables, whose output is read as YAML.
 type ValueFrom struct {
-	Variable string `json:"variable"`
+	Variable string `json:"variable,omitempty"`
+	Template string `json:"template,omitempty"`
 }
+
+// Patch operations.
+const (
+	PatchAdd     = "add"
+	PatchReplace = "replace"
+	PatchRemove  = "remove"
+)
 
 // RolloutSpec orders how a class change reaches the clusters using it.
 type RolloutSpec struct {

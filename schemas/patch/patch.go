@@ -1,0 +1,468 @@
+// Package patch applies a ClusterClass's patches to machine templates, as
+// Cluster API v1beta2 writes inline patches (JSON patches, enabledIf and
+// valueFrom templates with sprig's hermetic functions, builtin variables).
+// The planner, which makes machines of the patched templates, and
+// validation, which checks them against the providers' schemas, share it.
+// It is pure: its templates have no environment, clock or randomness.
+// docs/fleet-api.md ("Patches") says where it differs from Cluster API.
+package patch
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/template"
+
+	"github.com/Masterminds/sprig/v3"
+	"gopkg.in/yaml.v3"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// ClassVariables resolves every variable of class cc for cluster c: the
+// cluster's value for a declared variable, else the class's default.
+// Undeclared and missing required variables are left to the caller.
+func ClassVariables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster) map[string]any {
+	vals := map[string]any{}
+	declared := map[string]bool{}
+	for _, v := range cc.Spec.Variables {
+		declared[v.Name] = true
+		if v.Default != nil {
+			vals[v.Name] = v.Default
+		}
+	}
+	for _, v := range c.Spec.Topology.Variables {
+		if declared[v.Name] {
+			vals[v.Name] = v.Value
+		}
+	}
+	return vals
+}
+
+// Target is the machine template a patch may apply to: the control plane's,
+// or a worker pool's (MachineDeployment set).
+type Target struct {
+	ControlPlane      bool
+	MachineDeployment *v1alpha1.MachineDeploymentTopology
+}
+
+// Variables are the values patches read for one target of cluster c:
+// the class variables (ClassVariables) and "builtin", with Cluster API's
+// builtin variables. Versions are the cluster's: what it runs once
+// converged.
+func Variables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, t Target) map[string]any {
+	vals := ClassVariables(cc, c)
+	version := c.Spec.Topology.Version
+	if version == "" {
+		version = cc.Spec.Version
+	}
+	cp := 1
+	if r := c.Spec.Topology.ControlPlane.Replicas; r != nil {
+		cp = *r
+	}
+	network := map[string]any{}
+	if n := c.Spec.ClusterNetwork; n != nil {
+		if n.ServiceDomain != "" {
+			network["serviceDomain"] = n.ServiceDomain
+		}
+		if n.Pods != nil {
+			network["pods"] = strings.Join(n.Pods.CIDRBlocks, ",")
+		}
+		if n.Services != nil {
+			network["services"] = strings.Join(n.Services.CIDRBlocks, ",")
+		}
+	}
+	builtin := map[string]any{
+		"cluster": map[string]any{
+			"name":      c.Metadata.Name,
+			"namespace": "",
+			"topology":  map[string]any{"version": version, "class": cc.Metadata.Name},
+			"network":   network,
+		},
+	}
+	if t.ControlPlane {
+		builtin["controlPlane"] = map[string]any{"version": version, "replicas": int64(cp), "name": c.Metadata.Name + "-control-plane"}
+	}
+	if md := t.MachineDeployment; md != nil {
+		replicas := int64(1)
+		if md.Replicas != nil {
+			replicas = int64(*md.Replicas)
+		}
+		builtin["machineDeployment"] = map[string]any{"version": version, "class": md.Class,
+			"name": c.Metadata.Name + "-" + md.Name, "topologyName": md.Name, "replicas": replicas}
+	}
+	vals["builtin"] = builtin
+	return vals
+}
+
+// Applied is one JSON patch that changed a template.
+type Applied struct {
+	Patch, Definition, Op int    // indexes in spec.patches, its definitions and their jsonPatches
+	Path                  string // the field written, dotted: spec.cpus, spec.disks[0]
+	Value                 any
+	// Variable or Template is where the value came from; both "" for a
+	// literal.
+	Variable, Template string
+}
+
+// Field is the JSON patch's field path in the class:
+// spec.patches[0].definitions[0].jsonPatches[1].
+func (a Applied) Field() string {
+	return fmt.Sprintf("spec.patches[%d].definitions[%d].jsonPatches[%d]", a.Patch, a.Definition, a.Op)
+}
+
+// Error is a patch that could not be applied; Field says which part
+// (enabledIf, a JSON patch's path or valueFrom).
+type Error struct {
+	Applied
+	Field string
+	Err   error
+}
+
+// Selects reports whether a definition's selector matches target t.
+func Selects(s v1alpha1.PatchSelector, t Target) bool {
+	if t.ControlPlane {
+		return s.MatchResources.ControlPlane
+	}
+	m := s.MatchResources.MachineDeploymentClass
+	return m != nil && t.MachineDeployment != nil && slices.Contains(m.Names, t.MachineDeployment.Class)
+}
+
+// Apply returns a copy of tpl with the class's patches applied in
+// order to target t, the patches it applied and those it could not: a
+// patch is skipped when its enabledIf does not render "true", a JSON patch
+// whose variable is unset is skipped (an optional variable leaves its field
+// alone).
+func Apply(cc *v1alpha1.ClusterClass, tpl v1alpha1.MachineTemplate, t Target, vars map[string]any) (v1alpha1.MachineTemplate, []Applied, []Error) {
+	doc := map[string]any{"provider": tpl.Provider}
+	if tpl.Spec != nil {
+		doc["spec"] = deepCopy(tpl.Spec)
+	}
+	var applied []Applied
+	var errs []Error
+	for pi, p := range cc.Spec.Patches {
+		if p.EnabledIf != "" {
+			out, err := Render(p.EnabledIf, vars)
+			if err != nil {
+				errs = append(errs, Error{Applied: Applied{Patch: pi}, Field: fmt.Sprintf("spec.patches[%d].enabledIf", pi), Err: err})
+				continue
+			}
+			if strings.TrimSpace(out) != "true" {
+				continue
+			}
+		}
+		for di, d := range p.Definitions {
+			if !Selects(d.Selector, t) {
+				continue
+			}
+			for oi, op := range d.JSONPatches {
+				a := Applied{Patch: pi, Definition: di, Op: oi, Value: op.Value}
+				fail := func(field string, err error) {
+					errs = append(errs, Error{Applied: a, Field: a.Field() + field, Err: err})
+				}
+				ptr, err := ParsePointer(op.Path)
+				if err != nil {
+					fail(".path", err)
+					continue
+				}
+				a.Path = ptr.Dotted()
+				if op.Op != v1alpha1.PatchRemove && op.ValueFrom != nil {
+					switch vf := op.ValueFrom; {
+					case vf.Variable != "":
+						v, ok, err := Lookup(vars, vf.Variable)
+						if err != nil {
+							fail(".valueFrom.variable", err)
+							continue
+						}
+						if !ok {
+							continue
+						}
+						a.Value, a.Variable = v, vf.Variable
+					case vf.Template != "":
+						out, err := Render(vf.Template, vars)
+						if err != nil {
+							fail(".valueFrom.template", err)
+							continue
+						}
+						var v any
+						if err := yaml.Unmarshal([]byte(out), &v); err != nil {
+							fail(".valueFrom.template", fmt.Errorf("renders %q, which is not YAML: %v", out, err))
+							continue
+						}
+						a.Value, a.Template = plain(v), vf.Template
+					}
+				}
+				if err := ptr.apply(doc, op.Op, deepCopy(a.Value)); err != nil {
+					fail(".path", err)
+					continue
+				}
+				applied = append(applied, a)
+			}
+		}
+	}
+	out := v1alpha1.MachineTemplate{Provider: tpl.Provider}
+	if prov, ok := doc["provider"].(string); ok {
+		out.Provider = prov
+	} else {
+		errs = append(errs, Error{Field: "spec.patches", Err: fmt.Errorf("the patches leave provider %v, which is not a string", doc["provider"])})
+	}
+	switch spec := doc["spec"].(type) {
+	case map[string]any:
+		out.Spec = spec
+	case nil:
+	default:
+		errs = append(errs, Error{Field: "spec.patches", Err: fmt.Errorf("the patches leave spec a %T, not an object", spec)})
+	}
+	return out, applied, errs
+}
+
+// templates caches parsed templates: a fleet's clusters render the same
+// few thousands of times.
+var templates sync.Map // string -> *template.Template
+
+// ParseTemplate parses a patch template with Cluster API's functions
+// (sprig's hermetic set: no environment, clock or randomness).
+func ParseTemplate(text string) (*template.Template, error) {
+	if t, ok := templates.Load(text); ok {
+		return t.(*template.Template), nil
+	}
+	t, err := template.New("").Funcs(sprig.HermeticTxtFuncMap()).Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "template: :"))
+	}
+	templates.Store(text, t)
+	return t, nil
+}
+
+// Render renders a patch template over the variables.
+func Render(text string, vars map[string]any) (string, error) {
+	t, err := ParseTemplate(text)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, vars); err != nil {
+		return "", fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "template: :"))
+	}
+	return b.String(), nil
+}
+
+// Lookup reads a variable by name or by a path into an object
+// variable (proxy.httpProxy, builtin.cluster.name, disks[0].size); ok is
+// false when the variable, or a field on the way, is not set.
+func Lookup(vars map[string]any, path string) (v any, ok bool, err error) {
+	var cur any = vars
+	for _, part := range splitVarPath(path) {
+		switch c := cur.(type) {
+		case map[string]any:
+			cur, ok = c[part]
+			if !ok {
+				return nil, false, nil
+			}
+		case []any:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 {
+				return nil, false, fmt.Errorf("%q: %q is not a list index", path, part)
+			}
+			if i >= len(c) {
+				return nil, false, nil
+			}
+			cur = c[i]
+		default:
+			return nil, false, fmt.Errorf("%q: cannot read %q from %s", path, part, typeName(cur))
+		}
+	}
+	return cur, true, nil
+}
+
+// splitVarPath splits a.b[0].c into a, b, 0, c.
+func splitVarPath(path string) []string {
+	path = strings.ReplaceAll(strings.ReplaceAll(path, "[", "."), "]", "")
+	return strings.Split(path, ".")
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	}
+	return "a number"
+}
+
+// Pointer is a parsed JSON pointer into a machine template.
+type Pointer []string
+
+// ParsePointer parses an RFC 6901 pointer; it must start at /spec or be
+// /provider.
+func ParsePointer(s string) (Pointer, error) {
+	if !strings.HasPrefix(s, "/") {
+		return nil, fmt.Errorf("%q is not a JSON pointer: start it with /, like /spec/cpus", s)
+	}
+	parts := strings.Split(s[1:], "/")
+	for i, p := range parts {
+		parts[i] = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
+	}
+	switch {
+	case parts[0] == "provider" && len(parts) == 1:
+	case len(parts) > 2 && parts[0] == "spec" && parts[1] == "template" && parts[2] == "spec":
+		return nil, fmt.Errorf("%q is Cluster API's path into an infrastructure template: gitfleet patches the machine template {provider, spec}, so write /spec/%s", s, strings.Join(parts[3:], "/"))
+	case parts[0] == "spec":
+	default:
+		return nil, fmt.Errorf("%q is not in a machine template: gitfleet patches {provider, spec}, so write /spec/<field> (Cluster API's /spec/template/spec/<field> is /spec/<field> here) or /provider", s)
+	}
+	return Pointer(parts), nil
+}
+
+// Dotted writes the pointer as a field path: spec.disks[0].size.
+func (p Pointer) Dotted() string {
+	var b strings.Builder
+	for i, s := range p {
+		if _, err := strconv.Atoi(s); err == nil && i > 0 || s == "-" {
+			b.WriteString("[" + s + "]")
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// apply performs op at p in doc. add creates missing objects on the way
+// (as Cluster API does) and inserts into a list before an index, or at
+// the end for "-"; replace and remove need the target to exist.
+func (p Pointer) apply(doc map[string]any, op string, val any) error {
+	switch op {
+	case v1alpha1.PatchAdd, v1alpha1.PatchReplace, v1alpha1.PatchRemove:
+	default:
+		return fmt.Errorf("op %q is not add, replace or remove", op)
+	}
+	_, err := p.applyAt(doc, 0, op, val)
+	return err
+}
+
+// applyAt applies the operation below node, p[depth] being its key, and
+// returns node as it is now (a list may have grown or shrunk).
+func (p Pointer) applyAt(node any, depth int, op string, val any) (any, error) {
+	key := p[depth]
+	last := depth == len(p)-1
+	switch c := node.(type) {
+	case map[string]any:
+		cur, exists := c[key]
+		if last {
+			switch {
+			case op == v1alpha1.PatchAdd:
+				c[key] = val
+			case !exists && op == v1alpha1.PatchReplace:
+				return nil, fmt.Errorf("%s does not exist: use op add", p.prefix(depth+1))
+			case !exists:
+				return nil, fmt.Errorf("%s does not exist", p.prefix(depth+1))
+			case op == v1alpha1.PatchReplace:
+				c[key] = val
+			default:
+				delete(c, key)
+			}
+			return c, nil
+		}
+		if !exists || cur == nil {
+			if op != v1alpha1.PatchAdd {
+				return nil, fmt.Errorf("%s does not exist", p.prefix(depth+1))
+			}
+			cur = map[string]any{}
+		}
+		next, err := p.applyAt(cur, depth+1, op, val)
+		if err != nil {
+			return nil, err
+		}
+		c[key] = next
+		return c, nil
+	case []any:
+		end := last && op == v1alpha1.PatchAdd
+		i, err := index(c, key, end)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", p.prefix(depth+1), err)
+		}
+		if !last {
+			next, err := p.applyAt(c[i], depth+1, op, val)
+			if err != nil {
+				return nil, err
+			}
+			c[i] = next
+			return c, nil
+		}
+		switch op {
+		case v1alpha1.PatchAdd:
+			return slices.Insert(c, i, val), nil
+		case v1alpha1.PatchReplace:
+			c[i] = val
+			return c, nil
+		default:
+			return slices.Delete(c, i, i+1), nil
+		}
+	}
+	return nil, fmt.Errorf("%s is %s, not an object or a list", p.prefix(depth), typeName(node))
+}
+
+func (p Pointer) prefix(n int) string { return Pointer(p[:n]).Dotted() }
+
+func index(list []any, key string, end bool) (int, error) {
+	if key == "-" && end {
+		return len(list), nil
+	}
+	i, err := strconv.Atoi(key)
+	if err != nil || i < 0 || i >= len(list)+b2i(end) {
+		return 0, fmt.Errorf("%q is not an index of a list of %d", key, len(list))
+	}
+	return i, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// plain turns what YAML decoding made (int, map[string]any, []any) into the
+// values the fleet's decoder makes (int64, float64).
+func plain(v any) any {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = plain(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = plain(e)
+		}
+	}
+	return v
+}
+
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = deepCopy(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(x))
+		for i, e := range x {
+			s[i] = deepCopy(e)
+		}
+		return s
+	}
+	return v
+}

@@ -1,0 +1,216 @@
+package patch_test
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gitfleet/gitfleet/schemas"
+	"github.com/gitfleet/gitfleet/schemas/patch"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/engine.golden")
+
+const header = "apiVersion: gitfleet.io/v1alpha1\n"
+
+// class is a ClusterClass whose worker class w has a template with some
+// fields (the test adds a list the provider's schema does not have), the
+// control plane's an empty spec, and the given variables and patches.
+func class(variables, patches string) string {
+	return header + `kind: ClusterClass
+metadata: {name: standard}
+spec:
+  version: v1.31.2
+  controlPlane: {machineTemplate: {provider: inmemory}}
+  workers:
+    machineDeployments:
+      - class: w
+        template:
+          provider: local
+          spec: {cpus: 2, memory: 2Gi}
+  variables:
+` + variables + `
+  patches:
+` + patches
+}
+
+const cluster = header + `kind: Cluster
+metadata: {name: dev-1}
+spec:
+  clusterNetwork: {serviceDomain: cluster.local, pods: {cidrBlocks: [10.244.0.0/16]}}
+  topology:
+    classRef: {name: standard}
+    version: v1.32.0
+    controlPlane: {replicas: 3}
+    workers:
+      machineDeployments:
+        - {class: w, name: md-0, replicas: 4}
+    variables:
+      - {name: cpus, value: 8}
+      - {name: pss, value: {enforce: restricted, audit: [baseline, restricted]}}
+      - {name: proxy, value: true}
+`
+
+const variables = `    - {name: cpus}
+    - {name: pss}
+    - {name: proxy}
+    - {name: unset}`
+
+// worker wraps JSON patches (YAML list items) in a patch for worker class w.
+func worker(name, extra, ops string) string {
+	return `    - name: ` + name + `
+` + extra + `      definitions:
+        - selector: {apiVersion: infrastructure.cluster.x-k8s.io/v1beta2, kind: LocalMachineTemplate, matchResources: {machineDeploymentClass: {names: [w]}}}
+          jsonPatches:
+` + ops
+}
+
+// TestEngineGolden applies one class patch at a time to the worker template
+// of dev-1's md-0 (and, for the control-plane case, to the control plane's)
+// and writes the template, what was applied and what failed, one case
+// after another, to testdata/engine.golden.
+func TestEngineGolden(t *testing.T) {
+	cases := []struct {
+		name, patches string
+		controlPlane  bool
+	}{
+		{"add a field, and objects on the way", worker("p", "", `            - {op: add, path: /spec/gpu/model, value: a100}
+            - {op: add, path: /spec/cpus, valueFrom: {variable: cpus}}
+`), false},
+		{"replace an existing field", worker("p", "", `            - {op: replace, path: /spec/memory, value: 8Gi}
+`), false},
+		{"replace a missing field fails", worker("p", "", `            - {op: replace, path: /spec/swap, value: 1Gi}
+`), false},
+		{"remove a field", worker("p", "", `            - {op: remove, path: /spec/memory}
+`), false},
+		{"remove a missing field fails", worker("p", "", `            - {op: remove, path: /spec/swap}
+`), false},
+		{"list: insert at an index, append, replace, remove", worker("p", "", `            - {op: add, path: /spec/disks/0, value: {size: 5Gi}}
+            - {op: add, path: /spec/disks/-, value: {size: 50Gi}}
+            - {op: replace, path: /spec/disks/1/size, value: 15Gi}
+            - {op: remove, path: /spec/disks/2}
+`), false},
+		{"a list index out of range fails", worker("p", "", `            - {op: replace, path: /spec/disks/7, value: {size: 1Gi}}
+`), false},
+		{"replace the provider", worker("p", "", `            - {op: replace, path: /provider, value: inmemory}
+`), false},
+		{"object variables read by path", worker("p", "", `            - {op: add, path: /spec/pss, valueFrom: {variable: pss.enforce}}
+            - {op: add, path: /spec/audit, valueFrom: {variable: "pss.audit[1]"}}
+`), false},
+		{"an unset variable leaves its field alone", worker("p", "", `            - {op: add, path: /spec/x, valueFrom: {variable: unset}}
+`), false},
+		{"builtin variables", worker("p", "", `            - {op: add, path: /spec/name, valueFrom: {variable: builtin.cluster.name}}
+            - {op: add, path: /spec/version, valueFrom: {variable: builtin.machineDeployment.version}}
+            - {op: add, path: /spec/pool, valueFrom: {variable: builtin.machineDeployment.topologyName}}
+            - {op: add, path: /spec/replicas, valueFrom: {variable: builtin.machineDeployment.replicas}}
+            - {op: add, path: /spec/domain, valueFrom: {variable: builtin.cluster.network.serviceDomain}}
+`), false},
+		{"templates with sprig functions; their output is YAML", worker("p", "", `            - {op: add, path: /spec/memory, valueFrom: {template: "{{ mul .cpus 2 }}Gi"}}
+            - {op: add, path: /spec/cpus, valueFrom: {template: "{{ add .cpus 1 }}"}}
+            - {op: add, path: /spec/label, valueFrom: {template: "{{ .builtin.cluster.name | upper }}-{{ .pss.enforce | default \"none\" }}"}}
+            - {op: add, path: /spec/extra, valueFrom: {template: "{sizes: [{{ .cpus }}, 16]}"}}
+`), false},
+		{"a template that fails to execute", worker("p", "", `            - {op: add, path: /spec/x, valueFrom: {template: "{{ .pss.enforce.deeper }}"}}
+`), false},
+		{"enabledIf true", worker("p", `      enabledIf: "{{ .proxy }}"
+`, `            - {op: add, path: /spec/proxy, value: on}
+`), false},
+		{"enabledIf false", worker("p", `      enabledIf: "{{ if .unset }}true{{ end }}"
+`, `            - {op: add, path: /spec/proxy, value: on}
+`), false},
+		{"a selector for workers leaves the control plane alone", worker("p", "", `            - {op: add, path: /spec/x, value: 1}
+`), true},
+		{"the control plane's builtins", `    - name: cp
+      definitions:
+        - selector: {matchResources: {controlPlane: true}}
+          jsonPatches:
+            - {op: add, path: /spec/version, valueFrom: {variable: builtin.controlPlane.version}}
+            - {op: add, path: /spec/replicas, valueFrom: {variable: builtin.controlPlane.replicas}}
+`, true},
+		{"patches apply in order", worker("first", "", `            - {op: add, path: /spec/cpus, value: 3}
+`) + worker("second", "", `            - {op: replace, path: /spec/cpus, value: 5}
+`), false},
+	}
+	var out strings.Builder
+	for _, tc := range cases {
+		objs, errs := schemas.ParseFile(schemas.File{Path: "classes/standard.yaml", Data: []byte(class(variables, tc.patches))})
+		if len(errs) > 0 {
+			t.Fatalf("%s: class: %v", tc.name, errs)
+		}
+		cc := objs[0].Value.(*v1alpha1.ClusterClass)
+		cc.Spec.Workers.MachineDeployments[0].Template.Spec["disks"] = []any{map[string]any{"size": "10Gi"}, map[string]any{"size": "20Gi"}}
+		objs, errs = schemas.ParseFile(schemas.File{Path: "clusters/dev-1.yaml", Data: []byte(cluster)})
+		if len(errs) > 0 {
+			t.Fatalf("%s: cluster: %v", tc.name, errs)
+		}
+		c := objs[0].Value.(*v1alpha1.Cluster)
+		target := patch.Target{MachineDeployment: &c.Spec.Topology.Workers.MachineDeployments[0]}
+		tpl := cc.Spec.Workers.MachineDeployments[0].Template
+		if tc.controlPlane {
+			target, tpl = patch.Target{ControlPlane: true}, cc.Spec.ControlPlane.MachineTemplate
+		}
+		got, applied, failed := patch.Apply(cc, tpl, target, patch.Variables(cc, c, target))
+		js, err := json.Marshal(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&out, "== %s\ntemplate: %s\n", tc.name, js)
+		for _, a := range applied {
+			from := ""
+			switch {
+			case a.Variable != "":
+				from = " from variable " + a.Variable
+			case a.Template != "":
+				from = fmt.Sprintf(" from template %q", a.Template)
+			}
+			v, _ := json.Marshal(a.Value)
+			fmt.Fprintf(&out, "applied %s: %s = %s%s\n", a.Field(), a.Path, v, from)
+		}
+		for _, e := range failed {
+			fmt.Fprintf(&out, "failed %s: %v\n", e.Field, e.Err)
+		}
+	}
+	const golden = "testdata/engine.golden"
+	if *update {
+		if err := os.WriteFile(golden, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./schemas/patch -update)", err)
+	}
+	if d := cmp.Diff(string(want), out.String()); d != "" {
+		t.Errorf("%s differs (-want +got):\n%s", golden, d)
+	}
+}
+
+func TestParsePointer(t *testing.T) {
+	for path, want := range map[string]string{
+		"/spec/cpus":                 "spec.cpus",
+		"/spec/disks/0/size":         "spec.disks[0].size",
+		"/spec/disks/-":              "spec.disks[-]",
+		"/spec/a~1b/c~0d":            "spec.a/b.c~d",
+		"/provider":                  "provider",
+		"spec/cpus":                  `error: "spec/cpus" is not a JSON pointer: start it with /, like /spec/cpus`,
+		"/metadata/labels":           `error: "/metadata/labels" is not in a machine template: gitfleet patches {provider, spec}, so write /spec/<field> (Cluster API's /spec/template/spec/<field> is /spec/<field> here) or /provider`,
+		"/spec/template/spec/memory": `error: "/spec/template/spec/memory" is Cluster API's path into an infrastructure template: gitfleet patches the machine template {provider, spec}, so write /spec/memory`,
+	} {
+		p, err := patch.ParsePointer(path)
+		got := ""
+		if err != nil {
+			got = "error: " + err.Error()
+		} else {
+			got = p.Dotted()
+		}
+		if got != want {
+			t.Errorf("ParsePointer(%q) = %s, want %s", path, got, want)
+		}
+	}
+}
