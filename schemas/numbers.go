@@ -18,6 +18,9 @@ func fixNumbers(v any) {
 		}
 		for i := range o.Spec.Variables {
 			o.Spec.Variables[i].Default = number(o.Spec.Variables[i].Default)
+			if s := o.Spec.Variables[i].Schema; s != nil {
+				fixSpec(s.OpenAPIV3Schema)
+			}
 		}
 		for i := range o.Spec.Patches {
 			for j := range o.Spec.Patches[i].Definitions {

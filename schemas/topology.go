@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,13 +30,22 @@ func (c *checker) checkClass(cl *v1alpha1.ClusterClass) {
 		}
 		declared[v.Name] = true
 		cv, err := c.vars.compile(cl, i)
-		if err != nil {
+		var se *schemaError
+		switch {
+		case errors.As(err, &se):
+			c.errorAt(o, p+".schema.openAPIV3Schema", "is not an OpenAPI v3 schema CUE can read: %v", se.err)
+			continue
+		case err != nil:
 			c.errorAt(o, p+".constraint", "%q is not a CUE constraint: %v", v.Constraint, err)
 			continue
 		}
-		if v.Default != nil {
-			if msg := cv.check(v.Default); msg != "" {
-				c.errorAt(o, p+".default", "%s does not satisfy the constraint %s: %s", describe(v.Default), v.Constraint, msg)
+		if def := variableDefault(v); def != nil {
+			if msg := cv.check(def); msg != "" {
+				field := p + ".default"
+				if v.Default == nil {
+					field = p + ".schema.openAPIV3Schema.default"
+				}
+				c.errorAt(o, field, "%s does not satisfy %s: %s", describe(def), constraintName(v), msg)
 			}
 		}
 	}
@@ -74,6 +84,32 @@ var builtins = []string{
 	"builtin.controlPlane.version", "builtin.controlPlane.replicas", "builtin.controlPlane.name",
 	"builtin.machineDeployment.version", "builtin.machineDeployment.class", "builtin.machineDeployment.name",
 	"builtin.machineDeployment.topologyName", "builtin.machineDeployment.replicas",
+}
+
+// variableDefault is a variable's default, its own or its schema's, with
+// its schema's nested defaults filled in; nil when it has none.
+func variableDefault(v v1alpha1.ClassVariable) any {
+	return withSchemaDefaults(&v, v.Default)
+}
+
+// withSchemaDefaults fills in the defaults of v's schema, if it has one,
+// as the planner will before the value is used.
+func withSchemaDefaults(v *v1alpha1.ClassVariable, value any) any {
+	if v.Schema == nil {
+		return value
+	}
+	return patch.WithDefaults(v.Schema.OpenAPIV3Schema, value)
+}
+
+// constraintName says what a variable's value must satisfy, for messages.
+func constraintName(v v1alpha1.ClassVariable) string {
+	switch {
+	case v.Schema != nil && v.Constraint != "":
+		return fmt.Sprintf("%s, the constraint, and schema.openAPIV3Schema", v.Constraint)
+	case v.Schema != nil:
+		return "schema.openAPIV3Schema"
+	}
+	return v.Constraint + ", the constraint"
 }
 
 // checkJSONPatch: an op gitfleet has, a pointer into the machine template,
@@ -195,10 +231,10 @@ func (c *checker) checkVariables(o *Object, cl *v1alpha1.Cluster, class *v1alpha
 		if err != nil {
 			continue // reported on the class
 		}
-		if msg := cv.check(v.Value); msg != "" {
-			decl := class.Spec.Variables[ci]
-			c.errorAt(o, p+".value", "%s does not satisfy %s, the constraint of variable %q in ClusterClass %q (%s): %s",
-				describe(v.Value), decl.Constraint, v.Name, class.Metadata.Name, class.Source, msg)
+		decl := class.Spec.Variables[ci]
+		if msg := cv.check(withSchemaDefaults(&decl, v.Value)); msg != "" {
+			c.errorAt(o, p+".value", "%s does not satisfy %s of variable %q in ClusterClass %q (%s): %s",
+				describe(v.Value), constraintName(decl), v.Name, class.Metadata.Name, class.Source, msg)
 		}
 	}
 	for _, v := range class.Spec.Variables {

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/encoding/jsonschema"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
@@ -20,6 +22,7 @@ type variables struct {
 	v        *compiled
 	ctx      *cue.Context
 	compiled map[string]*compiledVar // class/index
+	failed   map[string]error        // why a class/index did not compile
 	// specs caches the verdict on patched machine templates, by their
 	// JSON (templates.go).
 	specs map[string][]specViolation
@@ -42,6 +45,7 @@ func (vs *variables) rotate() {
 	vs.v = getValidator()
 	vs.ctx = vs.v.ctx
 	vs.compiled = map[string]*compiledVar{}
+	vs.failed = map[string]error{}
 }
 
 func (vs *variables) close() { putValidator(vs.v) }
@@ -63,11 +67,12 @@ func (vs *variables) compile(cl *v1alpha1.ClusterClass, i int) (*compiledVar, er
 	key := fmt.Sprintf("%s/%d", cl.Metadata.Name, i)
 	if cv, ok := vs.compiled[key]; ok {
 		if cv == nil {
-			return nil, errBadConstraint
+			return nil, vs.failed[key]
 		}
 		return cv, nil
 	}
-	src := strings.TrimSpace(cl.Spec.Variables[i].Constraint)
+	decl := cl.Spec.Variables[i]
+	src := strings.TrimSpace(decl.Constraint)
 	if src == "" {
 		src = "_"
 	}
@@ -77,21 +82,43 @@ func (vs *variables) compile(cl *v1alpha1.ClusterClass, i int) (*compiledVar, er
 		if err := v.Err(); err != nil {
 			return fmt.Errorf("%s", cueMessage(err))
 		}
+		if decl.Schema == nil {
+			return nil
+		}
+		f, err := jsonschema.Extract(vs.ctx.Encode(decl.Schema.OpenAPIV3Schema),
+			&jsonschema.Config{DefaultVersion: jsonschema.VersionKubernetesAPI})
+		if err != nil {
+			return &schemaError{fmt.Errorf("%s", cueMessage(err))}
+		}
+		sv := vs.ctx.BuildFile(f)
+		if err := sv.Err(); err != nil {
+			return &schemaError{fmt.Errorf("%s", cueMessage(err))}
+		}
+		v = v.Unify(sv)
 		return nil
 	})
 	if err != nil {
 		vs.compiled[key] = nil
+		vs.failed[key] = err
 		return nil, err
 	}
 	if vs.verdicts == nil || len(vs.verdicts) >= maxVerdicts {
 		vs.verdicts = map[string]string{}
+	}
+	if decl.Schema != nil {
+		js, _ := json.Marshal(decl.Schema.OpenAPIV3Schema)
+		src += "\x00" + string(js)
 	}
 	cv := &compiledVar{ctx: vs.ctx, constraint: v, src: src, verdicts: vs.verdicts}
 	vs.compiled[key] = cv
 	return cv, nil
 }
 
-var errBadConstraint = fmt.Errorf("constraint does not compile")
+// schemaError is a variable's schema.openAPIV3Schema that CUE cannot read
+// (its constraint compiled).
+type schemaError struct{ err error }
+
+func (e *schemaError) Error() string { return e.err.Error() }
 
 // check returns "" when value satisfies the constraint, else why not.
 func (cv *compiledVar) check(value any) (msg string) {
@@ -110,6 +137,9 @@ func (cv *compiledVar) check(value any) (msg string) {
 		u := cv.constraint.Unify(cv.ctx.Encode(value))
 		if err := u.Validate(cue.Concrete(true)); err != nil {
 			msg = cueMessage(err)
+			if es := cueerrors.Errors(err); len(es) > 0 && len(es[0].Path()) > 0 {
+				msg = strings.Join(es[0].Path(), ".") + ": " + msg // inside an object variable
+			}
 		}
 		return nil
 	})

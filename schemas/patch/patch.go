@@ -23,23 +23,88 @@ import (
 )
 
 // ClassVariables resolves every variable of class cc for cluster c: the
-// cluster's value for a declared variable, else the class's default.
-// Undeclared and missing required variables are left to the caller.
+// cluster's value for a declared variable, else the class's default (its
+// default, or its schema's), with the defaults of its schema's properties
+// filled in, as Cluster API defaults variables. Undeclared and missing
+// required variables are left to the caller.
 func ClassVariables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster) map[string]any {
 	vals := map[string]any{}
-	declared := map[string]bool{}
-	for _, v := range cc.Spec.Variables {
-		declared[v.Name] = true
+	declared := map[string]*v1alpha1.ClassVariable{}
+	for i := range cc.Spec.Variables {
+		v := &cc.Spec.Variables[i]
+		declared[v.Name] = v
 		if v.Default != nil {
 			vals[v.Name] = v.Default
 		}
 	}
 	for _, v := range c.Spec.Topology.Variables {
-		if declared[v.Name] {
+		if declared[v.Name] != nil {
 			vals[v.Name] = v.Value
 		}
 	}
+	for name, decl := range declared {
+		if decl.Schema != nil {
+			if v := WithDefaults(decl.Schema.OpenAPIV3Schema, vals[name]); v != nil {
+				vals[name] = v
+			}
+		}
+	}
 	return vals
+}
+
+// WithDefaults returns v with the defaults of OpenAPI v3 schema s filled in:
+// s's own when v is nil, and those of object properties v lacks, at every
+// depth (properties and items). v itself is never changed: a copy is.
+func WithDefaults(s map[string]any, v any) any {
+	if !hasDefaults(s) {
+		return v
+	}
+	return fillDefaults(s, deepCopy(v))
+}
+
+func fillDefaults(s map[string]any, v any) any {
+	if v == nil {
+		d, ok := s["default"]
+		if !ok {
+			return nil
+		}
+		v = deepCopy(d)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		props, _ := s["properties"].(map[string]any)
+		for name, ps := range props {
+			sub, ok := ps.(map[string]any)
+			if !ok {
+				continue
+			}
+			if d := fillDefaults(sub, x[name]); d != nil {
+				x[name] = d
+			}
+		}
+	case []any:
+		if items, ok := s["items"].(map[string]any); ok {
+			for i := range x {
+				x[i] = fillDefaults(items, x[i])
+			}
+		}
+	}
+	return v
+}
+
+func hasDefaults(s map[string]any) bool {
+	if _, ok := s["default"]; ok {
+		return true
+	}
+	if props, ok := s["properties"].(map[string]any); ok {
+		for _, ps := range props {
+			if sub, ok := ps.(map[string]any); ok && hasDefaults(sub) {
+				return true
+			}
+		}
+	}
+	items, ok := s["items"].(map[string]any)
+	return ok && hasDefaults(items)
 }
 
 // Target is the machine template a patch may apply to: the control plane's,

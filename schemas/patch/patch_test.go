@@ -55,12 +55,24 @@ spec:
       - {name: cpus, value: 8}
       - {name: pss, value: {enforce: restricted, audit: [baseline, restricted]}}
       - {name: proxy, value: true}
+      - {name: security, value: {enforce: privileged, exemptions: [{user: ci}]}}
 `
 
 const variables = `    - {name: cpus}
     - {name: pss}
     - {name: proxy}
-    - {name: unset}`
+    - {name: unset}
+    - name: security
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            enforce: {type: string, default: baseline}
+            audit: {type: string, default: restricted}
+            exemptions: {type: array, items: {type: object, properties: {reason: {type: string, default: none}}}}
+    - name: region
+      schema:
+        openAPIV3Schema: {type: string, default: eu-1}`
 
 // worker wraps JSON patches (YAML list items) in a patch for worker class w.
 func worker(name, extra, ops string) string {
@@ -133,6 +145,9 @@ func TestEngineGolden(t *testing.T) {
             - {op: add, path: /spec/version, valueFrom: {variable: builtin.controlPlane.version}}
             - {op: add, path: /spec/replicas, valueFrom: {variable: builtin.controlPlane.replicas}}
 `, true},
+		{"openAPIV3Schema defaults: the variable's own, and its properties' at every depth", worker("p", "", `            - {op: add, path: /spec/security, valueFrom: {variable: security}}
+            - {op: add, path: /spec/region, valueFrom: {variable: region}}
+`), false},
 		{"patches apply in order", worker("first", "", `            - {op: add, path: /spec/cpus, value: 3}
 `) + worker("second", "", `            - {op: replace, path: /spec/cpus, value: 5}
 `), false},

@@ -158,7 +158,16 @@ type ClassVariable struct {
 	// Constraint is a CUE expression the value must satisfy, e.g.
 	// `int & >=1 & <=64` or `"small" | "large"`.
 	Constraint string `json:"constraint,omitempty"`
-	Default    any    `json:"default,omitempty"`
+	// Schema is Cluster API's: an OpenAPI v3 schema the value must
+	// satisfy, with defaults. With Constraint, both apply.
+	Schema  *VariableSchema `json:"schema,omitempty"`
+	Default any             `json:"default,omitempty"`
+}
+
+// VariableSchema holds a variable's OpenAPI v3 schema, as Cluster API's
+// ClusterClass variables write it.
+type VariableSchema struct {
+	OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
 }
 
 // ClassPatch changes machine templates, as Cluster API v1beta2's inline
