@@ -114,6 +114,14 @@ next:
 
 // typeMeta checks apiVersion and kind and returns the kind.
 func typeMeta(path string, d *doc, m map[string]any) (string, *Error) {
+	if av, ok := m["apiVersion"].(string); ok && isClusterAPI(av) {
+		what := av
+		if k, ok := m["kind"].(string); ok {
+			what += " " + k
+		}
+		e := d.errorAt(path, "apiVersion", fmt.Sprintf("%s is Cluster API syntax, which gitfleet does not read as it is: convert the file with gitfleet import capi %s (docs/import.md)", what, path))
+		return "", &e
+	}
 	kindV, hasKind := m["kind"]
 	if !hasKind {
 		e := d.errorAt(path, "", "document has no kind: add kind: one of "+strings.Join(kindNames, ", "))
@@ -235,4 +243,12 @@ func parentField(p string) string {
 		return ""
 	}
 	return p[:i]
+}
+
+// isClusterAPI reports whether apiVersion is of a Cluster API group:
+// cluster.x-k8s.io or one of its subgroups (infrastructure., bootstrap.,
+// controlplane., ...).
+func isClusterAPI(apiVersion string) bool {
+	group, _, _ := strings.Cut(apiVersion, "/")
+	return group == "cluster.x-k8s.io" || strings.HasSuffix(group, ".cluster.x-k8s.io")
 }

@@ -165,3 +165,20 @@ func keys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// ProviderFields lists the top-level fields of provider's machine spec,
+// sorted; ok is false for a provider gitfleet does not know.
+func ProviderFields(provider string) (fields []string, ok bool) {
+	sh, ok := allowedShapes().providers[provider]
+	if !ok {
+		return nil, false
+	}
+	return keys(sh.fields), true
+}
+
+// SendsHeartbeats reports whether provider's machines send heartbeats (so
+// a missed one means something).
+func SendsHeartbeats(provider string) bool { return !allowedShapes().silent[provider] }
+
+// Providers lists the providers gitfleet knows, sorted.
+func Providers() []string { return keys(allowedShapes().providers) }

@@ -238,7 +238,7 @@ func (c *checker) checkVariables(o *Object, cl *v1alpha1.Cluster, class *v1alpha
 		}
 	}
 	for _, v := range class.Spec.Variables {
-		if v.Required && v.Default == nil && !set[v.Name] {
+		if v.Required && variableDefault(v) == nil && !set[v.Name] {
 			c.errorAt(o, "spec.topology", "variable %q is required by ClusterClass %q: add it to spec.topology.variables", v.Name, class.Metadata.Name)
 		}
 	}
