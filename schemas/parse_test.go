@@ -87,6 +87,10 @@ func TestParseFileErrors(t *testing.T) {
 			`f.yaml:8:23: spec.checks.unhealthyNodeConditions[0].status: False is not a status of the Ready condition gitfleet checks: use Unknown (no heartbeat) or "False" (the machine says it is not healthy), quoted`,
 			`f.yaml:9:10: spec.checks.unhealthyNodeConditions[1].type: "MemoryPressure" is not a condition gitfleet's machines report: use Ready (status Unknown: heartbeats stopped; False: the machine says it is not healthy)`,
 		}},
+		{"Cluster API fields with another name here", header + "kind: Cluster\nmetadata: {name: a}\nspec:\n  topology:\n    classRef: {name: c}\n    classNamespace: default\n    workers:\n      machineDeployments:\n        - {class: w, name: md, machineHealthCheck: {enable: true}}\n", []string{
+			`f.yaml:7:5: spec.topology.classNamespace: unknown field "classNamespace": gitfleet has no namespaces: remove it`,
+			`f.yaml:10:32: spec.topology.workers.machineDeployments[0].machineHealthCheck: unknown field "machineHealthCheck": Cluster API v1beta2 and gitfleet write healthCheck (enabled, checks, remediation)`,
+		}},
 		{"Cluster API v1beta1 names", header + "kind: MachineHealthCheck\nmetadata: {name: a}\nspec:\n  clusterName: x\n  nodeStartupTimeout: 10m\n  maxUnhealthy: 40%\n", []string{
 			`f.yaml:6:3: spec.nodeStartupTimeout: unknown field "nodeStartupTimeout": Cluster API v1beta2 and gitfleet write spec.checks.nodeStartupTimeoutSeconds, a number of seconds (10m is 600)`,
 			`f.yaml:7:3: spec.maxUnhealthy: unknown field "maxUnhealthy": Cluster API v1beta2 and gitfleet write spec.remediation.triggerIf.unhealthyLessThanOrEqualTo`,

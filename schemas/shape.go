@@ -114,6 +114,21 @@ var renamedFields = map[string]string{
 		"definitions: [{selector: {matchResources: ...}, jsonPatches: [{op: add, path: /spec/cpus, valueFrom: {variable: cpus}}]}]",
 	"ClusterClass spec.patches[].selector": "the selector goes in each of definitions[], as selector.matchResources, " +
 		"as Cluster API v1beta2 writes it: {controlPlane: true, machineDeploymentClass: {names: [...]}}",
+	"ClusterClass spec.controlPlane.machineInfrastructure": "gitfleet writes the control plane's machines as a machine template: " +
+		"spec.controlPlane.machineTemplate: {provider: NAME, spec: {...}} (gitfleet import capi converts Cluster API classes)",
+	"ClusterClass spec.controlPlane.ref":         "gitfleet has no kubeadm control-plane object: write spec.controlPlane.machineTemplate",
+	"ClusterClass spec.controlPlane.templateRef": "gitfleet has no kubeadm control-plane object: write spec.controlPlane.machineTemplate",
+	"ClusterClass spec.controlPlane.machineHealthCheck": "Cluster API v1beta2 and gitfleet write spec.controlPlane.healthCheck " +
+		"(checks, remediation)",
+	"ClusterClass spec.workers.machineDeployments[].machineHealthCheck": "Cluster API v1beta2 and gitfleet write healthCheck (checks, remediation)",
+	"ClusterClass spec.workers.machineDeployments[].infrastructure": "gitfleet writes a worker class's machines as a machine template: " +
+		"template: {provider: NAME, spec: {...}}",
+	"ClusterClass spec.workers.machineDeployments[].bootstrap": "gitfleet makes bootstrap data itself: write template: {provider: NAME, spec: {...}}",
+	"Cluster spec.topology.controlPlane.machineHealthCheck":    "Cluster API v1beta2 and gitfleet write healthCheck (enabled, checks, remediation)",
+	"Cluster spec.topology.workers.machineDeployments[].machineHealthCheck": "Cluster API v1beta2 and gitfleet write healthCheck " +
+		"(enabled, checks, remediation)",
+	"Cluster spec.topology.classNamespace": "gitfleet has no namespaces: remove it",
+	"MachineDeployment spec.deletePolicy":  "Cluster API v1beta2 and gitfleet write spec.deletion.order",
 	"MachineHealthCheck spec.nodeStartupTimeout": "Cluster API v1beta2 and gitfleet write spec.checks.nodeStartupTimeoutSeconds, " +
 		"a number of seconds (10m is 600)",
 	"MachineHealthCheck spec.unhealthyConditions": "Cluster API v1beta2 and gitfleet write spec.checks.unhealthyNodeConditions, " +
