@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -22,6 +23,18 @@ type ClusterInput struct {
 	Now     time.Time
 	NewName func(cluster, pool string) string
 	Backoff Backoff
+	// Scale holds the replicas asked for the cluster's autoscaled pools
+	// (by pool name), kept by the daemon; a pool with none runs its
+	// minimum, and every count is held within the pool's bounds.
+	Scale map[string]ScaleRequest
+}
+
+// ScaleRequest is the size last asked for an autoscaled pool, by whom and
+// when.
+type ScaleRequest struct {
+	Replicas int
+	By       string
+	At       time.Time
 }
 
 // ClusterResult is one cluster's steps and status, and its record after
@@ -68,7 +81,8 @@ func PlanCluster(in ClusterInput) ClusterResult {
 		n := 0
 		in.NewName = func(cluster, pool string) string { n++; return fmt.Sprintf("%s-%s-%d", cluster, pool, n) }
 	}
-	p := &clusterPass{in: &in, desired: in.Desired, dc: in.Desired, pools: map[string][]*mstate{}}
+	desired := Scaled(in.Desired, in.Scale)
+	p := &clusterPass{in: &in, desired: desired, dc: desired, pools: map[string][]*mstate{}}
 	p.res.Status.Name = in.Name
 	for i := range in.Machines {
 		m := &in.Machines[i]
@@ -401,4 +415,26 @@ func (p *clusterPass) wakeAt(t time.Time) {
 	if p.res.Wake.IsZero() || t.Before(p.res.Wake) {
 		p.res.Wake = t
 	}
+}
+
+// Scaled returns dc with each autoscaled pool at the size asked for it,
+// within its bounds (a bound changed in Git applies at once); dc itself
+// when it has no autoscaled pool. Expansions are shared and never changed:
+// a copy is.
+func Scaled(dc *DesiredCluster, scale map[string]ScaleRequest) *DesiredCluster {
+	if dc == nil || !slices.ContainsFunc(dc.Deployments, func(p Pool) bool { return p.Autoscale != nil }) {
+		return dc
+	}
+	out := *dc
+	out.Deployments = slices.Clone(dc.Deployments)
+	for i := range out.Deployments {
+		p := &out.Deployments[i]
+		if p.Autoscale == nil {
+			continue
+		}
+		if r, ok := scale[p.Name]; ok {
+			p.Replicas = min(max(r.Replicas, p.Autoscale.Min), p.Autoscale.Max)
+		}
+	}
+	return &out
 }

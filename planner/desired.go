@@ -86,6 +86,9 @@ type DesiredCluster struct {
 	Problems []Problem
 }
 
+// Autoscale is the range the autoscaler annotations allow a pool.
+type Autoscale struct{ Min, Max int }
+
 // Pool is the control plane or one MachineDeployment of a cluster.
 type Pool struct {
 	Name          string // deployment name; "" for the control plane
@@ -110,6 +113,10 @@ type Pool struct {
 	// MinReady is how long a new machine must have been Running and ready
 	// before it counts as available (minReadySeconds).
 	MinReady time.Duration
+	// Autoscale is set for a pool sized by the daemon within the
+	// autoscaler annotations' bounds (ClusterInput.Scale), not by Git;
+	// Replicas is then the minimum until a scale request says otherwise.
+	Autoscale *Autoscale
 	// TemplateHash identifies what a machine of this pool is at Version:
 	// it changes exactly when a machine must be replaced.
 	TemplateHash  string

@@ -154,6 +154,7 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas",
 			mdc.Metadata, md.Metadata)
 		pool.setLifecycle(firstOf(md.Rollout, mdc.Rollout), firstOf(md.Deletion, mdc.Deletion), firstOf(md.MinReadySeconds, mdc.MinReadySeconds))
+		pool.setAutoscale(md.Metadata.Annotations, md.Replicas, c.Source, field, &dc.Problems)
 		dc.Deployments = append(dc.Deployments, pool)
 		if h, ok := topologyHealth(dc.Name+"-"+md.Name, pool.Labels, mdc.HealthCheck, cc.Source, md.HealthCheck, c.Source); ok {
 			dc.HealthChecks = append(dc.HealthChecks, h)
@@ -185,6 +186,25 @@ func (p *Pool) setLifecycle(r *v1alpha1.MachineRollout, d *v1alpha1.MachineDelet
 	if minReady != nil {
 		p.MinReady = time.Duration(*minReady) * time.Second
 	}
+}
+
+// setAutoscale makes the pool autoscaled when its annotations carry the
+// autoscaler's bounds: it starts at the minimum.
+func (p *Pool) setAutoscale(annotations map[string]string, replicas *int, src v1alpha1.Source, field string, problems *[]Problem) {
+	lo, hi, ok, err := v1alpha1.AutoscaleBounds(annotations)
+	switch {
+	case !ok:
+		return
+	case err != nil:
+		*problems = append(*problems, problemf(src, field+".annotations", "%v", err))
+		return
+	case replicas != nil:
+		*problems = append(*problems, problemf(src, field+".replicas",
+			"is set, but the autoscaler annotations make the daemon size this pool: remove replicas, or the annotations"))
+		return
+	}
+	p.Autoscale = &Autoscale{Min: lo, Max: hi}
+	p.Replicas = lo
 }
 
 // topologyHealth resolves the health check of a control plane or pool
@@ -365,6 +385,7 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, reused map[str
 		p := newPool(dc, md.Metadata.Name, wire.RoleWorker, replicas, ver, md.Spec.Template, md.Spec.FailureDomain,
 			resolveStrategy(v1alpha1.StrategyOf(md.Spec.Rollout), replicas), md.Source, "spec.replicas")
 		p.setLifecycle(md.Spec.Rollout, md.Spec.Deletion, md.Spec.MinReadySeconds)
+		p.setAutoscale(md.Metadata.Annotations, md.Spec.Replicas, md.Source, "metadata", &dc.Problems)
 		dc.Deployments = append(dc.Deployments, p)
 	}
 	for _, dc := range d.Clusters {

@@ -16,7 +16,7 @@ func Plan(in Input) Result {
 	}
 	sums := make(map[string]Summary, len(d.Clusters))
 	for _, dc := range d.Clusters {
-		sums[dc.Name] = Summarize(dc, in.Records.Cluster(dc.Name), byCluster[dc.Name], in.Now)
+		sums[dc.Name] = Summarize(Scaled(dc, in.Scale[dc.Name]), in.Records.Cluster(dc.Name), byCluster[dc.Name], in.Now)
 	}
 	gates := Rollouts(d, sums, in.Records.Rollouts, in.Now)
 	names := make([]string, 0, len(byCluster)+len(d.Clusters))
@@ -43,7 +43,7 @@ func Plan(in Input) Result {
 	}
 	for _, n := range names {
 		cr := PlanCluster(ClusterInput{Name: n, Desired: d.Cluster(n), Machines: byCluster[n], Record: in.Records.Cluster(n),
-			Gate: gates.For(n), Now: in.Now, NewName: in.NewName, Backoff: in.Backoff})
+			Gate: gates.For(n), Now: in.Now, NewName: in.NewName, Backoff: in.Backoff, Scale: in.Scale[n]})
 		res.Steps = append(res.Steps, cr.Steps...)
 		if cr.Status.Phase != PhaseDeleted {
 			res.Clusters = append(res.Clusters, cr.Status)

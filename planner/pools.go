@@ -31,6 +31,10 @@ func (p *clusterPass) markUpToDate(cpStep string, want []string) {
 func (p *clusterPass) poolStatus(pool *Pool, ver string) PoolStatus {
 	hash := stepHash(pool, ver)
 	ps := PoolStatus{Name: PoolName(pool.Name), Replicas: pool.Replicas, Version: ver}
+	if a := pool.Autoscale; a != nil {
+		r := p.in.Scale[pool.Name]
+		ps.Autoscale = &AutoscaleStatus{Min: a.Min, Max: a.Max, By: r.By, At: r.At}
+	}
 	after := !pool.RolloutAfter.IsZero() && !p.in.Now.Before(pool.RolloutAfter)
 	if !pool.RolloutAfter.IsZero() && !after {
 		p.wakeAt(pool.RolloutAfter)

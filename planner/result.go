@@ -18,6 +18,9 @@ type Input struct {
 	Now     time.Time
 	NewName func(cluster, pool string) string
 	Backoff Backoff
+	// Scale holds, by cluster, the sizes asked for autoscaled pools
+	// (ClusterInput.Scale).
+	Scale map[string]map[string]ScaleRequest
 }
 
 // Result is what is allowed to happen right now, and why the rest is not.
@@ -153,6 +156,18 @@ type PoolStatus struct {
 	Failures    int       `json:"failures,omitempty"`
 	LastFailure string    `json:"lastFailure,omitempty"`
 	NextRetry   time.Time `json:"nextRetry,omitzero"`
+	// Autoscale is set for a pool the daemon sizes within the autoscaler
+	// annotations' bounds.
+	Autoscale *AutoscaleStatus `json:"autoscale,omitempty"`
+}
+
+// AutoscaleStatus is an autoscaled pool's bounds and the last scale
+// request (none yet: By is empty, the pool runs its minimum).
+type AutoscaleStatus struct {
+	Min int       `json:"min"`
+	Max int       `json:"max"`
+	By  string    `json:"by,omitempty"`
+	At  time.Time `json:"at,omitzero"`
 }
 
 // ClassRollout is the state of one class's fleet rollout.

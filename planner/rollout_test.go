@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -181,6 +182,23 @@ func TestRolloutGolden(t *testing.T) {
 			})),
 		},
 		{
+			// An autoscaled pool (the autoscaler's annotations, no
+			// replicas) starts at its minimum, follows scale requests
+			// within its bounds, and a new maximum written in Git
+			// applies at once.
+			name: "autoscale",
+			base: testFleet(testClass("v1.30.2"), testCluster("c1", 1, 0, autoscaled(1, 4))),
+			head: testFleet(testClass("v1.30.2"), testCluster("c1", 1, 0, autoscaled(1, 4))),
+			setup: func(s *sim) {
+				s.minRound = 12
+				s.hooks[2] = func(s *sim) { s.scale = map[string]map[string]ScaleRequest{"c1": {"md": {Replicas: 3, By: "alice"}}} }
+				s.hooks[5] = func(s *sim) { s.scale["c1"]["md"] = ScaleRequest{Replicas: 9, By: "bob"} }
+				s.hooks[8] = func(s *sim) {
+					s.setFleet(testFleet(testClass("v1.30.2"), testCluster("c1", 1, 0, autoscaled(1, 2))))
+				}
+			},
+		},
+		{
 			name: "waves-second-fails",
 			base: wavesFleet("v1.29.4"),
 			head: wavesFleet("v1.30.2"),
@@ -255,6 +273,17 @@ func userLabelMHC(f *v1alpha1.Fleet) *v1alpha1.Fleet {
 	f = withMHC(f, nil)
 	f.HealthChecks[0].Spec.Selector = v1alpha1.LabelSelector{MatchLabels: map[string]string{"example.com/tier": "batch"}}
 	return f
+}
+
+// autoscaled gives the cluster's pool md the autoscaler's annotations and
+// no replicas.
+func autoscaled(lo, hi int) clusterOpt {
+	return func(c *v1alpha1.Cluster) {
+		md := &c.Spec.Topology.Workers.MachineDeployments[0]
+		md.Replicas = nil
+		md.Metadata.Annotations = map[string]string{
+			v1alpha1.AnnotationAutoscalerMin: strconv.Itoa(lo), v1alpha1.AnnotationAutoscalerMax: strconv.Itoa(hi)}
+	}
 }
 
 func inRange(f *v1alpha1.Fleet, r string) *v1alpha1.Fleet {
@@ -343,6 +372,7 @@ func checkInvariants(t testing.TB) func(s *sim, before, after []ObservedMachine)
 		t.Helper()
 		checkFleetRules(t, s, before)
 		for _, dc := range s.desired.Clusters {
+			dc = Scaled(dc, s.scale[dc.Name]) // an autoscaled pool's size is the daemon's
 			for i := range dc.Deployments {
 				p := &dc.Deployments[i]
 				if p.Strategy.Type != v1alpha1.StrategyRollingUpdate {

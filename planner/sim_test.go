@@ -29,8 +29,9 @@ type sim struct {
 	minRound int        // keep ticking until this round even when nothing happens
 	rng      *rand.Rand // nil: every machine is ready one tick after creation
 	delay    map[string]int
-	dead     map[string]bool                 // machines that stopped sending heartbeats
-	sick     map[string]bool                 // machines whose heartbeats say not healthy
+	dead     map[string]bool // machines that stopped sending heartbeats
+	sick     map[string]bool // machines whose heartbeats say not healthy
+	scale    map[string]map[string]ScaleRequest
 	fail     func(m *ObservedMachine) bool   // machines that fail to provision
 	failSpec func(spec json.RawMessage) bool // creates that will fail, by their spec
 	doomed   map[string]bool
@@ -149,7 +150,7 @@ func (s *sim) step() bool {
 
 // plan plans the fleet as it is now and keeps the records it changed.
 func (s *sim) plan() Result {
-	res := Plan(Input{Desired: s.desired, Observed: s.observed(), Records: s.records, Now: s.now, NewName: s.newName, Backoff: s.backoff})
+	res := Plan(Input{Desired: s.desired, Observed: s.observed(), Records: s.records, Now: s.now, NewName: s.newName, Backoff: s.backoff, Scale: s.scale})
 	s.last = res
 	s.keep(res.Records)
 	return res

@@ -127,6 +127,7 @@ type benchDaemon struct {
 	// The running daemon: startDaemon replaces them.
 	writer  *status.Writer
 	metrics *Metrics
+	rec     *Reconciler
 	done    chan struct{}      // closed when the reconciler's Run returns
 	stop    func()             // stops the reconciler, its source and its status writer
 	cancel  context.CancelFunc // stops everything: workers and daemon
@@ -193,7 +194,7 @@ func (d *benchDaemon) startDaemon(tb testing.TB) {
 		_ = rec.Run(ctx)
 	}()
 	var once sync.Once
-	d.writer, d.metrics, d.done = writer, metrics, done
+	d.writer, d.metrics, d.done, d.rec = writer, metrics, done, rec
 	d.stop = func() {
 		once.Do(func() {
 			cancel()

@@ -166,6 +166,14 @@ func (r *Reconciler) loadDecisions(ctx context.Context) error {
 	d.records = planner.Records{Clusters: map[string]planner.ClusterRecord{}, Rollouts: map[string]planner.RolloutRecord{}}
 	d.revs = map[string]uint64{}
 	err := d.store.Load(ctx, func(key string, value []byte, rev uint64) {
+		if strings.HasPrefix(key, keyScale) {
+			if err := r.decodeScale(key, value); err != nil {
+				r.log.Error().Err(err).Msg("skipping unreadable scale record")
+				return
+			}
+			d.revs[key] = rev
+			return
+		}
 		if err := decodeDecision(key, value, &d.records); err != nil {
 			r.log.Error().Err(err).Msg("skipping unreadable rollout record")
 			return
@@ -242,6 +250,12 @@ func (r *Reconciler) reloadDecision(ctx context.Context, key string) {
 	d := &r.decisions
 	data, rev, err := d.store.Get(ctx, key)
 	if err != nil {
+		return
+	}
+	if strings.HasPrefix(key, keyScale) {
+		if data != nil && r.decodeScale(key, data) == nil {
+			d.revs[key] = rev
+		}
 		return
 	}
 	name := strings.TrimPrefix(strings.TrimPrefix(key, keyCluster), keyClass)

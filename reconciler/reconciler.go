@@ -120,6 +120,12 @@ type Reconciler struct {
 	// decisions are the planner's recorded rollout decisions, as stored
 	// in the rollouts bucket (decisions.go).
 	decisions decisions
+	// scale holds the sizes asked for autoscaled pools, by cluster and
+	// pool (scale.go); scaleReqs brings requests into the loop, done is
+	// closed when Run returns.
+	scale     map[string]map[string]planner.ScaleRequest
+	scaleReqs chan scaleReq
+	done      chan struct{}
 	// wake is when time alone changes a cluster's plan (a backoff ends).
 	wake map[string]time.Time
 	// classesChanged: a new revision may have removed classes.
@@ -177,7 +183,7 @@ func New(opts Options) (*Reconciler, error) {
 		opts.RebuildTimeout = DefaultRebuildTimeout
 	}
 	return &Reconciler{o: opts, log: opts.Log, metrics: opts.Metrics, health: opts.Health,
-		pub: natsbus.NewPublisher(opts.JS)}, nil
+		pub: natsbus.NewPublisher(opts.JS), scaleReqs: make(chan scaleReq), done: make(chan struct{})}, nil
 }
 
 // RandomName names a machine <cluster>-<pool>-<5 random characters>.
@@ -194,6 +200,7 @@ func RandomName(cluster, pool string) string {
 // Run reconciles until ctx ends. It loads the observed state from the
 // machines bucket, then follows revisions, events and heartbeats.
 func (r *Reconciler) Run(ctx context.Context) error {
+	defer close(r.done)
 	kv, err := r.o.JS.KeyValue(ctx, wire.BucketMachines)
 	if err != nil {
 		return fmt.Errorf("reconciler: machines bucket: %w", err)
@@ -210,6 +217,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.unsent = map[string]*machine{}
 	r.heard = r.o.Now()
 	r.sums = map[string]planner.Summary{}
+	r.scale = map[string]map[string]planner.ScaleRequest{}
 	r.dirty = map[string]bool{}
 	r.gone = map[string]bool{}
 	r.inv = newInventory()
@@ -287,6 +295,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.handleHeartbeat(ctx, m)
 		case m := <-reports:
 			r.handleInventory(ctx, m)
+		case req := <-r.scaleReqs:
+			r.handleScale(ctx, req)
 		case <-tick.C:
 			r.checkTime(ctx)
 			r.checkOrphans(ctx)
@@ -568,7 +578,7 @@ func (r *Reconciler) step(ctx context.Context) {
 	for name := range r.dirty {
 		res := planner.PlanCluster(planner.ClusterInput{
 			Name: name, Desired: r.desired.Cluster(name), Machines: r.observed(name), Record: recs.Cluster(name),
-			Gate: gates.For(name), Now: now, NewName: r.o.NewName, Backoff: backoff,
+			Gate: gates.For(name), Now: now, NewName: r.o.NewName, Backoff: backoff, Scale: r.scale[name],
 		})
 		if res.RecordChanged {
 			if !r.saveClusterRecord(ctx, res.Record) {
@@ -603,7 +613,7 @@ func (r *Reconciler) step(ctx context.Context) {
 
 // summarize recomputes a cluster's summary and reports whether it changed.
 func (r *Reconciler) summarize(dc *planner.DesiredCluster, now time.Time) bool {
-	sum := planner.Summarize(dc, r.decisions.records.Cluster(dc.Name), r.observed(dc.Name), now)
+	sum := planner.Summarize(planner.Scaled(dc, r.scale[dc.Name]), r.decisions.records.Cluster(dc.Name), r.observed(dc.Name), now)
 	old, ok := r.sums[dc.Name]
 	r.sums[dc.Name] = sum
 	return !ok || old != sum

@@ -106,6 +106,9 @@ func replicas(p planner.PoolStatus) status.Replicas {
 	if p.Failures > 0 {
 		r.Backoff = &status.Backoff{Failures: p.Failures, LastFailure: p.LastFailure, NextRetry: p.NextRetry}
 	}
+	if a := p.Autoscale; a != nil {
+		r.Autoscale = &status.Autoscale{Min: a.Min, Max: a.Max, By: a.By, At: a.At}
+	}
 	return r
 }
 

@@ -54,12 +54,15 @@ func semanticChecks(path string, d *doc, value any) []Error {
 				checkHealthRules(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].healthCheck", i), h.HealthRules)
 			}
 			checkMachineMetadata(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].metadata", i), md.Metadata)
+			p := fmt.Sprintf("spec.topology.workers.machineDeployments[%d]", i)
+			checkAutoscale(add, p+".metadata.annotations", p+".replicas", md.Replicas, md.Metadata.Annotations)
 			checkStrategy(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].rollout.strategy", i), v1alpha1.StrategyOf(md.Rollout))
 			checkMachineNames(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].name", i), o.Metadata.Name, md.Name)
 		}
 	case *v1alpha1.MachineDeployment:
 		checkTemplate(add, "spec.template", o.Spec.Template)
 		checkStrategy(add, "spec.rollout.strategy", v1alpha1.StrategyOf(o.Spec.Rollout))
+		checkAutoscale(add, "metadata.annotations", "spec.replicas", o.Spec.Replicas, o.Metadata.Annotations)
 		if strings.Contains(o.Metadata.Name, ".") {
 			add("metadata.name", "%q has a dot: a MachineDeployment's name goes into machine names, NATS subjects and file names; use lowercase letters, digits and '-'", o.Metadata.Name)
 		} else {
@@ -302,4 +305,19 @@ func qualifiedName(k string) bool {
 		return false
 	}
 	return labelValue.MatchString(name)
+}
+
+// checkAutoscale: the autoscaler annotations of a pool (written at
+// annotField) are both set, counts, min <= max, and the pool writes no
+// replicas (the daemon owns them, as Cluster API's topology leaves them to
+// the autoscaler).
+func checkAutoscale(add addFunc, annotField, replicasField string, replicas *int, annotations map[string]string) {
+	_, _, ok, err := v1alpha1.AutoscaleBounds(annotations)
+	switch {
+	case !ok:
+	case err != nil:
+		add(annotField, "%v", err)
+	case replicas != nil:
+		add(replicasField, "is set, but the autoscaler annotations make the daemon size this pool (gitfleet scale): remove replicas, or the annotations")
+	}
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,6 +46,7 @@ type daemonOptions struct {
 	interval       time.Duration
 	replica        string
 	webhookSecret  string
+	apiTokenFile   string
 	verifySSH      string
 	verifyPGP      string
 	verifyMode     string
@@ -71,6 +75,7 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.DurationVar(&o.statusRefresh, "status-refresh", status.DefaultRefresh, "rewrite fleet.yaml's refreshedAt after this long without a change, so describe can tell a quiet fleet from a stopped daemon (0: never)")
 	fs.DurationVar(&o.interval, "interval", sources.DefaultInterval, "how often the repository is polled (local repos are also watched)")
 	fs.StringVar(&o.replica, "replica", "", "this replica's name in leader election (default host-pid)")
+	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the bearer token of the HTTP API (gitfleet scale); default <data-dir>/api-token, made on first start, readable by this user only")
 	fs.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("GITFLEET_WEBHOOK_SECRET"), "secret of /hooks/git (default $GITFLEET_WEBHOOK_SECRET); empty disables the webhook")
 	fs.StringVar(&o.verifySSH, "verify-ssh-keys", "", "comma-separated files of allowed SSH signing keys: only commits they signed are applied")
 	fs.StringVar(&o.verifyPGP, "verify-pgp-keys", "", "comma-separated files of allowed OpenPGP public keys")
@@ -149,8 +154,14 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 
 	// HTTP first: while the daemon waits for NATS, /readyz says so.
 	var nats natsState
+	var leader atomic.Pointer[reconciler.Reconciler]
 	if o.listen != "" {
-		srv, err := serveHTTP(ctx, o, src, &nats, reg, loop, log)
+		token, err := apiToken(o)
+		if err != nil {
+			return err
+		}
+		scale := reconciler.ScaleHandler(token, leader.Load)
+		srv, err := serveHTTP(ctx, o, src, &nats, reg, loop, scale, log)
 		if err != nil {
 			return err
 		}
@@ -197,7 +208,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	err = lease.Run(ctx, func(lctx context.Context) {
 		metrics.Leader.Set(1)
 		defer metrics.Leader.Set(0)
-		if err := lead(lctx, o, repo, src, bus, metrics, loop, lease.Fence, log); err != nil {
+		if err := lead(lctx, o, repo, src, bus, metrics, loop, lease.Fence, &leader, log); err != nil {
 			log.Error().Err(err).Msg("reconciler stopped")
 		}
 	})
@@ -209,7 +220,8 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 // On the way out the pending status is flushed, so a graceful stop loses
 // nothing.
 func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources.Source,
-	bus *natsbus.Bus, metrics *reconciler.Metrics, loop *reconciler.LoopHealth, fence func() error, log zerolog.Logger) error {
+	bus *natsbus.Bus, metrics *reconciler.Metrics, loop *reconciler.LoopHealth, fence func() error,
+	leader *atomic.Pointer[reconciler.Reconciler], log zerolog.Logger) error {
 	g, err := git.PlainOpen(repo.GitDir())
 	if err != nil {
 		return fmt.Errorf("status: open %s: %w", repo.GitDir(), err)
@@ -241,8 +253,41 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources
 	if err != nil {
 		return err
 	}
+	leader.Store(r)
+	defer leader.Store(nil)
 	return r.Run(ctx)
 }
+
+// apiToken reads the HTTP API's bearer token: --api-token-file, or
+// <data-dir>/api-token, which is made with a random token on first start
+// (the data dir is the daemon user's alone).
+func apiToken(o daemonOptions) ([]byte, error) {
+	file := o.apiTokenFile
+	if file == "" {
+		file = filepath.Join(o.dataDir, apiTokenName)
+		if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+			b := make([]byte, 32)
+			if _, err := rand.Read(b); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(file, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+				return nil, fmt.Errorf("api token: %w", err)
+			}
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--api-token-file: %w", err)
+	}
+	token := bytes.TrimSpace(b)
+	if len(token) < 16 {
+		return nil, fmt.Errorf("--api-token-file %s: the token is shorter than 16 characters", file)
+	}
+	return token, nil
+}
+
+// apiTokenName is the token file gitfleet makes in the data dir.
+const apiTokenName = "api-token"
 
 func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, log zerolog.Logger) (*providers.Worker, error) {
 	plog := log.With().Str("provider", name).Logger()
@@ -279,8 +324,9 @@ func splitList(s string) []string {
 
 // serveHTTP starts /healthz, /readyz, /metrics and /hooks/git.
 func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *natsState, reg *prometheus.Registry,
-	loop *reconciler.LoopHealth, log zerolog.Logger) (*http.Server, error) {
+	loop *reconciler.LoopHealth, scale http.Handler, log zerolog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
+	mux.Handle(reconciler.ScalePath, scale)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		bus := nats.bus.Load()

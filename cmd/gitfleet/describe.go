@@ -287,7 +287,8 @@ func (v treeView) cluster(w io.Writer, c status.ClusterStatus) {
 		}
 		var r [5]string
 		if x := g.replicas; x != nil {
-			r = [5]string{"", count(x.Ready, x.Desired, x.Replicas), fmt.Sprintf("%d/%d", x.Updated, x.Desired), x.Version, backoffMessage(x.Backoff, v.now)}
+			r = [5]string{"", count(x.Ready, x.Desired, x.Replicas), fmt.Sprintf("%d/%d", x.Updated, x.Desired), x.Version,
+				joinMessages(autoscaleMessage(x.Autoscale, v.now), backoffMessage(x.Backoff, v.now))}
 		}
 		row(w, prefix+branch+g.title, r[0], r[1], r[2], r[3], "", r[4])
 		rows := v.machineRows(g.machines)
@@ -374,6 +375,31 @@ func rolloutMessage(r *status.Rollout) string {
 		return fmt.Sprintf("rollout: %s on class revision %s (%s)", r.State, r.ClassRevision, r.Reason)
 	}
 	return fmt.Sprintf("rollout: %s to class revision %s", r.State, r.ClassRevision)
+}
+
+// autoscaleMessage says that the daemon sizes a pool, within what, and who
+// asked for its size last.
+func autoscaleMessage(a *status.Autoscale, now time.Time) string {
+	if a == nil {
+		return ""
+	}
+	msg := fmt.Sprintf("autoscaled %d..%d", a.Min, a.Max)
+	if a.By != "" {
+		msg += fmt.Sprintf(", size asked by %s (%s)", a.By, age(a.At, now))
+	} else {
+		msg += ", at its minimum until asked"
+	}
+	return msg
+}
+
+func joinMessages(ms ...string) string {
+	var out []string
+	for _, m := range ms {
+		if m != "" {
+			out = append(out, m)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // backoffMessage says that a pool's creates fail and when it tries again.

@@ -146,6 +146,19 @@ type Replicas struct {
 	Unavailable int `yaml:"unavailable" json:"unavailable"`
 	// Backoff is set while creates of the group fail.
 	Backoff *Backoff `yaml:"backoff,omitempty" json:"backoff,omitempty"`
+	// Autoscale is set for a pool the daemon sizes within the autoscaler
+	// annotations' bounds, not Git.
+	Autoscale *Autoscale `yaml:"autoscale,omitempty" json:"autoscale,omitempty"`
+}
+
+// Autoscale is an autoscaled pool's bounds and the last scale request:
+// who asked (and from where), and when; none yet: the pool runs its
+// minimum.
+type Autoscale struct {
+	Min int       `yaml:"min" json:"min"`
+	Max int       `yaml:"max" json:"max"`
+	By  string    `yaml:"by,omitempty" json:"by,omitempty"`
+	At  time.Time `yaml:"at,omitempty" json:"at,omitzero"`
 }
 
 // Backoff says that creates of a group failed and when it tries again.

@@ -679,3 +679,36 @@ func (f *Fleet) Cluster(name string) *Cluster {
 	}
 	return nil
 }
+
+// Cluster API's autoscaler annotations: a worker pool (a topology's
+// metadata.annotations, or a MachineDeployment's) that carries both, and
+// writes no replicas, is sized by the daemon within them (gitfleet scale),
+// not by Git.
+const (
+	AnnotationAutoscalerMin = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+	AnnotationAutoscalerMax = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+)
+
+// AutoscaleBounds reads the autoscaler annotations: ok is false when
+// neither is set; err says what is wrong with them otherwise.
+func AutoscaleBounds(annotations map[string]string) (minSize, maxSize int, ok bool, err error) {
+	lo, hasMin := annotations[AnnotationAutoscalerMin]
+	hi, hasMax := annotations[AnnotationAutoscalerMax]
+	if !hasMin && !hasMax {
+		return 0, 0, false, nil
+	}
+	if !hasMin || !hasMax {
+		return 0, 0, true, fmt.Errorf("set both %s and %s, or neither", AnnotationAutoscalerMin, AnnotationAutoscalerMax)
+	}
+	minSize, err1 := strconv.Atoi(lo)
+	maxSize, err2 := strconv.Atoi(hi)
+	switch {
+	case err1 != nil || minSize < 0:
+		return 0, 0, true, fmt.Errorf("%s: %q is not a machine count >= 0", AnnotationAutoscalerMin, lo)
+	case err2 != nil || maxSize < 0:
+		return 0, 0, true, fmt.Errorf("%s: %q is not a machine count >= 0", AnnotationAutoscalerMax, hi)
+	case minSize > maxSize:
+		return 0, 0, true, fmt.Errorf("min size %d is more than max size %d", minSize, maxSize)
+	}
+	return minSize, maxSize, true, nil
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/reconciler"
+)
+
+// TestScaleCommand: gitfleet scale sends the token from its file and who
+// asks to the daemon's scale API, and prints what the daemon says when it
+// refuses; a malformed command line is a usage error.
+func TestScaleCommand(t *testing.T) {
+	token := "0123456789abcdef0123456789abcdef"
+	var gotUser string
+	mux := http.NewServeMux()
+	h := reconciler.ScaleHandler([]byte(token), func() *reconciler.Reconciler { return nil })
+	mux.Handle(reconciler.ScalePath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotUser = r.Header.Get(reconciler.UserHeader)
+		h.ServeHTTP(w, r)
+	}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "api-token")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCmd(t, "scale", "dev-1/md-0", "--replicas", "3", "--server", srv.URL, "--token-file", file, "--as", "alice")
+	if code != 1 || !strings.Contains(stderr, "refused (503 Service Unavailable): this replica does not lead") || gotUser != "alice" {
+		t.Errorf("scale at a follower: exit %d, %q, user %q", code, stderr, gotUser)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	if err := os.WriteFile(bad, []byte("not-the-token-at-all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, "scale", "dev-1/md-0", "--replicas", "3", "--server", srv.URL, "--token-file", bad); code != 1 || !strings.Contains(stderr, "401 Unauthorized") {
+		t.Errorf("wrong token: exit %d, %q", code, stderr)
+	}
+	for _, args := range [][]string{{"scale", "dev-1", "--replicas", "3"}, {"scale", "dev-1/md-0"}} {
+		if code, _, stderr := runCmd(t, args...); code != 1 || stderr == "" {
+			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
+	}
+}

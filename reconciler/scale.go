@@ -1,0 +1,209 @@
+package reconciler
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gitfleet/gitfleet/planner"
+)
+
+// Autoscaled pools (the autoscaler's annotations, no replicas in Git) are
+// sized by scale requests, through the leader's HTTP API (gitfleet scale,
+// or the cluster autoscaler's hook calling it). A request is checked
+// against the pool's bounds as the applied revision writes them, saved in
+// the gitfleet-rollouts bucket as scale.<cluster>.<pool> before the
+// cluster is planned again, and shown in status.
+
+const keyScale = "scale."
+
+type storedScale struct {
+	Cluster  string    `json:"cluster"`
+	Pool     string    `json:"pool"`
+	Replicas int       `json:"replicas"`
+	By       string    `json:"by"`
+	At       time.Time `json:"at"`
+}
+
+// ScaleError is a scale request refused; Status is the HTTP status that
+// says why.
+type ScaleError struct {
+	Status int
+	Msg    string
+}
+
+func (e *ScaleError) Error() string { return e.Msg }
+
+// ScaleResult is a scale request done.
+type ScaleResult struct {
+	Cluster           string `json:"cluster"`
+	MachineDeployment string `json:"machineDeployment"`
+	Replicas          int    `json:"replicas"`
+	Min               int    `json:"min"`
+	Max               int    `json:"max"`
+}
+
+type scaleReq struct {
+	cluster, pool string
+	replicas      int
+	by            string
+	reply         chan scaleReply
+}
+
+type scaleReply struct {
+	res ScaleResult
+	err error
+}
+
+// Scale asks the running reconciler to size an autoscaled pool; by says
+// who asked, for the log and the status.
+func (r *Reconciler) Scale(ctx context.Context, cluster, pool string, replicas int, by string) (ScaleResult, error) {
+	req := scaleReq{cluster: cluster, pool: pool, replicas: replicas, by: by, reply: make(chan scaleReply, 1)}
+	select {
+	case r.scaleReqs <- req:
+	case <-r.done:
+		return ScaleResult{}, &ScaleError{http.StatusServiceUnavailable, "this replica no longer leads: ask again"}
+	case <-ctx.Done():
+		return ScaleResult{}, &ScaleError{http.StatusServiceUnavailable, "the reconciler is busy: ask again"}
+	}
+	select {
+	case rep := <-req.reply:
+		return rep.res, rep.err
+	case <-ctx.Done():
+		return ScaleResult{}, &ScaleError{http.StatusServiceUnavailable, "no answer from the reconciler in time: ask again"}
+	}
+}
+
+// handleScale checks, saves and applies a scale request, in the loop.
+func (r *Reconciler) handleScale(ctx context.Context, req scaleReq) {
+	res, err := r.scale1(ctx, req)
+	req.reply <- scaleReply{res, err}
+}
+
+func (r *Reconciler) scale1(ctx context.Context, req scaleReq) (ScaleResult, error) {
+	res := ScaleResult{Cluster: req.cluster, MachineDeployment: req.pool, Replicas: req.replicas}
+	var dc *planner.DesiredCluster
+	if r.desired != nil {
+		dc = r.desired.Cluster(req.cluster)
+	}
+	if dc == nil {
+		return res, &ScaleError{http.StatusNotFound, fmt.Sprintf("no cluster %q in the applied revision", req.cluster)}
+	}
+	var pool *planner.Pool
+	var names []string
+	for i := range dc.Deployments {
+		names = append(names, dc.Deployments[i].Name)
+		if dc.Deployments[i].Name == req.pool {
+			pool = &dc.Deployments[i]
+		}
+	}
+	switch {
+	case pool == nil:
+		return res, &ScaleError{http.StatusNotFound, fmt.Sprintf("cluster %s has no MachineDeployment %q; it has %s", req.cluster, req.pool, strings.Join(names, ", "))}
+	case pool.Autoscale == nil:
+		return res, &ScaleError{http.StatusConflict, fmt.Sprintf("MachineDeployment %s of cluster %s is not autoscaled: its replicas come from Git (%s); to size it with gitfleet scale, give it the annotations %s and %s and remove replicas",
+			req.pool, req.cluster, pool.Source, "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size", "-max-size")}
+	}
+	res.Min, res.Max = pool.Autoscale.Min, pool.Autoscale.Max
+	if req.replicas < res.Min || req.replicas > res.Max {
+		return res, &ScaleError{http.StatusUnprocessableEntity, fmt.Sprintf("replicas %d is outside the bounds of MachineDeployment %s of cluster %s: min %d, max %d (its autoscaler annotations, %s)",
+			req.replicas, req.pool, req.cluster, res.Min, res.Max, pool.Source)}
+	}
+	now := r.o.Now().UTC().Truncate(time.Second)
+	key := keyScale + req.cluster + "." + req.pool
+	d := &r.decisions
+	rev, err := d.store.Save(ctx, key, storedScale{Cluster: req.cluster, Pool: req.pool, Replicas: req.replicas, By: req.by, At: now}, d.revs[key])
+	if err != nil {
+		r.decisionFailed(ctx, key, err)
+		return res, &ScaleError{http.StatusServiceUnavailable, "the scale request could not be saved: " + err.Error()}
+	}
+	d.revs[key] = rev
+	if r.scale[req.cluster] == nil {
+		r.scale[req.cluster] = map[string]planner.ScaleRequest{}
+	}
+	r.scale[req.cluster][req.pool] = planner.ScaleRequest{Replicas: req.replicas, By: req.by, At: now}
+	r.dirty[req.cluster] = true
+	r.log.Info().Str(logCluster, req.cluster).Str("deployment", req.pool).Int("replicas", req.replicas).
+		Str("by", req.by).Int("min", res.Min).Int("max", res.Max).Msg("scale request")
+	return res, nil
+}
+
+// decodeScale keeps a stored scale request in memory.
+func (r *Reconciler) decodeScale(key string, data []byte) error {
+	var s storedScale
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("scale record %s: %w", key, err)
+	}
+	if keyScale+s.Cluster+"."+s.Pool != key {
+		return fmt.Errorf("scale record %s: names %s.%s", key, s.Cluster, s.Pool)
+	}
+	if r.scale[s.Cluster] == nil {
+		r.scale[s.Cluster] = map[string]planner.ScaleRequest{}
+	}
+	r.scale[s.Cluster][s.Pool] = planner.ScaleRequest{Replicas: s.Replicas, By: s.By, At: s.At}
+	return nil
+}
+
+// ScalePath is the route of the scale API, for http.ServeMux.
+const ScalePath = "POST /api/v1/clusters/{cluster}/machinedeployments/{deployment}/scale"
+
+// UserHeader names who asks, for the log and the status (the token says
+// only that the caller may).
+const UserHeader = "X-Gitfleet-User"
+
+// ScaleHandler serves ScalePath: a JSON body {"replicas": N}, the bearer
+// token, and leader(), the reconciler of this replica while it leads (nil
+// otherwise).
+func ScaleHandler(token []byte, leader func() *Reconciler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		fail := func(status int, msg string) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+		}
+		got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+		if !ok || len(token) == 0 || subtle.ConstantTimeCompare([]byte(got), token) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gitfleet"`)
+			fail(http.StatusUnauthorized, "a bearer token is needed: the one in the daemon's --api-token-file (gitfleet up: <data-dir>/api-token)")
+			return
+		}
+		var body struct {
+			Replicas *int `json:"replicas"`
+		}
+		dec := json.NewDecoder(io.LimitReader(req.Body, 4096))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil || body.Replicas == nil {
+			fail(http.StatusBadRequest, `the body must be {"replicas": N}`)
+			return
+		}
+		r := leader()
+		if r == nil {
+			fail(http.StatusServiceUnavailable, "this replica does not lead: send the request to the leader")
+			return
+		}
+		who := req.Header.Get(UserHeader)
+		if who == "" {
+			who = "unnamed"
+		}
+		who += " from " + req.RemoteAddr
+		ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
+		defer cancel()
+		res, err := r.Scale(ctx, req.PathValue("cluster"), req.PathValue("deployment"), *body.Replicas, who)
+		var se *ScaleError
+		switch {
+		case errors.As(err, &se):
+			fail(se.Status, se.Msg)
+		case err != nil:
+			fail(http.StatusInternalServerError, err.Error())
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(res)
+		}
+	})
+}

@@ -1,0 +1,146 @@
+package reconciler
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+
+	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+const autoscaledCluster = `apiVersion: gitfleet.io/v1alpha1
+kind: Cluster
+metadata:
+  name: a1
+spec:
+  topology:
+    classRef: {name: small}
+    controlPlane:
+      replicas: 1
+    workers:
+      machineDeployments:
+        - class: worker
+          name: md-0
+          metadata:
+            annotations:
+              cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size: "1"
+              cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size: "%d"
+        - class: worker
+          name: fixed
+          replicas: 1
+`
+
+// TestScaleAPI: an autoscaled pool starts at its minimum; the scale API
+// wants the token, refuses a count outside the bounds (saying them) and a
+// pool whose replicas Git writes, and sizes the pool within them, saying
+// who asked in the status; a lower maximum committed to Git applies at
+// once; a new leader keeps the size asked.
+func TestScaleAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon's parts with an embedded NATS server")
+	}
+	repo := &benchRepo{tb: t, dir: t.TempDir()}
+	repo.git("init", "-q", "-b", "main")
+	repo.write("classes/small.yaml", fmt.Sprintf(loopClass, "inmemory"))
+	repo.write("clusters/a1.yaml", fmt.Sprintf(autoscaledCluster, 5))
+	repo.commit("an autoscaled pool")
+	d := startBenchDaemon(t, repo.dir, 1)
+	g, err := git.PlainOpen(repo.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWorkers(t, g, "md-0", 1, "")
+
+	token := []byte("0123456789abcdef0123")
+	api := httptest.NewServer(func() http.Handler {
+		mux := http.NewServeMux()
+		mux.Handle(ScalePath, ScaleHandler(token, func() *Reconciler { return d.rec }))
+		return mux
+	}())
+	defer api.Close()
+	scale := func(pool, tok string, n int) (int, string) {
+		body, _ := json.Marshal(map[string]int{"replicas": n})
+		req, _ := http.NewRequest(http.MethodPost, api.URL+"/api/v1/clusters/a1/machinedeployments/"+pool+"/scale", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set(UserHeader, "alice")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if code, body := scale("md-0", "wrong-token-0000000", 3); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d %s", code, body)
+	}
+	if code, body := scale("md-0", string(token), 7); code != http.StatusUnprocessableEntity || !strings.Contains(body, "replicas 7 is outside the bounds of MachineDeployment md-0 of cluster a1: min 1, max 5") {
+		t.Errorf("outside the bounds: %d %s", code, body)
+	}
+	if code, body := scale("fixed", string(token), 2); code != http.StatusConflict || !strings.Contains(body, "is not autoscaled: its replicas come from Git") {
+		t.Errorf("a pool Git sizes: %d %s", code, body)
+	}
+	if code, body := scale("md-0", string(token), 3); code != http.StatusOK || !strings.Contains(body, `"replicas":3`) {
+		t.Fatalf("within the bounds: %d %s", code, body)
+	}
+	waitWorkers(t, g, "md-0", 3, "alice from ")
+
+	// A lower maximum in Git applies at once.
+	repo.write("clusters/a1.yaml", fmt.Sprintf(autoscaledCluster, 2))
+	repo.commit("max 2")
+	waitWorkers(t, g, "md-0", 2, "alice from ")
+
+	// A new leader keeps the size asked (it was saved): raise the max
+	// again, restart the daemon's part, and the pool goes back to 3.
+	d.stop()
+	repo.write("clusters/a1.yaml", fmt.Sprintf(autoscaledCluster, 5))
+	repo.commit("max 5")
+	d.startDaemon(t)
+	waitWorkers(t, g, "md-0", 3, "alice from ")
+}
+
+// waitWorkers waits until the status branch shows n Running machines of
+// pool in cluster a1, and its autoscale status asked by someone whose name
+// starts with by ("" : asked by nobody yet).
+func waitWorkers(t *testing.T, g *git.Repository, pool string, n int, by string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	last := "no status"
+	for time.Now().Before(deadline) {
+		s, err := status.Read(g, "gitfleet/status")
+		if err == nil {
+			running, total := 0, 0
+			for _, m := range s.Observed() {
+				if m.Cluster == "a1" && m.Deployment == pool {
+					total++
+					if m.Phase == wire.PhaseRunning {
+						running++
+					}
+				}
+			}
+			asked := ""
+			if c := s.Cluster("a1"); c != nil {
+				for _, dep := range c.Deployments {
+					if dep.Name == pool && dep.Autoscale != nil {
+						asked = dep.Autoscale.By
+					}
+				}
+			}
+			if running == n && total == n && strings.HasPrefix(asked, by) && (by != "" || asked == "") {
+				return
+			}
+			last = fmt.Sprintf("%d Running of %d, asked by %q", running, total, asked)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("pool %s of a1: want %d Running, asked by %q: %s", pool, n, by, last)
+}
