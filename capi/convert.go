@@ -229,6 +229,10 @@ func (im *importer) lifecycle(d *doc, p []string) v1alpha1.PoolLifecycle {
 		l.MinReadySeconds = &s
 		im.consume(d, at("minReadySeconds")...)
 	}
+	if t := str(d.m, at("machineNaming", "template")...); t != "" {
+		l.MachineNaming = &v1alpha1.MachineNaming{Template: t}
+		im.consume(d, at("machineNaming", "template")...)
+	}
 	return l
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -150,6 +151,13 @@ func (p *clusterPass) create(pool *Pool, ver, hash, reason string) {
 		return
 	}
 	name := p.in.NewName(p.in.Name, PoolName(pool.Name))
+	if pool.Naming != "" {
+		// The random part is what follows NewName's last '-'.
+		random := name[strings.LastIndex(name, "-")+1:]
+		if n, err := patch.MachineName(pool.Naming, p.in.Name, pool.Name, random); err == nil {
+			name = n
+		}
+	}
 	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpCreate, Reason: reason, Machine: wire.Machine{
 		Name: name, Cluster: p.in.Name, Role: pool.Role, Deployment: pool.Name, Version: ver,
 		Provider: pool.Provider, Spec: pool.Spec, FailureDomain: pool.FailureDomain, TemplateHash: hash,

@@ -117,6 +117,9 @@ type Pool struct {
 	// autoscaler annotations' bounds (ClusterInput.Scale), not by Git;
 	// Replicas is then the minimum until a scale request says otherwise.
 	Autoscale *Autoscale
+	// Naming is the machineNaming template of the pool's machines; ""
+	// names them <cluster>-<pool>-<random>.
+	Naming string
 	// TemplateHash identifies what a machine of this pool is at Version:
 	// it changes exactly when a machine must be replaced.
 	TemplateHash  string

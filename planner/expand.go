@@ -153,7 +153,8 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		tpl := applyPatches(cc, c, mdc.Template, patch.Target{MachineDeployment: &t.Workers.MachineDeployments[i]}, &dc.Problems)
 		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas",
 			mdc.Metadata, md.Metadata)
-		pool.setLifecycle(firstOf(md.Rollout, mdc.Rollout), firstOf(md.Deletion, mdc.Deletion), firstOf(md.MinReadySeconds, mdc.MinReadySeconds))
+		pool.setLifecycle(firstOf(md.Rollout, mdc.Rollout), firstOf(md.Deletion, mdc.Deletion), firstOf(md.MinReadySeconds, mdc.MinReadySeconds),
+			firstOf(md.MachineNaming, mdc.MachineNaming))
 		pool.setAutoscale(md.Metadata.Annotations, md.Replicas, c.Source, field, &dc.Problems)
 		dc.Deployments = append(dc.Deployments, pool)
 		if h, ok := topologyHealth(dc.Name+"-"+md.Name, pool.Labels, mdc.HealthCheck, cc.Source, md.HealthCheck, c.Source); ok {
@@ -172,10 +173,14 @@ func firstOf[T any](a, b *T) *T {
 	return b
 }
 
-// setLifecycle sets when the pool's machines are replaced by time
-// (rollout.after), which go first on a scale-down (deletion.order) and
-// how long a new one must be ready before it counts (minReadySeconds).
-func (p *Pool) setLifecycle(r *v1alpha1.MachineRollout, d *v1alpha1.MachineDeletion, minReady *int) {
+// setLifecycle sets how the pool's machines are named (machineNaming),
+// when they are replaced by time (rollout.after), which go first on a
+// scale-down (deletion.order) and how long a new one must be ready before
+// it counts (minReadySeconds).
+func (p *Pool) setLifecycle(r *v1alpha1.MachineRollout, d *v1alpha1.MachineDeletion, minReady *int, naming *v1alpha1.MachineNaming) {
+	if naming != nil {
+		p.Naming = naming.Template
+	}
 	if r != nil && r.After != nil {
 		p.RolloutAfter = *r.After
 	}
@@ -384,7 +389,7 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, reused map[str
 		}
 		p := newPool(dc, md.Metadata.Name, wire.RoleWorker, replicas, ver, md.Spec.Template, md.Spec.FailureDomain,
 			resolveStrategy(v1alpha1.StrategyOf(md.Spec.Rollout), replicas), md.Source, "spec.replicas")
-		p.setLifecycle(md.Spec.Rollout, md.Spec.Deletion, md.Spec.MinReadySeconds)
+		p.setLifecycle(md.Spec.Rollout, md.Spec.Deletion, md.Spec.MinReadySeconds, md.Spec.MachineNaming)
 		p.setAutoscale(md.Metadata.Annotations, md.Spec.Replicas, md.Source, "metadata", &dc.Problems)
 		dc.Deployments = append(dc.Deployments, p)
 	}

@@ -1,9 +1,12 @@
 package planner
 
 import (
+	"fmt"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 	"github.com/google/go-cmp/cmp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
@@ -229,5 +232,33 @@ func TestPausedClusterGetsNoSteps(t *testing.T) {
 	res := Plan(Input{Desired: s.desired, Observed: s.observed(), Now: s.now, NewName: s.newName})
 	if len(res.Steps) != 0 || res.Clusters[0].Phase != PhasePaused {
 		t.Errorf("paused cluster: steps %+v phase %s", res.Steps, res.Clusters[0].Phase)
+	}
+}
+
+// TestMachineNaming: a pool's machineNaming template names its machines,
+// with the random part NewName gives.
+func TestMachineNaming(t *testing.T) {
+	cl := testCluster("c1", 1, 2, func(c *v1alpha1.Cluster) {
+		c.Spec.Topology.Workers.MachineDeployments[0].MachineNaming = &v1alpha1.MachineNaming{
+			Template: "{{ .machineDeployment.name }}-of-{{ .cluster.name }}-{{ .random }}"}
+	})
+	d, probs := Expand(testFleet(testClass("v1.30.2"), cl))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	dc := d.Cluster("c1")
+	cp := ObservedMachine{Name: "c1-control-plane-a", Cluster: "c1", Role: wire.RoleControlPlane, Provider: dc.ControlPlane.Provider,
+		Version: dc.Version, TemplateHash: dc.ControlPlane.TemplateHash, Phase: wire.PhaseRunning, Created: simStart,
+		LastHeartbeat: simStart.Add(time.Second), Healthy: true, Labels: dc.ControlPlane.Labels}
+	n := 0
+	res := PlanCluster(ClusterInput{Name: "c1", Desired: dc, Machines: []ObservedMachine{cp}, Now: simStart.Add(time.Minute),
+		NewName: func(c, p string) string { n++; return fmt.Sprintf("%s-%s-r%d", c, p, n) }})
+	var got []string
+	for _, s := range res.Steps {
+		got = append(got, s.Machine.Name)
+	}
+	want := []string{"md-of-c1-r1", "md-of-c1-r2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("machine names (-want +got):\n%s", diff)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
@@ -31,6 +32,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 			p := fmt.Sprintf("spec.workers.machineDeployments[%d]", i)
 			checkTemplate(add, p+".template", md.Template)
 			checkMachineMetadata(add, p+".metadata", md.Metadata)
+			checkNaming(add, p, md.MachineNaming, "cluster", md.Class)
 			checkStrategy(add, p+".rollout.strategy", v1alpha1.StrategyOf(md.Rollout))
 			if h := md.HealthCheck; h != nil {
 				checkHealthRules(add, p+".healthCheck", *h)
@@ -56,6 +58,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 			checkMachineMetadata(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].metadata", i), md.Metadata)
 			p := fmt.Sprintf("spec.topology.workers.machineDeployments[%d]", i)
 			checkAutoscale(add, p+".metadata.annotations", p+".replicas", md.Replicas, md.Metadata.Annotations)
+			checkNaming(add, p, md.MachineNaming, o.Metadata.Name, md.Name)
 			checkStrategy(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].rollout.strategy", i), v1alpha1.StrategyOf(md.Rollout))
 			checkMachineNames(add, fmt.Sprintf("spec.topology.workers.machineDeployments[%d].name", i), o.Metadata.Name, md.Name)
 		}
@@ -63,6 +66,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 		checkTemplate(add, "spec.template", o.Spec.Template)
 		checkStrategy(add, "spec.rollout.strategy", v1alpha1.StrategyOf(o.Spec.Rollout))
 		checkAutoscale(add, "metadata.annotations", "spec.replicas", o.Spec.Replicas, o.Metadata.Annotations)
+		checkNaming(add, "spec", o.Spec.MachineNaming, o.Spec.ClusterName, o.Metadata.Name)
 		if strings.Contains(o.Metadata.Name, ".") {
 			add("metadata.name", "%q has a dot: a MachineDeployment's name goes into machine names, NATS subjects and file names; use lowercase letters, digits and '-'", o.Metadata.Name)
 		} else {
@@ -319,5 +323,17 @@ func checkAutoscale(add addFunc, annotField, replicasField string, replicas *int
 		add(annotField, "%v", err)
 	case replicas != nil:
 		add(replicasField, "is set, but the autoscaler annotations make the daemon size this pool (gitfleet scale): remove replicas, or the annotations")
+	}
+}
+
+// checkNaming: a machineNaming template (at pool+".machineNaming") parses,
+// uses {{ .random }}, and makes a DNS label of at most 63 characters for
+// this cluster and pool (a class's is tried with a short cluster name).
+func checkNaming(add addFunc, pool string, n *v1alpha1.MachineNaming, cluster, name string) {
+	if n == nil {
+		return
+	}
+	if _, err := patch.MachineName(n.Template, cluster, name, "xxxxx"); err != nil {
+		add(pool+".machineNaming.template", "%v", err)
 	}
 }

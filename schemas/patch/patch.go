@@ -10,6 +10,7 @@ package patch
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -531,3 +532,31 @@ func deepCopy(v any) any {
 	}
 	return v
 }
+
+// MachineName renders a pool's machineNaming template ("" for the default,
+// <cluster>-<pool>-<random>) for a machine of pool in cluster, with random
+// as its random part. The name must be a DNS label of at most 63
+// characters and use the random part.
+func MachineName(tmpl, cluster, pool, random string) (string, error) {
+	if tmpl == "" {
+		return cluster + "-" + pool + "-" + random, nil
+	}
+	if !strings.Contains(tmpl, ".random") {
+		return "", fmt.Errorf("uses no {{ .random }}: every machine of the pool would get the same name")
+	}
+	name, err := Render(tmpl, map[string]any{
+		"cluster":           map[string]any{"name": cluster},
+		"machineDeployment": map[string]any{"name": pool},
+		"machineSet":        map[string]any{"name": cluster + "-" + pool},
+		"random":            random,
+	})
+	if err != nil {
+		return "", err
+	}
+	if !dnsLabel.MatchString(name) || len(name) > 63 {
+		return "", fmt.Errorf("makes %q, which is not a DNS label of at most 63 characters (lowercase letters, digits and '-', starting and ending with a letter or digit)", name)
+	}
+	return name, nil
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)

@@ -429,6 +429,17 @@ type PoolLifecycle struct {
 	Rollout         *MachineRollout  `json:"rollout,omitempty"`
 	Deletion        *MachineDeletion `json:"deletion,omitempty"`
 	MinReadySeconds *int             `json:"minReadySeconds,omitempty"`
+	// MachineNaming names the pool's machines (Cluster API v1beta2's
+	// machineNaming of a MachineDeployment).
+	MachineNaming *MachineNaming `json:"machineNaming,omitempty"`
+}
+
+// MachineNaming is a Go template of machine names, over .cluster.name,
+// .machineDeployment.name, .machineSet.name (<cluster>-<pool>) and
+// .random (five random characters, which it must use); default
+// "{{ .machineSet.name }}-{{ .random }}".
+type MachineNaming struct {
+	Template string `json:"template"`
 }
 
 // MachineRollout is how a pool's machines are replaced (Cluster API
