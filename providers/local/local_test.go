@@ -173,7 +173,14 @@ func TestRestartedProviderAdoptsNodes(t *testing.T) {
 	if err := second.Delete(ctx(t), providertest.Machine(second, "c1", "a")); err != nil {
 		t.Fatal(err)
 	}
-	if got := nodePIDs(t, state); len(got) != 1 {
+	// Delete returns once the node let go of its machine's lock; the
+	// process itself may take a moment more to exit (and, being the first
+	// provider's child in this test, to be reaped).
+	got := nodePIDs(t, state)
+	for deadline := time.Now().Add(5 * time.Second); len(got) != 1 && time.Now().Before(deadline); got = nodePIDs(t, state) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(got) != 1 {
 		t.Errorf("after deleting an adopted node, processes %v; want 1 left", got)
 	}
 	if _, err := os.Stat(filepath.Join(state, "c1", "a")); !os.IsNotExist(err) {
