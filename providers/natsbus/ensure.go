@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -137,21 +138,70 @@ func Ensure(ctx context.Context, js jetstream.JetStream) error {
 	return DefaultLimits().Ensure(ctx, js)
 }
 
-// Ensure is natsbus.Ensure with l's limits.
+// Ensure is natsbus.Ensure with l's limits, and one replica for what it
+// makes.
 func (l Limits) Ensure(ctx context.Context, js jetstream.JetStream) error {
+	return l.EnsureReplicated(ctx, js, Replication{})
+}
+
+// Replication is how many servers keep the streams and buckets.
+type Replication struct {
+	// Replicas of what is made (0: 1).
+	Replicas int
+	// Set: the operator gave Replicas, so existing streams and buckets
+	// get it too; otherwise they keep theirs, never lowered behind the
+	// operator's back (say, after `nats stream edit --replicas 3`).
+	Set bool
+	Log zerolog.Logger
+}
+
+// replicas is what a stream or bucket gets: cur is what it has (0: it does
+// not exist yet).
+func (r Replication) replicas(cur int) int {
+	switch {
+	case cur == 0 || r.Set:
+		return max(r.Replicas, 1)
+	}
+	return cur
+}
+
+// EnsureReplicated is Ensure with the replicas r says.
+func (l Limits) EnsureReplicated(ctx context.Context, js jetstream.JetStream, r Replication) error {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, cfg := range []jetstream.StreamConfig{l.TaskStream(), l.EventStream()} {
+		cur := currentReplicas(ctx, js, cfg.Name)
+		cfg.Replicas = r.replicas(cur)
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
+		r.logChange("stream", cfg.Name, cur, cfg.Replicas)
 	}
 	for _, cfg := range bucketConfigs() {
+		cur := currentReplicas(ctx, js, "KV_"+cfg.Bucket)
+		cfg.Replicas = r.replicas(cur)
 		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
 			return fmt.Errorf("ensure bucket %s: %w", cfg.Bucket, err)
 		}
+		r.logChange("bucket", cfg.Bucket, cur, cfg.Replicas)
 	}
 	return nil
+}
+
+func (r Replication) logChange(what, name string, from, to int) {
+	if from != 0 && from != to {
+		r.Log.Info().Str(what, name).Int("from", from).Int("to", to).Msg("replicas changed, as --nats-replicas says")
+	}
+}
+
+// currentReplicas is the replicas of stream name, 0 when it does not
+// exist (or cannot be read: then CreateOrUpdate says why).
+func currentReplicas(ctx context.Context, js jetstream.JetStream, name string) int {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return 0
+	}
+	return s.CachedInfo().Config.Replicas
 }
 
 // EnsureMissing makes only the streams and buckets that do not exist, and
@@ -160,9 +210,16 @@ func (l Limits) Ensure(ctx context.Context, js jetstream.JetStream) error {
 // worker that may not make a missing one gets an error, and waits for the
 // daemon.
 func EnsureMissing(ctx context.Context, js jetstream.JetStream) error {
+	return EnsureMissingReplicated(ctx, js, 1)
+}
+
+// EnsureMissingReplicated is EnsureMissing, making what is missing with
+// replicas servers each.
+func EnsureMissingReplicated(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, cfg := range []jetstream.StreamConfig{TaskStreamConfig(), EventStreamConfig()} {
+		cfg.Replicas = max(replicas, 1)
 		_, err := js.Stream(ctx, cfg.Name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			_, err = js.CreateStream(ctx, cfg)
@@ -172,6 +229,7 @@ func EnsureMissing(ctx context.Context, js jetstream.JetStream) error {
 		}
 	}
 	for _, cfg := range bucketConfigs() {
+		cfg.Replicas = max(replicas, 1)
 		_, err := js.KeyValue(ctx, cfg.Bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			_, err = js.CreateKeyValue(ctx, cfg)

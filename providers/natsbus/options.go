@@ -2,7 +2,9 @@ package natsbus
 
 import (
 	"flag"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +35,11 @@ type Options struct {
 	// Limits, when set, are the streams' limits the daemon applies
 	// (default DefaultLimits).
 	Limits *Limits
+	// Replicas is how many servers keep each stream and bucket made
+	// (--nats-replicas; 0: 1). An existing one keeps its replicas unless
+	// ReplicasSet (the flag was given): then the daemon changes them.
+	Replicas    int
+	ReplicasSet bool
 	// Worker: the process is a worker, which makes only the streams and
 	// buckets that are missing (EnsureMissing) and leaves their settings
 	// to the daemon.
@@ -61,6 +68,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.TLSCA, "nats-tls-ca", o.TLSCA, "CA `file` to verify the NATS server")
 	fs.StringVar(&o.NodeSigner, "nats-node-signer", o.NodeSigner, "local provider: node signer `file` (the daemon's DATA-DIR/nats-auth/node-signer.nk): each node gets NATS credentials that publish its own heartbeats only")
 	fs.StringVar(&o.Auth, "nats-auth", AuthGenerated, "with --nats embedded: generated (credentials made under DATA-DIR/nats-auth and required) or none")
+	fs.Func("nats-replicas", "servers that keep each JetStream stream and bucket (default 1; 3 on a cluster of 3 or more): set on those made; given, also on those that exist (never lowered otherwise)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 5 {
+			return fmt.Errorf("%q: want 1 to 5 (JetStream's limit)", v)
+		}
+		o.Replicas, o.ReplicasSet = n, true
+		return nil
+	})
 }
 
 // Args renders the options as flags for a child process (gitfleet node),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/internal/secret"
@@ -25,12 +26,16 @@ func OpenWait(ctx context.Context, opts Options, log zerolog.Logger, waiting fun
 	for attempt := 1; ; attempt++ {
 		b, err := Open(ctx, opts, log)
 		if err == nil {
-			ensure := Ensure
+			limits := DefaultLimits()
 			if opts.Limits != nil {
-				ensure = opts.Limits.Ensure
+				limits = *opts.Limits
 			}
+			r := Replication{Replicas: opts.Replicas, Set: opts.ReplicasSet, Log: log}
+			ensure := func(ctx context.Context, js jetstream.JetStream) error { return limits.EnsureReplicated(ctx, js, r) }
 			if opts.Worker {
-				ensure = EnsureMissing
+				ensure = func(ctx context.Context, js jetstream.JetStream) error {
+					return EnsureMissingReplicated(ctx, js, r.Replicas)
+				}
 			}
 			if err = ensure(ctx, b.JS); err == nil {
 				waiting(nil)
