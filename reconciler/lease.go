@@ -162,3 +162,20 @@ func (l *Lease) release(rev uint64) {
 	}
 	l.log.Info().Msg("released leadership")
 }
+
+// Holder says who holds the lease: this replica (leading), another
+// (holder, its id), or nobody (holder ""). err says the bucket could not be
+// read.
+func (l *Lease) Holder(ctx context.Context) (holder string, leading bool, err error) {
+	if l.Fence() == nil {
+		return l.id, true, nil
+	}
+	e, err := l.kv.Get(ctx, leaderKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	return string(e.Value()), false, nil
+}

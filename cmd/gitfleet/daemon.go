@@ -204,6 +204,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		return fmt.Errorf("leader bucket: %w", err)
 	}
 	lease := reconciler.NewLease(kv, o.replica, natsbus.LeaderTTL, log)
+	nats.lease.Store(lease)
 	log.Info().Str("repo", repo.Location()).Str("branch", o.branch).Str("nats", secret.RedactURL(bus.URL)).Strs("workers", o.workers).Msg("gitfleet daemon started")
 	err = lease.Run(ctx, func(lctx context.Context) {
 		metrics.Leader.Set(1)
@@ -328,7 +329,7 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 	mux := http.NewServeMux()
 	mux.Handle(reconciler.ScalePath, scale)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		bus := nats.bus.Load()
 		switch {
 		case bus == nil:
@@ -348,7 +349,30 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 		case loop.Err(loopErrorBound) != nil:
 			http.Error(w, loop.Err(loopErrorBound).Error(), http.StatusServiceUnavailable)
 		default:
-			fmt.Fprintln(w, "ok")
+			// JetStream answers, and someone leads: this replica or a
+			// live one (its lease key has not expired).
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			if _, err := bus.JS.AccountInfo(ctx); err != nil {
+				http.Error(w, "JetStream does not answer: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			lease := nats.lease.Load()
+			if lease == nil {
+				http.Error(w, "not campaigning for leadership yet", http.StatusServiceUnavailable)
+				return
+			}
+			holder, leading, err := lease.Holder(ctx)
+			switch {
+			case err != nil:
+				http.Error(w, "the leader bucket cannot be read: "+err.Error(), http.StatusServiceUnavailable)
+			case leading:
+				fmt.Fprintln(w, "ok: leader")
+			case holder != "":
+				fmt.Fprintf(w, "ok: follower of %s\n", holder)
+			default:
+				http.Error(w, "no replica leads: the lease is free and nobody has taken it (an election is under way, or every replica fails to take it; see their logs)", http.StatusServiceUnavailable)
+			}
 		}
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -386,6 +410,8 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 type natsState struct {
 	bus atomic.Pointer[natsbus.Bus]
 	err atomic.Pointer[string]
+	// lease is this replica's, once it campaigns.
+	lease atomic.Pointer[reconciler.Lease]
 }
 
 func (n *natsState) waiting(err error) {

@@ -195,3 +195,51 @@ func TestSlowClientIsCutOff(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyzSaysLeaderAndFollower: two serve replicas on one NATS server
+// are both ready, one as the leader and the other as its follower, each
+// saying so; once the leader stops, the follower takes over and says it
+// leads.
+func TestReadyzSaysLeaderAndFollower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two daemons")
+	}
+	srv := natstest.StartProcess(t)
+	repo := filepath.Join(t.TempDir(), "fleet")
+	if code, _, stderr := runCmd(t, "init", repo); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	type replica struct {
+		listen string
+		cancel context.CancelFunc
+		done   chan int
+	}
+	start := func(name string) *replica {
+		r := &replica{listen: "127.0.0.1:" + freeTCPPort(t), done: make(chan int, 1)}
+		ctx, cancel := context.WithCancel(context.Background())
+		r.cancel = cancel
+		go func() {
+			r.done <- run(ctx, []string{"serve", "--repo", repo, "--nats", srv.URL(), "--data-dir", t.TempDir(),
+				"--listen", r.listen, "--replica", name, "--log-format", "json"}, &cmdEnv{stdout: io.Discard, stderr: io.Discard})
+		}()
+		t.Cleanup(func() { cancel(); <-r.done })
+		return r
+	}
+	readyz := func(r *replica) (int, string) {
+		resp, err := http.Get("http://" + r.listen + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	r1 := start("r1")
+	waitUntil(t, "r1 leads", func() bool { code, body := readyz(r1); return code == http.StatusOK && body == "ok: leader" })
+	r2 := start("r2")
+	waitUntil(t, "r2 follows r1", func() bool { code, body := readyz(r2); return code == http.StatusOK && body == "ok: follower of r1" })
+	r1.cancel()
+	<-r1.done
+	r1.done <- 0 // for the cleanup
+	waitUntil(t, "r2 leads once r1 stopped", func() bool { code, body := readyz(r2); return code == http.StatusOK && body == "ok: leader" })
+}
