@@ -185,11 +185,13 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	defer wg.Wait()
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
+	var inProcess []*providers.Worker
 	for _, name := range o.workers {
 		w, err := inProcessWorker(wctx, name, bus, o, log)
 		if err != nil {
 			return err
 		}
+		inProcess = append(inProcess, w)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -197,6 +199,9 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 				log.Error().Err(err).Str("provider", name).Msg("worker failed")
 			}
 		}()
+	}
+	if len(inProcess) > 0 {
+		reg.MustRegister(providers.Collector(inProcess...))
 	}
 
 	kv, err := bus.JS.KeyValue(ctx, "gitfleet-leader")

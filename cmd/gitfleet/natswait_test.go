@@ -243,3 +243,46 @@ func TestReadyzSaysLeaderAndFollower(t *testing.T) {
 	r1.done <- 0 // for the cleanup
 	waitUntil(t, "r2 leads once r1 stopped", func() bool { code, body := readyz(r2); return code == http.StatusOK && body == "ok: leader" })
 }
+
+// TestWorkerServesHealthAndMetrics: gitfleet worker --listen serves
+// /healthz, /readyz and /metrics, where gitfleet_worker_tasks_total counts
+// the task it ran.
+func TestWorkerServesHealthAndMetrics(t *testing.T) {
+	srv := natstest.StartProcess(t)
+	listen := "127.0.0.1:" + freeTCPPort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"worker", "--provider", "inmemory", "--nats", srv.URL(), "--listen", listen, "--log-format", "json"},
+			&cmdEnv{stdout: io.Discard, stderr: &errb})
+	}()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + listen + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitUntil(t, "/readyz ok", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
+	if code, body := get("/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	_, js := natstest.Connect(t, srv.URL())
+	task := wire.Task{ID: "t1", Operation: wire.OpCreate, Machine: wire.Machine{Name: "m", Cluster: "c", Provider: "inmemory", Version: "v1.30.0"}}
+	natstest.Intend(t, js, task)
+	if _, err := natsbus.NewPublisher(js).Publish(ctx, &task); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "/metrics counts the task", func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, `gitfleet_worker_tasks_total{outcome="succeeded",provider="inmemory"} 1`)
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("worker exit %d:\n%s", code, errb.String())
+	}
+}

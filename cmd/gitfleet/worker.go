@@ -3,10 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
@@ -17,7 +22,7 @@ import (
 func init() {
 	register(&command{
 		name:    "worker",
-		usage:   "worker --provider inmemory|local [--nats URL] [--concurrency N]",
+		usage:   "worker --provider inmemory|local [--nats URL] [--concurrency N] [--listen ADDR]",
 		summary: "run a provider worker: take machine tasks from NATS, report events",
 		run:     runWorker,
 	})
@@ -38,6 +43,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.DurationVar(&wopts.AckWait, "ack-wait", 30*time.Second, "redeliver a task whose worker has not acked or reported progress for this long")
 	fs.IntVar(&wopts.MaxAttempts, "max-attempts", 10, "attempts before a failing task becomes a Failed machine")
 	fs.DurationVar(&wopts.InventoryInterval, "inventory-interval", time.Minute, "how often the provider's machines are reported to the daemon (also at start and when a leader asks)")
+	listen := fs.String("listen", "", "HTTP address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:8081; empty: none")
 	id := fs.String("worker-id", "", "this worker's identity, the same across restarts (default: host name, plus a hash of --state-dir for local)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -83,7 +89,46 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *listen != "" {
+		srv, err := serveWorkerHTTP(ctx, *listen, bus, w)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
 	return w.Run(ctx)
+}
+
+// serveWorkerHTTP serves a worker's /healthz (alive), /readyz (connected
+// to NATS, JetStream answers) and /metrics (its tasks by outcome, Go and
+// process figures).
+func serveWorkerHTTP(ctx context.Context, addr string, bus *natsbus.Bus, w *providers.Worker) (*http.Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), w.Collector())
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
+	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
+		if !bus.Conn.IsConnected() {
+			http.Error(rw, "not connected to NATS", http.StatusServiceUnavailable)
+			return
+		}
+		actx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := bus.JS.AccountInfo(actx); err != nil {
+			http.Error(rw, "JetStream does not answer: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(rw, "ok")
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, BaseContext: func(net.Listener) context.Context { return ctx },
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, nil
 }
 
 // newProvider makes the provider called name. Only local uses lo (its state
