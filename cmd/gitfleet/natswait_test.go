@@ -114,15 +114,7 @@ func TestServeWaitsForNATS(t *testing.T) {
 		done <- run(ctx, []string{"serve", "--repo", repo, "--nats", srv.URL(), "--data-dir", t.TempDir(),
 			"--listen", listen, "--log-format", "json"}, &cmdEnv{stdout: io.Discard, stderr: &errb})
 	}()
-	readyz := func() (int, string) {
-		resp, err := http.Get("http://" + listen + "/readyz")
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	readyz := func() (int, string) { return httpGet("http://" + listen + "/readyz") }
 	waitUntil(t, "/readyz says it waits for NATS", func() bool {
 		code, body := readyz()
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "waiting for NATS")
@@ -226,13 +218,8 @@ func TestReadyzSaysLeaderAndFollower(t *testing.T) {
 		return r
 	}
 	readyz := func(r *replica) (int, string) {
-		resp, err := http.Get("http://" + r.listen + "/readyz")
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, strings.TrimSpace(string(b))
+		code, body := httpGet("http://" + r.listen + "/readyz")
+		return code, strings.TrimSpace(body)
 	}
 	r1 := start("r1")
 	waitUntil(t, "r1 leads", func() bool { code, body := readyz(r1); return code == http.StatusOK && body == "ok: leader" })
@@ -258,15 +245,7 @@ func TestWorkerServesHealthAndMetrics(t *testing.T) {
 		done <- run(ctx, []string{"worker", "--provider", "inmemory", "--nats", srv.URL(), "--listen", listen, "--log-format", "json"},
 			&cmdEnv{stdout: io.Discard, stderr: &errb})
 	}()
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + listen + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { return httpGet("http://" + listen + path) }
 	waitUntil(t, "/readyz ok", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
 	if code, body := get("/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
 		t.Errorf("/healthz: %d %q", code, body)
@@ -285,4 +264,15 @@ func TestWorkerServesHealthAndMetrics(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Errorf("worker exit %d:\n%s", code, errb.String())
 	}
+}
+
+// httpGet returns a GET's status and body (0 and the error when it fails).
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
