@@ -8,22 +8,23 @@ import (
 // rather than hand-written exposition: it gets the text format, histograms
 // and process collectors right, and it is what every scraper expects.
 type Metrics struct {
-	RevisionsApplied  prometheus.Counter
-	RevisionsRejected prometheus.Counter
-	PlanDuration      prometheus.Histogram
-	TasksPublished    *prometheus.CounterVec // by operation
-	TasksCompleted    *prometheus.CounterVec // by operation
-	TasksFailed       *prometheus.CounterVec // by operation
-	Machines          *prometheus.GaugeVec   // by phase
-	StatusCommits     prometheus.Counter
-	Leader            prometheus.Gauge
-	Malformed         *prometheus.CounterVec // by kind: event, heartbeat
-	Refused           *prometheus.CounterVec // by kind and reason
-	CreateFailures    *prometheus.CounterVec // by class, provider
-	Missing           *prometheus.CounterVec // by provider and reason
-	Orphans           *prometheus.GaugeVec   // by provider
-	Inventories       *prometheus.CounterVec // by provider
-	ClustersPlanned   prometheus.Counter
+	RevisionsApplied   prometheus.Counter
+	RevisionsRejected  prometheus.Counter
+	PlanDuration       prometheus.Histogram
+	TasksPublished     *prometheus.CounterVec // by operation
+	TasksCompleted     *prometheus.CounterVec // by operation
+	TasksFailed        *prometheus.CounterVec // by operation
+	Machines           *prometheus.GaugeVec   // by phase
+	StatusCommits      prometheus.Counter
+	StatusPushFailures prometheus.Counter
+	Leader             prometheus.Gauge
+	Malformed          *prometheus.CounterVec // by kind: event, heartbeat
+	Refused            *prometheus.CounterVec // by kind and reason
+	CreateFailures     *prometheus.CounterVec // by class, provider
+	Missing            *prometheus.CounterVec // by provider and reason
+	Orphans            *prometheus.GaugeVec   // by provider
+	Inventories        *prometheus.CounterVec // by provider
+	ClustersPlanned    prometheus.Counter
 }
 
 // NewMetrics registers the series on reg (nil: a fresh registry).
@@ -57,6 +58,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		StatusCommits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gitfleet_status_commits_total", Help: "Commits written to the status branch.",
 		}),
+		StatusPushFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gitfleet_status_push_failures_total", Help: "Pushes of the status branch to the remote that failed (each is fetched and retried).",
+		}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gitfleet_leader", Help: "1 while this replica is the leader.",
 		}),
@@ -83,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"provider"}),
 	}
 	reg.MustRegister(m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
-		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.Leader, m.Malformed, m.CreateFailures,
+		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.StatusPushFailures, m.Leader, m.Malformed, m.CreateFailures,
 		m.Missing, m.Orphans, m.Inventories, m.ClustersPlanned)
 	return m
 }

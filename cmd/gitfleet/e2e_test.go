@@ -48,6 +48,16 @@ func TestEndToEnd(t *testing.T) {
 	scaleUp := e.commit("Grace Hopper", "dev-1: four workers")
 	e.waitConverged("scale up", fleetWant{"dev-1": {5, "v1.31.2"}, "prod-1": {6, "v1.31.2"}})
 
+	// What an operator's dashboard reads: status commits made, and the
+	// local worker's 11 creates succeeded.
+	_, metrics := httpGet("http://" + e.listen + "/metrics")
+	if n := metricSample(metrics, "gitfleet_status_commits_total"); n < 1 {
+		t.Errorf("gitfleet_status_commits_total = %v after the fleet converged twice", n)
+	}
+	if n := metricSample(metrics, `gitfleet_worker_tasks_total{outcome="succeeded",provider="local"}`); n < 11 {
+		t.Errorf(`gitfleet_worker_tasks_total{outcome="succeeded",provider="local"} = %v, want at least 11 (the machines made)`, n)
+	}
+
 	// A killed node is a real machine failure: the health check replaces it.
 	victim := e.nodeOf("prod-1", "md-0")
 	if err := syscall.Kill(victim.pid, syscall.SIGKILL); err != nil {
@@ -178,6 +188,7 @@ type e2e struct {
 	repo    string
 	data    string
 	logFile string
+	listen  string // the daemon's HTTP address
 	cmd     *exec.Cmd
 }
 
@@ -190,7 +201,7 @@ func newE2E(t *testing.T) *e2e {
 	t.Helper()
 	dir := t.TempDir()
 	e := &e2e{t: t, dir: dir, bin: filepath.Join(dir, "gitfleet"), repo: filepath.Join(dir, "fleet"),
-		data: filepath.Join(dir, "data"), logFile: filepath.Join(dir, "up.log")}
+		data: filepath.Join(dir, "data"), logFile: filepath.Join(dir, "up.log"), listen: "127.0.0.1:" + freeTCPPort(t)}
 	build := exec.Command("go", "build", "-o", e.bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -222,7 +233,7 @@ func (e *e2e) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.cmd = exec.Command(e.bin, "up", "--repo", e.repo, "--data-dir", e.data, "--listen", "",
+	e.cmd = exec.Command(e.bin, "up", "--repo", e.repo, "--data-dir", e.data, "--listen", e.listen,
 		"--status-interval", "200ms", "--interval", "5s", "--json", "--log-level", "debug")
 	e.cmd.Stdout, e.cmd.Stderr = f, f
 	if err := e.cmd.Start(); err != nil {
@@ -482,3 +493,17 @@ func sortStrings(s []string) []string {
 }
 
 func equalStrings(a, b []string) bool { return slices.Equal(a, b) }
+
+// metricSample is the value of a sample (name with its labels, as the
+// exposition format writes it) in a /metrics page; -1 when absent.
+func metricSample(page, sample string) float64 {
+	for _, line := range strings.Split(page, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}

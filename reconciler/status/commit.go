@@ -79,6 +79,9 @@ func (w *Writer) Flush(ctx context.Context) error {
 			w.settled()
 			return nil
 		}
+		if w.opts.OnPushFailure != nil {
+			w.opts.OnPushFailure()
+		}
 		if ferr := w.fetch(ctx); ferr != nil {
 			return fmt.Errorf("status push: %w (and fetch: %v)", err, ferr)
 		}
@@ -214,6 +217,9 @@ func (w *Writer) commit() error {
 	w.trees = next
 	w.stats.Commits++
 	w.mu.Unlock()
+	if w.opts.OnCommit != nil {
+		w.opts.OnCommit()
+	}
 	w.log.Debug().Str("commit", h.String()).Int("files", len(changes)).Msg("status: committed")
 	return nil
 }

@@ -46,6 +46,10 @@ type Options struct {
 	// Fence, when set, is asked before every commit and push: a daemon
 	// whose leader lease may be gone returns an error and writes nothing.
 	Fence func() error
+	// OnCommit and OnPushFailure, when set, are called for each status
+	// commit written and each push that failed (the daemon's metrics).
+	OnCommit      func()
+	OnPushFailure func()
 }
 
 // Stats count what a Writer did.
