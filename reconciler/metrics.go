@@ -11,10 +11,17 @@ type Metrics struct {
 	RevisionsApplied   prometheus.Counter
 	RevisionsRejected  prometheus.Counter
 	PlanDuration       prometheus.Histogram
-	TasksPublished     *prometheus.CounterVec // by operation
-	TasksCompleted     *prometheus.CounterVec // by operation
-	TasksFailed        *prometheus.CounterVec // by operation
-	Machines           *prometheus.GaugeVec   // by phase
+	TasksPublished     *prometheus.CounterVec   // by operation
+	TasksCompleted     *prometheus.CounterVec   // by operation
+	TasksFailed        *prometheus.CounterVec   // by operation
+	Machines           *prometheus.GaugeVec     // by phase and provider
+	TaskSeconds        *prometheus.HistogramVec // by provider, operation, stage
+	Events             *prometheus.CounterVec   // by phase
+	Heartbeats         prometheus.Counter
+	RolloutClusters    *prometheus.GaugeVec // by class and state
+	RolloutWave        *prometheus.GaugeVec // by class and wave: 1 for the wave rolling out
+	RolloutHalted      *prometheus.GaugeVec // by class
+	LeaderChanges      prometheus.Counter
 	StatusCommits      prometheus.Counter
 	StatusPushFailures prometheus.Counter
 	Leader             prometheus.Gauge
@@ -53,8 +60,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gitfleet_tasks_failed_total", Help: "Machine tasks that ended in a Failed machine.",
 		}, []string{"operation"}),
 		Machines: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "gitfleet_machines", Help: "Machines by phase, as observed.",
+			Name: "gitfleet_machines", Help: "Machines by phase and provider, as observed.",
+		}, []string{"phase", "provider"}),
+		TaskSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gitfleet_task_seconds", Help: "Time from a task's publication to its first event (stage first_event, creates) and to its outcome (stage done).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+		}, []string{"provider", "operation", "stage"}),
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitfleet_events_total", Help: "Worker events applied, by the phase they report.",
 		}, []string{"phase"}),
+		Heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gitfleet_heartbeats_total", Help: "Machine heartbeats received for a known machine.",
+		}),
+		RolloutClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gitfleet_rollout_clusters", Help: "Clusters of a class's rollout by state: done, updating, waiting, failed.",
+		}, []string{"class", "state"}),
+		RolloutWave: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gitfleet_rollout_wave", Help: "1 for the wave a class's rollout is in.",
+		}, []string{"class", "wave"}),
+		RolloutHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gitfleet_rollout_halted", Help: "1 while a class's rollout is halted by failures.",
+		}, []string{"class"}),
+		LeaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gitfleet_leader_changes_total", Help: "Times this replica became the leader.",
+		}),
 		StatusCommits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gitfleet_status_commits_total", Help: "Commits written to the status branch.",
 		}),
@@ -88,6 +117,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
 		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.StatusPushFailures, m.Leader, m.Malformed, m.CreateFailures,
-		m.Missing, m.Orphans, m.Inventories, m.ClustersPlanned)
+		m.Missing, m.Orphans, m.Inventories, m.ClustersPlanned, m.TaskSeconds, m.Events, m.Heartbeats,
+		m.RolloutClusters, m.RolloutWave, m.RolloutHalted, m.LeaderChanges)
 	return m
 }

@@ -95,6 +95,7 @@ func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 			return
 		}
 		r.countOutcome(cur.rec, ev.Phase)
+		r.timeTask(cur.rec, ev.Phase)
 		_ = m.Ack()
 		return
 	}
@@ -104,6 +105,7 @@ func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	if cur.rec.Phase != saved.rec.Phase {
+		r.timeTask(cur.rec, ev.Phase)
 		r.log.Info().Str(logCluster, next.Cluster).Str(logMachine, next.Name).
 			Str("from", string(cur.rec.Phase)).Str("to", string(next.Phase)).Str("detail", ev.Message).Msg("machine phase")
 		r.countOutcome(cur.rec, ev.Phase)
@@ -120,6 +122,25 @@ func (r *Reconciler) noteRunning(m *machine) {
 	if m.lastHeartbeat.Before(m.rec.Created.Add(time.Nanosecond)) {
 		m.lastHeartbeat, m.healthy = r.o.Now(), true
 		r.dirty[m.rec.Cluster] = true
+	}
+}
+
+// timeTask observes how long the task of rec (as it was before the event)
+// took from its publication: to its first event, for a create still
+// Pending, and to its outcome (Running, Deleted or Failed).
+func (r *Reconciler) timeTask(rec *Record, to wire.Phase) {
+	r.metrics.Events.WithLabelValues(string(to)).Inc()
+	if rec.Published.IsZero() {
+		return
+	}
+	d := r.o.Now().Sub(rec.Published).Seconds()
+	op := string(rec.operation())
+	if rec.Phase == wire.PhasePending {
+		r.metrics.TaskSeconds.WithLabelValues(rec.Provider, op, "first_event").Observe(d)
+	}
+	switch to {
+	case wire.PhaseRunning, wire.PhaseDeleted, wire.PhaseFailed:
+		r.metrics.TaskSeconds.WithLabelValues(rec.Provider, op, "done").Observe(d)
 	}
 }
 
@@ -210,6 +231,7 @@ func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
 	if m == nil {
 		return
 	}
+	r.metrics.Heartbeats.Inc()
 	now := r.o.Now()
 	fresh := m.lastHeartbeat.Before(m.rec.Created) || m.lastHeartbeat.IsZero()
 	if fresh || m.healthy != hb.Healthy || (hb.Version != "" && m.rec.Version != hb.Version) {

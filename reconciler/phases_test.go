@@ -9,7 +9,7 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
-// TestMachinesGaugeFollowsRecords: gitfleet_machines by phase says what the
+// TestMachinesGaugeFollowsRecords: gitfleet_machines by phase (and provider) says what the
 // records say as machines are created, run and go — kept as records change,
 // not counted by walking every machine after each pass.
 func TestMachinesGaugeFollowsRecords(t *testing.T) {
@@ -19,7 +19,7 @@ func TestMachinesGaugeFollowsRecords(t *testing.T) {
 		out := ""
 		for _, p := range []wire.Phase{wire.PhasePending, wire.PhaseRunning, wire.PhaseDeleting} {
 			var m dto.Metric
-			if err := l.opts.Metrics.Machines.WithLabelValues(string(p)).Write(&m); err != nil {
+			if err := l.opts.Metrics.Machines.WithLabelValues(string(p), "inmemory").Write(&m); err != nil {
 				t.Fatal(err)
 			}
 			out += fmt.Sprintf("%s=%d ", p, int(m.GetGauge().GetValue()))

@@ -101,7 +101,7 @@ type Reconciler struct {
 	lastRejected *sources.Revision
 	desired      *planner.Desired
 	machines     map[string]map[string]*machine // cluster → machine name → machine
-	phases       map[wire.Phase]int             // machines per phase, kept by put and remove
+	phases       map[phaseKey]int               // machines per phase and provider, kept by put and remove
 	gates        *planner.Gates                 // the last pass's rollout gates
 	moved        map[string]bool                // classes whose summaries moved since gates were compared
 	// unsent are machines whose current attempt is recorded but was not
@@ -213,7 +213,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.decisions.store = NewStore(rkv, r.o.Fence, nil)
 	r.wake = map[string]time.Time{}
 	r.machines = map[string]map[string]*machine{}
-	r.phases = map[wire.Phase]int{}
+	r.phases = map[phaseKey]int{}
 	r.unsent = map[string]*machine{}
 	r.heard = r.o.Now()
 	r.sums = map[string]planner.Summary{}
@@ -404,17 +404,17 @@ func (r *Reconciler) put(m *machine) {
 		r.machines[m.rec.Cluster] = ms
 	}
 	if old := ms[m.rec.Name]; old != nil {
-		r.phases[old.rec.Phase]--
+		r.phases[phaseOf(old.rec)]--
 	}
 	ms[m.rec.Name] = m
-	r.phases[m.rec.Phase]++
+	r.phases[phaseOf(m.rec)]++
 	r.dirty[m.rec.Cluster] = true
 }
 
 func (r *Reconciler) remove(cluster, name string) {
 	if ms := r.machines[cluster]; ms != nil {
 		if old := ms[name]; old != nil {
-			r.phases[old.rec.Phase]--
+			r.phases[phaseOf(old.rec)]--
 		}
 		delete(ms, name)
 		if len(ms) == 0 {
@@ -557,13 +557,14 @@ func (r *Reconciler) step(ctx context.Context) {
 	// A cluster's plan depends on the others only through its gate: of
 	// the classes whose summaries moved, plan the clusters whose gate
 	// changed (a wave opened, a rollout halted), not all 10,000.
-	if len(moved) > 0 {
+	if len(moved) > 0 || r.gates == nil {
 		for _, dc := range r.desired.Clusters {
 			if moved[dc.Class] && (r.gates == nil || r.gates.For(dc.Name) != gates.For(dc.Name)) {
 				r.dirty[dc.Name] = true
 			}
 		}
 		clear(moved)
+		r.countRollouts(gates.Classes()) // only when a rollout may have moved
 	}
 	r.gates = gates
 	r.planSeq++
@@ -644,11 +645,43 @@ func (r *Reconciler) observed(cluster string) []planner.ObservedMachine {
 	return out
 }
 
+// phaseKey counts machines by phase and provider.
+type phaseKey struct {
+	phase    wire.Phase
+	provider string
+}
+
+func phaseOf(rec *Record) phaseKey { return phaseKey{rec.Phase, rec.Provider} }
+
 // countPhases sets the machines gauge from the counts put and remove keep,
 // so a pass costs what it planned, not a walk of every machine.
 func (r *Reconciler) countPhases() {
-	for _, p := range []wire.Phase{wire.PhasePending, wire.PhaseProvisioning, wire.PhaseRunning, wire.PhaseFailed, wire.PhaseDeleting} {
-		r.metrics.Machines.WithLabelValues(string(p)).Set(float64(r.phases[p]))
+	for k, n := range r.phases {
+		r.metrics.Machines.WithLabelValues(string(k.phase), k.provider).Set(float64(n))
+	}
+}
+
+// countRollouts sets the rollout gauges from a pass's class rollouts.
+func (r *Reconciler) countRollouts(classes []planner.ClassRollout) {
+	r.metrics.RolloutWave.Reset()
+	for _, c := range classes {
+		var done, updating, waiting int
+		for _, w := range c.Waves {
+			done += w.Done
+			updating += len(w.Updating)
+			waiting += len(w.Waiting)
+		}
+		for state, n := range map[string]int{"done": done, "updating": updating, "waiting": waiting, "failed": len(c.Failed)} {
+			r.metrics.RolloutClusters.WithLabelValues(c.Class, state).Set(float64(n))
+		}
+		if c.CurrentWave != "" {
+			r.metrics.RolloutWave.WithLabelValues(c.Class, c.CurrentWave).Set(1)
+		}
+		halted := 0.0
+		if c.Halted {
+			halted = 1
+		}
+		r.metrics.RolloutHalted.WithLabelValues(c.Class).Set(halted)
 	}
 }
 

@@ -177,6 +177,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	}
 	defer bus.Close()
 	nats.bus.Store(bus)
+	reg.MustRegister(natsbus.QueueCollector(bus.JS))
 	if bus.Server != nil {
 		rememberPort(o.dataDir, bus.Server.Port())
 	}
@@ -213,6 +214,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	log.Info().Str("repo", repo.Location()).Str("branch", o.branch).Str("nats", secret.RedactURL(bus.URL)).Strs("workers", o.workers).Msg("gitfleet daemon started")
 	err = lease.Run(ctx, func(lctx context.Context) {
 		metrics.Leader.Set(1)
+		metrics.LeaderChanges.Inc()
 		defer metrics.Leader.Set(0)
 		if err := lead(lctx, o, repo, src, bus, metrics, loop, lease.Fence, &leader, log); err != nil {
 			log.Error().Err(err).Msg("reconciler stopped")

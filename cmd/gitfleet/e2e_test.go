@@ -57,6 +57,23 @@ func TestEndToEnd(t *testing.T) {
 	if n := metricSample(metrics, `gitfleet_worker_tasks_total{outcome="succeeded",provider="local"}`); n < 11 {
 		t.Errorf(`gitfleet_worker_tasks_total{outcome="succeeded",provider="local"} = %v, want at least 11 (the machines made)`, n)
 	}
+	for sample, least := range map[string]float64{
+		`gitfleet_machines{phase="Running",provider="local"}`:                                  11,
+		`gitfleet_task_seconds_count{operation="create",provider="local",stage="done"}`:        11,
+		`gitfleet_task_seconds_count{operation="create",provider="local",stage="first_event"}`: 1,
+		`gitfleet_events_total{phase="Running"}`:                                               11,
+		`gitfleet_heartbeats_total`:                                                            1,
+		`gitfleet_leader_changes_total`:                                                        1,
+		`gitfleet_stream_messages{stream="GITFLEET_EVENTS"}`:                                   1,
+		`gitfleet_rollout_clusters{class="standard",state="done"}`:                             0,
+	} {
+		if n := metricSample(metrics, sample); n < least {
+			t.Errorf("%s = %v, want at least %v", sample, n, least)
+		}
+	}
+	if !strings.Contains(metrics, `gitfleet_consumer_pending{consumer=`) {
+		t.Error("/metrics has no gitfleet_consumer_pending (queue depth)")
+	}
 
 	// A killed node is a real machine failure: the health check replaces it.
 	victim := e.nodeOf("prod-1", "md-0")
