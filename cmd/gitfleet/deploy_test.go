@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -111,5 +112,46 @@ func TestDeployReferencesKnownMetrics(t *testing.T) {
 	}
 	if len(exprs) < 15 {
 		t.Errorf("only %d queries", len(exprs))
+	}
+}
+
+// TestSystemdUnits: every gitfleet command line of deploy/systemd names
+// only flags the command has (its -h lists them), and every unit carries
+// the hardening options.
+func TestSystemdUnits(t *testing.T) {
+	units, err := filepath.Glob("../../deploy/systemd/*.service")
+	if err != nil || len(units) < 3 {
+		t.Fatalf("units: %v %v", units, err)
+	}
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(b), "\\\n", " ")
+		for _, want := range []string{"NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s lacks %s", u, strings.TrimSpace(want))
+			}
+		}
+		for _, line := range strings.Split(text, "\n") {
+			exec, ok := strings.CutPrefix(line, "ExecStart=/usr/local/bin/gitfleet ")
+			if !ok {
+				continue
+			}
+			fields := strings.Fields(exec)
+			code, stdout, stderr := runCmd(t, fields[0], "-h")
+			help := stdout + stderr
+			if code != 0 && !strings.Contains(help, "-") {
+				t.Fatalf("%s: gitfleet %s -h: exit %d", u, fields[0], code)
+			}
+			for _, f := range fields[1:] {
+				if name, ok := strings.CutPrefix(f, "--"); ok {
+					if !strings.Contains(help, "-"+strings.SplitN(name, "=", 2)[0]+" ") && !strings.Contains(help, "-"+strings.SplitN(name, "=", 2)[0]+"\n") {
+						t.Errorf("%s: gitfleet %s has no flag --%s", u, fields[0], name)
+					}
+				}
+			}
+		}
 	}
 }
