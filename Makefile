@@ -63,6 +63,33 @@ bench-table: deps bin/cue ## only the table of make bench: its daemon benchmarks
 	$(GO) test -run '^$$' -bench '$(BENCH_TABLE)' -benchmem -benchtime $(BENCHTIME) -timeout 60m ./reconciler | tee bin/bench-table.out; st=$$?; \
 	$(GO) run ./internal/benchtable -build -gotest bin/bench-table.out -sizes $(BENCH_SIZES) || st=1; exit $$st
 
+# Container images, built locally from static binaries (FROM scratch):
+# nothing is pulled from a registry.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+FLEET_REPO ?= $(CURDIR)/.gitfleet/compose-fleet
+
+.PHONY: images
+images: deps ## build the gitfleet:dev and gitfleet-nats:dev images from static binaries
+	@mkdir -p bin/images
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.commit=$$(git rev-parse --short HEAD 2>/dev/null)" -o bin/images/gitfleet ./cmd/gitfleet
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/images/nats-server github.com/nats-io/nats-server/v2
+	docker build -q -t gitfleet:dev -f deploy/images/gitfleet.Dockerfile bin/images
+	docker build -q -t gitfleet-nats:dev -f deploy/images/nats.Dockerfile bin/images
+
+.PHONY: compose-up
+compose-up: images build ## run deploy/compose: a 3-node NATS cluster, two daemons, three workers, on $(FLEET_REPO)
+	@[ -d $(FLEET_REPO) ] || ./$(BIN) init $(FLEET_REPO)
+	FLEET_REPO=$(FLEET_REPO) $(COMPOSE) -f deploy/compose/docker-compose.yaml -p gitfleet up -d
+	@echo "the daemons: http://127.0.0.1:18080/readyz and http://127.0.0.1:18081/readyz"
+
+.PHONY: compose-down
+compose-down: ## stop and remove the deploy/compose stack
+	FLEET_REPO=$(FLEET_REPO) $(COMPOSE) -f deploy/compose/docker-compose.yaml -p gitfleet down -v
+
+.PHONY: compose-test
+compose-test: images ## run the compose stack, kill a NATS server and a daemon during a rollout, count machines
+	COMPOSE_TEST=1 COMPOSE="$(COMPOSE)" $(GO) test -count=1 -timeout 20m -v -run '^TestCompose$$' ./deploy
+
 .PHONY: verify
 verify: ## fail on unformatted code, vet findings or an untidy go.mod
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
