@@ -3,70 +3,18 @@ package natsbus_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
-
-// startCluster starts n routed nats-servers with JetStream on 127.0.0.1,
-// in this process, and waits for them to elect a JetStream meta leader.
-func startCluster(t *testing.T, n int) []*server.Server {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
-	var routes []string
-	for _, p := range ports {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-	}
-	var srvs []*server.Server
-	for i := range n {
-		opts := &server.Options{ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: -1, JetStream: true,
-			StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-			Cluster: server.ClusterOpts{Name: "gitfleet-test", Host: "127.0.0.1", Port: ports[i]},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ","))}
-		s, err := server.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Start()
-		srvs = append(srvs, s)
-		t.Cleanup(s.Shutdown)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, s := range srvs {
-		for !s.ReadyForConnections(100*time.Millisecond) || !s.JetStreamIsCurrent() {
-			if time.Now().After(deadline) {
-				t.Fatal("the NATS cluster did not form")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	return srvs
-}
-
-func clusterURLs(srvs []*server.Server) string {
-	var urls []string
-	for _, s := range srvs {
-		urls = append(urls, s.ClientURL())
-	}
-	return strings.Join(urls, ",")
-}
 
 func streamReplicas(t *testing.T, js jetstream.JetStream, name string) int {
 	t.Helper()
@@ -90,8 +38,8 @@ func TestReplicasOnACluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nats-servers")
 	}
-	srvs := startCluster(t, 3)
-	nc, err := nats.Connect(clusterURLs(srvs), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	srvs := natstest.StartCluster(t, 3)
+	nc, err := nats.Connect(natstest.ClusterURLs(srvs), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,18 +84,9 @@ func TestReplicasOnACluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leader *server.Server
-	for _, srv := range srvs {
-		if srv.Name() == info.Cluster.Leader {
-			leader = srv
-		}
-	}
+	leader := natstest.StreamLeader(t, js, srvs, wire.StreamTasks)
 	if leader == nil {
-		t.Fatalf("no server is the task stream's leader %q", info.Cluster.Leader)
+		t.Fatal("no server leads the task stream")
 	}
 	leader.Shutdown()
 	// A new leader is elected; a publish may fail meanwhile and is retried,
@@ -155,7 +94,11 @@ func TestReplicasOnACluster(t *testing.T) {
 	published := before
 	for i := range 20 {
 		for {
-			_, err := js.Publish(ctx, fmt.Sprintf("%s.inmemory.c1.after%d", wire.SubjectTasks, i), []byte("{}"), jetstream.WithMsgID(fmt.Sprint("after", i)))
+			// Each attempt waits 2s for its acknowledgement: one sent to
+			// the dead leader never gets one.
+			actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := js.Publish(actx, fmt.Sprintf("%s.inmemory.c1.after%d", wire.SubjectTasks, i), []byte("{}"), jetstream.WithMsgID(fmt.Sprint("after", i)))
+			acancel()
 			if err == nil {
 				break
 			}
@@ -166,7 +109,7 @@ func TestReplicasOnACluster(t *testing.T) {
 		}
 		published++
 	}
-	info, err = s.Info(ctx)
+	info, err := s.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +121,10 @@ func TestReplicasOnACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		if _, err := kv.Put(ctx, "c1.m0", []byte("{}")); err == nil {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := kv.Put(pctx, "c1.m0", []byte("{}"))
+		pcancel()
+		if err == nil {
 			break
 		} else if ctx.Err() != nil {
 			t.Fatalf("the machines bucket is not writable after a server died: %v", err)

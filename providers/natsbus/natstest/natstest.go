@@ -6,6 +6,9 @@ package natstest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,4 +125,79 @@ func Intend(tb testing.TB, js jetstream.JetStream, tasks ...wire.Task) {
 			tb.Fatal(err)
 		}
 	}
+}
+
+// StartCluster starts n routed nats-servers with JetStream on 127.0.0.1,
+// in this process, waits until they form a JetStream cluster, and returns
+// them (shut down on cleanup).
+func StartCluster(tb testing.TB, n int) []*server.Server {
+	tb.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	var srvs []*server.Server
+	for i := range n {
+		opts := &server.Options{ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: -1, JetStream: true,
+			StoreDir: tb.TempDir(), NoSigs: true, NoLog: true,
+			Cluster: server.ClusterOpts{Name: "gitfleet-test", Host: "127.0.0.1", Port: ports[i]},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ","))}
+		s, err := server.NewServer(opts)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		go s.Start()
+		srvs = append(srvs, s)
+		tb.Cleanup(s.Shutdown)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range srvs {
+		for !s.ReadyForConnections(100*time.Millisecond) || !s.JetStreamIsCurrent() {
+			if time.Now().After(deadline) {
+				tb.Fatal("the NATS cluster did not form within 30s")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return srvs
+}
+
+// ClusterURLs lists the servers' client URLs, comma-separated.
+func ClusterURLs(srvs []*server.Server) string {
+	var urls []string
+	for _, s := range srvs {
+		urls = append(urls, s.ClientURL())
+	}
+	return strings.Join(urls, ",")
+}
+
+// StreamLeader returns the server that leads stream (a KV bucket's is
+// KV_<bucket>), or nil.
+func StreamLeader(tb testing.TB, js jetstream.JetStream, srvs []*server.Server, stream string) *server.Server {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, srv := range srvs {
+		if info.Cluster != nil && srv.Name() == info.Cluster.Leader {
+			return srv
+		}
+	}
+	return nil
 }
