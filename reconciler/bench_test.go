@@ -135,12 +135,23 @@ type benchDaemon struct {
 
 func startBenchDaemon(tb testing.TB, repoDir string, workers int) *benchDaemon {
 	tb.Helper()
+	srv := natstest.Start(tb)
+	d := startBenchDaemonOn(tb, srv.ClientURL(), repoDir, workers, inmemory.Options{})
+	d.srv = srv
+	return d
+}
+
+// startBenchDaemonOn is startBenchDaemon on the NATS server (or cluster:
+// a comma-separated list) at url, whose streams and buckets exist, with
+// workers whose inmemory providers take opts.
+func startBenchDaemonOn(tb testing.TB, url, repoDir string, workers int, opts inmemory.Options) *benchDaemon {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &benchDaemon{srv: natstest.Start(tb), ctx: ctx, cancel: cancel, repoDir: repoDir,
+	d := &benchDaemon{ctx: ctx, cancel: cancel, repoDir: repoDir,
 		cacheFile: filepath.Join(tb.TempDir(), "validation")}
-	d.conn, d.js = natstest.Connect(tb, d.srv.ClientURL())
+	d.conn, d.js = natstest.Connect(tb, url)
 	for range workers {
-		p, err := inmemory.New(ctx, d.js, inmemory.Options{})
+		p, err := inmemory.New(ctx, d.js, opts)
 		if err != nil {
 			tb.Fatal(err)
 		}

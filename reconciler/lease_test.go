@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -108,4 +109,67 @@ func TestLeaseHandover(t *testing.T) {
 	go func() { _ = NewLease(kvC, "c", ttl, log).Run(t.Context(), l.run("c")) }()
 	connB.Close() // b's renewals fail: it steps down without releasing
 	waitLeader(t, &l, "c", 4*ttl)
+}
+
+// TestLeaseSurvivesANATSNode: two replicas share the leader bucket at
+// three replicas on three routed servers; the server that leads the
+// bucket's stream is killed. A replica leads again (the same one, or the
+// other once the lease expires) within the lease's TTL, its renewals go
+// through, and there are never two leaders.
+func TestLeaseSurvivesANATSNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nats-servers and waits out a lease TTL")
+	}
+	srvs, url, js := replicatedCluster(t)
+	l := leader{t: t}
+	log := zerolog.Nop()
+	leases := map[string]*Lease{}
+	for _, id := range []string{"a", "b"} {
+		_, js := natstest.Connect(t, url)
+		kv, err := js.KeyValue(t.Context(), wire.BucketLeader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases[id] = NewLease(kv, id, natsbus.LeaderTTL, log)
+		go func() { _ = leases[id].Run(t.Context(), l.run(id)) }()
+	}
+	deadline := time.Now().Add(natsbus.LeaderTTL)
+	for l.get() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no replica was elected")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	before := l.get()
+
+	dead := natstest.StreamLeader(t, js, srvs, "KV_"+wire.BucketLeader)
+	if dead == nil {
+		t.Fatal("no server leads the leader bucket")
+	}
+	dead.Shutdown()
+	killed := time.Now()
+	// Leading means holding a lease renewed since the kill: wait until a
+	// replica's fence has been renewed after it.
+	var after string
+	for after == "" {
+		if time.Since(killed) > natsbus.LeaderTTL {
+			t.Fatalf("no replica held a renewed lease within the TTL (%s) of the NATS server's death; %s led before", natsbus.LeaderTTL, before)
+		}
+		time.Sleep(50 * time.Millisecond)
+		id := l.get()
+		if id == "" || leases[id].Fence() != nil {
+			continue
+		}
+		leases[id].mu.Lock()
+		renewed := leases[id].until.Add(-(natsbus.LeaderTTL - natsbus.LeaderTTL/5))
+		leases[id].mu.Unlock()
+		if renewed.After(killed) {
+			after = id
+		}
+	}
+	t.Logf("%s led before the kill, %s leads %s after it", before, after, time.Since(killed).Round(time.Millisecond))
+	l.mu.Lock()
+	terms := l.terms
+	l.mu.Unlock()
+	t.Logf("terms: %v", terms)
 }

@@ -1,0 +1,142 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gitfleet/gitfleet/providers/inmemory"
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
+	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// TestSurvivesANATSNode: on three routed nats-servers with every stream and
+// bucket at three replicas, the daemon rolls a class change out while the
+// server that leads the machines bucket is killed; the rollout finishes
+// and no machine is lost or duplicated: the status and the inmemory
+// provider's cloud hold the same 12 machines, each once, at the new
+// version.
+func TestSurvivesANATSNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nats-servers and the daemon's parts")
+	}
+	srvs, url, js := replicatedCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	repo := &benchRepo{tb: t, dir: t.TempDir()}
+	repo.git("init", "-q", "-b", "main")
+	// One cluster at a time, machines that take 100 ms to start: the
+	// rollout lasts long enough for the kill to land in its middle.
+	class := strings.Replace(fmt.Sprintf(loopClass, "inmemory"), "  version: v1.31.2\n",
+		"  version: %s\n  kubernetesVersions: [v1.31.2, v1.32.0]\n  rollout:\n    waves:\n      - name: all\n        maxConcurrent: 1\n", 1)
+	repo.write("classes/small.yaml", fmt.Sprintf(class, "v1.31.2"))
+	for i := range 4 {
+		repo.write(fmt.Sprintf("clusters/c%d.yaml", i), fmt.Sprintf(loopCluster, fmt.Sprintf("c%d", i), 1, 2))
+	}
+	repo.commit("four clusters")
+	startBenchDaemonOn(t, url, repo.dir, 2, inmemory.Options{ProvisioningDelay: 100 * time.Millisecond})
+	g, err := git.PlainOpen(repo.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	machinesAt(t, g, "v1.31.2")
+
+	repo.write("classes/small.yaml", fmt.Sprintf(class, "v1.32.0"))
+	repo.commit("small: v1.32.0")
+	// Kill the machines bucket's leader once the rollout has begun.
+	deadline := time.Now().Add(time.Minute)
+	upgraded := 0
+	for upgraded == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the rollout did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+		if s, err := status.Read(g, "gitfleet/status"); err == nil {
+			for _, m := range s.Observed() {
+				if m.Version == "v1.32.0" {
+					upgraded++
+				}
+			}
+		}
+	}
+	if upgraded >= 12 {
+		t.Fatal("the rollout was over before the kill")
+	}
+	leader := natstest.StreamLeader(t, js, srvs, "KV_"+wire.BucketMachines)
+	if leader == nil {
+		t.Fatal("no server leads the machines bucket")
+	}
+	leader.Shutdown()
+	t.Logf("killed %s, leader of the machines bucket, with %d of 12 machines at the new version", leader.Name(), upgraded)
+	want := machinesAt(t, g, "v1.32.0")
+
+	kv, err := js.KeyValue(ctx, inmemory.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(keys)
+	if strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Errorf("the inmemory cloud holds %v; the status %v", keys, want)
+	}
+}
+
+// machinesAt waits until the status shows 12 machines, each once, all
+// Running at version, and returns their keys.
+func machinesAt(t *testing.T, g *git.Repository, version string) []string {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	last := "no status"
+	for time.Now().Before(deadline) {
+		if s, err := status.Read(g, "gitfleet/status"); err == nil {
+			seen := map[string]bool{}
+			var keys []string
+			running, twice := 0, ""
+			for _, m := range s.Observed() {
+				k := wire.RecordKey(m.Cluster, m.Name)
+				if seen[k] {
+					twice = k
+				}
+				seen[k] = true
+				keys = append(keys, k)
+				if m.Phase == wire.PhaseRunning && m.Version == version {
+					running++
+				}
+			}
+			if running == 12 && len(keys) == 12 && twice == "" {
+				sort.Strings(keys)
+				return keys
+			}
+			last = fmt.Sprintf("%d machines, %d Running at %s, twice: %q", len(keys), running, version, twice)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("not 12 machines Running at %s within 2 minutes: %s", version, last)
+	return nil
+}
+
+// replicatedCluster starts three routed nats-servers with every stream and
+// bucket gitfleet uses at three replicas, and returns them, their URLs and
+// a connection's JetStream.
+func replicatedCluster(t *testing.T) ([]*server.Server, string, jetstream.JetStream) {
+	t.Helper()
+	srvs := natstest.StartCluster(t, 3)
+	url := natstest.ClusterURLs(srvs)
+	_, js := natstest.Connect(t, url)
+	if err := natsbus.DefaultLimits().EnsureReplicated(t.Context(), js, natsbus.Replication{Replicas: 3, Set: true}); err != nil {
+		t.Fatal(err)
+	}
+	return srvs, url, js
+}
