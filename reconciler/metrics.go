@@ -14,7 +14,8 @@ type Metrics struct {
 	TasksPublished     *prometheus.CounterVec   // by operation
 	TasksCompleted     *prometheus.CounterVec   // by operation
 	TasksFailed        *prometheus.CounterVec   // by operation
-	Machines           *prometheus.GaugeVec     // by phase and provider
+	Machines           *prometheus.GaugeVec     // by phase, class and provider
+	Clusters           *prometheus.GaugeVec     // by phase and class
 	TaskSeconds        *prometheus.HistogramVec // by provider, operation, stage
 	Events             *prometheus.CounterVec   // by phase
 	Heartbeats         prometheus.Counter
@@ -60,8 +61,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gitfleet_tasks_failed_total", Help: "Machine tasks that ended in a Failed machine.",
 		}, []string{"operation"}),
 		Machines: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "gitfleet_machines", Help: "Machines by phase and provider, as observed.",
-		}, []string{"phase", "provider"}),
+			Name: "gitfleet_machines", Help: "Machines by phase, their cluster's class and provider, as observed.",
+		}, []string{"phase", "class", "provider"}),
+		Clusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gitfleet_clusters", Help: "Clusters by phase and class, as their status says.",
+		}, []string{"phase", "class"}),
 		TaskSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "gitfleet_task_seconds", Help: "Time from a task's publication to its first event (stage first_event, creates) and to its outcome (stage done).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
@@ -116,7 +120,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"provider"}),
 	}
 	reg.MustRegister(m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
-		m.TasksCompleted, m.TasksFailed, m.Machines, m.StatusCommits, m.StatusPushFailures, m.Leader, m.Malformed, m.CreateFailures,
+		m.TasksCompleted, m.TasksFailed, m.Machines, m.Clusters, m.StatusCommits, m.StatusPushFailures, m.Leader, m.Malformed, m.CreateFailures,
 		m.Missing, m.Orphans, m.Inventories, m.ClustersPlanned, m.TaskSeconds, m.Events, m.Heartbeats,
 		m.RolloutClusters, m.RolloutWave, m.RolloutHalted, m.LeaderChanges)
 	return m

@@ -101,7 +101,7 @@ type Reconciler struct {
 	lastRejected *sources.Revision
 	desired      *planner.Desired
 	machines     map[string]map[string]*machine // cluster → machine name → machine
-	phases       map[phaseKey]int               // machines per phase and provider, kept by put and remove
+	counts       *fleetCounts                   // machines and clusters by phase, kept by put, remove and writeCluster
 	gates        *planner.Gates                 // the last pass's rollout gates
 	moved        map[string]bool                // classes whose summaries moved since gates were compared
 	// unsent are machines whose current attempt is recorded but was not
@@ -213,7 +213,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.decisions.store = NewStore(rkv, r.o.Fence, nil)
 	r.wake = map[string]time.Time{}
 	r.machines = map[string]map[string]*machine{}
-	r.phases = map[phaseKey]int{}
+	r.counts = newFleetCounts()
 	r.unsent = map[string]*machine{}
 	r.heard = r.o.Now()
 	r.sums = map[string]planner.Summary{}
@@ -404,17 +404,17 @@ func (r *Reconciler) put(m *machine) {
 		r.machines[m.rec.Cluster] = ms
 	}
 	if old := ms[m.rec.Name]; old != nil {
-		r.phases[phaseOf(old.rec)]--
+		r.counts.machine(old.rec.Cluster, phaseOf(old.rec), -1)
 	}
 	ms[m.rec.Name] = m
-	r.phases[phaseOf(m.rec)]++
+	r.counts.machine(m.rec.Cluster, phaseOf(m.rec), 1)
 	r.dirty[m.rec.Cluster] = true
 }
 
 func (r *Reconciler) remove(cluster, name string) {
 	if ms := r.machines[cluster]; ms != nil {
 		if old := ms[name]; old != nil {
-			r.phases[phaseOf(old.rec)]--
+			r.counts.machine(cluster, phaseOf(old.rec), -1)
 		}
 		delete(ms, name)
 		if len(ms) == 0 {
@@ -609,7 +609,7 @@ func (r *Reconciler) step(ctx context.Context) {
 	}
 	r.metrics.PlanDuration.Observe(r.o.Now().Sub(start).Seconds())
 	r.inv.holdUntil = time.Time{} // the first pass is done: ask for inventories
-	r.countPhases()
+	r.counts.export(r.metrics)
 }
 
 // summarize recomputes a cluster's summary and reports whether it changed.
@@ -643,22 +643,6 @@ func (r *Reconciler) observed(cluster string) []planner.ObservedMachine {
 		out = append(out, o)
 	}
 	return out
-}
-
-// phaseKey counts machines by phase and provider.
-type phaseKey struct {
-	phase    wire.Phase
-	provider string
-}
-
-func phaseOf(rec *Record) phaseKey { return phaseKey{rec.Phase, rec.Provider} }
-
-// countPhases sets the machines gauge from the counts put and remove keep,
-// so a pass costs what it planned, not a walk of every machine.
-func (r *Reconciler) countPhases() {
-	for k, n := range r.phases {
-		r.metrics.Machines.WithLabelValues(string(k.phase), k.provider).Set(float64(n))
-	}
 }
 
 // countRollouts sets the rollout gauges from a pass's class rollouts.

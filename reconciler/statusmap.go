@@ -13,6 +13,12 @@ import (
 // writeCluster hands one cluster's status to the status writer, which
 // commits it only when something a user would notice changed.
 func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID string) {
+	gone := r.desired.Cluster(name) == nil && len(r.machines[name]) == 0
+	if gone {
+		r.counts.dropCluster(name)
+	} else {
+		r.counts.setCluster(name, ps.Phase, ps.Class)
+	}
 	if r.o.Status == nil {
 		return
 	}
@@ -20,7 +26,7 @@ func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID 
 	if r.rev != nil {
 		origin.SourceCommit = r.rev.Commit
 	}
-	if r.desired.Cluster(name) == nil && len(r.machines[name]) == 0 {
+	if gone {
 		delete(r.deleted, name)
 		if !r.gone[name] {
 			r.gone[name] = true

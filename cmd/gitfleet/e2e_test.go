@@ -58,7 +58,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf(`gitfleet_worker_tasks_total{outcome="succeeded",provider="local"} = %v, want at least 11 (the machines made)`, n)
 	}
 	for sample, least := range map[string]float64{
-		`gitfleet_machines{phase="Running",provider="local"}`:                                  11,
+		`gitfleet_machines{class="standard",phase="Running",provider="local"}`:                 11,
+		`gitfleet_clusters{class="standard",phase="Provisioned"}`:                              2,
 		`gitfleet_task_seconds_count{operation="create",provider="local",stage="done"}`:        11,
 		`gitfleet_task_seconds_count{operation="create",provider="local",stage="first_event"}`: 1,
 		`gitfleet_events_total{phase="Running"}`:                                               11,
