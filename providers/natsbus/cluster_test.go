@@ -50,7 +50,7 @@ func TestReplicasOnACluster(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	names := []string{wire.StreamTasks, wire.StreamEvents, "KV_" + wire.BucketMachines, "KV_" + wire.BucketLeader, "KV_" + wire.BucketRollouts}
+	names := []string{wire.StreamTasks, wire.StreamEvents, "KV_" + wire.BucketMachines, "KV_" + wire.BucketLeader, "KV_" + wire.BucketRollouts, "KV_" + wire.BucketPKI}
 	check := func(want int) {
 		t.Helper()
 		for _, n := range names {

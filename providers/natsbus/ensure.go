@@ -246,6 +246,7 @@ func bucketConfigs() []jetstream.KeyValueConfig {
 		{Bucket: wire.BucketMachines, Description: "observed state of every machine", History: 1, Storage: jetstream.FileStorage},
 		{Bucket: wire.BucketLeader, Description: "leader lease", History: 1, TTL: LeaderTTL, Storage: jetstream.FileStorage},
 		{Bucket: wire.BucketRollouts, Description: "recorded rollout decisions: admissions, create backoff", History: 1, Storage: jetstream.FileStorage},
+		{Bucket: wire.BucketPKI, Description: "sealed cluster CAs and bootstrap tokens", History: 1, Storage: jetstream.FileStorage},
 	}
 }
 

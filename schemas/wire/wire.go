@@ -25,6 +25,9 @@ const (
 	// cluster's admission to a class revision and its pools' create
 	// backoff, and each class's rollout.
 	BucketRollouts = "gitfleet-rollouts"
+	// BucketPKI holds each cluster's CAs and its machines' bootstrap
+	// tokens, sealed (package pki); only the daemon may read it.
+	BucketPKI = "gitfleet-pki"
 
 	SubjectTasks      = "gitfleet.tasks"     // .<provider>.<cluster>.<machine>
 	SubjectEvents     = "gitfleet.events"    // .<cluster>.<machine>
