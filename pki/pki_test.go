@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"gopkg.in/yaml.v3"
 )
 
 func testKey(b byte) []byte { return []byte(strings.Repeat(string(rune('a'+b)), KeySize)) }
@@ -134,23 +134,25 @@ func TestClusterTrust(t *testing.T) {
 	var cfg struct {
 		Clusters []struct {
 			Cluster struct {
-				Server string `json:"server"`
-				CA     []byte `json:"certificate-authority-data"`
-			} `json:"cluster"`
-		} `json:"clusters"`
+				Server string `yaml:"server"`
+				CA     string `yaml:"certificate-authority-data"`
+			} `yaml:"cluster"`
+		} `yaml:"clusters"`
 		Users []struct {
 			User struct {
-				Cert []byte `json:"client-certificate-data"`
-			} `json:"user"`
-		} `json:"users"`
+				Cert string `yaml:"client-certificate-data"`
+			} `yaml:"user"`
+		} `yaml:"users"`
 	}
 	if err := yaml.Unmarshal(kc, &cfg); err != nil || len(cfg.Clusters) != 1 || len(cfg.Users) != 1 {
 		t.Fatalf("kubeconfig: %v\n%s", err, kc)
 	}
-	if cfg.Clusters[0].Cluster.Server != "https://127.0.0.1:6443" || string(cfg.Clusters[0].Cluster.CA) != dev.CA.Cert {
+	caData, _ := base64.StdEncoding.DecodeString(cfg.Clusters[0].Cluster.CA)
+	certData, _ := base64.StdEncoding.DecodeString(cfg.Users[0].User.Cert)
+	if cfg.Clusters[0].Cluster.Server != "https://127.0.0.1:6443" || string(caData) != dev.CA.Cert {
 		t.Errorf("kubeconfig cluster: %+v", cfg.Clusters[0])
 	}
-	client, err := ParseCert(string(cfg.Users[0].User.Cert))
+	client, err := ParseCert(string(certData))
 	if err != nil || client.Subject.CommonName != "kubernetes-admin" || client.Subject.Organization[0] != "kubeadm:cluster-admins" {
 		t.Errorf("kubeconfig client certificate: %v %+v", err, client)
 	}
