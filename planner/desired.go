@@ -76,9 +76,12 @@ type DesiredCluster struct {
 	VersionField  string
 	// KubernetesVersions are the class's versions a chained upgrade may pass.
 	KubernetesVersions []string
-	ControlPlane       Pool
-	Deployments        []Pool // class-based first (in topology order), then standalone by name
-	HealthChecks       []HealthCheck
+	// Network is spec.clusterNetwork (nil: not set), for machines'
+	// bootstrap data.
+	Network      *v1alpha1.ClusterNetwork
+	ControlPlane Pool
+	Deployments  []Pool // class-based first (in topology order), then standalone by name
+	HealthChecks []HealthCheck
 	// Wave is the index of the cluster's wave in its class's Waves.
 	Wave     int
 	WaveName string

@@ -98,6 +98,7 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 	dc := &DesiredCluster{
 		Name: c.Metadata.Name, Class: t.ClassRef.Name, Labels: c.Metadata.Labels, Paused: c.Spec.Paused,
 		Source: c.Source, Version: t.Version, VersionSource: c.Source, VersionField: "spec.topology.version",
+		Network: c.Spec.ClusterNetwork,
 	}
 	cc := fleet.Class(t.ClassRef.Name)
 	if cc == nil || class == nil {
