@@ -67,6 +67,7 @@ bench-table: deps bin/cue ## only the table of make bench: its daemon benchmarks
 # nothing is pulled from a registry.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 FLEET_REPO ?= $(CURDIR)/.gitfleet/compose-fleet
+SECRETS_KEY ?= $(CURDIR)/.gitfleet/compose-secrets.key
 
 .PHONY: images
 images: deps ## build the gitfleet:dev and gitfleet-nats:dev images from static binaries
@@ -79,12 +80,13 @@ images: deps ## build the gitfleet:dev and gitfleet-nats:dev images from static 
 .PHONY: compose-up
 compose-up: images build ## run deploy/compose: a 3-node NATS cluster, two daemons, three workers, on $(FLEET_REPO)
 	@[ -d $(FLEET_REPO) ] || ./$(BIN) init $(FLEET_REPO)
-	FLEET_REPO=$(FLEET_REPO) $(COMPOSE) -f deploy/compose/docker-compose.yaml -p gitfleet up -d
+	@[ -f $(SECRETS_KEY) ] || (umask 077; head -c 32 /dev/urandom | base64 > $(SECRETS_KEY))
+	FLEET_REPO=$(FLEET_REPO) SECRETS_KEY=$(SECRETS_KEY) $(COMPOSE) -f deploy/compose/docker-compose.yaml -p gitfleet up -d
 	@echo "the daemons: http://127.0.0.1:18080/readyz and http://127.0.0.1:18081/readyz"
 
 .PHONY: compose-down
 compose-down: ## stop and remove the deploy/compose stack
-	FLEET_REPO=$(FLEET_REPO) $(COMPOSE) -f deploy/compose/docker-compose.yaml -p gitfleet down -v
+	FLEET_REPO=$(FLEET_REPO) SECRETS_KEY=$(SECRETS_KEY) $(COMPOSE) -f deploy/compose/docker-compose.yaml -p gitfleet down -v
 
 .PHONY: compose-test
 compose-test: images ## run the compose stack, kill a NATS server and a daemon during a rollout, count machines

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -35,7 +37,12 @@ func compose(t *testing.T, project, repo string, args ...string) (string, error)
 		}
 	}
 	cmd := exec.Command(tool[0], append(append(tool[1:], "-f", "compose/docker-compose.yaml", "-p", project), args...)...)
-	cmd.Env = append(os.Environ(), "FLEET_REPO="+repo)
+	// The stack's secrets key lives beside the repository.
+	key := filepath.Join(filepath.Dir(repo), "secrets.key")
+	if err := pki.NewKeyFile(key); err != nil {
+		return "", err
+	}
+	cmd.Env = append(os.Environ(), "FLEET_REPO="+repo, "SECRETS_KEY="+key)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

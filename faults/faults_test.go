@@ -25,6 +25,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 
@@ -67,6 +68,7 @@ type fleet struct {
 	nats      *natstest.Process
 	repo      string // the working repository commits are made in
 	stateRoot string // every worker's machines, one folder per worker
+	keyFile   string // the secrets key of every replica and worker
 	daemons   map[string]*proc
 	workers   map[string]*proc
 	logs      bytes.Buffer
@@ -89,6 +91,11 @@ func newFleet(t *testing.T) *fleet {
 		stateRoot: t.TempDir(), daemons: map[string]*proc{}, workers: map[string]*proc{}}
 	if out, err := exec.Command(binary(t), "init", f.repo).CombinedOutput(); err != nil {
 		t.Fatalf("gitfleet init: %v\n%s", err, out)
+	}
+	// Every replica and worker shares one secrets key, as in production.
+	f.keyFile = filepath.Join(f.stateRoot, "secrets.key")
+	if err := pki.NewKeyFile(f.keyFile); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		for id := range f.daemons {
@@ -174,7 +181,7 @@ func (f *fleet) startDaemon(id ...string) {
 	}
 	args := []string{"serve", "--repo", repo, "--nats", f.nats.URL(), "--data-dir", filepath.Join(f.stateRoot, "data-"+name),
 		"--listen", f.listen, "--status-interval", "200ms", "--interval", "1s", "--log-format", "json", "--replica", name,
-		"--orphan-grace", "3s"}
+		"--orphan-grace", "3s", "--secrets-key-file", f.keyFile}
 	f.daemons[name] = f.start(true, append(args, f.daemonArgs...)...)
 }
 
@@ -183,7 +190,8 @@ func (f *fleet) startDaemon(id ...string) {
 func (f *fleet) startWorker(id ...string) {
 	name := one(id, "w1")
 	args := []string{"worker", "--provider", "local", "--nats", f.nats.URL(), "--data-dir", filepath.Join(f.stateRoot, "data-"+name),
-		"--state-dir", filepath.Join(f.stateRoot, name), "--worker-id", name, "--inventory-interval", "2s", "--log-format", "json"}
+		"--state-dir", filepath.Join(f.stateRoot, name), "--worker-id", name, "--inventory-interval", "2s", "--log-format", "json",
+		"--secrets-key-file", f.keyFile}
 	f.workers[name] = f.start(false, append(args, f.workerArgs...)...)
 }
 

@@ -35,7 +35,10 @@ type KeyPair struct {
 // the service-account signing pair, and the key that encrypts the CA
 // material handed to control-plane machines that join.
 type Cluster struct {
-	Cluster        string    `json:"cluster"`
+	Cluster string `json:"cluster"`
+	// Endpoint is the control-plane endpoint (host:port), chosen when the
+	// material is made and kept with it.
+	Endpoint       string    `json:"endpoint"`
 	CA             KeyPair   `json:"ca"`
 	FrontProxyCA   KeyPair   `json:"frontProxyCA"`
 	EtcdCA         KeyPair   `json:"etcdCA"`
@@ -46,7 +49,12 @@ type Cluster struct {
 
 // NewCluster makes a cluster's trust material (ECDSA P-256 keys).
 func NewCluster(cluster string, now time.Time) (*Cluster, error) {
-	c := &Cluster{Cluster: cluster, Created: now.UTC()}
+	return NewClusterAt(cluster, "", now)
+}
+
+// NewClusterAt is NewCluster for a control plane at endpoint.
+func NewClusterAt(cluster, endpoint string, now time.Time) (*Cluster, error) {
+	c := &Cluster{Cluster: cluster, Endpoint: endpoint, Created: now.UTC()}
 	var err error
 	for _, ca := range []struct {
 		dst *KeyPair

@@ -82,7 +82,7 @@ func newKey(raw []byte, file string) (key, error) {
 
 // LoadKeyring reads the current key file and any previous ones. A key file
 // holds 32 random bytes, base64-encoded on one line (NewKeyFile writes
-// one); it must be readable by its owner only.
+// one); only its owner (and its group, to read) may have it.
 func LoadKeyring(current string, previous ...string) (*Keyring, error) {
 	c, err := readKey(current)
 	if err != nil {
@@ -106,8 +106,10 @@ func readKey(path string) (key, error) {
 	if err != nil {
 		return key{}, fmt.Errorf("secrets key: %w", err)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return key{}, fmt.Errorf("secrets key %s: mode %o lets others read it; run chmod 600 %s", path, st.Mode().Perm(), path)
+	// Group read is allowed: Kubernetes mounts a secret 0440 for the
+	// pod's fsGroup.
+	if st.Mode().Perm()&0o037 != 0 {
+		return key{}, fmt.Errorf("secrets key %s: mode %o lets others read or change it; run chmod 600 %s", path, st.Mode().Perm(), path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

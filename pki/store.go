@@ -128,16 +128,16 @@ func (s *Store) seal(k string, v any) ([]byte, error) {
 	return s.keys.Seal(k, b), nil
 }
 
-// Cluster returns the cluster's trust material, making it the first time
-// it is asked for. Two daemons asking at once get the same material: the
-// first to store it wins.
-func (s *Store) Cluster(ctx context.Context, cluster string, now time.Time) (*Cluster, error) {
+// Cluster returns the cluster's trust material, making it (for a control
+// plane at endpoint) the first time it is asked for. Two daemons asking at
+// once get the same material: the first to store it wins.
+func (s *Store) Cluster(ctx context.Context, cluster, endpoint string, now time.Time) (*Cluster, error) {
 	k := caPrefix + cluster
 	var c Cluster
 	if found, err := s.get(ctx, k, &c); err != nil || found {
 		return &c, err
 	}
-	made, err := NewCluster(cluster, now)
+	made, err := NewClusterAt(cluster, endpoint, now)
 	if err != nil {
 		return nil, err
 	}

@@ -34,12 +34,12 @@ func TestStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	c1, err := s.Cluster(ctx, "dev-1", now)
+	c1, err := s.Cluster(ctx, "dev-1", "127.0.0.1:6443", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := s.Cluster(ctx, "dev-1", now.Add(time.Hour))
-	if err != nil || c2.CA.Cert != c1.CA.Cert || c2.CertificateKey != c1.CertificateKey {
+	c2, err := s.Cluster(ctx, "dev-1", "elsewhere:1", now.Add(time.Hour))
+	if err != nil || c2.CA.Cert != c1.CA.Cert || c2.Endpoint != "127.0.0.1:6443" || c2.CertificateKey != c1.CertificateKey {
 		t.Fatalf("the second ask made other material: %v", err)
 	}
 	tok, err := s.IssueToken(ctx, "dev-1", "dev-1-md-0-abcde", DefaultTokenTTL, now)
@@ -97,7 +97,7 @@ func TestStoreKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := s.Cluster(ctx, "dev-1", time.Now())
+	c, _ := s.Cluster(ctx, "dev-1", "127.0.0.1:6443", time.Now())
 	tok, _ := s.IssueToken(ctx, "dev-1", "m1", DefaultTokenTTL, time.Now())
 
 	other, _ := NewKeyring(testKey(1))

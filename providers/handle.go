@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -72,7 +73,14 @@ func (w *Worker) handle(ctx context.Context, q queued, slot *progress, acks chan
 	slot.begin(msg, &task, start)
 	var inst Instance
 	if task.Operation == wire.OpCreate {
-		inst, err = w.p.Create(ctx, task.Machine)
+		if len(task.Bootstrap) > 0 {
+			if task.Machine.Bootstrap, err = bootstrap.Open(w.o.Keys, &task); err != nil {
+				err = Permanent(err)
+			}
+		}
+		if err == nil {
+			inst, err = w.p.Create(ctx, task.Machine)
+		}
 	} else {
 		err = w.p.Delete(ctx, task.Machine)
 	}

@@ -8,10 +8,16 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/pki"
 )
 
 // WorkerOptions tune a Worker. The zero value is usable.
 type WorkerOptions struct {
+	// Keys opens the bootstrap data the daemon seals into create tasks
+	// (the daemon's --secrets-key-file). Nil: a create that carries
+	// bootstrap data fails, saying the worker needs the key.
+	Keys *pki.Keyring
 	// Concurrency is how many tasks run at once (default 4). Tasks for the
 	// same machine always run one after the other, in stream order.
 	Concurrency int

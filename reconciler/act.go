@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -45,6 +46,7 @@ func (r *Reconciler) intend(s planner.Step, planID string) *intent {
 		if r.rev != nil {
 			next.SourceCommit = r.rev.Commit
 		}
+		next.Init = m.Role == wire.RoleControlPlane && !r.hasControlPlane(m.Cluster)
 	case wire.OpDelete:
 		if cur == nil || cur.rec.Phase == wire.PhaseDeleting {
 			return nil
@@ -128,6 +130,11 @@ func (r *Reconciler) drop(ctx context.Context, cur *machine) bool {
 		return false
 	}
 	r.health.Report(ProblemStore, nil)
+	if r.o.Bootstrap != nil {
+		if err := r.o.Bootstrap.Revoke(ctx, cur.rec.Cluster, cur.rec.Name); err != nil {
+			r.log.Warn().Err(err).Str(logCluster, cur.rec.Cluster).Str(logMachine, cur.rec.Name).Msg("revoking the machine's bootstrap token")
+		}
+	}
 	r.remove(cur.rec.Cluster, cur.rec.Name)
 	d := status.DeletedMachine{Name: cur.rec.Name, Cause: cur.rec.Cause, Reason: cur.rec.Reason,
 		Deleted: r.o.Now().UTC().Truncate(time.Second)}
@@ -184,6 +191,12 @@ func (r *Reconciler) publish(ctx context.Context, m *machine) {
 		}
 	}
 	t := m.rec.task(m.rev)
+	if err := r.sealBootstrap(ctx, t, m.rec); err != nil {
+		r.log.Error().Err(err).Str("task", t.ID).Msg("bootstrap data; the task will be published once it can be made")
+		r.unsent[key] = m
+		r.health.Report(ProblemBootstrap, err)
+		return
+	}
 	f, err := r.pub.Publish(ctx, t)
 	if err != nil {
 		r.log.Error().Err(err).Str("task", t.ID).Msg("publish failed; it will be retried")
@@ -194,6 +207,58 @@ func (r *Reconciler) publish(ctx context.Context, m *machine) {
 	delete(r.unsent, key)
 	r.inflight = append(r.inflight, published{m: m, f: f})
 	r.metrics.TasksPublished.WithLabelValues(string(t.Operation)).Inc()
+}
+
+// hasControlPlane says whether a cluster has a control-plane machine
+// record: a new control-plane machine then joins it.
+func (r *Reconciler) hasControlPlane(cluster string) bool {
+	for _, m := range r.machines[cluster] {
+		if m.rec.Role == wire.RoleControlPlane {
+			return true
+		}
+	}
+	return false
+}
+
+// sealBootstrap gives a create task its machine's sealed bootstrap data.
+func (r *Reconciler) sealBootstrap(ctx context.Context, t *wire.Task, rec *Record) error {
+	if r.o.Bootstrap == nil || t.Operation != wire.OpCreate {
+		return nil
+	}
+	req := bootstrap.Request{Machine: t.Machine, TaskID: t.ID, Init: rec.Init, Now: r.o.Now(),
+		Network: bootstrap.NetworkOf(nil, nil, ""), ControlPlaneProvider: rec.Provider}
+	if dc := r.desired.Cluster(rec.Cluster); dc != nil {
+		req.ControlPlaneProvider = dc.ControlPlane.Provider
+		if n := dc.Network; n != nil {
+			var pods, services []string
+			if n.Pods != nil {
+				pods = n.Pods.CIDRBlocks
+			}
+			if n.Services != nil {
+				services = n.Services.CIDRBlocks
+			}
+			req.Network = bootstrap.NetworkOf(pods, services, n.ServiceDomain)
+		}
+	}
+	b, err := r.o.Bootstrap.Seal(ctx, req)
+	if err != nil {
+		return err
+	}
+	r.health.Report(ProblemBootstrap, nil)
+	t.Bootstrap = b
+	return nil
+}
+
+// forgetPKI removes a deleted cluster's PKI and tokens.
+func (r *Reconciler) forgetPKI(cluster string) {
+	if r.o.Bootstrap == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.o.Bootstrap.Forget(ctx, cluster); err != nil {
+		r.log.Warn().Err(err).Str(logCluster, cluster).Msg("removing the cluster's PKI")
+	}
 }
 
 // published is a task publish awaiting NATS's acknowledgement.

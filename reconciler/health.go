@@ -15,6 +15,9 @@ const (
 	ProblemStatus  = "Status"  // the status branch cannot be committed or pushed
 	// ProblemRollouts: the gitfleet-rollouts bucket cannot be written.
 	ProblemRollouts = "Rollouts"
+	// ProblemBootstrap: a machine's bootstrap data cannot be made (the
+	// gitfleet-pki bucket cannot be read or written).
+	ProblemBootstrap = "Bootstrap"
 )
 
 // Problem is one kind of loop error that has not cleared: the newest error

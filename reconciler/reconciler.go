@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/reconciler/status"
@@ -83,6 +84,10 @@ type Options struct {
 	// up to RebuildTimeout (default 10m).
 	InventoryWait  time.Duration
 	RebuildTimeout time.Duration
+	// Bootstrap, when set, gives every create task the machine's sealed
+	// bootstrap data (docs/bootstrap.md), revokes a machine's token when
+	// it goes, and forgets a deleted cluster's PKI. Nil: machines get none.
+	Bootstrap *bootstrap.Issuer
 }
 
 // Reconciler is the loop. Run it while this replica is the leader.

@@ -36,6 +36,9 @@ type Record struct {
 	Annotations   map[string]string `json:"annotations,omitempty"`
 	Spec          json.RawMessage   `json:"spec,omitempty"`
 	FailureDomain string            `json:"failureDomain,omitempty"`
+	// Init: the cluster's first control-plane machine, which initialises
+	// it (kubeadm init); every other machine joins.
+	Init bool `json:"init,omitempty"`
 
 	Phase wire.Phase `json:"phase"`
 	// Reason is a CamelCase word for why the machine is in its phase when

@@ -31,6 +31,7 @@ func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID 
 		if !r.gone[name] {
 			r.gone[name] = true
 			r.log.Info().Str(logCluster, name).Msg("cluster deleted")
+			r.forgetPKI(name)
 			if err := r.o.Status.DeleteCluster(name, origin); err != nil {
 				r.log.Error().Err(err).Msg("status: delete cluster")
 			}

@@ -24,7 +24,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/internal/secret"
+	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/local"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
@@ -47,11 +49,16 @@ type daemonOptions struct {
 	replica        string
 	webhookSecret  string
 	apiTokenFile   string
-	verifySSH      string
-	verifyPGP      string
-	verifyMode     string
-	auth           sources.Auth
-	nats           natsbus.Options
+	// secretsKey seals the gitfleet-pki bucket and bootstrap data;
+	// secretsPrevious opens what an older key sealed (rotation).
+	secretsKey      string
+	secretsPrevious string
+	tokenTTL        time.Duration
+	verifySSH       string
+	verifyPGP       string
+	verifyMode      string
+	auth            sources.Auth
+	nats            natsbus.Options
 	// workers are the providers run in-process (up); none for serve.
 	workers []string
 	// inventoryInterval is how often in-process workers report inventory.
@@ -76,6 +83,9 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.DurationVar(&o.interval, "interval", sources.DefaultInterval, "how often the repository is polled (local repos are also watched)")
 	fs.StringVar(&o.replica, "replica", "", "this replica's name in leader election (default host-pid)")
 	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the bearer token of the HTTP API (gitfleet scale); default <data-dir>/api-token, made on first start, readable by this user only")
+	fs.StringVar(&o.secretsKey, "secrets-key-file", "", "key (32 random bytes, base64) that seals cluster CAs, bootstrap tokens and machines' bootstrap data; every replica and worker needs the same one; default <data-dir>/secrets.key, made on first start, readable by this user only")
+	fs.StringVar(&o.secretsPrevious, "secrets-previous-key-file", "", "the key being rotated away from: what it sealed is sealed again under --secrets-key-file at start (docs/bootstrap.md)")
+	fs.DurationVar(&o.tokenTTL, "bootstrap-token-ttl", pki.DefaultTokenTTL, "how long a machine's bootstrap token is good for")
 	fs.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("GITFLEET_WEBHOOK_SECRET"), "secret of /hooks/git (default $GITFLEET_WEBHOOK_SECRET); empty disables the webhook")
 	fs.StringVar(&o.verifySSH, "verify-ssh-keys", "", "comma-separated files of allowed SSH signing keys: only commits they signed are applied")
 	fs.StringVar(&o.verifyPGP, "verify-pgp-keys", "", "comma-separated files of allowed OpenPGP public keys")
@@ -178,6 +188,10 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	defer bus.Close()
 	nats.bus.Store(bus)
 	reg.MustRegister(natsbus.QueueCollector(bus.JS))
+	keys, issuer, err := openSecrets(ctx, o, bus, log)
+	if err != nil {
+		return err
+	}
 	if bus.Server != nil {
 		rememberPort(o.dataDir, bus.Server.Port())
 	}
@@ -188,7 +202,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	defer stopWorkers()
 	var inProcess []*providers.Worker
 	for _, name := range o.workers {
-		w, err := inProcessWorker(wctx, name, bus, o, log)
+		w, err := inProcessWorker(wctx, name, bus, o, keys, log)
 		if err != nil {
 			return err
 		}
@@ -216,7 +230,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		metrics.Leader.Set(1)
 		metrics.LeaderChanges.Inc()
 		defer metrics.Leader.Set(0)
-		if err := lead(lctx, o, repo, src, bus, metrics, loop, lease.Fence, &leader, log); err != nil {
+		if err := lead(lctx, o, repo, src, bus, issuer, metrics, loop, lease.Fence, &leader, log); err != nil {
 			log.Error().Err(err).Msg("reconciler stopped")
 		}
 	})
@@ -228,7 +242,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 // On the way out the pending status is flushed, so a graceful stop loses
 // nothing.
 func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources.Source,
-	bus *natsbus.Bus, metrics *reconciler.Metrics, loop *reconciler.LoopHealth, fence func() error,
+	bus *natsbus.Bus, issuer *bootstrap.Issuer, metrics *reconciler.Metrics, loop *reconciler.LoopHealth, fence func() error,
 	leader *atomic.Pointer[reconciler.Reconciler], log zerolog.Logger) error {
 	g, err := git.PlainOpen(repo.GitDir())
 	if err != nil {
@@ -257,7 +271,7 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources
 	r, err := reconciler.New(reconciler.Options{
 		Revisions: src.Follow(ctx), JS: bus.JS, Status: w, Log: log, Metrics: metrics,
 		Health: loop, Fence: fence, Orphans: o.orphans, OrphanGrace: o.orphanGrace,
-		TaskTimeout: o.taskTimeout,
+		TaskTimeout: o.taskTimeout, Bootstrap: issuer,
 	})
 	if err != nil {
 		return err
@@ -266,6 +280,38 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources
 	defer leader.Store(nil)
 	return r.Run(ctx)
 }
+
+// openSecrets loads the secrets key (made in the data dir on first start
+// when no file is named) and opens the gitfleet-pki bucket with it: a
+// bucket sealed under another key stops the daemon, changing nothing.
+func openSecrets(ctx context.Context, o daemonOptions, bus *natsbus.Bus, log zerolog.Logger) (*pki.Keyring, *bootstrap.Issuer, error) {
+	file := o.secretsKey
+	if file == "" {
+		file = filepath.Join(o.dataDir, secretsKeyName)
+		if err := pki.NewKeyFile(file); err != nil {
+			return nil, nil, err
+		}
+	}
+	var previous []string
+	if o.secretsPrevious != "" {
+		previous = append(previous, o.secretsPrevious)
+	}
+	keys, err := pki.LoadKeyring(file, previous...)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, resealed, err := pki.OpenStore(ctx, bus.JS, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resealed > 0 || o.secretsPrevious != "" {
+		log.Info().Int("resealed", resealed).Str("key", keys.ID()).Msg("secrets sealed under the new key; --secrets-previous-key-file is no longer needed")
+	}
+	return keys, bootstrap.NewIssuer(store, keys, o.tokenTTL), nil
+}
+
+// secretsKeyName is the key file gitfleet makes in the data dir.
+const secretsKeyName = "secrets.key"
 
 // apiToken reads the HTTP API's bearer token: --api-token-file, or
 // <data-dir>/api-token, which is made with a random token on first start
@@ -298,7 +344,7 @@ func apiToken(o daemonOptions) ([]byte, error) {
 // apiTokenName is the token file gitfleet makes in the data dir.
 const apiTokenName = "api-token"
 
-func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, log zerolog.Logger) (*providers.Worker, error) {
+func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, keys *pki.Keyring, log zerolog.Logger) (*providers.Worker, error) {
 	plog := log.With().Str("provider", name).Logger()
 	dir := filepath.Join(o.dataDir, "local")
 	signer, err := bus.NodeSigner(o.nats)
@@ -310,7 +356,7 @@ func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemo
 		return nil, err
 	}
 	// The worker names its provider on its own lines.
-	return providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{Concurrency: 16, Log: log,
+	return providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{Concurrency: 16, Log: log, Keys: keys,
 		ID: workerID("", name, dir), InventoryInterval: o.inventoryInterval})
 }
 

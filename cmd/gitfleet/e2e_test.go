@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 
+	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 )
 
@@ -42,6 +43,7 @@ func TestEndToEnd(t *testing.T) {
 
 	e.start()
 	e.waitConverged("initial fleet", fleetWant{"dev-1": {3, "v1.31.2"}, "prod-1": {6, "v1.31.2"}})
+	e.checkBootstrap()
 
 	// Scale up: two more workers for dev-1.
 	e.edit("clusters/dev-1.yaml", func(s string) string { return strings.Replace(s, "replicas: 2", "replicas: 4", 1) })
@@ -414,6 +416,59 @@ func (e *e2e) nodes(cluster string) []node {
 		out = append(out, node{cluster: c, name: name, pid: pid})
 	}
 	return out
+}
+
+// checkBootstrap reads every running machine's bootstrap data where the
+// local provider seeds it: a file only its user reads, kubeadm
+// configuration for the machine it is given to, one init machine per
+// cluster, and every joiner pinned to its own cluster's CA.
+func (e *e2e) checkBootstrap() {
+	e.t.Helper()
+	inits := map[string]int{}
+	hashes := map[string]map[string]bool{}
+	for _, n := range e.nodes("") {
+		path := filepath.Join(e.data, "local", n.cluster, n.name, "user-data")
+		st, err := os.Stat(path)
+		if err != nil {
+			e.t.Errorf("machine %s/%s has no bootstrap data: %v", n.cluster, n.name, err)
+			continue
+		}
+		if st.Mode().Perm() != 0o600 {
+			e.t.Errorf("%s: mode %o, want 600", path, st.Mode().Perm())
+		}
+		b, _ := os.ReadFile(path)
+		d, err := bootstrap.Parse(b)
+		if err != nil {
+			e.t.Errorf("%s: %v", path, err)
+			continue
+		}
+		if d.Node != n.name || d.ControlPlane != strings.HasPrefix(n.name, n.cluster+"-control-plane-") {
+			e.t.Errorf("%s is for node %s (control plane %v)", path, d.Node, d.ControlPlane)
+		}
+		if d.Init {
+			inits[n.cluster]++
+			if d.Cluster != n.cluster || d.Files[bootstrap.PKIDir+"/ca.key"] == "" {
+				e.t.Errorf("%s: init data for cluster %q without the CA key", path, d.Cluster)
+			}
+			continue
+		}
+		if hashes[n.cluster] == nil {
+			hashes[n.cluster] = map[string]bool{}
+		}
+		for _, h := range d.CACertHashes {
+			hashes[n.cluster][h] = true
+		}
+	}
+	for _, c := range []string{"dev-1", "prod-1"} {
+		if inits[c] != 1 || len(hashes[c]) != 1 {
+			e.t.Errorf("cluster %s: %d init machines and %d CA hashes among its joiners, want 1 and 1", c, inits[c], len(hashes[c]))
+		}
+	}
+	for h := range hashes["dev-1"] {
+		if hashes["prod-1"][h] {
+			e.t.Error("dev-1 and prod-1 pin the same CA")
+		}
+	}
 }
 
 func (e *e2e) nodeOf(cluster, deployment string) node {

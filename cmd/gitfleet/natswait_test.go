@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -201,6 +202,10 @@ func TestReadyzSaysLeaderAndFollower(t *testing.T) {
 	if code, _, stderr := runCmd(t, "init", repo); code != 0 {
 		t.Fatalf("init: %s", stderr)
 	}
+	key := filepath.Join(t.TempDir(), "secrets.key") // the replicas share it
+	if err := pki.NewKeyFile(key); err != nil {
+		t.Fatal(err)
+	}
 	type replica struct {
 		listen string
 		cancel context.CancelFunc
@@ -212,7 +217,7 @@ func TestReadyzSaysLeaderAndFollower(t *testing.T) {
 		r.cancel = cancel
 		go func() {
 			r.done <- run(ctx, []string{"serve", "--repo", repo, "--nats", srv.URL(), "--data-dir", t.TempDir(),
-				"--listen", r.listen, "--replica", name, "--log-format", "json"}, &cmdEnv{stdout: io.Discard, stderr: io.Discard})
+				"--listen", r.listen, "--replica", name, "--log-format", "json", "--secrets-key-file", key}, &cmdEnv{stdout: io.Discard, stderr: io.Discard})
 		}()
 		t.Cleanup(func() { cancel(); <-r.done })
 		return r

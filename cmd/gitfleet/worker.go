@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/local"
@@ -22,7 +24,7 @@ import (
 func init() {
 	register(&command{
 		name:    "worker",
-		usage:   "worker --provider inmemory|local [--nats URL] [--concurrency N] [--listen ADDR]",
+		usage:   "worker --provider inmemory|local [--nats URL] [--secrets-key-file F] [--concurrency N] [--listen ADDR]",
 		summary: "run a provider worker: take machine tasks from NATS, report events",
 		run:     runWorker,
 	})
@@ -44,6 +46,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.IntVar(&wopts.MaxAttempts, "max-attempts", 10, "attempts before a failing task becomes a Failed machine")
 	fs.DurationVar(&wopts.InventoryInterval, "inventory-interval", time.Minute, "how often the provider's machines are reported to the daemon (also at start and when a leader asks)")
 	listen := fs.String("listen", "", "HTTP address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:8081; empty: none")
+	keyFile := fs.String("secrets-key-file", "", "the daemon's secrets key, to open machines' bootstrap data (default DATA-DIR/secrets.key when it exists)")
 	id := fs.String("worker-id", "", "this worker's identity, the same across restarts (default: host name, plus a hash of --state-dir for local)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -84,6 +87,9 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if wopts.Keys, err = workerKeys(*keyFile, *dataDir); err != nil {
+		return err
+	}
 	wopts.ID = workerID(*id, *provider, dir)
 	w, err := providers.NewWorker(ctx, bus.JS, p, wopts)
 	if err != nil {
@@ -97,6 +103,19 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 		defer srv.Close()
 	}
 	return w.Run(ctx)
+}
+
+// workerKeys loads the secrets key: the file named, else the data dir's
+// when there is one; nil without either (a create with bootstrap data
+// then fails, saying so).
+func workerKeys(file, dataDir string) (*pki.Keyring, error) {
+	if file == "" {
+		file = filepath.Join(dataDir, secretsKeyName)
+		if _, err := os.Stat(file); err != nil {
+			return nil, nil
+		}
+	}
+	return pki.LoadKeyring(file)
 }
 
 // serveWorkerHTTP serves a worker's /healthz (alive), /readyz (connected

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/internal/secret"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
@@ -202,6 +203,16 @@ func (p *Provider) start(m wire.Machine, dir string, spec Spec) (int, error) {
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, fmt.Errorf("local: %w", err)
+	}
+	if len(m.Bootstrap) > 0 {
+		// The bootstrap data holds the machine's token (and an init
+		// machine's CA keys): a file only the node's user reads.
+		if err := writeFileAtomic(filepath.Join(dir, userDataFile), m.Bootstrap); err != nil {
+			return 0, fmt.Errorf("local: %w", err)
+		}
+		if err := writeFileAtomic(filepath.Join(dir, metaDataFile), bootstrap.MetaData(m)); err != nil {
+			return 0, fmt.Errorf("local: %w", err)
+		}
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

@@ -21,6 +21,10 @@ const (
 	bootstrapFile = "bootstrap.yaml" // written by the node: its bootstrap data
 	logFile       = "node.log"       // the node's stdout and stderr
 	credsFile     = "nats.creds"     // the node's own NATS credentials (0600), when the worker can mint them
+	// The machine's bootstrap data as a NoCloud seed (0600), written by
+	// the worker before it starts the node: docs/bootstrap.md.
+	userDataFile = "user-data"
+	metaDataFile = "meta-data"
 )
 
 // writeFileAtomic writes data to path through a temporary file and rename,

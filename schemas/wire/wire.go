@@ -154,6 +154,11 @@ type Machine struct {
 	Labels        map[string]string `json:"labels,omitempty"`
 	// Annotations are the user's, from the class's and cluster's metadata.
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// Bootstrap is the machine's bootstrap data (cloud-init user-data,
+	// docs/bootstrap.md), opened by the worker from Task.Bootstrap. Never
+	// encoded: it holds the machine's token and, for a cluster's first
+	// control plane, the cluster's CA keys.
+	Bootstrap []byte `json:"-"`
 }
 
 // Task asks a provider worker to create or delete one machine. ID names
@@ -182,6 +187,10 @@ type Task struct {
 	Orphan       bool   `json:"orphan,omitempty"`
 	PlanID       string `json:"planID,omitempty"`
 	SourceCommit string `json:"sourceCommit,omitempty"`
+	// Bootstrap is a create's bootstrap data sealed (AES-256-GCM, bound to
+	// the task ID) under the daemon's secrets key; workers open it with
+	// the same key (--secrets-key-file).
+	Bootstrap []byte `json:"bootstrap,omitempty"`
 }
 
 // Event reports what happened to a machine while a worker ran a task:

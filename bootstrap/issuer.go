@@ -1,0 +1,83 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+
+	"time"
+
+	"github.com/gitfleet/gitfleet/pki"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// Issuer is the daemon's side: it makes a cluster's PKI when the cluster
+// is first planned, issues each machine creation its token, and seals the
+// machine's bootstrap data for the create task.
+type Issuer struct {
+	store *pki.Store
+	keys  *pki.Keyring
+	ttl   time.Duration
+}
+
+// NewIssuer issues from store, sealing under keys; tokens live ttl
+// (0: pki.DefaultTokenTTL).
+func NewIssuer(store *pki.Store, keys *pki.Keyring, ttl time.Duration) *Issuer {
+	if ttl <= 0 {
+		ttl = pki.DefaultTokenTTL
+	}
+	return &Issuer{store: store, keys: keys, ttl: ttl}
+}
+
+// Request is one create's bootstrap: the machine, whether it initialises
+// its cluster, the cluster's network and its control plane's provider.
+type Request struct {
+	Machine              wire.Machine
+	TaskID               string
+	Init                 bool
+	Network              Network
+	ControlPlaneProvider string
+	Now                  time.Time
+}
+
+// Seal makes the machine's cluster PKI if it has none, issues the machine
+// a token (replacing one an earlier attempt had) and returns its
+// bootstrap data sealed under the task's ID.
+func (i *Issuer) Seal(ctx context.Context, r Request) ([]byte, error) {
+	m := r.Machine
+	trust, err := i.store.Cluster(ctx, m.Cluster, DefaultEndpoint(m.Cluster, r.ControlPlaneProvider), r.Now)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s PKI: %w", m.Cluster, err)
+	}
+	tok, err := i.store.IssueToken(ctx, m.Cluster, m.Name, i.ttl, r.Now)
+	if err != nil {
+		return nil, fmt.Errorf("machine %s/%s token: %w", m.Cluster, m.Name, err)
+	}
+	ud, err := UserData(Input{Machine: m, Init: r.Init, Endpoint: trust.Endpoint, Network: r.Network, Token: tok, Trust: trust, Now: r.Now})
+	if err != nil {
+		return nil, err
+	}
+	return i.keys.Seal(r.TaskID, ud), nil
+}
+
+// Revoke removes a machine's token: the machine went.
+func (i *Issuer) Revoke(ctx context.Context, cluster, machine string) error {
+	return i.store.RevokeToken(ctx, cluster, machine)
+}
+
+// Forget removes a deleted cluster's PKI and tokens.
+func (i *Issuer) Forget(ctx context.Context, cluster string) error {
+	return i.store.DeleteCluster(ctx, cluster)
+}
+
+// Open is the worker's side: the machine's bootstrap data from a create
+// task, with the secrets key the daemon sealed it under.
+func Open(keys *pki.Keyring, t *wire.Task) ([]byte, error) {
+	if keys == nil {
+		return nil, fmt.Errorf("the task carries sealed bootstrap data and this worker has no secrets key; give it the daemon's --secrets-key-file")
+	}
+	b, _, err := keys.Open(t.ID, t.Bootstrap)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap data: %w; give the worker the daemon's --secrets-key-file", err)
+	}
+	return b, nil
+}
