@@ -60,7 +60,7 @@ func TestImportGolden(t *testing.T) {
 				t.Errorf("%s differs (-want +got):\n%s", golden, d)
 			}
 
-			fleet, errs, err := sources.ValidateDir(context.Background(), dir, sources.ValidateOptions{CacheFile: "off"})
+			fleet, errs, err := sources.ValidateDir(context.Background(), dir, sources.ValidateOptions{})
 			if err != nil || len(errs) > 0 {
 				t.Fatalf("the converted fleet does not validate: %v %v", err, errs)
 			}
