@@ -9,8 +9,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -75,16 +75,14 @@ type Input struct {
 }
 
 // DefaultEndpoint is the control-plane endpoint gitfleet gives a cluster
-// whose control plane runs on provider: for docker, a network alias every
-// control-plane container of the cluster carries; for local, a port of
-// 127.0.0.1 chosen from the cluster's name (20000–39999); otherwise the
-// cluster's name as a host.
+// whose control plane runs on provider, when it makes the cluster's PKI
+// (which keeps it): for docker, a network alias every control-plane
+// container of the cluster carries; for local, a port of 127.0.0.1 drawn
+// at random from 20000–39999; otherwise the cluster's name as a host.
 func DefaultEndpoint(cluster, provider string) string {
 	switch provider {
 	case "local":
-		h := fnv.New32a()
-		h.Write([]byte(cluster))
-		return net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+int(h.Sum32()%20000)))
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+mrand.IntN(20000)))
 	default:
 		return net.JoinHostPort(cluster+"-control-plane", strconv.Itoa(APIServerPort))
 	}

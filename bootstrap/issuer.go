@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 
 	"time"
@@ -80,4 +81,36 @@ func Open(keys *pki.Keyring, t *wire.Task) ([]byte, error) {
 		return nil, fmt.Errorf("bootstrap data: %w; give the worker the daemon's --secrets-key-file", err)
 	}
 	return b, nil
+}
+
+// Review checks the token a node presents: it must be the one issued to
+// the node's creation, and not expired. For a good token reason is empty
+// (the caller records the join, then Revokes it); otherwise reason says
+// why it is refused. err is the store's trouble, not the token's.
+func (i *Issuer) Review(ctx context.Context, r wire.JoinReview, now time.Time) (reason string, err error) {
+	tok, found, err := i.store.Token(ctx, r.Cluster, r.Node)
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		return fmt.Sprintf("no bootstrap token is outstanding for machine %s/%s: it was used, or the machine went", r.Cluster, r.Node), nil
+	}
+	if tok.ID != r.TokenID || subtle.ConstantTimeCompare([]byte(tok.Hash()), []byte(r.SecretHash)) != 1 {
+		return fmt.Sprintf("the bootstrap token is not the one issued to machine %s/%s", r.Cluster, r.Node), nil
+	}
+	if now.After(tok.Expires) {
+		return fmt.Sprintf("the bootstrap token of machine %s/%s expired at %s", r.Cluster, r.Node, tok.Expires.Format(time.RFC3339)), nil
+	}
+	return "", nil
+}
+
+// ReviewOf is what a reviewer sends for a node presenting token: its ID
+// and the hash of its secret, never the secret.
+func ReviewOf(cluster, node, token string) (wire.JoinReview, error) {
+	id, secret, err := pki.ParseToken(token)
+	if err != nil {
+		return wire.JoinReview{}, err
+	}
+	t := pki.Token{ID: id, Secret: secret}
+	return wire.JoinReview{Cluster: cluster, Node: node, TokenID: id, SecretHash: t.Hash()}, nil
 }

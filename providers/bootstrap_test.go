@@ -23,6 +23,7 @@ func (s *seen) Create(ctx context.Context, m wire.Machine) (providers.Instance, 
 	s.mu.Lock()
 	s.data[m.Name] = string(m.Bootstrap)
 	s.mu.Unlock()
+	m.Bootstrap = nil // not kubeadm data: the inmemory provider would review it
 	return s.Provider.Create(ctx, m)
 }
 

@@ -214,7 +214,10 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) consume(handler jetstream.MessageHandler, lost chan<- struct{}) ([]jetstream.ConsumeContext, error) {
 	var ccs []jetstream.ConsumeContext
 	for _, c := range w.cons {
-		cc, err := c.Consume(handler, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		// Short pulls with heartbeats: a pull the server lost (its
+		// consumer's leader died with a NATS node) is noticed and made
+		// again within seconds, not the default half minute.
+		cc, err := c.Consume(handler, jetstream.PullExpiry(10*time.Second), jetstream.PullHeartbeat(2*time.Second), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 				select {
 				case lost <- struct{}{}:

@@ -155,7 +155,11 @@ func startBenchDaemonOn(tb testing.TB, url, repoDir string, workers int, opts in
 		if err != nil {
 			tb.Fatal(err)
 		}
-		w, err := providers.NewWorker(ctx, d.js, p, providers.WorkerOptions{Concurrency: 64})
+		wlog := zerolog.Nop()
+		if os.Getenv("GITFLEET_TEST_LOG") != "" {
+			wlog = zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Str("who", "worker").Logger()
+		}
+		w, err := providers.NewWorker(ctx, d.js, p, providers.WorkerOptions{Concurrency: 64, Log: wlog})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -178,6 +182,9 @@ func (d *benchDaemon) startDaemon(tb testing.TB) {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(d.ctx)
 	log := zerolog.Nop()
+	if os.Getenv("GITFLEET_TEST_LOG") != "" {
+		log = zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	}
 	repo, err := sources.Open(ctx, sources.Options{Location: d.repoDir, CacheFile: d.cacheFile})
 	if err != nil {
 		tb.Fatal(err)

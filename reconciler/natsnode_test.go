@@ -43,7 +43,7 @@ func TestSurvivesANATSNode(t *testing.T) {
 		repo.write(fmt.Sprintf("clusters/c%d.yaml", i), fmt.Sprintf(loopCluster, fmt.Sprintf("c%d", i), 1, 2))
 	}
 	repo.commit("four clusters")
-	startBenchDaemonOn(t, url, repo.dir, 2, inmemory.Options{ProvisioningDelay: 100 * time.Millisecond})
+	startBenchDaemonOn(t, url, repo.dir, 2, inmemory.Options{ProvisioningDelay: 100 * time.Millisecond, Replicas: 3})
 	g, err := git.PlainOpen(repo.dir)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +119,11 @@ func machinesAt(t *testing.T, g *git.Repository, version string) []string {
 				sort.Strings(keys)
 				return keys
 			}
-			last = fmt.Sprintf("%d machines, %d Running at %s, twice: %q", len(keys), running, version, twice)
+			var each []string
+			for _, m := range s.Observed() {
+				each = append(each, fmt.Sprintf("%s %s %s", m.Name, m.Phase, m.Version))
+			}
+			last = fmt.Sprintf("%d machines, %d Running at %s, twice: %q: %s", len(keys), running, version, twice, strings.Join(each, ", "))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

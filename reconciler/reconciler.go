@@ -263,16 +263,26 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconciler: events consumer: %w", err)
 	}
+	// Short pulls with heartbeats, as the workers' (providers.Worker).
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
 		case events <- m:
 		case <-ctx.Done():
 		}
-	})
+	}, jetstream.PullExpiry(10*time.Second), jetstream.PullHeartbeat(2*time.Second))
 	if err != nil {
 		return fmt.Errorf("reconciler: consume events: %w", err)
 	}
 	defer cc.Stop()
+
+	joins := make(chan *nats.Msg, 256)
+	if r.o.Bootstrap != nil {
+		jsub, err := r.o.JS.Conn().ChanSubscribe(wire.SubjectJoin+".>", joins)
+		if err != nil {
+			return fmt.Errorf("reconciler: join reviews: %w", err)
+		}
+		defer func() { _ = jsub.Unsubscribe() }()
+	}
 
 	beats := make(chan *nats.Msg, 8192)
 	sub, err := r.o.JS.Conn().ChanSubscribe(wire.SubjectHeartbeats+".>", beats)
@@ -302,6 +312,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.handleInventory(ctx, m)
 		case req := <-r.scaleReqs:
 			r.handleScale(ctx, req)
+		case m := <-joins:
+			r.handleJoin(ctx, m)
 		case <-tick.C:
 			r.checkTime(ctx)
 			r.checkOrphans(ctx)

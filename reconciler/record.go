@@ -49,6 +49,10 @@ type Record struct {
 	// Running is when the machine's create reached Running (for
 	// minReadySeconds); zero before, and in records older than the field.
 	Running time.Time `json:"running,omitzero"`
+	// Joined is when the machine's bootstrap token was accepted by its
+	// control plane (docs/bootstrap.md); zero before, and for machines
+	// made without bootstrap data.
+	Joined time.Time `json:"joined,omitzero"`
 
 	ProviderID string   `json:"providerID,omitempty"`
 	Addresses  []string `json:"addresses,omitempty"`

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5"
 
 	"github.com/gitfleet/gitfleet/bootstrap"
+	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 )
 
@@ -42,13 +44,19 @@ func TestEndToEnd(t *testing.T) {
 	e.commit("Ada Lovelace", "test settings: fast heartbeats")
 
 	e.start()
+	// Where no secret may go: NATS messages and command lines, from now on.
+	leak := &leaks{secrets: map[string]string{}, args: map[string]bool{}}
+	e.tapNATS(leak)
 	e.waitConverged("initial fleet", fleetWant{"dev-1": {3, "v1.31.2"}, "prod-1": {6, "v1.31.2"}})
+	e.collect(leak)
 	e.checkBootstrap()
+	e.checkIntruders()
 
 	// Scale up: two more workers for dev-1.
 	e.edit("clusters/dev-1.yaml", func(s string) string { return strings.Replace(s, "replicas: 2", "replicas: 4", 1) })
 	scaleUp := e.commit("Grace Hopper", "dev-1: four workers")
 	e.waitConverged("scale up", fleetWant{"dev-1": {5, "v1.31.2"}, "prod-1": {6, "v1.31.2"}})
+	e.collect(leak)
 
 	// What an operator's dashboard reads: status commits made, and the
 	// local worker's 11 creates succeeded.
@@ -148,6 +156,7 @@ func TestEndToEnd(t *testing.T) {
 	// prod-1 pins v1.31.2 but takes the new template, in the second wave.
 	e.waitConverged("version bump after a daemon restart", fleetWant{"dev-1": {5, "v1.32.0"}, "prod-1": {6, "v1.31.2"}})
 	e.checkControlPlaneFirst("dev-1", "v1.32.0")
+	e.collect(leak)
 
 	// Deleting a cluster's file removes its machine processes, workers first.
 	devNodes := e.nodes("dev-1")
@@ -199,6 +208,11 @@ func TestEndToEnd(t *testing.T) {
 	for _, f := range nodeLogs {
 		checkLogFile(t, f)
 	}
+
+	// No bootstrap token, CA key or certificate key of the run anywhere it
+	// must not be: Git (every object), logs, NATS messages, command lines.
+	e.collect(leak)
+	e.checkLeaks(leak)
 }
 
 type e2e struct {
@@ -459,6 +473,30 @@ func (e *e2e) checkBootstrap() {
 			hashes[n.cluster][h] = true
 		}
 	}
+	// Every machine joined, and its cluster's control plane lists it.
+	listed := map[string]map[string]bool{}
+	for _, n := range e.nodes("") {
+		port, _ := os.ReadFile(filepath.Join(e.data, "local", n.cluster, n.name, "port"))
+		_, body := httpGet("http://127.0.0.1:" + strings.TrimSpace(string(port)) + "/healthz")
+		var h struct {
+			Joined bool     `json:"joined"`
+			Nodes  []string `json:"nodes"`
+		}
+		if err := json.Unmarshal([]byte(body), &h); err != nil || !h.Joined {
+			e.t.Errorf("machine %s/%s has not joined its cluster: %s", n.cluster, n.name, body)
+		}
+		if listed[n.cluster] == nil {
+			listed[n.cluster] = map[string]bool{}
+		}
+		for _, m := range h.Nodes {
+			listed[n.cluster][m] = true
+		}
+	}
+	for _, n := range e.nodes("") {
+		if !listed[n.cluster][n.name] {
+			e.t.Errorf("no control plane of %s lists machine %s as joined (they list %v)", n.cluster, n.name, listed[n.cluster])
+		}
+	}
 	for _, c := range []string{"dev-1", "prod-1"} {
 		if inits[c] != 1 || len(hashes[c]) != 1 {
 			e.t.Errorf("cluster %s: %d init machines and %d CA hashes among its joiners, want 1 and 1", c, inits[c], len(hashes[c]))
@@ -467,6 +505,50 @@ func (e *e2e) checkBootstrap() {
 	for h := range hashes["dev-1"] {
 		if hashes["prod-1"][h] {
 			e.t.Error("dev-1 and prod-1 pin the same CA")
+		}
+	}
+}
+
+// checkIntruders starts machines by hand with join data that is not
+// theirs: each is refused, says why, and exits; no control plane lists it.
+func (e *e2e) checkIntruders() {
+	e.t.Helper()
+	userData := func(cluster string) (string, *bootstrap.Data) {
+		n := e.nodeOf(cluster, "md-0")
+		b, err := os.ReadFile(filepath.Join(e.data, "local", n.cluster, n.name, "user-data"))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		d, err := bootstrap.Parse(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return string(b), d
+	}
+	devData, dev := userData("dev-1")
+	prodData, prod := userData("prod-1")
+	_, secret, _ := pki.ParseToken(dev.Token)
+	for _, c := range []struct {
+		what, data, want string
+	}{
+		// prod-1's join data, sent to dev-1's control plane: the machine
+		// finds a CA that is not the one it pins.
+		{"prod-1's data at dev-1's endpoint", strings.ReplaceAll(prodData, prod.Endpoint, dev.Endpoint), "it is another cluster's"},
+		// dev-1's join data for a machine dev-1 never made, with a token
+		// that is not the one issued: dev-1's control plane refuses it.
+		{"a machine dev-1 did not make", strings.ReplaceAll(strings.ReplaceAll(devData, dev.Node, "intruder"), secret, strings.Repeat("x", 16)), "no machine intruder in cluster dev-1"},
+	} {
+		dir := e.t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "user-data"), []byte(c.data), 0o600); err != nil {
+			e.t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, e.bin, "node", "--cluster", "dev-1", "--machine", "intruder", "--state-dir", dir,
+			"--nats", "nats://127.0.0.1:1", "--log-format", "json").CombinedOutput()
+		cancel()
+		why, _ := os.ReadFile(filepath.Join(dir, "join-failed"))
+		if err == nil || !strings.Contains(string(why), c.want) {
+			e.t.Errorf("%s: exit %v, join-failed %q, want it refused: %s\n%s", c.what, err, why, c.want, out)
 		}
 	}
 }

@@ -156,7 +156,7 @@ func serveWorkerHTTP(ctx context.Context, addr string, bus *natsbus.Bus, w *prov
 func newProvider(ctx context.Context, name string, js jetstream.JetStream, lo local.Options) (providers.Provider, error) {
 	switch name {
 	case inmemory.Name:
-		return inmemory.New(ctx, js, inmemory.Options{})
+		return inmemory.New(ctx, js, inmemory.Options{Replicas: lo.NATS.Replicas, ReplicasSet: lo.NATS.ReplicasSet})
 	case local.Name:
 		return local.New(lo)
 	}

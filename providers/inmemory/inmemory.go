@@ -17,8 +17,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -44,6 +46,11 @@ type Options struct {
 	FailureRate          float64
 	// Bucket overrides the bucket name (tests use one per provider).
 	Bucket string
+	// Replicas of the bucket when it is made (0: 1), and, with
+	// ReplicasSet (--nats-replicas given), of an existing one; otherwise an
+	// existing bucket keeps its replicas, as gitfleet's own do.
+	Replicas    int
+	ReplicasSet bool
 }
 
 // ErrSimulatedFailure is the permanent error of a machine that failed by
@@ -56,6 +63,7 @@ var ErrSimulatedFailure = errors.New("inmemory: simulated provisioning failure")
 type Provider struct {
 	opts Options
 	kv   jetstream.KeyValue
+	nc   *nats.Conn // asks the leader to review machines' bootstrap tokens
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -67,12 +75,16 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Provider, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	replicas := max(opts.Replicas, 1)
+	if s, err := js.Stream(ctx, "KV_"+opts.Bucket); err == nil && !opts.ReplicasSet {
+		replicas = s.CachedInfo().Config.Replicas
+	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: opts.Bucket,
-		Description: "machines of the inmemory provider", History: 1, Storage: jetstream.FileStorage})
+		Description: "machines of the inmemory provider", History: 1, Storage: jetstream.FileStorage, Replicas: replicas})
 	if err != nil {
 		return nil, fmt.Errorf("inmemory: bucket %s: %w", opts.Bucket, err)
 	}
-	return &Provider{opts: opts, kv: kv}, nil
+	return &Provider{opts: opts, kv: kv, nc: js.Conn()}, nil
 }
 
 // Name implements providers.Provider.
@@ -148,6 +160,9 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 	if o.FailureRate > 0 && rand.Float64() < o.FailureRate {
 		return providers.Instance{}, providers.Permanent(fmt.Errorf("%w of %s/%s", ErrSimulatedFailure, m.Cluster, m.Name))
 	}
+	if err := p.join(ctx, m); err != nil {
+		return providers.Instance{}, err
+	}
 	stored := m
 	stored.Spec = nil // the cloud keeps what List reports, not the request
 	data, err := json.Marshal(record{Machine: stored, Created: time.Now().UTC()})
@@ -164,6 +179,46 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 		return providers.Instance{}, providers.Transient(fmt.Errorf("inmemory: create %s: %w", k, err))
 	}
 	return instance(stored), nil
+}
+
+// join plays the machine's join without a network: the machine's token,
+// from its bootstrap data, is reviewed by the leader as its control plane
+// would review it (docs/bootstrap.md). A refused token fails the create.
+func (p *Provider) join(ctx context.Context, m wire.Machine) error {
+	if len(m.Bootstrap) == 0 {
+		return nil
+	}
+	d, err := bootstrap.Parse(m.Bootstrap)
+	if err != nil {
+		return providers.Permanent(fmt.Errorf("inmemory: %w", err))
+	}
+	if d.Node != m.Name {
+		return providers.Permanent(fmt.Errorf("inmemory: the bootstrap data is machine %s's, not %s's", d.Node, m.Name))
+	}
+	req, err := bootstrap.ReviewOf(m.Cluster, m.Name, d.Token)
+	if err != nil {
+		return providers.Permanent(fmt.Errorf("inmemory: refused by its cluster: %w", err))
+	}
+	data, err := wire.Encode(&req)
+	if err != nil {
+		return providers.Permanent(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	msg, err := p.nc.RequestWithContext(rctx, wire.JoinSubject(m.Cluster, Name), data)
+	if err != nil {
+		return providers.Transient(fmt.Errorf("inmemory: join review: %w", err))
+	}
+	v, err := wire.DecodeJoinVerdict(msg.Data)
+	switch {
+	case err != nil:
+		return providers.Transient(fmt.Errorf("inmemory: join review: %w", err))
+	case v.Joined:
+		return nil
+	case v.Retry:
+		return providers.Transient(fmt.Errorf("inmemory: join review: %s", v.Reason))
+	}
+	return providers.Permanent(fmt.Errorf("inmemory: refused by its cluster: %s", v.Reason))
 }
 
 // Delete implements providers.Provider.

@@ -198,7 +198,7 @@ func (p *Provider) HostBound() bool { return true }
 // start launches a node in its own process group; the node takes the
 // folder's lock and writes its pid file.
 func (p *Provider) start(m wire.Machine, dir string, spec Spec) (int, error) {
-	for _, f := range []string{pidFile, portFile} {
+	for _, f := range []string{pidFile, portFile, joinFailedFile} {
 		_ = os.Remove(filepath.Join(dir, f)) // left by a node that died
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -280,6 +280,9 @@ func (p *Provider) waitHealthy(ctx context.Context, dir string, pid int, timeout
 			return port, nil
 		}
 		if !p.alive(pid, dir) {
+			if why, err := os.ReadFile(filepath.Join(dir, joinFailedFile)); err == nil {
+				return 0, providers.Permanent(fmt.Errorf("local: refused by its cluster: %s", strings.TrimSpace(string(why))))
+			}
 			return 0, providers.Transient(fmt.Errorf("local: node %d exited before it was healthy; see %s", pid, filepath.Join(dir, logFile)))
 		}
 		select {

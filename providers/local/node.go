@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -60,15 +61,28 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	if err := writeBootFiles(o); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	var ready atomic.Bool
+	// With bootstrap data the node is ready only once it has joined its
+	// cluster (docs/bootstrap.md); a refusal ends it, saying why.
+	var ready readiness
+	ready.joined.Store(true)
+	var mb *member
+	if ud, err := os.ReadFile(filepath.Join(o.StateDir, userDataFile)); err == nil {
+		d, err := bootstrap.Parse(ud)
+		if err != nil {
+			failJoin(o.StateDir, err)
+			return fmt.Errorf("node: %w", err)
+		}
+		mb = &member{o: o, d: d}
+		ready.joined.Store(false)
+	}
 	started := time.Now()
-	time.AfterFunc(o.StartupDelay, func() { ready.Store(true) })
+	time.AfterFunc(o.StartupDelay, func() { ready.booted.Store(true) })
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("node: listen: %w", err)
 	}
-	srv := &http.Server{Handler: healthHandler(o, &ready), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: healthHandler(o, &ready, mb), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -78,10 +92,41 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	o.Log.Info().Int("port", port).
 		Dur("startupDelay", o.StartupDelay).Msg("node up")
 
-	heartbeats(ctx, o, &ready)
+	hctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var joinErr atomic.Pointer[error]
+	if mb != nil {
+		defer mb.close()
+		go func() {
+			if err := mb.joinCluster(hctx); err != nil {
+				if hctx.Err() == nil {
+					o.Log.Error().Err(err).Msg("refused by the cluster")
+					failJoin(o.StateDir, err)
+					joinErr.Store(&err)
+					stop()
+				}
+				return
+			}
+			o.Log.Info().Bool("controlPlane", mb.d.ControlPlane).Bool("init", mb.d.Init).Msg("joined the cluster")
+			ready.joined.Store(true)
+			if mb.d.ControlPlane {
+				mb.serve(hctx)
+			}
+		}()
+	}
+	heartbeats(hctx, o, &ready)
 	o.Log.Info().Dur("uptime", time.Since(started)).Msg("node stopping")
+	if err := joinErr.Load(); err != nil {
+		return fmt.Errorf("node %s/%s: %w", o.Cluster, o.Machine, *err)
+	}
 	return nil
 }
+
+// readiness: the node is ready once booted (its startup delay is over)
+// and joined (at once without bootstrap data).
+type readiness struct{ booted, joined atomic.Bool }
+
+func (r *readiness) Load() bool { return r.booted.Load() && r.joined.Load() }
 
 func writeBootFiles(o NodeOptions) error {
 	mj := o.MachineJSON
@@ -114,15 +159,22 @@ func readMachine(dir string) (wire.Machine, error) {
 	return m, json.Unmarshal(b, &m)
 }
 
-func healthHandler(o NodeOptions, ready *atomic.Bool) http.Handler {
+func healthHandler(o NodeOptions, ready *readiness, mb *member) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if !ready.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"cluster": o.Cluster, "machine": o.Machine,
-			"version": o.KubernetesVersion, "healthy": ready.Load(), "pid": os.Getpid()})
+		h := map[string]any{"cluster": o.Cluster, "machine": o.Machine,
+			"version": o.KubernetesVersion, "healthy": ready.Load(), "pid": os.Getpid()}
+		if mb != nil {
+			h["joined"] = ready.joined.Load()
+			if mb.d.ControlPlane {
+				h["nodes"] = mb.nodes() // the machines that joined through this control plane
+			}
+		}
+		_ = json.NewEncoder(w).Encode(h)
 	})
 	return mux
 }
@@ -132,7 +184,7 @@ func healthHandler(o NodeOptions, ready *atomic.Bool) http.Handler {
 // stalled, reconnecting — the node returns within a second of ctx's end:
 // a connection attempt is not waited for, and the last flush has a short
 // deadline.
-func heartbeats(ctx context.Context, o NodeOptions, ready *atomic.Bool) {
+func heartbeats(ctx context.Context, o NodeOptions, ready *readiness) {
 	tick := time.NewTicker(o.HeartbeatInterval)
 	defer tick.Stop()
 	subject := wire.HeartbeatSubject(o.Cluster, o.Machine)

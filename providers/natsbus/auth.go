@@ -24,9 +24,10 @@ import (
 //     uses; its own key signs the daemon's user (no limits) and the
 //     workers' user (worker permissions);
 //   - a signing key scoped to the node role: any user it signs may only
-//     publish gitfleet.heartbeat.<its name>, and a worker that holds it
-//     mints one user per machine, named <cluster>.<machine>, so a node can
-//     send no heartbeat but its own.
+//     publish gitfleet.heartbeat.<its name> and gitfleet.join.<its name>
+//     and hear replies on _INBOX_node.<its name>.>, and a worker that
+//     holds it mints one user per machine, named <cluster>.<machine>, so a
+//     node can send no heartbeat and ask no review but its own.
 const (
 	AuthDirName     = "nats-auth"
 	AuthGenerated   = "generated"
@@ -128,9 +129,9 @@ func (a *Auth) trust() (*trust, error) {
 	scope := jwt.NewUserScope()
 	scope.Key, _ = a.nodeSigner.PublicKey()
 	scope.Role = "node"
-	scope.Description = "a gitfleet node: publishes its own heartbeats, nothing else"
-	scope.Template.Pub.Allow.Add(wire.SubjectHeartbeats + ".{{name()}}")
-	scope.Template.Sub.Deny.Add(">")
+	scope.Description = "a gitfleet node: publishes its own heartbeats and join reviews, hears only their replies"
+	scope.Template.Pub.Allow.Add(wire.SubjectHeartbeats+".{{name()}}", wire.SubjectJoin+".{{name()}}")
+	scope.Template.Sub.Allow.Add("_INBOX_node.{{name()}}.>") // wire.NodeInboxPrefix
 	ac.SigningKeys.AddScopedSigner(scope)
 	if t.accJWT, err = ac.Encode(a.operator); err != nil {
 		return nil, fmt.Errorf("nats auth: account: %w", err)
@@ -206,6 +207,7 @@ func WorkerPermissions(p *jwt.Permissions) {
 		"$JS.API.CONSUMER.DELETE."+cloud+".>",
 		"$KV.gitfleet-inmemory.>",
 		"$JS.FC.>",
+		wire.SubjectJoin+".>", // the inmemory provider reviews its machines' tokens
 	)
 	p.Sub.Allow.Add("_INBOX.>", wire.SubjectInventoryRequest)
 }

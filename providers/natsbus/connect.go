@@ -108,11 +108,15 @@ func natsOptions(opts Options, log zerolog.Logger) ([]nats.Option, error) {
 	if name == "" {
 		name = "gitfleet"
 	}
-	no := []nats.Option{
+	no := []nats.Option{}
+	if opts.InboxPrefix != "" {
+		no = append(no, nats.CustomInboxPrefix(opts.InboxPrefix))
+	}
+	no = append(no,
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(wait),
-		nats.ReconnectBufSize(64 << 20),
+		nats.ReconnectBufSize(64<<20),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn().Err(err).Msg("nats disconnected; reconnecting")
@@ -128,7 +132,7 @@ func natsOptions(opts Options, log zerolog.Logger) ([]nats.Option, error) {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("nats reconnected")
 		}),
-	}
+	)
 	password := opts.Password
 	if password == "" {
 		password = os.Getenv("GITFLEET_NATS_PASSWORD")

@@ -29,6 +29,9 @@ type Options struct {
 	TLSKey    string
 	TLSCA     string // CA that signed the server's certificate
 	Name      string // client name shown by the server
+	// InboxPrefix replaces _INBOX for request replies (a node's
+	// credentials let it hear wire.NodeInboxPrefix only).
+	InboxPrefix string
 	// Auth (embedded only): AuthGenerated (the default: credentials made
 	// under DataDir/nats-auth and required) or AuthNone.
 	Auth string

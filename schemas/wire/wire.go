@@ -308,6 +308,10 @@ func Encode(v any) ([]byte, error) {
 		m.APIVersion = APIVersion
 	case *InventoryRequest:
 		m.APIVersion = APIVersion
+	case *JoinReview:
+		m.APIVersion = APIVersion
+	case *JoinVerdict:
+		m.APIVersion = APIVersion
 	default:
 		return nil, fmt.Errorf("wire: cannot encode %T", v)
 	}

@@ -1,0 +1,141 @@
+package reconciler
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/bootstrap"
+	"github.com/gitfleet/gitfleet/pki"
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// withBootstrap gives the loop's reconciler an issuer whose tokens live
+// ttl, and returns the key it seals under.
+func (l *loop) withBootstrap(ttl time.Duration) *pki.Keyring {
+	l.t.Helper()
+	if err := natsbus.Ensure(l.t.Context(), l.js); err != nil {
+		l.t.Fatal(err)
+	}
+	keys, _ := pki.NewKeyring([]byte(strings.Repeat("j", pki.KeySize)))
+	store, _, err := pki.OpenStore(l.t.Context(), l.js, keys)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.opts.Bootstrap = bootstrap.NewIssuer(store, keys, ttl)
+	return keys
+}
+
+// bootData opens a create task's bootstrap data as the worker would.
+func (l *loop) bootData(keys *pki.Keyring, r received) *bootstrap.Data {
+	l.t.Helper()
+	ud, err := bootstrap.Open(keys, &r.task)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	d, err := bootstrap.Parse(ud)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return d
+}
+
+// review asks the leader, as reviewer would, whether node may join c1 with
+// token.
+func (l *loop) review(reviewer, node, token string) wire.JoinVerdict {
+	l.t.Helper()
+	req, err := bootstrap.ReviewOf("c1", node, token)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	data, _ := wire.Encode(&req)
+	msg, err := l.nc.Request(wire.JoinSubject("c1", reviewer), data, 5*time.Second)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	v, err := wire.DecodeJoinVerdict(msg.Data)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return v
+}
+
+// The leader admits a machine with the token issued to it, reviewed by
+// its cluster's control plane, once; and refuses, saying why, a wrong
+// token, a reviewer that is not the control plane, a machine it did not
+// make, a used token and a machine that went.
+func TestJoinReviews(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 1)
+	keys := l.withBootstrap(time.Hour)
+	l.start()
+	cp := l.nextTasks(1)[0]
+	cpName := cp.task.Machine.Name
+	d := l.bootData(keys, cp)
+	if !d.Init || d.Node != cpName {
+		t.Fatalf("the first control plane's data: init %v, node %s", d.Init, d.Node)
+	}
+	if strings.Contains(string(cp.msg.Data()), d.Token) || strings.Contains(string(cp.msg.Data()), "PRIVATE KEY") {
+		t.Fatal("the task message holds the token or a key in plain text")
+	}
+	other := pki.NewToken(cpName, time.Hour, time.Now()).String()
+	for _, c := range []struct {
+		reviewer, node, token, want string
+	}{
+		{cpName, cpName, other, "not the one issued to machine c1/" + cpName},
+		{"someone", cpName, d.Token, "someone is not a control-plane machine of cluster c1"},
+		{cpName, "ghost", d.Token, "no machine ghost in cluster c1"},
+	} {
+		if v := l.review(c.reviewer, c.node, c.token); v.Joined || !strings.Contains(v.Reason, c.want) {
+			t.Errorf("review by %s of %s: %+v, want refused: %s", c.reviewer, c.node, v, c.want)
+		}
+	}
+	if v := l.review(cpName, cpName, d.Token); !v.Joined {
+		t.Fatalf("the control plane's own token: %+v", v)
+	}
+	if rec := l.records()[cpName]; rec.Joined.IsZero() {
+		t.Error("the record does not say the machine joined")
+	}
+	if v := l.review(cpName, cpName, d.Token); v.Joined || !strings.Contains(v.Reason, "token is used") {
+		t.Errorf("a used token: %+v", v)
+	}
+
+	// The worker joins through the control plane; the same token, once
+	// its machine is deleted, is refused.
+	l.answer(cp, wire.PhaseRunning)
+	w := l.nextTasks(1)[0]
+	wd := l.bootData(keys, w)
+	if wd.Init || wd.ControlPlane || len(wd.CACertHashes) != 1 {
+		t.Fatalf("the worker's data: %+v", wd)
+	}
+	l.answer(w, wire.PhaseRunning)
+	l.repo.write("clusters/c1.yaml", fmt.Sprintf(loopCluster, "c1", 1, 0))
+	l.repo.commit("no workers")
+	l.apply()
+	del := l.nextTasks(1)[0]
+	l.answer(del, wire.PhaseDeleted)
+	l.waitFor("the worker's record to go", func() (bool, string) {
+		_, ok := l.records()[w.task.Machine.Name]
+		return !ok, "still there"
+	})
+	if v := l.review(cpName, w.task.Machine.Name, wd.Token); v.Joined || !strings.Contains(v.Reason, "no machine") {
+		t.Errorf("the token of a machine that went: %+v", v)
+	}
+	kv, _ := l.js.KeyValue(t.Context(), wire.BucketPKI)
+	if _, err := kv.Get(t.Context(), "token.c1."+w.task.Machine.Name); err == nil {
+		t.Error("the token of a machine that went is still stored")
+	}
+}
+
+// A token past its TTL is refused, saying when it expired.
+func TestJoinReviewExpiredToken(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 0)
+	keys := l.withBootstrap(time.Nanosecond)
+	l.start()
+	cp := l.nextTasks(1)[0]
+	d := l.bootData(keys, cp)
+	if v := l.review(cp.task.Machine.Name, cp.task.Machine.Name, d.Token); v.Joined || !strings.Contains(v.Reason, "expired at") {
+		t.Errorf("an expired token: %+v", v)
+	}
+}
