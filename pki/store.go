@@ -70,6 +70,27 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, keys *Keyring) (s *S
 	return s, resealed, nil
 }
 
+// OpenStoreReadOnly opens the bucket to read it, as a command line tool
+// does: it writes nothing, and a bucket sealed under another key is an
+// error.
+func OpenStoreReadOnly(ctx context.Context, js jetstream.JetStream, keys *Keyring) (*Store, error) {
+	kv, err := js.KeyValue(ctx, wire.BucketPKI)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", wire.BucketPKI, err)
+	}
+	e, err := kv.Get(ctx, metaKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("bucket %s: %w", wire.BucketPKI, err)
+	default:
+		if _, _, err := keys.Open(metaKey, e.Value()); err != nil {
+			return nil, fmt.Errorf("the secrets in bucket %s were sealed under another key than --secrets-key-file's: %w", wire.BucketPKI, err)
+		}
+	}
+	return &Store{kv: kv, keys: keys}, nil
+}
+
 // reseal seals every value sealed under a previous key again under the
 // current one.
 func (s *Store) reseal(ctx context.Context) (int, error) {

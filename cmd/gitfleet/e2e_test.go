@@ -4,8 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +22,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5"
+	"gopkg.in/yaml.v3"
 
 	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/pki"
@@ -51,6 +57,7 @@ func TestEndToEnd(t *testing.T) {
 	e.collect(leak)
 	e.checkBootstrap()
 	e.checkIntruders()
+	e.checkKubeconfig("dev-1")
 
 	// Scale up: two more workers for dev-1.
 	e.edit("clusters/dev-1.yaml", func(s string) string { return strings.Replace(s, "replicas: 2", "replicas: 4", 1) })
@@ -551,6 +558,61 @@ func (e *e2e) checkIntruders() {
 			e.t.Errorf("%s: exit %v, join-failed %q, want it refused: %s\n%s", c.what, err, why, c.want, out)
 		}
 	}
+}
+
+// checkKubeconfig writes the cluster's admin kubeconfig and uses it: the
+// control-plane endpoint's TLS certificate verifies against the CA it
+// holds, for the endpoint's name, and its client certificate is the CA's.
+func (e *e2e) checkKubeconfig(cluster string) {
+	e.t.Helper()
+	path := filepath.Join(e.t.TempDir(), "kubeconfig")
+	var errOut bytes.Buffer
+	if code := run(e.t.Context(), []string{"kubeconfig", cluster, "--data-dir", e.data, "-o", path}, &cmdEnv{stdout: io.Discard, stderr: &errOut}); code != 0 {
+		e.t.Fatalf("kubeconfig exit %d: %s", code, errOut.String())
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		e.t.Fatalf("kubeconfig file: %v (want mode 600)", err)
+	}
+	b, _ := os.ReadFile(path)
+	var kc struct {
+		Clusters []struct {
+			Cluster struct {
+				Server string `yaml:"server"`
+				CA     string `yaml:"certificate-authority-data"`
+			} `yaml:"cluster"`
+		} `yaml:"clusters"`
+		Users []struct {
+			User struct {
+				Cert string `yaml:"client-certificate-data"`
+				Key  string `yaml:"client-key-data"`
+			} `yaml:"user"`
+		} `yaml:"users"`
+	}
+	if err := yaml.Unmarshal(b, &kc); err != nil || len(kc.Clusters) != 1 || len(kc.Users) != 1 {
+		e.t.Fatalf("kubeconfig: %v\n%s", err, b)
+	}
+	ca, _ := base64.StdEncoding.DecodeString(kc.Clusters[0].Cluster.CA)
+	cert, _ := base64.StdEncoding.DecodeString(kc.Users[0].User.Cert)
+	key, _ := base64.StdEncoding.DecodeString(kc.Users[0].User.Key)
+	endpoint := strings.TrimPrefix(kc.Clusters[0].Cluster.Server, "https://")
+	host, _, _ := net.SplitHostPort(endpoint)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		e.t.Fatal("the kubeconfig's CA is not PEM")
+	}
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		e.t.Fatalf("the kubeconfig's client certificate: %v", err)
+	}
+	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		e.t.Errorf("the client certificate is not the cluster CA's: %v", err)
+	}
+	conn, err := tls.Dial("tcp", endpoint, &tls.Config{RootCAs: pool, ServerName: host, Certificates: []tls.Certificate{pair}})
+	if err != nil {
+		e.t.Fatalf("the control-plane endpoint %s with the kubeconfig's CA: %v", endpoint, err)
+	}
+	conn.Close()
 }
 
 func (e *e2e) nodeOf(cluster, deployment string) node {
