@@ -70,12 +70,13 @@ FLEET_REPO ?= $(CURDIR)/.gitfleet/compose-fleet
 SECRETS_KEY ?= $(CURDIR)/.gitfleet/compose-secrets.key
 
 .PHONY: images
-images: deps ## build the gitfleet:dev and gitfleet-nats:dev images from static binaries
+images: deps ## build the gitfleet:dev, gitfleet-node:dev and gitfleet-nats:dev images from static binaries
 	@mkdir -p bin/images
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.commit=$$(git rev-parse --short HEAD 2>/dev/null)" -o bin/images/gitfleet ./cmd/gitfleet
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/images/nats-server github.com/nats-io/nats-server/v2
 	docker build -q -t gitfleet:dev -f deploy/images/gitfleet.Dockerfile bin/images
 	docker build -q -t gitfleet-nats:dev -f deploy/images/nats.Dockerfile bin/images
+	docker build -q -t gitfleet-node:dev -f deploy/images/node.Dockerfile bin/images
 
 .PHONY: compose-up
 compose-up: images build ## run deploy/compose: a 3-node NATS cluster, two daemons, three workers, on $(FLEET_REPO)
@@ -91,6 +92,10 @@ compose-down: ## stop and remove the deploy/compose stack
 .PHONY: compose-test
 compose-test: images ## run the compose stack, kill a NATS server and a daemon during a rollout, count machines
 	COMPOSE_TEST=1 COMPOSE="$(COMPOSE)" $(GO) test -count=1 -timeout 20m -v -run '^TestCompose$$' ./deploy
+
+.PHONY: docker-test
+docker-test: deps ## run the demo fleet as containers (docker provider) end to end: join, address, docker rm -f, refused intruders
+	DOCKER_TEST=1 $(GO) test -count=1 -timeout 20m -v -run '^TestDockerFleet$$' ./cmd/gitfleet
 
 .PHONY: verify
 verify: ## fail on unformatted code, vet findings or an untidy go.mod

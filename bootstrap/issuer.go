@@ -83,25 +83,46 @@ func Open(keys *pki.Keyring, t *wire.Task) ([]byte, error) {
 	return b, nil
 }
 
+// RetryWindow is how long after a join the same join, asked again (its
+// answer was lost on the way), is answered the same.
+const RetryWindow = 2 * time.Minute
+
 // Review checks the token a node presents: it must be the one issued to
-// the node's creation, and not expired. For a good token reason is empty
-// (the caller records the join, then Revokes it); otherwise reason says
-// why it is refused. err is the store's trouble, not the token's.
-func (i *Issuer) Review(ctx context.Context, r wire.JoinReview, now time.Time) (reason string, err error) {
+// the node's creation, unused and not expired. For a good token reason is
+// empty (the caller records the join, then calls Used); otherwise reason
+// says why it is refused. again says the token was used by this very
+// join less than RetryWindow ago: the answer is the same. err is the
+// store's trouble, not the token's.
+func (i *Issuer) Review(ctx context.Context, r wire.JoinReview, now time.Time) (reason string, again bool, err error) {
 	tok, found, err := i.store.Token(ctx, r.Cluster, r.Node)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if !found {
-		return fmt.Sprintf("no bootstrap token is outstanding for machine %s/%s: it was used, or the machine went", r.Cluster, r.Node), nil
+		return fmt.Sprintf("no bootstrap token is outstanding for machine %s/%s: the machine went", r.Cluster, r.Node), false, nil
 	}
 	if tok.ID != r.TokenID || subtle.ConstantTimeCompare([]byte(tok.Hash()), []byte(r.SecretHash)) != 1 {
-		return fmt.Sprintf("the bootstrap token is not the one issued to machine %s/%s", r.Cluster, r.Node), nil
+		return fmt.Sprintf("the bootstrap token is not the one issued to machine %s/%s", r.Cluster, r.Node), false, nil
+	}
+	if !tok.Used.IsZero() {
+		if now.Sub(tok.Used) < RetryWindow {
+			return "", true, nil
+		}
+		return fmt.Sprintf("machine %s/%s joined at %s; its token is used", r.Cluster, r.Node, tok.Used.Format(time.RFC3339)), false, nil
 	}
 	if now.After(tok.Expires) {
-		return fmt.Sprintf("the bootstrap token of machine %s/%s expired at %s", r.Cluster, r.Node, tok.Expires.Format(time.RFC3339)), nil
+		return fmt.Sprintf("the bootstrap token of machine %s/%s expired at %s", r.Cluster, r.Node, tok.Expires.Format(time.RFC3339)), false, nil
 	}
-	return "", nil
+	return "", false, nil
+}
+
+// Used marks the machine's token used: it admits nobody from now on.
+func (i *Issuer) Used(ctx context.Context, r wire.JoinReview, now time.Time) error {
+	tok, found, err := i.store.Token(ctx, r.Cluster, r.Node)
+	if err != nil || !found {
+		return err
+	}
+	return i.store.MarkUsed(ctx, r.Cluster, r.Node, tok, now)
 }
 
 // ReviewOf is what a reviewer sends for a node presenting token: its ID

@@ -202,7 +202,19 @@ func (s *Store) Token(ctx context.Context, cluster, machine string) (Token, bool
 	return t, found, err
 }
 
-// RevokeToken removes a machine's token: it was used, or the machine went.
+// MarkUsed records that the machine joined with its token.
+func (s *Store) MarkUsed(ctx context.Context, cluster, machine string, t Token, now time.Time) error {
+	t.Used = now.UTC()
+	k := tokenPrefix + cluster + "." + machine
+	b, err := s.seal(k, t)
+	if err != nil {
+		return err
+	}
+	_, err = s.kv.Put(ctx, k, b)
+	return err
+}
+
+// RevokeToken removes a machine's token: the machine went.
 func (s *Store) RevokeToken(ctx context.Context, cluster, machine string) error {
 	err := s.kv.Delete(ctx, tokenPrefix+cluster+"."+machine)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {

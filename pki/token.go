@@ -20,6 +20,10 @@ type Token struct {
 	Secret  string    `json:"secret"`
 	Machine string    `json:"machine"`
 	Expires time.Time `json:"expires"`
+	// Used is when the machine joined with it: from then on it admits
+	// nobody, but the same join asked again a moment later (its answer
+	// was lost) is answered the same.
+	Used time.Time `json:"used,omitzero"`
 }
 
 var tokenRE = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)

@@ -50,28 +50,32 @@ func (r *Reconciler) reviewJoin(ctx context.Context, m *nats.Msg) (v wire.JoinVe
 		return refuse("no machine %s in cluster %s", req.Node, req.Cluster)
 	case cur.rec.Phase == wire.PhaseDeleting || cur.rec.Phase == wire.PhaseDeleted:
 		return refuse("machine %s/%s is being deleted", req.Cluster, req.Node)
-	case !cur.rec.Joined.IsZero():
-		return refuse("machine %s/%s joined at %s; its token is used", req.Cluster, req.Node, cur.rec.Joined.Format(time.RFC3339))
 	}
 	if rv := r.lookup(cluster, reviewer); reviewer != cur.rec.Provider && (rv == nil || rv.rec.Role != wire.RoleControlPlane) {
 		return refuse("%s is not a control-plane machine of cluster %s", reviewer, cluster)
 	}
-	reason, err := r.o.Bootstrap.Review(ctx, req, r.o.Now())
-	if err != nil {
+	reason, again, err := r.o.Bootstrap.Review(ctx, req, r.o.Now())
+	switch {
+	case err != nil:
 		r.health.Report(ProblemBootstrap, err)
 		return wire.JoinVerdict{Reason: "tokens cannot be read: " + err.Error(), Retry: true}, req
-	}
-	if reason != "" {
+	case again && !cur.rec.Joined.IsZero():
+		return wire.JoinVerdict{Joined: true}, req // the same join, asked again
+	case again:
+		return refuse("machine %s/%s joined with this token already", req.Cluster, req.Node)
+	case reason != "":
 		return wire.JoinVerdict{Reason: reason}, req
+	case !cur.rec.Joined.IsZero():
+		return refuse("machine %s/%s joined at %s; its token is used", req.Cluster, req.Node, cur.rec.Joined.Format(time.RFC3339))
 	}
 	next := cur.rec.clone()
 	next.Joined = r.o.Now().UTC()
 	if r.commit(ctx, cur, next) == nil {
 		return wire.JoinVerdict{Reason: "the join could not be recorded", Retry: true}, req
 	}
-	if err := r.o.Bootstrap.Revoke(ctx, req.Cluster, req.Node); err != nil {
+	if err := r.o.Bootstrap.Used(ctx, req, r.o.Now()); err != nil {
 		// The record says it joined: the token is refused from now on.
-		r.log.Warn().Err(err).Str(logCluster, req.Cluster).Str(logMachine, req.Node).Msg("revoking a used bootstrap token")
+		r.log.Warn().Err(err).Str(logCluster, req.Cluster).Str(logMachine, req.Node).Msg("marking a bootstrap token used")
 	}
 	return wire.JoinVerdict{Joined: true}, req
 }

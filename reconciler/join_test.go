@@ -3,6 +3,7 @@ package reconciler
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +70,8 @@ func (l *loop) review(reviewer, node, token string) wire.JoinVerdict {
 func TestJoinReviews(t *testing.T) {
 	l := newLoop(t, "inmemory", 1, 1)
 	keys := l.withBootstrap(time.Hour)
+	var skew atomic.Int64 // the leader's clock runs ahead by this much
+	l.opts.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	l.start()
 	cp := l.nextTasks(1)[0]
 	cpName := cp.task.Machine.Name
@@ -97,9 +100,16 @@ func TestJoinReviews(t *testing.T) {
 	if rec := l.records()[cpName]; rec.Joined.IsZero() {
 		t.Error("the record does not say the machine joined")
 	}
+	// The same join asked again at once (its answer lost) is answered the
+	// same; once the retry window is over, the token admits nobody.
+	if v := l.review(cpName, cpName, d.Token); !v.Joined {
+		t.Errorf("the same join asked again: %+v", v)
+	}
+	skew.Store(int64(bootstrap.RetryWindow + time.Minute))
 	if v := l.review(cpName, cpName, d.Token); v.Joined || !strings.Contains(v.Reason, "token is used") {
 		t.Errorf("a used token: %+v", v)
 	}
+	skew.Store(0)
 
 	// The worker joins through the control plane; the same token, once
 	// its machine is deleted, is refused.

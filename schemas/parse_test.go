@@ -156,7 +156,7 @@ func TestProviderSpecs(t *testing.T) {
 		{"inmemory", "{failureRate: 2}", []string{"md.yaml:8:12: spec.template.spec.failureRate: 2 is not a failure rate between 0 and 1"}},
 		{"inmemory", "{cpus: 2}", []string{`md.yaml:8:12: spec.template.spec.cpus: unknown field "cpus"; allowed here: failureRate, provisioningDelay, provisioningDelayMax`}},
 		{"local", "{cpus: 0}", []string{"md.yaml:8:12: spec.template.spec.cpus: 0 is not a CPU count >= 1"}},
-		{"lokal", "{}", []string{`md.yaml:7:5: spec.template.provider: unknown provider "lokal"; did you mean "local"? (known providers: inmemory, local)`}},
+		{"lokal", "{}", []string{`md.yaml:7:5: spec.template.provider: unknown provider "lokal"; did you mean "local"? (known providers: docker, inmemory, local)`}},
 	} {
 		_, errs := ParseFile(md(tc.provider, tc.spec))
 		if d := cmp.Diff(tc.want, errLines(errs)); d != "" {

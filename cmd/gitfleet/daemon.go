@@ -61,6 +61,7 @@ type daemonOptions struct {
 	nats            natsbus.Options
 	// workers are the providers run in-process (up); none for serve.
 	workers []string
+	docker  dockerFlags
 	// inventoryInterval is how often in-process workers report inventory.
 	inventoryInterval time.Duration
 	// orphans and orphanGrace: what happens to machines no record wants.
@@ -351,7 +352,8 @@ func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemo
 	if err != nil {
 		return nil, err
 	}
-	p, err := newProvider(ctx, name, bus.JS, local.Options{StateDir: dir, NATSURL: bus.URL, NATS: o.nats, NodeSigner: signer, Log: plog})
+	p, err := newProvider(ctx, name, bus.JS, local.Options{StateDir: dir, NATSURL: bus.URL, NATS: o.nats, NodeSigner: signer, Log: plog},
+		o.docker.options(o.dataDir, bus.URL))
 	if err != nil {
 		return nil, err
 	}

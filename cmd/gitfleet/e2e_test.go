@@ -229,7 +229,8 @@ type e2e struct {
 	repo    string
 	data    string
 	logFile string
-	listen  string // the daemon's HTTP address
+	listen  string   // the daemon's HTTP address
+	upArgs  []string // more flags for gitfleet up
 	cmd     *exec.Cmd
 }
 
@@ -274,8 +275,8 @@ func (e *e2e) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.cmd = exec.Command(e.bin, "up", "--repo", e.repo, "--data-dir", e.data, "--listen", e.listen,
-		"--status-interval", "200ms", "--interval", "5s", "--json", "--log-level", "debug")
+	e.cmd = exec.Command(e.bin, append([]string{"up", "--repo", e.repo, "--data-dir", e.data, "--listen", e.listen,
+		"--status-interval", "200ms", "--interval", "5s", "--json", "--log-level", "debug"}, e.upArgs...)...)
 	e.cmd.Stdout, e.cmd.Stderr = f, f
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)

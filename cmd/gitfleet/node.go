@@ -37,6 +37,8 @@ func runNode(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.StringVar(&o.Cluster, "cluster", "", "cluster the machine belongs to")
 	fs.StringVar(&o.Machine, "machine", "", "machine name")
 	fs.StringVar(&o.StateDir, "state-dir", "", "the machine's state folder")
+	fs.StringVar(&o.SeedDir, "seed-dir", "", "folder of the machine's NoCloud seed (user-data, meta-data); default the state folder")
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:0", "address of the machine's health endpoint (/healthz)")
 	fs.StringVar(&o.KubernetesVersion, "kubernetes-version", "", "Kubernetes version the machine runs")
 	fs.StringVar(&o.MachineJSON, "machine-json", "", "the machine (wire.Machine JSON) to write to machine.json")
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", local.DefaultHeartbeatInterval, "how often to publish a heartbeat")

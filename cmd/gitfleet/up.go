@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gitfleet/gitfleet/providers/docker"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/local"
 )
@@ -13,8 +14,8 @@ import (
 func init() {
 	register(&command{
 		name:    "up",
-		usage:   "up [--repo DIR]",
-		summary: "all in one: daemon + embedded NATS + local and inmemory workers",
+		usage:   "up [--repo DIR] [--docker]",
+		summary: "all in one: daemon + embedded NATS + local and inmemory workers (and docker, with --docker)",
 		run:     runUp,
 	})
 }
@@ -25,6 +26,8 @@ func runUp(ctx context.Context, env *cmdEnv, args []string) error {
 	o.bindFlags(fs, "127.0.0.1:8080")
 	o.nats.URL = "embedded"
 	json := fs.Bool("json", false, "same as --log-format json")
+	withDocker := fs.Bool("docker", false, "also run a docker worker (machines as containers of gitfleet-node:dev, make images); the embedded NATS server then listens on every interface, so containers reach it (its generated credentials are still required)")
+	o.docker.bind(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -40,6 +43,10 @@ func runUp(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 	}
 	o.workers = []string{local.Name, inmemory.Name}
+	if *withDocker {
+		o.workers = append(o.workers, docker.Name)
+		o.nats.Host = "0.0.0.0"
+	}
 	if *json {
 		o.log.format = logFormatJSON
 	}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers"
+	"github.com/gitfleet/gitfleet/providers/docker"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/local"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
@@ -24,7 +27,7 @@ import (
 func init() {
 	register(&command{
 		name:    "worker",
-		usage:   "worker --provider inmemory|local [--nats URL] [--secrets-key-file F] [--concurrency N] [--listen ADDR]",
+		usage:   "worker --provider inmemory|local|docker [--nats URL] [--secrets-key-file F] [--concurrency N] [--listen ADDR]",
 		summary: "run a provider worker: take machine tasks from NATS, report events",
 		run:     runWorker,
 	})
@@ -34,7 +37,9 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet("worker", env)
 	nopts := natsbus.Options{URL: natsbus.Embedded, Name: "gitfleet-worker", Worker: true}
 	nopts.BindFlags(fs)
-	provider := fs.String("provider", "", "provider to run: inmemory or local")
+	provider := fs.String("provider", "", "provider to run: inmemory, local or docker")
+	var dk dockerFlags
+	dk.bind(fs)
 	dataDir := fs.String("data-dir", ".gitfleet", "with --nats embedded: where the NATS store lives")
 	stateDir := fs.String("state-dir", "", "local: folder of the machines' state folders (default DATA-DIR/local)")
 	nodeBinary := fs.String("node-binary", "", "local: the gitfleet binary that runs nodes (default: this one)")
@@ -52,11 +57,11 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	switch *provider {
-	case inmemory.Name, local.Name:
+	case inmemory.Name, local.Name, docker.Name:
 	case "":
-		return &exitError{code: exitUsage, err: fmt.Errorf("--provider is required: inmemory or local")}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--provider is required: inmemory, local or docker")}
 	default:
-		return &exitError{code: exitUsage, err: fmt.Errorf("--provider %q: unknown provider (want inmemory or local)", *provider)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--provider %q: unknown provider (want inmemory, local or docker)", *provider)}
 	}
 	log, err := lo.logger(env.stderr)
 	if err != nil {
@@ -83,7 +88,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	p, err := newProvider(ctx, *provider, bus.JS, local.Options{StateDir: dir, Binary: *nodeBinary, NATSURL: bus.URL, NATS: nopts,
-		NodeSigner: signer, Log: plog})
+		NodeSigner: signer, Log: plog}, dk.options(*dataDir, bus.URL))
 	if err != nil {
 		return err
 	}
@@ -153,14 +158,41 @@ func serveWorkerHTTP(ctx context.Context, addr string, bus *natsbus.Bus, w *prov
 // newProvider makes the provider called name. Only local uses lo (its state
 // dir, node binary and the NATS its nodes report to); inmemory keeps its
 // machines in a bucket on js.
-func newProvider(ctx context.Context, name string, js jetstream.JetStream, lo local.Options) (providers.Provider, error) {
+func newProvider(ctx context.Context, name string, js jetstream.JetStream, lo local.Options, do docker.Options) (providers.Provider, error) {
 	switch name {
+	case docker.Name:
+		do.NATS, do.NodeSigner, do.Log = lo.NATS, lo.NodeSigner, lo.Log
+		p, err := docker.New(do)
+		if err != nil {
+			return nil, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return p, p.Ping(pctx)
 	case inmemory.Name:
 		return inmemory.New(ctx, js, inmemory.Options{Replicas: lo.NATS.Replicas, ReplicasSet: lo.NATS.ReplicasSet})
 	case local.Name:
 		return local.New(lo)
 	}
-	return nil, fmt.Errorf("unknown provider %q (want inmemory or local)", name)
+	return nil, fmt.Errorf("unknown provider %q (want inmemory, local or docker)", name)
+}
+
+// dockerFlags are the docker provider's.
+type dockerFlags struct{ image, natsURL string }
+
+func (d *dockerFlags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&d.image, "docker-image", docker.DefaultImage, "docker: the machines' image, built by make images (never pulled)")
+	fs.StringVar(&d.natsURL, "docker-nats-url", "", "docker: NATS as the machines' containers reach it (default: --nats with 127.0.0.1 as host.docker.internal; the server must listen where containers reach it)")
+}
+
+// options are the docker provider's options: seeds under the data dir,
+// and a NATS URL the containers can dial.
+func (d dockerFlags) options(dataDir, natsURL string) docker.Options {
+	u := d.natsURL
+	if u == "" {
+		u = strings.NewReplacer("127.0.0.1", "host.docker.internal", "localhost", "host.docker.internal", "0.0.0.0", "host.docker.internal").Replace(natsURL)
+	}
+	return docker.Options{Image: d.image, SeedDir: filepath.Join(dataDir, "docker"), NATSURL: u}
 }
 
 // workerID is the worker's identity: --worker-id, or the host name, with a

@@ -18,7 +18,7 @@ func TestWorkerNeedsAKnownProvider(t *testing.T) {
 		want string
 	}{
 		{[]string{"worker"}, "--provider is required"},
-		{[]string{"worker", "--provider", "vsphere"}, `--provider "vsphere": unknown provider (want inmemory or local)`},
+		{[]string{"worker", "--provider", "vsphere"}, `--provider "vsphere": unknown provider (want inmemory, local or docker)`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), tc.args, &cmdEnv{stdout: &out, stderr: &errb})

@@ -203,7 +203,7 @@ func (p *Provider) join(ctx context.Context, m wire.Machine) error {
 	if err != nil {
 		return providers.Permanent(err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	msg, err := p.nc.RequestWithContext(rctx, wire.JoinSubject(m.Cluster, Name), data)
 	if err != nil {

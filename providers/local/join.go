@@ -119,7 +119,7 @@ func (mb *member) askToJoin(ctx context.Context) (*joinResponse, error) {
 			return pinErr
 		},
 	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 	defer client.CloseIdleConnections()
 	body, _ := json.Marshal(joinRequest{Node: mb.d.Node, Token: mb.d.Token, ControlPlane: mb.d.ControlPlane})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+mb.d.Endpoint+"/join", bytes.NewReader(body))
@@ -259,7 +259,7 @@ func (mb *member) review(ctx context.Context, node, token string) error {
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	msg, err := nc.RequestWithContext(rctx, wire.JoinSubject(mb.o.Cluster, mb.o.Machine), data)
 	if err != nil {

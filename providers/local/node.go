@@ -23,8 +23,12 @@ import (
 
 // NodeOptions are what `gitfleet node` is started with.
 type NodeOptions struct {
-	Cluster, Machine  string
-	StateDir          string
+	Cluster, Machine string
+	StateDir         string
+	// SeedDir holds the NoCloud seed (user-data, meta-data); default
+	// StateDir. Listen is the health endpoint's address (default
+	// 127.0.0.1:0: a free loopback port, written to the port file).
+	SeedDir, Listen   string
 	KubernetesVersion string
 	MachineJSON       string // the wire.Machine the node is; written to machine.json
 	HeartbeatInterval time.Duration
@@ -66,7 +70,11 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	var ready readiness
 	ready.joined.Store(true)
 	var mb *member
-	if ud, err := os.ReadFile(filepath.Join(o.StateDir, userDataFile)); err == nil {
+	seed := o.SeedDir
+	if seed == "" {
+		seed = o.StateDir
+	}
+	if ud, err := os.ReadFile(filepath.Join(seed, userDataFile)); err == nil {
 		d, err := bootstrap.Parse(ud)
 		if err != nil {
 			failJoin(o.StateDir, err)
@@ -78,7 +86,11 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	started := time.Now()
 	time.AfterFunc(o.StartupDelay, func() { ready.booted.Store(true) })
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := o.Listen
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("node: listen: %w", err)
 	}

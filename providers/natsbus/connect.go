@@ -36,7 +36,7 @@ func Open(ctx context.Context, opts Options, log zerolog.Logger) (*Bus, error) {
 		if opts.DataDir == "" {
 			return nil, fmt.Errorf("%w: --nats embedded needs a data dir (set --data-dir)", ErrConnect)
 		}
-		so := ServerOptions{DataDir: filepath.Join(opts.DataDir, "nats"), Port: opts.Port}
+		so := ServerOptions{DataDir: filepath.Join(opts.DataDir, "nats"), Port: opts.Port, Host: opts.Host}
 		switch opts.Auth {
 		case "", AuthGenerated:
 			a, err := LoadAuth(filepath.Join(opts.DataDir, AuthDirName))

@@ -20,6 +20,7 @@ type Options struct {
 	URL       string // "embedded" or nats://host:port[,nats://…]
 	DataDir   string // embedded only: the store lives in DataDir/nats
 	Port      int    // embedded only: 0 picks a free port
+	Host      string // embedded only: the address it listens on (default 127.0.0.1)
 	User      string
 	Password  string
 	Token     string
