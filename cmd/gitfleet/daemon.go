@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/bootstrap"
+	"github.com/gitfleet/gitfleet/dashboard"
 	"github.com/gitfleet/gitfleet/internal/secret"
 	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers"
@@ -51,6 +52,7 @@ type daemonOptions struct {
 	apiTokenFile   string
 	// secretsKey seals the gitfleet-pki bucket and bootstrap data;
 	// secretsPrevious opens what an older key sealed (rotation).
+	uiToken         string
 	secretsKey      string
 	secretsPrevious string
 	tokenTTL        time.Duration
@@ -84,6 +86,7 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.DurationVar(&o.interval, "interval", sources.DefaultInterval, "how often the repository is polled (local repos are also watched)")
 	fs.StringVar(&o.replica, "replica", "", "this replica's name in leader election (default host-pid)")
 	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the bearer token of the HTTP API (gitfleet scale); default <data-dir>/api-token, made on first start, readable by this user only")
+	fs.StringVar(&o.uiToken, "ui-token", os.Getenv("GITFLEET_UI_TOKEN"), "token the web dashboard asks for (default $GITFLEET_UI_TOKEN); required when --listen is not a loopback address")
 	fs.StringVar(&o.secretsKey, "secrets-key-file", "", "key (32 random bytes, base64) that seals cluster CAs, bootstrap tokens and machines' bootstrap data; every replica and worker needs the same one; default <data-dir>/secrets.key, made on first start, readable by this user only")
 	fs.StringVar(&o.secretsPrevious, "secrets-previous-key-file", "", "the key being rotated away from: what it sealed is sealed again under --secrets-key-file at start (docs/bootstrap.md)")
 	fs.DurationVar(&o.tokenTTL, "bootstrap-token-ttl", pki.DefaultTokenTTL, "how long a machine's bootstrap token is good for")
@@ -172,7 +175,8 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 			return err
 		}
 		scale := reconciler.ScaleHandler(token, leader.Load)
-		srv, err := serveHTTP(ctx, o, src, &nats, reg, loop, scale, log)
+		ui := dashboard.Branch(func() (*git.Repository, error) { return git.PlainOpen(repo.GitDir()) }, o.statusBranch)
+		srv, err := serveHTTP(ctx, o, src, &nats, reg, loop, scale, ui, log)
 		if err != nil {
 			return err
 		}
@@ -381,8 +385,9 @@ func splitList(s string) []string {
 
 // serveHTTP starts /healthz, /readyz, /metrics and /hooks/git.
 func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *natsState, reg *prometheus.Registry,
-	loop *reconciler.LoopHealth, scale http.Handler, log zerolog.Logger) (*http.Server, error) {
+	loop *reconciler.LoopHealth, scale http.Handler, ui dashboard.Source, log zerolog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
+	mux.Handle("/", dashboardHandler(o.listen, o.uiToken, ui, log))
 	mux.Handle(reconciler.ScalePath, scale)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -459,6 +464,32 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 	}()
 	log.Info().Str("listen", ln.Addr().String()).Msg("serving /healthz /readyz /metrics /hooks/git")
 	return srv, nil
+}
+
+// dashboardHandler is the web dashboard at /: open on a loopback
+// address, behind --ui-token elsewhere, and off (saying why) when it
+// listens beyond this host without a token.
+func dashboardHandler(listen, token string, src dashboard.Source, log zerolog.Logger) http.Handler {
+	if token == "" && !loopback(listen) {
+		log.Warn().Str("listen", listen).Msg("the web dashboard is off: --listen is not a loopback address and no --ui-token is set")
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "the dashboard is off: gitfleet listens beyond this host without --ui-token", http.StatusForbidden)
+		})
+	}
+	return dashboard.Handler(dashboard.Options{Source: src, Token: token})
+}
+
+// loopback says whether addr (host:port) listens on this host only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // natsState is the daemon's NATS connection as /readyz sees it: nil while

@@ -59,6 +59,15 @@ func TestEndToEnd(t *testing.T) {
 	e.checkIntruders()
 	e.checkKubeconfig("dev-1")
 
+	// The web dashboard of gitfleet up lists both clusters, and its API too.
+	_, page := httpGet("http://" + e.listen + "/")
+	_, api := httpGet("http://" + e.listen + "/api/v1/clusters")
+	for _, c := range []string{"dev-1", "prod-1"} {
+		if !strings.Contains(page, `<a href="/clusters/`+c+`">`+c+`</a>`) || !strings.Contains(api, `"name": "`+c+`"`) {
+			t.Errorf("the dashboard does not list %s:\n%s\n%s", c, page, api)
+		}
+	}
+
 	// Scale up: two more workers for dev-1.
 	e.edit("clusters/dev-1.yaml", func(s string) string { return strings.Replace(s, "replicas: 2", "replicas: 4", 1) })
 	scaleUp := e.commit("Grace Hopper", "dev-1: four workers")
@@ -215,6 +224,20 @@ func TestEndToEnd(t *testing.T) {
 	for _, f := range nodeLogs {
 		checkLogFile(t, f)
 	}
+
+	// The offline dashboard reads the same from the clone alone.
+	offline := "127.0.0.1:" + freeTCPPort(t)
+	dctx, stopDashboard := context.WithCancel(t.Context())
+	dashDone := make(chan int, 1)
+	go func() {
+		dashDone <- run(dctx, []string{"dashboard", "--repo", e.repo, "--listen", offline}, &cmdEnv{stdout: io.Discard, stderr: io.Discard})
+	}()
+	e.waitFor("the offline dashboard", 10*time.Second, func() (bool, string) {
+		code, body := httpGet("http://" + offline + "/clusters/prod-1")
+		return code == 200 && strings.Contains(body, "<h1>Cluster prod-1</h1>"), fmt.Sprint(code)
+	})
+	stopDashboard()
+	<-dashDone
 
 	// No bootstrap token, CA key or certificate key of the run anywhere it
 	// must not be: Git (every object), logs, NATS messages, command lines.

@@ -1,0 +1,343 @@
+// Package dashboard serves the fleet as web pages and a small read-only
+// JSON API, from the status branch: live from the daemon (its writer's
+// branch) or offline from a clone, for auditors. Pages are server-rendered
+// with html/template and embedded CSS; there is no build step.
+package dashboard
+
+import (
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/gitfleet/gitfleet/reconciler/status"
+)
+
+//go:embed templates/*.html templates/*.css
+var files embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"since": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return time.Since(t).Round(time.Second).String()
+	},
+	"short": func(s string) string { return s[:min(len(s), 7)] },
+	"join":  strings.Join,
+	"add":   func(a, b int) int { return a + b },
+}).ParseFS(files, "templates/*.html"))
+
+// Source reads the status the pages show: the status branch's newest
+// commit.
+type Source func() (*status.Snapshot, error)
+
+// Options configure the handler.
+type Options struct {
+	Source Source
+	// Token, when set, is asked of every request (a bearer token, or the
+	// token query parameter once, which sets a cookie): for a dashboard
+	// that listens beyond 127.0.0.1.
+	Token string
+	// PageSize is how many clusters a page lists (default 50).
+	PageSize int
+}
+
+// Handler serves the pages at /, /clusters/{name} and /rollouts and the
+// API under /api/v1/.
+func Handler(o Options) http.Handler {
+	if o.PageSize <= 0 {
+		o.PageSize = 50
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", o.fleetPage)
+	mux.HandleFunc("GET /clusters/{name}", o.clusterPage)
+	mux.HandleFunc("GET /rollouts", o.rolloutsPage)
+	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		b, _ := files.ReadFile("templates/style.css")
+		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("GET /api/v1/fleet", o.apiFleet)
+	mux.HandleFunc("GET /api/v1/clusters", o.apiClusters)
+	mux.HandleFunc("GET /api/v1/clusters/{name}", o.apiCluster)
+	mux.HandleFunc("GET /api/v1/rollouts", o.apiRollouts)
+	if o.Token == "" {
+		return mux
+	}
+	return o.guard(mux)
+}
+
+// guard asks for the token: Authorization: Bearer, a cookie, or ?token=
+// (which sets the cookie, so links work after the first visit).
+func (o Options) guard(next http.Handler) http.Handler {
+	ok := func(t string) bool { return subtle.ConstantTimeCompare([]byte(t), []byte(o.Token)) == 1 }
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bearer, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found && ok(bearer) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if c, err := r.Cookie("gitfleet-ui"); err == nil && ok(c.Value) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if t := r.URL.Query().Get("token"); t != "" && ok(t) {
+			http.SetCookie(w, &http.Cookie{Name: "gitfleet-ui", Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			next.ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, "the dashboard asks for its token (--ui-token): ?token=… once, or Authorization: Bearer …", http.StatusUnauthorized)
+	})
+}
+
+func (o Options) snapshot(w http.ResponseWriter) *status.Snapshot {
+	s, err := o.Source()
+	if err != nil {
+		http.Error(w, "the status branch cannot be read: "+err.Error(), http.StatusServiceUnavailable)
+		return nil
+	}
+	return s
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// ClusterSummary is a cluster's line in the fleet's list.
+type ClusterSummary struct {
+	Name         string `json:"name"`
+	Class        string `json:"class,omitempty"`
+	Version      string `json:"version,omitempty"`
+	Phase        string `json:"phase"`
+	Ready        bool   `json:"ready"`
+	NotReady     string `json:"notReady,omitempty"` // why, when not Ready
+	Machines     int    `json:"machines"`
+	Running      int    `json:"running"`
+	RolloutState string `json:"rolloutState,omitempty"`
+}
+
+func summarize(c *status.ClusterStatus) ClusterSummary {
+	s := ClusterSummary{Name: c.Name, Class: c.Class, Version: c.Version, Phase: c.Phase, Machines: len(c.Machines)}
+	for _, m := range c.Machines {
+		if m.Phase == "Running" {
+			s.Running++
+		}
+	}
+	for _, cond := range c.Conditions {
+		if cond.Type == status.ConditionReady {
+			s.Ready = cond.Status == status.ConditionTrue
+			if !s.Ready {
+				s.NotReady = strings.TrimSpace(cond.Reason + ": " + cond.Message)
+			}
+		}
+	}
+	if c.Rollout != nil {
+		s.RolloutState = c.Rollout.State
+	}
+	return s
+}
+
+// filter is the clusters whose name, class, version or phase holds q.
+func filter(s *status.Snapshot, q string) []ClusterSummary {
+	q = strings.ToLower(strings.TrimSpace(q))
+	var out []ClusterSummary
+	for i := range s.Clusters {
+		c := summarize(&s.Clusters[i])
+		if q == "" || strings.Contains(strings.ToLower(c.Name+" "+c.Class+" "+c.Version+" "+c.Phase), q) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (o Options) apiFleet(w http.ResponseWriter, _ *http.Request) {
+	if s := o.snapshot(w); s != nil {
+		writeJSON(w, struct {
+			Commit string             `json:"statusCommit"`
+			Fleet  status.FleetStatus `json:"fleet"`
+		}{s.Commit, s.Fleet})
+	}
+}
+
+func (o Options) apiClusters(w http.ResponseWriter, r *http.Request) {
+	if s := o.snapshot(w); s != nil {
+		writeJSON(w, filter(s, r.URL.Query().Get("q")))
+	}
+}
+
+// cluster is the snapshot and the cluster the path names; nil (with the
+// error answered) when either cannot be had.
+func (o Options) cluster(w http.ResponseWriter, r *http.Request) (*status.Snapshot, *status.ClusterStatus) {
+	s := o.snapshot(w)
+	if s == nil {
+		return nil, nil
+	}
+	c := s.Cluster(r.PathValue("name"))
+	if c == nil {
+		http.Error(w, "no cluster "+r.PathValue("name")+" on the status branch", http.StatusNotFound)
+	}
+	return s, c
+}
+
+func (o Options) apiCluster(w http.ResponseWriter, r *http.Request) {
+	if _, c := o.cluster(w, r); c != nil {
+		writeJSON(w, c)
+	}
+}
+
+func (o Options) apiRollouts(w http.ResponseWriter, _ *http.Request) {
+	if s := o.snapshot(w); s != nil {
+		writeJSON(w, Rollouts(s))
+	}
+}
+
+// ClassRollout is a class's rollout as the clusters' status says it: each
+// wave with its clusters by state.
+type ClassRollout struct {
+	Class string `json:"class"`
+	// Revisions are the class revisions its clusters are admitted to or
+	// wait for, sorted.
+	Revisions []string `json:"revisions,omitempty"`
+	Waves     []Wave   `json:"waves"`
+}
+
+// Wave is one wave of a class's rollout.
+type Wave struct {
+	Name     string         `json:"name"`
+	Clusters []WaveCluster  `json:"clusters"`
+	States   map[string]int `json:"states"`
+}
+
+// WaveCluster is a cluster in a wave: its rollout state and why.
+type WaveCluster struct {
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Rollouts groups the clusters' rollout status by class and wave.
+func Rollouts(s *status.Snapshot) []ClassRollout {
+	byClass := map[string]*ClassRollout{}
+	for _, c := range s.Clusters {
+		if c.Rollout == nil || c.Class == "" {
+			continue
+		}
+		cr := byClass[c.Class]
+		if cr == nil {
+			cr = &ClassRollout{Class: c.Class}
+			byClass[c.Class] = cr
+		}
+		for _, rev := range []string{c.Rollout.ClassRevision, c.Rollout.PendingRevision} {
+			if rev != "" && !slices.Contains(cr.Revisions, rev) {
+				cr.Revisions = append(cr.Revisions, rev)
+				slices.Sort(cr.Revisions)
+			}
+		}
+		i := slices.IndexFunc(cr.Waves, func(w Wave) bool { return w.Name == c.Rollout.Wave })
+		if i < 0 {
+			cr.Waves = append(cr.Waves, Wave{Name: c.Rollout.Wave, States: map[string]int{}})
+			i = len(cr.Waves) - 1
+		}
+		cr.Waves[i].Clusters = append(cr.Waves[i].Clusters, WaveCluster{Name: c.Name, State: c.Rollout.State, Reason: c.Rollout.Reason})
+		cr.Waves[i].States[c.Rollout.State]++
+	}
+	out := make([]ClassRollout, 0, len(byClass))
+	for _, cr := range byClass {
+		out = append(out, *cr)
+	}
+	slices.SortFunc(out, func(a, b ClassRollout) int { return strings.Compare(a.Class, b.Class) })
+	return out
+}
+
+type fleetView struct {
+	S        *status.Snapshot
+	Clusters []ClusterSummary
+	Query    string
+	Page     int
+	Pages    int
+	Total    int
+}
+
+func (o Options) fleetPage(w http.ResponseWriter, r *http.Request) {
+	s := o.snapshot(w)
+	if s == nil {
+		return
+	}
+	all := filter(s, r.URL.Query().Get("q"))
+	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	pages := max(1, (len(all)+o.PageSize-1)/o.PageSize)
+	page = min(max(page, 1), pages)
+	from := (page - 1) * o.PageSize
+	v := fleetView{S: s, Clusters: all[from:min(from+o.PageSize, len(all))], Query: r.URL.Query().Get("q"), Page: page, Pages: pages, Total: len(all)}
+	render(w, "fleet.html", v)
+}
+
+func (o Options) clusterPage(w http.ResponseWriter, r *http.Request) {
+	s, c := o.cluster(w, r)
+	if c == nil {
+		return
+	}
+	render(w, "cluster.html", struct {
+		S       *status.Snapshot
+		C       *status.ClusterStatus
+		Summary ClusterSummary
+	}{s, c, summarize(c)})
+}
+
+func (o Options) rolloutsPage(w http.ResponseWriter, _ *http.Request) {
+	if s := o.snapshot(w); s != nil {
+		render(w, "rollouts.html", struct {
+			S        *status.Snapshot
+			Rollouts []ClassRollout
+		}{s, Rollouts(s)})
+	}
+}
+
+func render(w http.ResponseWriter, name string, v any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := pages.ExecuteTemplate(w, name, v); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// Branch is a Source that reads branch of the repository open returns,
+// again only when the branch has moved: a page costs its rendering, not a
+// read of every cluster's file, while the fleet is quiet.
+func Branch(open func() (*git.Repository, error), branch string) Source {
+	var mu sync.Mutex
+	var last *status.Snapshot
+	var tip plumbing.Hash
+	return func() (*status.Snapshot, error) {
+		g, err := open()
+		if err != nil {
+			return nil, err
+		}
+		now, err := status.ResolveBranch(g, branch)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if last != nil && now == tip {
+			return last, nil
+		}
+		s, err := status.Read(g, branch)
+		if err != nil {
+			return nil, err
+		}
+		last, tip = s, now
+		return s, nil
+	}
+}

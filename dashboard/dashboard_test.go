@@ -1,0 +1,190 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+
+	"github.com/gitfleet/gitfleet/reconciler/status"
+)
+
+// fleetRepo writes a status branch with dev-1 done and prod-1 held in
+// wave prod, and n more clusters of per machines, through the daemon's
+// own writer.
+func fleetRepo(t testing.TB, n, per int) *git.Repository {
+	t.Helper()
+	repo, err := git.PlainInit(t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	w, err := status.NewWriter(ctx, status.Options{Repo: repo, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine := func(name, role, dep, phase, version string) status.MachineStatus {
+		return status.MachineStatus{Name: name, Role: role, Deployment: dep, Phase: phase, Version: version, Provider: "local",
+			Addresses: []string{"127.0.0.1:4" + name[len(name)-3:]}, Cause: "rolling update to " + version}
+	}
+	set := func(c status.ClusterStatus) {
+		if err := w.SetCluster(c, status.Origin{SourceCommit: "0123456789abcdef"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(status.ClusterStatus{Name: "dev-1", Class: "standard", Version: "v1.32.0", Phase: "Provisioned",
+		Conditions:   []status.Condition{{Type: status.ConditionReady, Status: status.ConditionTrue}},
+		ControlPlane: status.Replicas{Desired: 1, Replicas: 1, Ready: 1, Updated: 1},
+		Deployments:  []status.DeploymentStatus{{Name: "md-0", Replicas: status.Replicas{Desired: 1, Replicas: 1, Ready: 1, Updated: 1}}},
+		Machines:     []status.MachineStatus{machine("dev-1-control-plane-a01", "control-plane", "", "Running", "v1.32.0"), machine("dev-1-md-0-b02", "worker", "md-0", "Running", "v1.32.0")},
+		Rollout:      &status.Rollout{ClassRevision: "c0ffee", Wave: "dev", State: "Done"}})
+	set(status.ClusterStatus{Name: "prod-1", Class: "standard", Version: "v1.31.2", Phase: "Provisioned",
+		Conditions:   []status.Condition{{Type: status.ConditionReady, Status: status.ConditionFalse, Reason: "WaitingForWave", Message: "wave dev is rolling out"}},
+		ControlPlane: status.Replicas{Desired: 1, Replicas: 1, Ready: 1, Updated: 1},
+		Machines:     []status.MachineStatus{machine("prod-1-control-plane-c03", "control-plane", "", "Running", "v1.31.2")},
+		Rollout:      &status.Rollout{ClassRevision: "decade", Wave: "prod", State: "Waiting", Reason: "wave dev is not done", PendingRevision: "c0ffee"}})
+	for i := range n {
+		c := status.ClusterStatus{Name: fmt.Sprintf("edge-%04d", i), Class: "edge", Version: "v1.31.2", Phase: "Provisioned",
+			Conditions: []status.Condition{{Type: status.ConditionReady, Status: status.ConditionTrue}}}
+		for j := range per {
+			c.Machines = append(c.Machines, machine(fmt.Sprintf("edge-%04d-md-0-x%03d", i, j), "worker", "md-0", "Running", "v1.31.2"))
+		}
+		set(c)
+	}
+	w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: "0123456789abcdef", Subject: "standard: v1.32.0"},
+		LastRejected: &status.Rejection{SourceCommit: status.SourceCommit{Commit: "fedcba9876543210", Subject: "dev-1: four"},
+			Errors: []string{`clusters/dev-1.yaml:14:21: spec.topology.workers.machineDeployments[0].replicas: "four" is not a number`}}}, status.Origin{})
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	return repo
+}
+
+func serve(t testing.TB, repo *git.Repository, o Options) *httptest.Server {
+	t.Helper()
+	o.Source = func() (*status.Snapshot, error) { return status.Read(repo, "gitfleet/status") }
+	srv := httptest.NewServer(Handler(o))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func wantAll(t *testing.T, what, body string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Errorf("%s lacks %q", what, w)
+		}
+	}
+}
+
+// The pages say what a user looks for: the fleet's counts and clusters,
+// the rejected commit and why, a cluster's tree with each machine's phase,
+// version and address, and where each wave of a rollout is.
+func TestPages(t *testing.T) {
+	srv := serve(t, fleetRepo(t, 0, 0), Options{})
+	code, fleet := get(t, srv.URL+"/")
+	if code != 200 {
+		t.Fatalf("/: %d %s", code, fleet)
+	}
+	wantAll(t, "the fleet page", fleet, "2 clusters, 3 machines", `<a href="/clusters/dev-1">dev-1</a>`, `<a href="/clusters/prod-1">prod-1</a>`,
+		"Rejected commit <code>fedcba9</code>", `&#34;four&#34; is not a number`, "Not ready</span> WaitingForWave: wave dev is rolling out",
+		`<label for="q">Search clusters</label>`, "<caption>Clusters by phase</caption>")
+	_, cluster := get(t, srv.URL+"/clusters/dev-1")
+	wantAll(t, "dev-1's page", cluster, "<h1>Cluster dev-1</h1>", "<strong>Control plane</strong>: 1 of 1 ready",
+		"<strong>md-0</strong>: 1 of 1 ready", "dev-1-md-0-b02</span> <span class=\"phase phase-Running\">Running</span> v1.32.0 local at 127.0.0.1:4b02",
+		"rolling update to v1.32.0")
+	_, rollouts := get(t, srv.URL+"/rollouts")
+	wantAll(t, "the rollouts page", rollouts, "Class standard", "<h3>Wave dev</h3>", "<h3>Wave prod</h3>",
+		`prod-1</a>: <span class="state state-Waiting">Waiting</span> — wave dev is not done`)
+	if code, _ := get(t, srv.URL+"/clusters/nope"); code != http.StatusNotFound {
+		t.Errorf("an unknown cluster: %d", code)
+	}
+}
+
+// The API is the same data as JSON.
+func TestAPI(t *testing.T) {
+	srv := serve(t, fleetRepo(t, 0, 0), Options{})
+	_, body := get(t, srv.URL+"/api/v1/clusters")
+	var list []ClusterSummary
+	if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 2 || list[0].Name != "dev-1" || !list[0].Ready || list[1].Ready {
+		t.Fatalf("/api/v1/clusters: %v %+v", err, list)
+	}
+	_, body = get(t, srv.URL+"/api/v1/clusters/prod-1")
+	var c status.ClusterStatus
+	if err := json.Unmarshal([]byte(body), &c); err != nil || c.Rollout == nil || c.Rollout.State != "Waiting" {
+		t.Fatalf("/api/v1/clusters/prod-1: %v %s", err, body)
+	}
+	_, body = get(t, srv.URL+"/api/v1/rollouts")
+	var rs []ClassRollout
+	if err := json.Unmarshal([]byte(body), &rs); err != nil || len(rs) != 1 || len(rs[0].Waves) != 2 || strings.Join(rs[0].Revisions, " ") != "c0ffee decade" {
+		t.Fatalf("/api/v1/rollouts: %v %s", err, body)
+	}
+	_, body = get(t, srv.URL+"/api/v1/fleet")
+	wantAll(t, "/api/v1/fleet", body, `"clusters": 2`, `"lastRejected"`)
+	_, body = get(t, srv.URL+"/api/v1/clusters?q=prod")
+	if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 1 || list[0].Name != "prod-1" {
+		t.Errorf("search prod: %v %s", err, body)
+	}
+}
+
+// 1,000 clusters are paged and searchable.
+func TestThousandClustersArePaged(t *testing.T) {
+	srv := serve(t, fleetRepo(t, 1000, 1), Options{PageSize: 50})
+	_, page := get(t, srv.URL+"/")
+	if n := strings.Count(page, `<a href="/clusters/`); n != 50 {
+		t.Errorf("the first page lists %d clusters, want 50", n)
+	}
+	wantAll(t, "the first page", page, "1002 clusters, page 1 of 21", `rel="next"`)
+	_, found := get(t, srv.URL+"/?q=edge-0999")
+	wantAll(t, "the search", found, `<a href="/clusters/edge-0999">edge-0999</a>`, "1 clusters matching")
+}
+
+// Beyond 127.0.0.1 the dashboard asks for its token.
+func TestToken(t *testing.T) {
+	srv := serve(t, fleetRepo(t, 0, 0), Options{Token: "s3cret-token-value"})
+	if code, _ := get(t, srv.URL+"/api/v1/fleet"); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d", code)
+	}
+	if code, _ := get(t, srv.URL+"/api/v1/fleet?token=s3cret-token-value"); code != 200 {
+		t.Errorf("with the token: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+	req.Header.Set("Authorization", "Bearer s3cret-token-value")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
+		t.Errorf("bearer: %v", err)
+	}
+}
+
+// BenchmarkFleetPage1000 renders the fleet page of 1,000 clusters × 13
+// machines as the server does: the status branch is read again only when
+// it moved (Branch).
+func BenchmarkFleetPage1000(b *testing.B) {
+	repo := fleetRepo(b, 1000, 13)
+	h := Handler(Options{Source: Branch(func() (*git.Repository, error) { return repo, nil }, "gitfleet/status")})
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		if rec.Code != 200 {
+			b.Fatal(rec.Code)
+		}
+	}
+}
