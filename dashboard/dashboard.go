@@ -5,6 +5,7 @@
 package dashboard
 
 import (
+	"context"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/gitfleet/gitfleet/reconciler/history"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 )
 
@@ -33,6 +35,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return time.Since(t).Round(time.Second).String()
 	},
 	"short": func(s string) string { return s[:min(len(s), 7)] },
+	"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"join":  strings.Join,
 	"add":   func(a, b int) int { return a + b },
 }).ParseFS(files, "templates/*.html"))
@@ -50,6 +53,10 @@ type Options struct {
 	Token string
 	// PageSize is how many clusters a page lists (default 50).
 	PageSize int
+	// History reads the audit trail (all clusters for ""), and
+	// MachineHistory one machine's life; nil: no history page.
+	History        func(ctx context.Context, cluster string) (*history.Log, error)
+	MachineHistory func(machine string) (*history.MachineLife, error)
 }
 
 // Handler serves the pages at /, /clusters/{name} and /rollouts and the
@@ -71,6 +78,8 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /api/v1/clusters", o.apiClusters)
 	mux.HandleFunc("GET /api/v1/clusters/{name}", o.apiCluster)
 	mux.HandleFunc("GET /api/v1/rollouts", o.apiRollouts)
+	mux.HandleFunc("GET /history", o.historyPage)
+	mux.HandleFunc("GET /api/v1/history", o.apiHistory)
 	if o.Token == "" {
 		return mux
 	}
@@ -302,6 +311,51 @@ func (o Options) rolloutsPage(w http.ResponseWriter, _ *http.Request) {
 			S        *status.Snapshot
 			Rollouts []ClassRollout
 		}{s, Rollouts(s)})
+	}
+}
+
+// historyView is the trail the history page shows: a cluster's (or the
+// fleet's) spec commits with the status they led to, or one machine's life.
+type historyView struct {
+	Cluster, Machine string
+	Log              *history.Log
+	Life             *history.MachineLife
+}
+
+// readHistory reads what ?cluster= and ?machine= ask for.
+func (o Options) readHistory(w http.ResponseWriter, r *http.Request) *historyView {
+	if o.History == nil || o.MachineHistory == nil {
+		http.Error(w, "this dashboard has no history", http.StatusNotFound)
+		return nil
+	}
+	v := &historyView{Cluster: r.URL.Query().Get("cluster"), Machine: r.URL.Query().Get("machine")}
+	var err error
+	if v.Machine != "" {
+		v.Life, err = o.MachineHistory(v.Machine)
+	} else {
+		v.Log, err = o.History(r.Context(), v.Cluster)
+	}
+	if err != nil {
+		http.Error(w, "the history cannot be read: "+err.Error(), http.StatusServiceUnavailable)
+		return nil
+	}
+	return v
+}
+
+func (o Options) historyPage(w http.ResponseWriter, r *http.Request) {
+	if v := o.readHistory(w, r); v != nil {
+		render(w, "history.html", v)
+	}
+}
+
+func (o Options) apiHistory(w http.ResponseWriter, r *http.Request) {
+	v := o.readHistory(w, r)
+	switch {
+	case v == nil:
+	case v.Life != nil:
+		writeJSON(w, v.Life)
+	default:
+		writeJSON(w, v.Log)
 	}
 }
 

@@ -110,7 +110,7 @@ func TestPages(t *testing.T) {
 		`<label for="q">Search clusters</label>`, "<caption>Clusters by phase</caption>")
 	_, cluster := get(t, srv.URL+"/clusters/dev-1")
 	wantAll(t, "dev-1's page", cluster, "<h1>Cluster dev-1</h1>", "<strong>Control plane</strong>: 1 of 1 ready",
-		"<strong>md-0</strong>: 1 of 1 ready", "dev-1-md-0-b02</span> <span class=\"phase phase-Running\">Running</span> v1.32.0 local at 127.0.0.1:4b02",
+		"<strong>md-0</strong>: 1 of 1 ready", `<a class="machine" href="/history?machine=dev-1-md-0-b02">dev-1-md-0-b02</a> <span class="phase phase-Running">Running</span> v1.32.0 local at 127.0.0.1:4b02`,
 		"rolling update to v1.32.0")
 	_, rollouts := get(t, srv.URL+"/rollouts")
 	wantAll(t, "the rollouts page", rollouts, "Class standard", "<h3>Wave dev</h3>", "<h3>Wave prod</h3>",

@@ -32,6 +32,7 @@ import (
 	"github.com/gitfleet/gitfleet/providers/local"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/reconciler"
+	"github.com/gitfleet/gitfleet/reconciler/history"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/sources"
@@ -175,7 +176,8 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 			return err
 		}
 		scale := reconciler.ScaleHandler(token, leader.Load)
-		ui := dashboard.Branch(func() (*git.Repository, error) { return git.PlainOpen(repo.GitDir()) }, o.statusBranch)
+		ui := uiOptions(repo.GitDir(), o.branch, o.statusBranch)
+		ui.Token = o.uiToken
 		srv, err := serveHTTP(ctx, o, src, &nats, reg, loop, scale, ui, log)
 		if err != nil {
 			return err
@@ -385,9 +387,9 @@ func splitList(s string) []string {
 
 // serveHTTP starts /healthz, /readyz, /metrics and /hooks/git.
 func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *natsState, reg *prometheus.Registry,
-	loop *reconciler.LoopHealth, scale http.Handler, ui dashboard.Source, log zerolog.Logger) (*http.Server, error) {
+	loop *reconciler.LoopHealth, scale http.Handler, ui dashboard.Options, log zerolog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/", dashboardHandler(o.listen, o.uiToken, ui, log))
+	mux.Handle("/", dashboardHandler(o.listen, ui, log))
 	mux.Handle(reconciler.ScalePath, scale)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -469,14 +471,44 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 // dashboardHandler is the web dashboard at /: open on a loopback
 // address, behind --ui-token elsewhere, and off (saying why) when it
 // listens beyond this host without a token.
-func dashboardHandler(listen, token string, src dashboard.Source, log zerolog.Logger) http.Handler {
-	if token == "" && !loopback(listen) {
+func dashboardHandler(listen string, ui dashboard.Options, log zerolog.Logger) http.Handler {
+	if ui.Token == "" && !loopback(listen) {
 		log.Warn().Str("listen", listen).Msg("the web dashboard is off: --listen is not a loopback address and no --ui-token is set")
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "the dashboard is off: gitfleet listens beyond this host without --ui-token", http.StatusForbidden)
 		})
 	}
-	return dashboard.Handler(dashboard.Options{Source: src, Token: token})
+	return dashboard.Handler(ui)
+}
+
+// uiOptions are the dashboard's sources over the git repository at dir:
+// the status branch, and the history of branch and statusBranch.
+func uiOptions(dir, branch, statusBranch string) dashboard.Options {
+	open := func() (*git.Repository, error) {
+		return git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	}
+	return dashboard.Options{
+		Source: dashboard.Branch(open, statusBranch),
+		History: func(ctx context.Context, cluster string) (*history.Log, error) {
+			g, err := open()
+			if err != nil {
+				return nil, err
+			}
+			src, err := sources.Open(ctx, sources.Options{Location: dir})
+			if err != nil {
+				return nil, err
+			}
+			defer src.Close()
+			return history.Read(ctx, g, src, history.Options{Cluster: cluster, Branch: branch, StatusBranch: statusBranch})
+		},
+		MachineHistory: func(machine string) (*history.MachineLife, error) {
+			g, err := open()
+			if err != nil {
+				return nil, err
+			}
+			return history.Machine(g, statusBranch, machine)
+		},
+	}
 }
 
 // loopback says whether addr (host:port) listens on this host only.

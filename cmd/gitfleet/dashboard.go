@@ -30,6 +30,7 @@ func runDashboard(ctx context.Context, env *cmdEnv, args []string) error {
 	repoDir := fs.String("repo", ".", "a clone of the fleet repository holding the status branch")
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address of the pages")
 	branch := fs.String("status-branch", v1alpha1.DefaultStatusBranch, "the status branch")
+	specBranch := fs.String("branch", "", "the spec branch whose history the history page shows (default HEAD)")
 	token := fs.String("ui-token", os.Getenv("GITFLEET_UI_TOKEN"), "token the pages ask for (default $GITFLEET_UI_TOKEN); required when --listen is not a loopback address")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -44,7 +45,9 @@ func runDashboard(ctx context.Context, env *cmdEnv, args []string) error {
 	if *token == "" && !loopback(*listen) {
 		return &exitError{code: exitUsage, err: errors.New("--listen is not a loopback address: give --ui-token (or $GITFLEET_UI_TOKEN)")}
 	}
-	h := dashboard.Handler(dashboard.Options{Token: *token, Source: dashboard.Branch(func() (*git.Repository, error) { return g, nil }, *branch)})
+	ui := uiOptions(*repoDir, *specBranch, *branch)
+	ui.Token = *token
+	h := dashboard.Handler(ui)
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", *listen, err)

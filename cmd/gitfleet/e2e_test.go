@@ -211,6 +211,17 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("history dev-1 lacks %q:\n%s", want, h)
 		}
 	}
+	// The dashboard's history page says the same.
+	_, hpage := httpGet("http://" + e.listen + "/history?cluster=dev-1")
+	for _, want := range []string{"<code>" + scaleUp[:7] + "</code> dev-1: four workers", "Grace Hopper", "replicas: 2 → 4"} {
+		if !strings.Contains(hpage, want) {
+			t.Errorf("the dashboard's history of dev-1 lacks %q:\n%s", want, hpage)
+		}
+	}
+	prodMachine := e.status().Cluster("prod-1").Machines[0].Name
+	if _, life := httpGet("http://" + e.listen + "/api/v1/history?machine=" + prodMachine); !strings.Contains(life, `"phase": "Running"`) {
+		t.Errorf("/api/v1/history?machine=%s: %s", prodMachine, life)
+	}
 
 	// Every log line of the run, the daemon's and the machines', is JSON
 	// a log store can index: no repeated key, RFC 3339 milliseconds.
