@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"net/http"
 	"slices"
@@ -24,7 +25,7 @@ import (
 	"github.com/gitfleet/gitfleet/reconciler/status"
 )
 
-//go:embed templates/*.html templates/*.css
+//go:embed templates/*.html templates/*.css templates/*.js
 var files embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
@@ -53,6 +54,8 @@ type Options struct {
 	Token string
 	// PageSize is how many clusters a page lists (default 50).
 	PageSize int
+	// Poll is how often /events looks at the status branch (default 1s).
+	Poll time.Duration
 	// History reads the audit trail (all clusters for ""), and
 	// MachineHistory one machine's life; nil: no history page.
 	History        func(ctx context.Context, cluster string) (*history.Log, error)
@@ -64,6 +67,9 @@ type Options struct {
 func Handler(o Options) http.Handler {
 	if o.PageSize <= 0 {
 		o.PageSize = 50
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", o.fleetPage)
@@ -79,6 +85,12 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /api/v1/clusters/{name}", o.apiCluster)
 	mux.HandleFunc("GET /api/v1/rollouts", o.apiRollouts)
 	mux.HandleFunc("GET /history", o.historyPage)
+	mux.HandleFunc("GET /events", o.events)
+	mux.HandleFunc("GET /live.js", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		b, _ := files.ReadFile("templates/live.js")
+		_, _ = w.Write(b)
+	})
 	mux.HandleFunc("GET /api/v1/history", o.apiHistory)
 	if o.Token == "" {
 		return mux
@@ -311,6 +323,36 @@ func (o Options) rolloutsPage(w http.ResponseWriter, _ *http.Request) {
 			S        *status.Snapshot
 			Rollouts []ClassRollout
 		}{s, Rollouts(s)})
+	}
+}
+
+// events streams server-sent events: a "status" event with the status
+// commit whenever the status branch moves. The pages' script fetches the
+// page again and swaps its main content, so it updates without a reload.
+func (o Options) events(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	// The server's write timeout would end the stream: it ends itself.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	last := ""
+	tick := time.NewTicker(o.Poll)
+	defer tick.Stop()
+	for {
+		if s, err := o.Source(); err == nil && s.Commit != last {
+			last = s.Commit
+			fmt.Fprintf(w, "event: status\ndata: %s\n\n", last)
+			flusher.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -186,5 +187,63 @@ func BenchmarkFleetPage1000(b *testing.B) {
 		if rec.Code != 200 {
 			b.Fatal(rec.Code)
 		}
+	}
+}
+
+// /events says when the status branch moves: the commit the page was
+// made from, then each new status commit.
+func TestEvents(t *testing.T) {
+	repo := fleetRepo(t, 0, 0)
+	srv := serve(t, repo, Options{Poll: 20 * time.Millisecond})
+	res, err := http.Get(srv.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				lines <- data
+			}
+		}
+		close(lines)
+	}()
+	next := func() string {
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event within 10s")
+			return ""
+		}
+	}
+	s0, _ := status.Read(repo, "gitfleet/status")
+	if got := next(); got != s0.Commit {
+		t.Fatalf("first event %q, want the status commit %s", got, s0.Commit)
+	}
+	w, err := status.NewWriter(t.Context(), status.Options{Repo: repo, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := *s0.Cluster("prod-1")
+	c.Phase = "RollingOut"
+	if err := w.SetCluster(c, status.Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	s1, _ := status.Read(repo, "gitfleet/status")
+	if s1.Commit == s0.Commit {
+		t.Fatal("the writer made no commit")
+	}
+	if got := next(); got != s1.Commit {
+		t.Errorf("second event %q, want the new status commit %s", got, s1.Commit)
 	}
 }
