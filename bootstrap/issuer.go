@@ -41,17 +41,26 @@ type Request struct {
 }
 
 // Seal makes the machine's cluster PKI if it has none, issues the machine
-// a token (replacing one an earlier attempt had) and returns its
-// bootstrap data sealed under the task's ID.
+// a token unless an earlier attempt of its creation has one, and returns
+// its bootstrap data sealed under the task's ID.
 func (i *Issuer) Seal(ctx context.Context, r Request) ([]byte, error) {
 	m := r.Machine
 	trust, err := i.store.Cluster(ctx, m.Cluster, DefaultEndpoint(m.Cluster, r.ControlPlaneProvider), r.Now)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s PKI: %w", m.Cluster, err)
 	}
-	tok, err := i.store.IssueToken(ctx, m.Cluster, m.Name, i.ttl, r.Now)
+	// One token per machine creation: an attempt published again (a
+	// restart, a task timeout) carries the token the first one had, which
+	// the machine made by it may already hold; a new one only when that
+	// one was used or has expired.
+	tok, found, err := i.store.Token(ctx, m.Cluster, m.Name)
 	if err != nil {
 		return nil, fmt.Errorf("machine %s/%s token: %w", m.Cluster, m.Name, err)
+	}
+	if !found || !tok.Used.IsZero() || !r.Now.Before(tok.Expires) {
+		if tok, err = i.store.IssueToken(ctx, m.Cluster, m.Name, i.ttl, r.Now); err != nil {
+			return nil, fmt.Errorf("machine %s/%s token: %w", m.Cluster, m.Name, err)
+		}
 	}
 	ud, err := UserData(Input{Machine: m, Init: r.Init, Endpoint: trust.Endpoint, Network: r.Network, Token: tok, Trust: trust, Now: r.Now})
 	if err != nil {

@@ -149,3 +149,20 @@ func TestJoinReviewExpiredToken(t *testing.T) {
 		t.Errorf("an expired token: %+v", v)
 	}
 }
+
+// A create published again (its task timed out) carries the token the
+// first attempt had: the machine that attempt made may hold it already.
+func TestRepublishedCreateKeepsItsToken(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 0)
+	keys := l.withBootstrap(time.Hour)
+	l.opts.TaskTimeout = 300 * time.Millisecond
+	l.start()
+	first := l.nextTasks(1)[0]
+	again := l.nextTasks(1)[0] // nobody answered: the next attempt
+	if again.task.ID != first.task.ID || again.task.Attempt <= first.task.Attempt {
+		t.Fatalf("second task %s#%d after %s#%d", again.task.ID, again.task.Attempt, first.task.ID, first.task.Attempt)
+	}
+	if a, b := l.bootData(keys, first).Token, l.bootData(keys, again).Token; a != b {
+		t.Errorf("attempt %d carries another token than attempt %d", again.task.Attempt, first.task.Attempt)
+	}
+}

@@ -47,9 +47,9 @@ func TestSecretsKey(t *testing.T) {
 		}
 		return e.Value()
 	}
-	// serve runs the daemon until both clusters have their PKI, or until
-	// it exits on its own; it returns the exit code (-1: it was stopped)
-	// and stderr.
+	// serve runs the daemon until it is past the key check and both
+	// clusters have their PKI, or until it exits on its own; it returns
+	// the exit code (-1: it was stopped) and stderr.
 	serve := func(keys ...string) (int, string) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -71,7 +71,9 @@ func TestSecretsKey(t *testing.T) {
 				t.Fatal("the clusters' PKI was not made within a minute")
 			case <-time.After(100 * time.Millisecond):
 			}
-			if sealed("ca.dev-1") != nil && sealed("ca.prod-1") != nil {
+			// Past the key check ("gitfleet daemon started" comes after
+			// it), and the clusters' PKI made.
+			if strings.Contains(stderr.String(), "gitfleet daemon started") && sealed("ca.dev-1") != nil && sealed("ca.prod-1") != nil {
 				cancel()
 				<-done
 				return -1, ""
