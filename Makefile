@@ -97,6 +97,19 @@ compose-test: images ## run the compose stack, kill a NATS server and a daemon d
 docker-test: deps ## run the demo fleet as containers (docker provider) end to end: join, address, docker rm -f, refused intruders
 	DOCKER_TEST=1 $(GO) test -count=1 -timeout 20m -v -run '^TestDockerFleet$$' ./cmd/gitfleet
 
+.PHONY: chromium
+chromium: ## install Debian's chromium for the browser tests, if missing
+	@command -v chromium >/dev/null || apt-get install -y -q chromium >/dev/null || echo "chromium could not be installed: the browser tests will skip"
+
+.PHONY: browser-test
+browser-test: deps chromium ## drive a headless Chromium over the dashboard of gitfleet up on the demo fleet
+	BROWSER_TEST=1 $(GO) test -count=1 -timeout 20m -v -run '^TestDashboardInABrowser$$' ./cmd/gitfleet
+
+.PHONY: screenshots
+screenshots: deps chromium ## the browser test, keeping its screenshots in docs/images for docs/dashboard.md
+	@mkdir -p docs/images
+	BROWSER_TEST=1 SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -timeout 20m -v -run '^TestDashboardInABrowser$$' ./cmd/gitfleet
+
 .PHONY: verify
 verify: ## fail on unformatted code, vet findings or an untidy go.mod
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
