@@ -55,7 +55,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).innerText`))
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).textContent`))
 		if err != nil {
 			t.Fatalf("text of %s: %v", sel, err)
 		}
@@ -80,11 +80,50 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	shot("cluster")
 
+	// A class bump that reaches both clusters, wave by wave, watched on
+	// the rollouts page: dev-1 progresses while prod-1 waits for its wave,
+	// then both are done, and the page never reloads.
 	visit("/rollouts", "h1")
 	if page := text("main"); !strings.Contains(page, "Class standard") {
 		t.Errorf("the rollouts page:\n%s", page)
 	}
+	loaded, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.gitfleetLoaded = String(Date.now())`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.edit("clusters/prod-1.yaml", func(s string) string { return strings.Replace(s, "    version: v1.31.2\n", "", 1) })
+	// Machines that take 3 s to boot: each wave lasts long enough to be seen.
+	e.edit("classes/standard.yaml", func(s string) string {
+		s = strings.Replace(s, "  version: v1.31.2", "  version: v1.32.0", 1)
+		s = strings.Replace(s, "        memory: 2Gi\n", "        memory: 2Gi\n        startupDelay: 3s\n", 1)
+		return strings.Replace(s, "            memory: 4Gi\n", "            memory: 4Gi\n            startupDelay: 3s\n", 1)
+	})
+	e.commit("Carol", "standard: v1.32.0 for both")
+	waitText := func(what string, ok func(string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			page := text("main")
+			if ok(page) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the rollouts page did not show %s within 3 minutes:\n%s", what, page)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitText("dev-1 progressing while prod-1 waits", func(p string) bool {
+		return strings.Contains(p, "dev-1: Progressing") && strings.Contains(p, "prod-1: Waiting")
+	})
+	shot("rollouts-waiting")
+	waitText("both clusters done at the new revision", func(p string) bool {
+		return strings.Contains(p, "dev-1: Done") && strings.Contains(p, "prod-1: Done") && !strings.Contains(p, "Waiting")
+	})
 	shot("rollouts")
+	if still, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.gitfleetLoaded || "reloaded"`)); err != nil || still != loaded {
+		t.Errorf("the page reloaded (%q, was %q): live updates must swap the content in place", still, loaded)
+	}
 	visit("/history?cluster=prod-1", "h1")
 	if page := text("main"); !strings.Contains(page, "History of prod-1") {
 		t.Errorf("prod-1's history:\n%s", page)
