@@ -75,27 +75,31 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /{$}", o.fleetPage)
 	mux.HandleFunc("GET /clusters/{name}", o.clusterPage)
 	mux.HandleFunc("GET /rollouts", o.rolloutsPage)
-	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/css; charset=utf-8")
-		b, _ := files.ReadFile("templates/style.css")
-		_, _ = w.Write(b)
-	})
+	mux.HandleFunc("GET /style.css", static("style.css", "text/css; charset=utf-8"))
 	mux.HandleFunc("GET /api/v1/fleet", o.apiFleet)
 	mux.HandleFunc("GET /api/v1/clusters", o.apiClusters)
 	mux.HandleFunc("GET /api/v1/clusters/{name}", o.apiCluster)
 	mux.HandleFunc("GET /api/v1/rollouts", o.apiRollouts)
 	mux.HandleFunc("GET /history", o.historyPage)
 	mux.HandleFunc("GET /events", o.events)
-	mux.HandleFunc("GET /live.js", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-		b, _ := files.ReadFile("templates/live.js")
-		_, _ = w.Write(b)
-	})
+	mux.HandleFunc("GET /live.js", static("live.js", "text/javascript; charset=utf-8"))
 	mux.HandleFunc("GET /api/v1/history", o.apiHistory)
 	if o.Token == "" {
 		return mux
 	}
 	return o.guard(mux)
+}
+
+// static serves an embedded file of the templates folder.
+func static(name, contentType string) http.HandlerFunc {
+	b, err := files.ReadFile("templates/" + name)
+	if err != nil {
+		panic(err) // embedded: covered by the tests
+	}
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		_, _ = w.Write(b)
+	}
 }
 
 // guard asks for the token: Authorization: Bearer, a cookie, or ?token=

@@ -247,3 +247,19 @@ func TestEvents(t *testing.T) {
 		t.Errorf("second event %q, want the new status commit %s", got, s1.Commit)
 	}
 }
+
+// The style sheet and the live-update script are served with their types.
+func TestStaticFiles(t *testing.T) {
+	srv := serve(t, fleetRepo(t, 0, 0), Options{})
+	for path, want := range map[string]string{"/style.css": "text/css", "/live.js": "text/javascript"} {
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), want) || len(b) < 100 {
+			t.Errorf("%s: %d %q, %d bytes", path, res.StatusCode, res.Header.Get("Content-Type"), len(b))
+		}
+	}
+}
