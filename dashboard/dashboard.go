@@ -6,7 +6,6 @@ package dashboard
 
 import (
 	"context"
-	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -52,6 +51,9 @@ type Options struct {
 	// token query parameter once, which sets a cookie): for a dashboard
 	// that listens beyond 127.0.0.1.
 	Token string
+	// Users, when set, may read the pages with HTTP basic auth (either
+	// this or the token lets a request in).
+	Users Users
 	// PageSize is how many clusters a page lists (default 50).
 	PageSize int
 	// Poll is how often /events looks at the status branch (default 1s).
@@ -84,7 +86,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /events", o.events)
 	mux.HandleFunc("GET /live.js", static("live.js", "text/javascript; charset=utf-8"))
 	mux.HandleFunc("GET /api/v1/history", o.apiHistory)
-	if o.Token == "" {
+	if !o.Protected() {
 		return mux
 	}
 	return o.guard(mux)
@@ -100,28 +102,6 @@ func static(name, contentType string) http.HandlerFunc {
 		w.Header().Set("Content-Type", contentType)
 		_, _ = w.Write(b)
 	}
-}
-
-// guard asks for the token: Authorization: Bearer, a cookie, or ?token=
-// (which sets the cookie, so links work after the first visit).
-func (o Options) guard(next http.Handler) http.Handler {
-	ok := func(t string) bool { return subtle.ConstantTimeCompare([]byte(t), []byte(o.Token)) == 1 }
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if bearer, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found && ok(bearer) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if c, err := r.Cookie("gitfleet-ui"); err == nil && ok(c.Value) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if t := r.URL.Query().Get("token"); t != "" && ok(t) {
-			http.SetCookie(w, &http.Cookie{Name: "gitfleet-ui", Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			next.ServeHTTP(w, r)
-			return
-		}
-		http.Error(w, "the dashboard asks for its token (--ui-token): ?token=… once, or Authorization: Bearer …", http.StatusUnauthorized)
-	})
 }
 
 func (o Options) snapshot(w http.ResponseWriter) *status.Snapshot {

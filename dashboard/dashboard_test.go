@@ -8,11 +8,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gitfleet/gitfleet/reconciler/status"
 )
@@ -172,6 +175,74 @@ func TestToken(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer s3cret-token-value")
 	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
 		t.Errorf("bearer: %v", err)
+	}
+}
+
+// Basic auth is the other way in: users of an htpasswd file with bcrypt
+// entries, which must not be readable by others; the browser is told to
+// ask (WWW-Authenticate), and the token still works beside it.
+func TestUsers(t *testing.T) {
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte("correct horse"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("users", "# readers\nalice:"+string(hash)+"\n\n", 0o600)
+	for _, c := range []struct{ name, content, want string }{
+		{"md5", "alice:" + string(hash) + "\nbob:$apr1$Vx1kq1l2$3yzT0PBfBXbD6q6k.9X3w/\n", "md5:2: user bob: the hash is not bcrypt"},
+		{"colon", "alice\n", "colon:1: want user:hash"},
+		{"empty", "# nobody\n", "no user in the file"},
+		{"twice", "alice:" + string(hash) + "\nalice:" + string(hash) + "\n", "twice:2: user alice is listed twice"},
+	} {
+		if _, err := ReadUsers(write(c.name, c.content, 0o600)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	if _, err := ReadUsers(write("open", "alice:"+string(hash)+"\n", 0o644)); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("a file others can read: %v", err)
+	}
+	users, err := ReadUsers(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, fleetRepo(t, 0, 0), Options{Users: users, Token: "s3cret-token-value"})
+	ask := func(user, pass string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		res.Header.Set("X-Body", string(body))
+		return res
+	}
+	for range 2 { // the second time from memory
+		if res := ask("alice", "correct horse"); res.StatusCode != 200 || !strings.Contains(res.Header.Get("X-Body"), "prod-1") {
+			t.Errorf("alice with her password: %d", res.StatusCode)
+		}
+	}
+	for _, c := range [][2]string{{"alice", "wrong"}, {"mallory", "correct horse"}, {"", ""}} {
+		res := ask(c[0], c[1])
+		if res.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Basic ") {
+			t.Errorf("%q: %d, WWW-Authenticate %q", c[0], res.StatusCode, res.Header.Get("WWW-Authenticate"))
+		}
+		if body := res.Header.Get("X-Body"); !strings.Contains(body, "--ui-users") || !strings.Contains(body, "--ui-token") {
+			t.Errorf("%q: the refusal does not say what is asked: %s", c[0], body)
+		}
+	}
+	if code, _ := get(t, srv.URL+"/api/v1/fleet?token=s3cret-token-value"); code != 200 {
+		t.Errorf("the token beside the users: %d", code)
 	}
 }
 

@@ -53,7 +53,7 @@ type daemonOptions struct {
 	apiTokenFile   string
 	// secretsKey seals the gitfleet-pki bucket and bootstrap data;
 	// secretsPrevious opens what an older key sealed (rotation).
-	uiToken         string
+	ui              uiAccess
 	secretsKey      string
 	secretsPrevious string
 	tokenTTL        time.Duration
@@ -87,7 +87,7 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.DurationVar(&o.interval, "interval", sources.DefaultInterval, "how often the repository is polled (local repos are also watched)")
 	fs.StringVar(&o.replica, "replica", "", "this replica's name in leader election (default host-pid)")
 	fs.StringVar(&o.apiTokenFile, "api-token-file", "", "file holding the bearer token of the HTTP API (gitfleet scale); default <data-dir>/api-token, made on first start, readable by this user only")
-	fs.StringVar(&o.uiToken, "ui-token", os.Getenv("GITFLEET_UI_TOKEN"), "token the web dashboard asks for (default $GITFLEET_UI_TOKEN); required when --listen is not a loopback address")
+	o.ui.flags(fs)
 	fs.StringVar(&o.secretsKey, "secrets-key-file", "", "key (32 random bytes, base64) that seals cluster CAs, bootstrap tokens and machines' bootstrap data; every replica and worker needs the same one; default <data-dir>/secrets.key, made on first start, readable by this user only")
 	fs.StringVar(&o.secretsPrevious, "secrets-previous-key-file", "", "the key being rotated away from: what it sealed is sealed again under --secrets-key-file at start (docs/bootstrap.md)")
 	fs.DurationVar(&o.tokenTTL, "bootstrap-token-ttl", pki.DefaultTokenTTL, "how long a machine's bootstrap token is good for")
@@ -95,11 +95,7 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.StringVar(&o.verifySSH, "verify-ssh-keys", "", "comma-separated files of allowed SSH signing keys: only commits they signed are applied")
 	fs.StringVar(&o.verifyPGP, "verify-pgp-keys", "", "comma-separated files of allowed OpenPGP public keys")
 	fs.StringVar(&o.verifyMode, "verify-mode", sources.VerifyHead, "with verify keys: head (the commit applied must be signed) or all (every commit since the last applied one)")
-	fs.StringVar(&o.auth.Username, "git-username", "", "HTTP basic-auth user for a remote repository")
-	fs.StringVar(&o.auth.Password, "git-password", os.Getenv("GITFLEET_GIT_PASSWORD"), "HTTP password (default $GITFLEET_GIT_PASSWORD)")
-	fs.StringVar(&o.auth.Token, "git-token", os.Getenv("GITFLEET_GIT_TOKEN"), "HTTP access token (default $GITFLEET_GIT_TOKEN)")
-	fs.StringVar(&o.auth.SSHKeyFile, "git-ssh-key", "", "SSH private key for ssh:// and git@ repositories")
-	fs.StringVar(&o.auth.KnownHostsFile, "git-known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
+	gitAuthFlags(fs, &o.auth)
 	fs.DurationVar(&o.inventoryInterval, "inventory-interval", time.Minute, "in-process workers (up): how often they report their provider's machines")
 	o.orphans = reconciler.OrphansDelete
 	fs.Func("orphans", "what to do with a machine a provider has and no record wants: delete (after --orphan-grace) or report (default delete)", func(v string) error {
@@ -177,7 +173,9 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		}
 		scale := reconciler.ScaleHandler(token, leader.Load)
 		ui := uiOptions(repo.GitDir(), o.branch, o.statusBranch)
-		ui.Token = o.uiToken
+		if err := o.ui.apply(&ui); err != nil {
+			return err
+		}
 		srv, err := serveHTTP(ctx, o, src, &nats, reg, loop, scale, ui, log)
 		if err != nil {
 			return err
@@ -468,14 +466,23 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 	return srv, nil
 }
 
+// gitAuthFlags are the credentials of a remote repository.
+func gitAuthFlags(fs *flag.FlagSet, a *sources.Auth) {
+	fs.StringVar(&a.Username, "git-username", "", "HTTP basic-auth user for a remote repository")
+	fs.StringVar(&a.Password, "git-password", os.Getenv("GITFLEET_GIT_PASSWORD"), "HTTP password (default $GITFLEET_GIT_PASSWORD)")
+	fs.StringVar(&a.Token, "git-token", os.Getenv("GITFLEET_GIT_TOKEN"), "HTTP access token (default $GITFLEET_GIT_TOKEN)")
+	fs.StringVar(&a.SSHKeyFile, "git-ssh-key", "", "SSH private key for ssh:// and git@ repositories")
+	fs.StringVar(&a.KnownHostsFile, "git-known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
+}
+
 // dashboardHandler is the web dashboard at /: open on a loopback
-// address, behind --ui-token elsewhere, and off (saying why) when it
+// address, behind --ui-users or a token elsewhere, and off (saying why) when it
 // listens beyond this host without a token.
 func dashboardHandler(listen string, ui dashboard.Options, log zerolog.Logger) http.Handler {
-	if ui.Token == "" && !loopback(listen) {
-		log.Warn().Str("listen", listen).Msg("the web dashboard is off: --listen is not a loopback address and no --ui-token is set")
+	if !ui.Protected() && !loopback(listen) {
+		log.Warn().Str("listen", listen).Msg("the web dashboard is off: --listen is not a loopback address and neither --ui-users nor a --ui-token is set")
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, "the dashboard is off: gitfleet listens beyond this host without --ui-token", http.StatusForbidden)
+			http.Error(w, "the dashboard is off: gitfleet listens beyond this host without --ui-users or --ui-token-file", http.StatusForbidden)
 		})
 	}
 	return dashboard.Handler(ui)
@@ -484,9 +491,7 @@ func dashboardHandler(listen string, ui dashboard.Options, log zerolog.Logger) h
 // uiOptions are the dashboard's sources over the git repository at dir:
 // the status branch, and the history of branch and statusBranch.
 func uiOptions(dir, branch, statusBranch string) dashboard.Options {
-	open := func() (*git.Repository, error) {
-		return git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
-	}
+	open := func() (*git.Repository, error) { return openGit(dir) }
 	return dashboard.Options{
 		Source: dashboard.Branch(open, statusBranch),
 		History: func(ctx context.Context, cluster string) (*history.Log, error) {

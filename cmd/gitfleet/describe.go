@@ -123,7 +123,12 @@ func clusterNames(s *status.Snapshot) string {
 // openGit opens the repository at dir or one of its parents, work tree or
 // bare.
 func openGit(dir string) (*git.Repository, error) {
-	r, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	// A bare repository (the daemon's clone of a remote) first: looking
+	// for a .git folder upwards would miss it.
+	r, err := git.PlainOpen(dir)
+	if err != nil {
+		r, err = git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--repo %s: %w", dir, err)
 	}

@@ -38,6 +38,7 @@ func TestNoSecretLeaks(t *testing.T) {
 	e.git("config", "http.receivepack", "true")
 	repoURL := authGitRemote(t, filepath.Dir(e.repo), gitToken) + "/" + filepath.Base(e.repo) + "/.git"
 	nats := natstest.StartProcess(t, "--user", "gitfleet", "--pass", natsPassword)
+	e.listen = "127.0.0.1:" + freeTCPPort(t) // picked while NATS holds its port
 
 	f, err := os.OpenFile(e.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -46,7 +47,7 @@ func TestNoSecretLeaks(t *testing.T) {
 	withToken := strings.Replace(repoURL, "http://", "http://x-access-token:"+gitToken+"@", 1)
 	withPassword := strings.Replace(nats.URL(), "nats://", "nats://gitfleet:"+natsPassword+"@", 1)
 	e.cmd = exec.Command(e.bin, "up", "--repo", withToken, "--nats", withPassword, "--data-dir", e.data,
-		"--listen", "127.0.0.1:0", "--status-interval", "200ms", "--interval", "1s", "--json", "--log-level", "debug")
+		"--listen", e.listen, "--status-interval", "200ms", "--interval", "1s", "--json", "--log-level", "debug")
 	e.cmd.Env = append(os.Environ(), "GITFLEET_GIT_TOKEN="+gitToken, "GITFLEET_WEBHOOK_SECRET="+webhookSecret)
 	e.cmd.Stdout, e.cmd.Stderr = f, f
 	if err := e.cmd.Start(); err != nil {
@@ -54,6 +55,12 @@ func TestNoSecretLeaks(t *testing.T) {
 	}
 	_ = f.Close()
 	e.waitConverged("the fleet runs", fleetWant{"dev-1": {3, "v1.31.2"}, "prod-1": {6, "v1.31.2"}})
+
+	// The dashboard of a daemon on a remote repository reads the status
+	// branch in its bare clone.
+	if code, body := httpGet("http://" + e.listen + "/clusters/prod-1"); code != 200 || !strings.Contains(body, "<h1>Cluster prod-1</h1>") {
+		t.Errorf("the dashboard of a daemon on a remote: %d\n%.500s", code, body)
+	}
 
 	var leaks []string
 	check := func(where string, data []byte, allowed ...string) {

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/gitfleet/gitfleet/dashboard"
+	"github.com/gitfleet/gitfleet/reconciler/status"
+)
+
+// startDashboard runs gitfleet dashboard with args until the test ends;
+// stderr collects what it says.
+func startDashboard(t *testing.T, args ...string) (stderr *syncBuffer, done chan int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr, done = &syncBuffer{}, make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"dashboard"}, args...), &cmdEnv{stdout: &syncBuffer{}, stderr: stderr})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("gitfleet dashboard did not stop")
+		}
+	})
+	return stderr, done
+}
+
+// waitPage waits until url answers 200 with want in its body.
+func waitPage(t *testing.T, url, want string, done chan int, stderr *syncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := httpGet(url)
+		if code == 200 && strings.Contains(body, want) {
+			return
+		}
+		select {
+		case c := <-done:
+			t.Fatalf("gitfleet dashboard exited %d:\n%s", c, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d, no %q in:\n%s\nstderr:\n%s", url, code, want, body, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// fleetWithDev1 is the scripted fleet with dev-1 on its status branch.
+func fleetWithDev1(t *testing.T) (*scriptedFleet, *status.Writer) {
+	t.Helper()
+	f := newScriptedFleet(t)
+	w := statusWriter(t, f.dir)
+	if err := w.SetCluster(dev1(2, 2, at("09:05")), status.Origin{SourceCommit: f.git("", time.Time{}, "rev-parse", "HEAD")}); err != nil {
+		t.Fatal(err)
+	}
+	flushStatus(t, w)
+	return f, w
+}
+
+// An auditor points gitfleet dashboard at the fleet's URL: it clones the
+// repository (with the token from the environment, never in arguments or
+// output), shows the status and the history, and follows the daemon's
+// next status push without a restart.
+func TestDashboardOfARemote(t *testing.T) {
+	f, w := fleetWithDev1(t)
+	root := t.TempDir()
+	bare := filepath.Join(root, "fleet.git")
+	if out, err := exec.Command("git", "clone", "-q", "--bare", f.dir, bare).CombinedOutput(); err != nil {
+		t.Fatalf("git clone --bare: %v\n%s", err, out)
+	}
+	const token = "remote-token-0123456789abcdef"
+	url := authGitRemote(t, root, token) + "/fleet.git"
+
+	// A wrong token: a clear refusal that does not echo the secret.
+	t.Setenv("GITFLEET_GIT_TOKEN", "wrong-token-0123456789")
+	var errb syncBuffer
+	if code := run(t.Context(), []string{"dashboard", "--repo", url, "--listen", "127.0.0.1:" + freeTCPPort(t)}, &cmdEnv{stdout: &syncBuffer{}, stderr: &errb}); code == 0 ||
+		!strings.Contains(errb.String(), "check the credentials") || strings.Contains(errb.String(), "wrong-token") {
+		t.Errorf("a wrong token: exit %d:\n%s", code, errb.String())
+	}
+
+	t.Setenv("GITFLEET_GIT_TOKEN", token)
+	listen := "127.0.0.1:" + freeTCPPort(t)
+	stderr, done := startDashboard(t, "--repo", url, "--listen", listen, "--interval", "100ms")
+	waitPage(t, "http://"+listen+"/clusters/dev-1", "<h1>Cluster dev-1</h1>", done, stderr)
+	waitPage(t, "http://"+listen+"/history", "Initial fleet", done, stderr)
+	if code, _ := httpGet("http://" + listen + "/clusters/prod-1"); code != http.StatusNotFound {
+		t.Errorf("prod-1 before the daemon reported it: %d", code)
+	}
+
+	// The daemon reports prod-1 and pushes its status branch.
+	if err := w.SetCluster(prod1(), status.Origin{SourceCommit: f.git("", time.Time{}, "rev-parse", "HEAD")}); err != nil {
+		t.Fatal(err)
+	}
+	flushStatus(t, w)
+	f.git("", time.Time{}, "push", "-q", bare, "gitfleet/status")
+	waitPage(t, "http://"+listen+"/clusters/prod-1", "<h1>Cluster prod-1</h1>", done, stderr)
+	if s := stderr.String(); strings.Contains(s, token) || !strings.Contains(s, "read-only") {
+		t.Errorf("stderr:\n%s", s)
+	}
+}
+
+// Beyond 127.0.0.1 the dashboard asks who is reading: without --ui-users
+// or a token it does not start (the daemon serves 403 instead); a token
+// file others can read is refused; users sign in with basic auth.
+func TestDashboardAccess(t *testing.T) {
+	f, _ := fleetWithDev1(t)
+	dir := t.TempDir()
+	try := func(args ...string) (int, string) {
+		var errb syncBuffer
+		code := run(t.Context(), append([]string{"dashboard", "--repo", f.dir}, args...), &cmdEnv{stdout: &syncBuffer{}, stderr: &errb})
+		return code, errb.String()
+	}
+	if code, out := try("--listen", "0.0.0.0:"+freeTCPPort(t)); code != exitUsage || !strings.Contains(out, "--ui-users") {
+		t.Errorf("open to all: exit %d:\n%s", code, out)
+	}
+	loose := filepath.Join(dir, "token")
+	if err := os.WriteFile(loose, []byte("a-long-enough-token-value\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := try("--listen", "0.0.0.0:"+freeTCPPort(t), "--ui-token-file", loose); code == 0 || !strings.Contains(out, "chmod 600 "+loose) {
+		t.Errorf("a token file others can read: exit %d:\n%s", code, out)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte("auditor's password"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := filepath.Join(dir, "users")
+	if err := os.WriteFile(users, []byte("auditor:"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freeTCPPort(t)
+	stderr, done := startDashboard(t, "--repo", f.dir, "--listen", "0.0.0.0:"+port, "--ui-users", users)
+	page := "http://127.0.0.1:" + port + "/clusters/dev-1"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := httpGet(page)
+		if code == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("without a password: %d\n%s", code, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	req, _ := http.NewRequest(http.MethodGet, page, nil)
+	req.SetBasicAuth("auditor", "auditor's password")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("the auditor with the password: %d", res.StatusCode)
+	}
+	select {
+	case c := <-done:
+		t.Fatalf("exited %d", c)
+	default:
+	}
+
+	// The daemon on a public address with neither: the dashboard is off
+	// and says why; /metrics and the rest are not its business.
+	h := dashboardHandler("0.0.0.0:8080", dashboard.Options{}, zerolog.Nop())
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "--ui-users") {
+		t.Errorf("the daemon's dashboard beyond loopback without access: %d %s", rec.Code, rec.Body.String())
+	}
+}
