@@ -34,10 +34,11 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return time.Since(t).Round(time.Second).String()
 	},
-	"short": func(s string) string { return s[:min(len(s), 7)] },
-	"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-	"join":  strings.Join,
-	"add":   func(a, b int) int { return a + b },
+	"short":      func(s string) string { return s[:min(len(s), 7)] },
+	"when":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"join":       strings.Join,
+	"trimPrefix": func(prefix, s string) string { return strings.TrimPrefix(s, prefix) },
+	"add":        func(a, b int) int { return a + b },
 }).ParseFS(files, "templates/*.html"))
 
 // Source reads the status the pages show: the status branch's newest
@@ -208,10 +209,14 @@ func (o Options) apiRollouts(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// ClassRollout is a class's rollout as the clusters' status says it: each
-// wave with its clusters by state.
+// ClassRollout is a class's rollout: the daemon's decision for the
+// class (fleet.yaml's rollouts) and each wave with its clusters by state
+// (their own files).
 type ClassRollout struct {
 	Class string `json:"class"`
+	// Rollout is the daemon's record: revision, the change that started
+	// it, maxFailures, halted and why; nil before the daemon recorded one.
+	Rollout *status.ClassRollout `json:"rollout,omitempty"`
 	// Revisions are the class revisions its clusters are admitted to or
 	// wait for, sorted.
 	Revisions []string `json:"revisions,omitempty"`
@@ -220,7 +225,12 @@ type ClassRollout struct {
 
 // Wave is one wave of a class's rollout.
 type Wave struct {
-	Name     string         `json:"name"`
+	Name string `json:"name"`
+	// MaxConcurrent is the wave's limit as written; "" for none.
+	MaxConcurrent string `json:"maxConcurrent,omitempty"`
+	// Halted: the class's rollout halted on failures of this wave's
+	// clusters.
+	Halted   bool           `json:"halted,omitempty"`
 	Clusters []WaveCluster  `json:"clusters"`
 	States   map[string]int `json:"states"`
 }
@@ -232,31 +242,55 @@ type WaveCluster struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Rollouts groups the clusters' rollout status by class and wave.
+// Rollouts groups the clusters' rollout status by class and wave, the
+// waves in the class's order where the daemon recorded it.
 func Rollouts(s *status.Snapshot) []ClassRollout {
 	byClass := map[string]*ClassRollout{}
+	class := func(name string) *ClassRollout {
+		cr := byClass[name]
+		if cr == nil {
+			cr = &ClassRollout{Class: name}
+			byClass[name] = cr
+		}
+		return cr
+	}
+	wave := func(cr *ClassRollout, name string) *Wave {
+		i := slices.IndexFunc(cr.Waves, func(w Wave) bool { return w.Name == name })
+		if i < 0 {
+			cr.Waves = append(cr.Waves, Wave{Name: name, States: map[string]int{}})
+			i = len(cr.Waves) - 1
+		}
+		return &cr.Waves[i]
+	}
+	for i := range s.Fleet.Rollouts {
+		r := &s.Fleet.Rollouts[i]
+		cr := class(r.Class)
+		cr.Rollout = r
+		for _, w := range r.Waves {
+			if w.Clusters == 0 {
+				continue // the implicit last wave, or a wave no cluster is in
+			}
+			wv := wave(cr, w.Name)
+			wv.MaxConcurrent = w.MaxConcurrent
+		}
+	}
 	for _, c := range s.Clusters {
 		if c.Rollout == nil || c.Class == "" {
 			continue
 		}
-		cr := byClass[c.Class]
-		if cr == nil {
-			cr = &ClassRollout{Class: c.Class}
-			byClass[c.Class] = cr
-		}
+		cr := class(c.Class)
 		for _, rev := range []string{c.Rollout.ClassRevision, c.Rollout.PendingRevision} {
 			if rev != "" && !slices.Contains(cr.Revisions, rev) {
 				cr.Revisions = append(cr.Revisions, rev)
 				slices.Sort(cr.Revisions)
 			}
 		}
-		i := slices.IndexFunc(cr.Waves, func(w Wave) bool { return w.Name == c.Rollout.Wave })
-		if i < 0 {
-			cr.Waves = append(cr.Waves, Wave{Name: c.Rollout.Wave, States: map[string]int{}})
-			i = len(cr.Waves) - 1
+		w := wave(cr, c.Rollout.Wave)
+		if r := cr.Rollout; r != nil && r.Halted && slices.Contains(r.Failed, c.Name) {
+			w.Halted = true
 		}
-		cr.Waves[i].Clusters = append(cr.Waves[i].Clusters, WaveCluster{Name: c.Name, State: c.Rollout.State, Reason: c.Rollout.Reason})
-		cr.Waves[i].States[c.Rollout.State]++
+		w.Clusters = append(w.Clusters, WaveCluster{Name: c.Name, State: c.Rollout.State, Reason: c.Rollout.Reason})
+		w.States[c.Rollout.State]++
 	}
 	out := make([]ClassRollout, 0, len(byClass))
 	for _, cr := range byClass {

@@ -124,6 +124,54 @@ func TestPages(t *testing.T) {
 	}
 }
 
+// A rollout that halted in its first wave says so on the rollouts page,
+// with the daemon's reason, the change that started it, the limits, and
+// each cluster's state and reason; the waves keep the class's order.
+func TestHaltedRollout(t *testing.T) {
+	repo, err := git.PlainInit(t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := status.NewWriter(t.Context(), status.Options{Repo: repo, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	reason := "halted: 1 of maxFailures 1 clusters failed (zz-canary); change the class again to release it (a fix or a revert), or raise spec.rollout.maxFailures in classes/standard.yaml:1"
+	for _, c := range []status.ClusterStatus{
+		{Name: "zz-canary", Class: "standard", Phase: "Provisioned", Rollout: &status.Rollout{ClassRevision: "b4d", Wave: "canary", State: "Failed",
+			Reason: "machine zz-canary-md-0-x1 failed: simulated provisioning failure"}},
+		{Name: "aa-prod", Class: "standard", Phase: "Provisioned", Rollout: &status.Rollout{ClassRevision: "g00d", Wave: "prod", State: "Waiting",
+			Reason: "rollout of class standard " + reason, PendingRevision: "b4d"}},
+	} {
+		if err := w.SetCluster(c, status.Origin{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.SetFleet(status.FleetStatus{Rollouts: []status.ClassRollout{{Class: "standard", Revision: "b4d", Started: time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC),
+		Change:      &status.SourceCommit{Commit: "0123456789abcdef", Subject: "standard: a worker template that fails", Author: "Bob <bob@example.com>"},
+		MaxFailures: 1, CurrentWave: "prod", Halted: true, Reason: reason, Failed: []string{"zz-canary"},
+		Waves: []status.WaveRollout{{Name: "canary", Clusters: 1}, {Name: "prod", MaxConcurrent: "25%", Clusters: 1, Waiting: 1}, {Name: "(unmatched)"}}}}}, status.Origin{})
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, repo, Options{})
+	_, page := get(t, srv.URL+"/rollouts")
+	wantAll(t, "the rollouts page", page, `<p class="alert halted" role="alert"><strong>Halted</strong>: 1 of maxFailures 1 clusters failed (zz-canary)`,
+		"<code>0123456</code></a> by Bob &lt;bob@example.com&gt;: standard: a worker template that fails", "<dd>1 (failed: zz-canary)</dd>",
+		`<h3>Wave canary <span class="bad">halted</span></h3>`, "maxConcurrent 25%",
+		`zz-canary</a>: <span class="state state-Failed">Failed</span> — machine zz-canary-md-0-x1 failed: simulated provisioning failure`,
+		`aa-prod</a>: <span class="state state-Waiting">Waiting</span> — rollout of class standard halted`)
+	if strings.Index(page, "Wave canary") > strings.Index(page, "Wave prod") || strings.Contains(page, "(unmatched)") {
+		t.Errorf("waves out of the class's order, or an empty wave shown:\n%s", page)
+	}
+	_, body := get(t, srv.URL+"/api/v1/rollouts")
+	var rs []ClassRollout
+	if err := json.Unmarshal([]byte(body), &rs); err != nil || len(rs) != 1 || rs[0].Rollout == nil || !rs[0].Rollout.Halted || !rs[0].Waves[0].Halted || rs[0].Waves[1].MaxConcurrent != "25%" {
+		t.Fatalf("/api/v1/rollouts: %v %s", err, body)
+	}
+}
+
 // The API is the same data as JSON.
 func TestAPI(t *testing.T) {
 	srv := serve(t, fleetRepo(t, 0, 0), Options{})

@@ -13,8 +13,11 @@ import (
 type Desired struct {
 	Clusters []*DesiredCluster // sorted by name
 	Classes  []*DesiredClass   // sorted by name
-	byName   map[string]*DesiredCluster
-	byClass  map[string]*DesiredClass
+	// Change is the spec commit this was read from (set by the caller): a
+	// class revision first seen here starts its rollout with it.
+	Change  Change
+	byName  map[string]*DesiredCluster
+	byClass map[string]*DesiredClass
 	// inputs are the content keys each cluster was expanded from
 	// (ExpandReusing); "" when unknown.
 	inputs map[string]string

@@ -102,7 +102,16 @@ type RolloutRecord struct {
 	Class    string           `json:"class"`
 	Revision string           `json:"revision"`
 	Started  time.Time        `json:"started"`
+	Change   Change           `json:"change,omitzero"`
 	Failed   []RolloutFailure `json:"failed,omitempty"`
+}
+
+// Change is the spec commit a revision was read from: the one that
+// started a rollout.
+type Change struct {
+	Commit  string `json:"commit,omitempty"`
+	Author  string `json:"author,omitempty"`
+	Subject string `json:"subject,omitempty"`
 }
 
 // RolloutFailure is a cluster that failed on a rollout.

@@ -181,6 +181,9 @@ type ClassRollout struct {
 	Failed      []string     `json:"failed,omitempty"`
 	Halted      bool         `json:"halted,omitempty"`
 	Reason      string       `json:"reason,omitempty"`
+	// Change started the rollout; MaxFailures halts it.
+	Change      Change `json:"change,omitzero"`
+	MaxFailures int    `json:"maxFailures"`
 }
 
 // WaveStatus counts one wave's clusters.
@@ -190,4 +193,6 @@ type WaveStatus struct {
 	Done     int      `json:"done"`
 	Updating []string `json:"updating,omitempty"`
 	Waiting  []string `json:"waiting,omitempty"`
+	// MaxConcurrent is the wave's limit as written; "" for none.
+	MaxConcurrent string `json:"maxConcurrent,omitempty"`
 }

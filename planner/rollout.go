@@ -54,7 +54,7 @@ func Rollouts(d *Desired, sums map[string]Summary, records map[string]RolloutRec
 		byClass[dc.Class] = append(byClass[dc.Class], dc.Name)
 	}
 	for _, class := range d.Classes {
-		g.classes = append(g.classes, g.rollout(class, byClass[class.Name], sums, records[class.Name], now))
+		g.classes = append(g.classes, g.rollout(class, byClass[class.Name], sums, records[class.Name], d.Change, now))
 	}
 	return g
 }
@@ -67,16 +67,20 @@ const (
 	standPending         // not admitted; admitting it changes machines
 )
 
-func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Summary, rr RolloutRecord, now time.Time) ClassRollout {
+func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Summary, rr RolloutRecord, change Change, now time.Time) ClassRollout {
 	changed := false
 	if rr.Revision != class.Revision || rr.Class != class.Name {
-		rr = RolloutRecord{Class: class.Name, Revision: class.Revision, Started: now}
+		rr = RolloutRecord{Class: class.Name, Revision: class.Revision, Started: now, Change: change}
 		changed = true
 	}
 	rev := class.Revision
-	cr := ClassRollout{Class: class.Name, Revision: rev, Started: rr.Started, Waves: make([]WaveStatus, len(class.Waves))}
+	cr := ClassRollout{Class: class.Name, Revision: rev, Started: rr.Started, Change: rr.Change, MaxFailures: class.MaxFailures,
+		Waves: make([]WaveStatus, len(class.Waves))}
 	for i, w := range class.Waves {
 		cr.Waves[i].Name = w.Name
+		if w.MaxConcurrent != nil {
+			cr.Waves[i].MaxConcurrent = w.MaxConcurrent.String()
+		}
 	}
 	for _, n := range names {
 		s := sums[n]

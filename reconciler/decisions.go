@@ -65,7 +65,14 @@ type storedRollout struct {
 	Class    string          `json:"class"`
 	Revision string          `json:"revision"`
 	Started  time.Time       `json:"started"`
+	Change   storedChange    `json:"change,omitzero"`
 	Failed   []storedFailure `json:"failed,omitempty"`
+}
+
+type storedChange struct {
+	Commit  string `json:"commit,omitempty"`
+	Author  string `json:"author,omitempty"`
+	Subject string `json:"subject,omitempty"`
 }
 
 type storedFailure struct {
@@ -107,7 +114,7 @@ func (s storedCluster) record() planner.ClusterRecord {
 }
 
 func toStoredRollout(r planner.RolloutRecord) storedRollout {
-	s := storedRollout{Class: r.Class, Revision: r.Revision, Started: r.Started}
+	s := storedRollout{Class: r.Class, Revision: r.Revision, Started: r.Started, Change: storedChange(r.Change)}
 	for _, f := range r.Failed {
 		s.Failed = append(s.Failed, storedFailure(f))
 	}
@@ -115,7 +122,7 @@ func toStoredRollout(r planner.RolloutRecord) storedRollout {
 }
 
 func (s storedRollout) record() planner.RolloutRecord {
-	r := planner.RolloutRecord{Class: s.Class, Revision: s.Revision, Started: s.Started}
+	r := planner.RolloutRecord{Class: s.Class, Revision: s.Revision, Started: s.Started, Change: planner.Change(s.Change)}
 	for _, f := range s.Failed {
 		r.Failed = append(r.Failed, planner.RolloutFailure(f))
 	}

@@ -108,6 +108,7 @@ type Reconciler struct {
 	machines     map[string]map[string]*machine // cluster → machine name → machine
 	counts       *fleetCounts                   // machines and clusters by phase, kept by put, remove and writeCluster
 	gates        *planner.Gates                 // the last pass's rollout gates
+	rollouts     []status.ClassRollout          // the gates' class rollouts, for fleet.yaml
 	moved        map[string]bool                // classes whose summaries moved since gates were compared
 	// unsent are machines whose current attempt is recorded but was not
 	// accepted by NATS: published again on the next tick.
@@ -471,6 +472,7 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 	for _, p := range problems {
 		log.Warn().Str("problem", p.Error()).Msg("cluster blocked by the planner's rules")
 	}
+	desired.Change = planner.Change{Commit: rev.Commit, Author: rev.Author, Subject: rev.Subject()}
 	prev := r.desired
 	r.rev, r.desired, r.lastRejected = rev, desired, nil
 	r.metrics.RevisionsApplied.Inc()
@@ -582,6 +584,8 @@ func (r *Reconciler) step(ctx context.Context) {
 		}
 		clear(moved)
 		r.countRollouts(gates.Classes()) // only when a rollout may have moved
+		r.rollouts = statusRollouts(gates.Classes())
+		r.writeFleet()
 	}
 	r.gates = gates
 	r.planSeq++

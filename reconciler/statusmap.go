@@ -178,5 +178,24 @@ func (r *Reconciler) writeFleet() {
 			Message: "the machines store was empty: no plan until the inventory of " + rb.waiting + " is in"})
 	}
 	f.Orphans = r.orphanList()
+	f.Rollouts = r.rollouts
 	r.o.Status.SetFleet(f, o)
+}
+
+// statusRollouts are the class rollouts as fleet.yaml shows them.
+func statusRollouts(classes []planner.ClassRollout) []status.ClassRollout {
+	out := make([]status.ClassRollout, 0, len(classes))
+	for _, c := range classes {
+		sc := status.ClassRollout{Class: c.Class, Revision: c.Revision, Started: c.Started, MaxFailures: c.MaxFailures,
+			CurrentWave: c.CurrentWave, Halted: c.Halted, Reason: c.Reason, Failed: c.Failed}
+		if c.Change.Commit != "" {
+			sc.Change = &status.SourceCommit{Commit: c.Change.Commit, Subject: c.Change.Subject, Author: c.Change.Author}
+		}
+		for _, w := range c.Waves {
+			sc.Waves = append(sc.Waves, status.WaveRollout{Name: w.Name, MaxConcurrent: w.MaxConcurrent, Clusters: len(w.Clusters),
+				Done: w.Done, Updating: len(w.Updating), Waiting: len(w.Waiting)})
+		}
+		out = append(out, sc)
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,18 @@ func TestRolloutHaltAndRevert(t *testing.T) {
 	if r := e.status().Cluster("canary-1").Rollout; !strings.Contains(r.Reason, "simulated provisioning failure") {
 		t.Errorf("canary-1 rollout reason %q does not say why", r.Reason)
 	}
+	// fleet.yaml says the class's rollout halted before wave stage, why,
+	// and which commit started it.
+	e.waitFor("fleet.yaml's rollout of standard halted", 30*time.Second, func() (bool, string) {
+		for _, r := range e.status().Fleet.Rollouts {
+			if r.Class == "standard" {
+				return r.Halted && r.CurrentWave == "stage" && slices.Equal(r.Failed, []string{"canary-1"}) && r.MaxFailures == 1 &&
+					strings.Contains(r.Reason, "canary-1") && r.Change != nil && r.Change.Subject == "standard: a worker template that fails" &&
+					strings.HasPrefix(r.Change.Author, "Bob"), fmt.Sprintf("%+v %+v", r, r.Change)
+			}
+		}
+		return false, "no rollout of standard"
+	})
 
 	// Release through Git: revert the change.
 	e.git("-c", "user.name=Carol", "-c", "user.email=carol@example.com", "revert", "--no-edit", "HEAD")

@@ -85,6 +85,13 @@ func (f FleetStatus) normalized() FleetStatus {
 			return strings.Compare(a.Cluster+"/"+a.Machine+"/"+a.Worker, b.Cluster+"/"+b.Machine+"/"+b.Worker)
 		})
 	}
+	if len(f.Rollouts) > 0 {
+		f.Rollouts = slices.Clone(f.Rollouts)
+		for i := range f.Rollouts {
+			f.Rollouts[i].Started = f.Rollouts[i].Started.UTC().Truncate(time.Second)
+		}
+		slices.SortFunc(f.Rollouts, func(a, b ClassRollout) int { return strings.Compare(a.Class, b.Class) })
+	}
 	if f.LastRejected != nil {
 		r := *f.LastRejected
 		r.Errors = slices.Clone(r.Errors)

@@ -234,6 +234,10 @@ type FleetStatus struct {
 	Conditions []Condition `yaml:"conditions,omitempty" json:"conditions,omitempty"`
 	// Orphans are machines a provider has and no record wants, sorted.
 	Orphans []Orphan `yaml:"orphans,omitempty" json:"orphans,omitempty"`
+	// Rollouts are the classes' fleet rollouts as the daemon decides them,
+	// sorted by class: what each wave has done and why the rollout waits
+	// or halted. Each cluster's own part is in its file (Rollout).
+	Rollouts []ClassRollout `yaml:"rollouts,omitempty" json:"rollouts,omitempty"`
 	// Counts are computed by the Writer from the cluster files; what a
 	// caller puts here is replaced.
 	Counts `yaml:",inline" json:",inline"`
@@ -260,6 +264,43 @@ type SourceCommit struct {
 	Commit string `yaml:"commit" json:"commit"`
 	// Subject is the first line of the commit message.
 	Subject string `yaml:"subject,omitempty" json:"subject,omitempty"`
+	// Author is "Name <email>", where it is shown (a rollout's change).
+	Author string `yaml:"author,omitempty" json:"author,omitempty"`
+}
+
+// ClassRollout is one class's fleet rollout: its revision moving through
+// the waves in order.
+type ClassRollout struct {
+	Class string `yaml:"class" json:"class"`
+	// Revision is the class revision rolling out, since Started.
+	Revision string    `yaml:"revision" json:"revision"`
+	Started  time.Time `yaml:"started,omitempty" json:"started,omitzero"`
+	// Change is the spec commit at which the daemon first saw Revision
+	// (the newest one, when several landed together); absent for
+	// rollouts started before it was recorded.
+	Change      *SourceCommit `yaml:"change,omitempty" json:"change,omitempty"`
+	MaxFailures int           `yaml:"maxFailures" json:"maxFailures"`
+	// CurrentWave is the first wave not done; "" when nothing moves.
+	CurrentWave string `yaml:"currentWave,omitempty" json:"currentWave,omitempty"`
+	// Halted: failures reached maxFailures; no other cluster is admitted
+	// until the class changes again. Reason says so, or how far the
+	// current wave is.
+	Halted bool   `yaml:"halted,omitempty" json:"halted,omitempty"`
+	Reason string `yaml:"reason,omitempty" json:"reason,omitempty"`
+	// Failed are the clusters that failed on Revision.
+	Failed []string      `yaml:"failed,omitempty" json:"failed,omitempty"`
+	Waves  []WaveRollout `yaml:"waves" json:"waves"`
+}
+
+// WaveRollout counts one wave's clusters on the class's revision.
+type WaveRollout struct {
+	Name string `yaml:"name" json:"name"`
+	// MaxConcurrent is the wave's limit as written (3, 25%); "" for none.
+	MaxConcurrent string `yaml:"maxConcurrent,omitempty" json:"maxConcurrent,omitempty"`
+	Clusters      int    `yaml:"clusters" json:"clusters"`
+	Done          int    `yaml:"done" json:"done"`
+	Updating      int    `yaml:"updating" json:"updating"`
+	Waiting       int    `yaml:"waiting" json:"waiting"`
 }
 
 // Rejection is a commit that did not validate.
