@@ -173,7 +173,9 @@ func (o Options) apiFleet(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, struct {
 			Commit string             `json:"statusCommit"`
 			Fleet  status.FleetStatus `json:"fleet"`
-		}{s.Commit, s.Fleet})
+			// MachinesByProvider is counted from the cluster files.
+			MachinesByProvider map[string]int `json:"machinesByProvider"`
+		}{s.Commit, s.Fleet, machinesByProvider(s)})
 	}
 }
 
@@ -300,13 +302,26 @@ func Rollouts(s *status.Snapshot) []ClassRollout {
 	return out
 }
 
+// machinesByProvider counts the fleet's machines by provider (fleet.yaml
+// counts them by phase and version only).
+func machinesByProvider(s *status.Snapshot) map[string]int {
+	out := map[string]int{}
+	for i := range s.Clusters {
+		for _, m := range s.Clusters[i].Machines {
+			out[m.Provider]++
+		}
+	}
+	return out
+}
+
 type fleetView struct {
-	S        *status.Snapshot
-	Clusters []ClusterSummary
-	Query    string
-	Page     int
-	Pages    int
-	Total    int
+	S          *status.Snapshot
+	ByProvider map[string]int
+	Clusters   []ClusterSummary
+	Query      string
+	Page       int
+	Pages      int
+	Total      int
 }
 
 func (o Options) fleetPage(w http.ResponseWriter, r *http.Request) {
@@ -319,7 +334,7 @@ func (o Options) fleetPage(w http.ResponseWriter, r *http.Request) {
 	pages := max(1, (len(all)+o.PageSize-1)/o.PageSize)
 	page = min(max(page, 1), pages)
 	from := (page - 1) * o.PageSize
-	v := fleetView{S: s, Clusters: all[from:min(from+o.PageSize, len(all))], Query: r.URL.Query().Get("q"), Page: page, Pages: pages, Total: len(all)}
+	v := fleetView{S: s, ByProvider: machinesByProvider(s), Clusters: all[from:min(from+o.PageSize, len(all))], Query: r.URL.Query().Get("q"), Page: page, Pages: pages, Total: len(all)}
 	render(w, "fleet.html", v)
 }
 
@@ -332,7 +347,51 @@ func (o Options) clusterPage(w http.ResponseWriter, r *http.Request) {
 		S       *status.Snapshot
 		C       *status.ClusterStatus
 		Summary ClusterSummary
-	}{s, c, summarize(c)})
+		Recent  []Event
+	}{s, c, summarize(c), Recent(c, recentEvents)})
+}
+
+// recentEvents is how many events a cluster's page lists; the history
+// page has the rest.
+const recentEvents = 12
+
+// Event is something that happened to a cluster, as its status file
+// dates it: a machine created or deleted (and why), a condition that
+// changed, an admission to a class revision.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Machine string    `json:"machine,omitempty"`
+	What    string    `json:"what"`
+	Why     string    `json:"why,omitempty"`
+}
+
+// Recent lists a cluster's newest n events from its status file alone,
+// newest first: no walk of the history, so a page costs the same however
+// long the fleet has run.
+func Recent(c *status.ClusterStatus, n int) []Event {
+	var out []Event
+	for _, m := range c.Machines {
+		if !m.Created.IsZero() {
+			out = append(out, Event{Time: m.Created, Machine: m.Name, What: "created", Why: m.Cause})
+		}
+	}
+	for _, d := range c.Deleted {
+		why := d.Cause
+		if d.Reason != "" {
+			why += " (" + d.Reason + ")"
+		}
+		out = append(out, Event{Time: d.Deleted, Machine: d.Name, What: "deleted", Why: why})
+	}
+	for _, cd := range c.Conditions {
+		if !cd.LastTransitionTime.IsZero() {
+			out = append(out, Event{Time: cd.LastTransitionTime, What: cd.Type + " " + cd.Status, Why: strings.TrimSpace(cd.Reason + " " + cd.Message)})
+		}
+	}
+	if r := c.Rollout; r != nil && !r.AdmittedAt.IsZero() {
+		out = append(out, Event{Time: r.AdmittedAt, What: "admitted to class revision " + r.ClassRevision, Why: "wave " + r.Wave})
+	}
+	slices.SortStableFunc(out, func(a, b Event) int { return b.Time.Compare(a.Time) })
+	return out[:min(n, len(out))]
 }
 
 func (o Options) rolloutsPage(w http.ResponseWriter, _ *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,11 +112,12 @@ func TestPages(t *testing.T) {
 	}
 	wantAll(t, "the fleet page", fleet, "2 clusters, 3 machines", `<a href="/clusters/dev-1">dev-1</a>`, `<a href="/clusters/prod-1">prod-1</a>`,
 		"Rejected commit <code>fedcba9</code>", `&#34;four&#34; is not a number`, "Not ready</span> WaitingForWave: wave dev is rolling out",
-		`<label for="q">Search clusters</label>`, "<caption>Clusters by phase</caption>")
+		`<label for="q">Search clusters</label>`, "<caption>Clusters by phase</caption>",
+		`<caption>Machines by provider</caption><tbody><tr><th scope="row">local</th><td>3</td></tr>`)
 	_, cluster := get(t, srv.URL+"/clusters/dev-1")
 	wantAll(t, "dev-1's page", cluster, "<h1>Cluster dev-1</h1>", "<strong>Control plane</strong>: 1 of 1 ready",
 		"<strong>md-0</strong>: 1 of 1 ready", `<a class="machine" href="/history?machine=dev-1-md-0-b02">dev-1-md-0-b02</a> <span class="phase phase-Running">Running</span> v1.32.0 local at 127.0.0.1:4b02`,
-		"rolling update to v1.32.0")
+		"rolling update to v1.32.0", `<h2 id="recent">Recent events</h2>`, "Ready True", `<a href="/history?cluster=dev-1">The whole history of dev-1</a>`)
 	_, rollouts := get(t, srv.URL+"/rollouts")
 	wantAll(t, "the rollouts page", rollouts, "Class standard", "<h3>Wave dev</h3>", "<h3>Wave prod</h3>",
 		`prod-1</a>: <span class="state state-Waiting">Waiting</span> — wave dev is not done`)
@@ -172,6 +174,30 @@ func TestHaltedRollout(t *testing.T) {
 	}
 }
 
+// A cluster's recent events come from its status file: machines created
+// and deleted with why, conditions that changed, its admission; newest
+// first, at most n.
+func TestRecentEvents(t *testing.T) {
+	at := func(m int) time.Time { return time.Date(2026, 11, 25, 10, m, 0, 0, time.UTC) }
+	c := &status.ClusterStatus{Name: "dev-1",
+		Machines:   []status.MachineStatus{{Name: "dev-1-md-0-b", Created: at(5), Cause: "rolling update of md-0 to v1.32.0"}, {Name: "dev-1-md-0-a"}},
+		Deleted:    []status.DeletedMachine{{Name: "dev-1-md-0-x", Cause: "remediate: no heartbeat for 40s", Reason: "MachineMissing", Deleted: at(7)}},
+		Conditions: []status.Condition{{Type: "Ready", Status: "False", Reason: "RollingUpdate", Message: "1 of 2 workers up to date", LastTransitionTime: at(4)}},
+		Rollout:    &status.Rollout{ClassRevision: "c0ffee", Wave: "dev", State: "Progressing", AdmittedAt: at(3)}}
+	got := Recent(c, 3)
+	want := []Event{
+		{Time: at(7), Machine: "dev-1-md-0-x", What: "deleted", Why: "remediate: no heartbeat for 40s (MachineMissing)"},
+		{Time: at(5), Machine: "dev-1-md-0-b", What: "created", Why: "rolling update of md-0 to v1.32.0"},
+		{Time: at(4), What: "Ready False", Why: "RollingUpdate 1 of 2 workers up to date"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Recent:\n got %+v\nwant %+v", got, want)
+	}
+	if all := Recent(c, 10); len(all) != 4 || all[3].What != "admitted to class revision c0ffee" {
+		t.Errorf("all events: %+v", all)
+	}
+}
+
 // The API is the same data as JSON.
 func TestAPI(t *testing.T) {
 	srv := serve(t, fleetRepo(t, 0, 0), Options{})
@@ -191,7 +217,9 @@ func TestAPI(t *testing.T) {
 		t.Fatalf("/api/v1/rollouts: %v %s", err, body)
 	}
 	_, body = get(t, srv.URL+"/api/v1/fleet")
-	wantAll(t, "/api/v1/fleet", body, `"clusters": 2`, `"lastRejected"`)
+	wantAll(t, "/api/v1/fleet", body, `"clusters": 2`, `"lastRejected"`, `"machinesByProvider": {
+    "local": 3
+  }`)
 	_, body = get(t, srv.URL+"/api/v1/clusters?q=prod")
 	if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 1 || list[0].Name != "prod-1" {
 		t.Errorf("search prod: %v %s", err, body)

@@ -109,7 +109,7 @@ func rolloutStatus(a *Admission, g *Gate) *ClusterRollout {
 		r.Revision, r.Wave, r.AdmittedAt, r.State, r.Reason = a.Revision, a.Wave, a.AdmittedAt, a.State, a.Reason
 	}
 	if g.Waiting {
-		r.State, r.PendingRevision = RolloutWaiting, g.PendingRevision
+		r.State, r.PendingRevision, r.Reason = RolloutWaiting, g.PendingRevision, g.Reason
 	}
 	return r
 }

@@ -17,7 +17,8 @@ import (
 // pictures for docs/dashboard.md) drives a headless Chromium over the
 // dashboard of gitfleet up on the demo fleet: the fleet page lists both
 // clusters, prod-1's page its control plane, the rollouts page its class,
-// the history page prod-1's trail. It asserts on the pages' text; the
+// the history page prod-1's trail; a class bump rolls wave by wave, and
+// a failing one halts in the first wave with its reason. It asserts on the pages' text; the
 // screenshots are saved, not compared.
 func TestDashboardInABrowser(t *testing.T) {
 	if os.Getenv("BROWSER_TEST") == "" {
@@ -123,6 +124,33 @@ func TestDashboardInABrowser(t *testing.T) {
 	shot("rollouts")
 	if still, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.gitfleetLoaded || "reloaded"`)); err != nil || still != loaded {
 		t.Errorf("the page reloaded (%q, was %q): live updates must swap the content in place", still, loaded)
+	}
+
+	// A class change whose workers cannot be made (an inmemory template
+	// that always fails) fails dev-1, and the rollout halts before prod:
+	// the page says Halted, why, and what started it, without a reload.
+	// (inmemory machines send no heartbeats: prod-1's check for them goes
+	// first, or the change is refused.)
+	e.edit("clusters/prod-1.yaml", func(s string) string {
+		return strings.Replace(s, "      - type: Ready\n        status: Unknown\n        timeoutSeconds: 30\n", "", 1)
+	})
+	e.commit("Dave", "prod-1: no heartbeat check of workers")
+	e.edit("classes/standard.yaml", func(s string) string {
+		s = strings.Replace(s, "          provider: local\n          spec:\n            cpus: 2\n            memory: 4Gi\n            startupDelay: 3s\n",
+			"          provider: inmemory\n          spec:\n            failureRate: 1\n", 1)
+		return s[:strings.Index(s, "  patches:\n")] + s[strings.Index(s, "  rollout:\n    # A class change"):]
+	})
+	e.commit("Dave", "standard: workers on a template that fails")
+	waitText("the rollout halted in wave dev, prod-1 held", func(p string) bool {
+		return strings.Contains(p, "Halted: 1 of maxFailures 1 clusters failed (dev-1)") && strings.Contains(p, "dev-1: Failed") &&
+			strings.Contains(p, "prod-1: Waiting — rollout of class standard halted") && strings.Contains(p, "standard: workers on a template that fails")
+	})
+	if halted := text(".waves li h3"); !strings.Contains(halted, "Wave dev") || !strings.Contains(halted, "halted") {
+		t.Errorf("the first wave's heading: %q", halted)
+	}
+	shot("rollouts-halted")
+	if still, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.gitfleetLoaded || "reloaded"`)); err != nil || still != loaded {
+		t.Errorf("the page reloaded while the rollout halted (%q, was %q)", still, loaded)
 	}
 	visit("/history?cluster=prod-1", "h1")
 	if page := text("main"); !strings.Contains(page, "History of prod-1") {

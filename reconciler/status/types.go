@@ -113,7 +113,8 @@ type Rollout struct {
 	// without a wave: new, or changed in its own files), Done, Failed, or
 	// Waiting (PendingRevision waits for the cluster's wave).
 	State string `yaml:"state" json:"state"`
-	// Reason says which machine failed and why (Failed).
+	// Reason says which machine failed and why (Failed), or why the
+	// cluster waits (Waiting).
 	Reason string `yaml:"reason,omitempty" json:"reason,omitempty"`
 	// PendingRevision is a newer class revision waiting for the wave.
 	PendingRevision string `yaml:"pendingRevision,omitempty" json:"pendingRevision,omitempty"`
