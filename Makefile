@@ -33,7 +33,7 @@ run: build ## make a demo fleet under .gitfleet/demo (once) and run gitfleet up 
 	./$(BIN) up --repo $(DEMO) --data-dir .gitfleet/data
 
 .PHONY: test
-test: deps ## run every test with -race, then a short fuzz run
+test: deps chromium ## run every test with -race (with a short browser test where Chromium runs), then a short fuzz run
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./schemas
 

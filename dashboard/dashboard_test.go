@@ -126,10 +126,10 @@ func TestPages(t *testing.T) {
 	}
 }
 
-// A rollout that halted in its first wave says so on the rollouts page,
-// with the daemon's reason, the change that started it, the limits, and
-// each cluster's state and reason; the waves keep the class's order.
-func TestHaltedRollout(t *testing.T) {
+// haltedRepo writes a status branch where class standard's rollout
+// halted: zz-canary failed in wave canary, aa-prod waits in wave prod.
+func haltedRepo(t *testing.T) (*git.Repository, *status.Writer) {
+	t.Helper()
 	repo, err := git.PlainInit(t.TempDir(), false)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestHaltedRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	t.Cleanup(func() { w.Close() })
 	reason := "halted: 1 of maxFailures 1 clusters failed (zz-canary); change the class again to release it (a fix or a revert), or raise spec.rollout.maxFailures in classes/standard.yaml:1"
 	for _, c := range []status.ClusterStatus{
 		{Name: "zz-canary", Class: "standard", Phase: "Provisioned", Rollout: &status.Rollout{ClassRevision: "b4d", Wave: "canary", State: "Failed",
@@ -157,10 +157,18 @@ func TestHaltedRollout(t *testing.T) {
 	if err := w.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return repo, w
+}
+
+// A rollout that halted in its first wave says so on the rollouts page,
+// with the daemon's reason, the change that started it, the limits, and
+// each cluster's state and reason; the waves keep the class's order.
+func TestHaltedRollout(t *testing.T) {
+	repo, _ := haltedRepo(t)
 	srv := serve(t, repo, Options{})
 	_, page := get(t, srv.URL+"/rollouts")
 	wantAll(t, "the rollouts page", page, `<p class="alert halted" role="alert"><strong>Halted</strong>: 1 of maxFailures 1 clusters failed (zz-canary)`,
-		"<code>0123456</code></a> by Bob &lt;bob@example.com&gt;: standard: a worker template that fails", "<dd>1 (failed: zz-canary)</dd>",
+		`<a href="/history#commit-0123456789abcdef" title="0123456789abcdef"><code>0123456</code></a> by Bob &lt;bob@example.com&gt;: standard: a worker template that fails`, "<dd>1 (failed: zz-canary)</dd>",
 		`<h3>Wave canary <span class="bad">halted</span></h3>`, "maxConcurrent 25%",
 		`zz-canary</a>: <span class="state state-Failed">Failed</span> — machine zz-canary-md-0-x1 failed: simulated provisioning failure`,
 		`aa-prod</a>: <span class="state state-Waiting">Waiting</span> — rollout of class standard halted`)

@@ -213,7 +213,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	// The dashboard's history page says the same.
 	_, hpage := httpGet("http://" + e.listen + "/history?cluster=dev-1")
-	for _, want := range []string{"<code>" + scaleUp[:7] + "</code> dev-1: four workers", "Grace Hopper", "replicas: 2 → 4"} {
+	for _, want := range []string{`<li id="commit-` + scaleUp + `"><h2><a href="#commit-` + scaleUp, "<code>" + scaleUp[:7] + "</code></a> dev-1: four workers", "Grace Hopper", "replicas: 2 → 4"} {
 		if !strings.Contains(hpage, want) {
 			t.Errorf("the dashboard's history of dev-1 lacks %q:\n%s", want, hpage)
 		}

@@ -3,17 +3,18 @@
 // focus and scroll. Without JavaScript the pages still work: reload them.
 (function () {
   if (!window.EventSource || !window.fetch) return;
-  var first = true;
+  // The first event names the branch's commit when the stream opened,
+  // which may be newer than the page: fetch then too, and swap only what
+  // changed.
   var src = new EventSource("/events");
   src.addEventListener("status", function () {
-    if (first) { first = false; return; } // the commit the page was made from
     fetch(location.href, { credentials: "same-origin" }).then(function (r) {
       return r.ok ? r.text() : null;
     }).then(function (html) {
       if (!html) return;
       var next = new DOMParser().parseFromString(html, "text/html").querySelector("main");
       var main = document.querySelector("main");
-      if (!next || !main) return;
+      if (!next || !main || next.innerHTML === main.innerHTML) return;
       var focused = document.activeElement && document.activeElement.id;
       main.innerHTML = next.innerHTML;
       var live = document.getElementById("live");
