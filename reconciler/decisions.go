@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -295,6 +296,37 @@ func (r *Reconciler) forgetClasses(ctx context.Context) {
 		delete(d.records.Rollouts, class)
 		delete(d.revs, key)
 	}
+}
+
+// forgetScales removes the scale requests of clusters the applied revision
+// no longer has, and of pools it no longer autoscales (Git sizes them, or
+// they are gone): a cluster made again under the same name starts at its
+// own minimum, not at a request made for the one before. It reports
+// whether every stale request was removed.
+func (r *Reconciler) forgetScales(ctx context.Context) bool {
+	d := &r.decisions
+	done := true
+	for cluster, pools := range r.scale {
+		dc := r.desired.Cluster(cluster)
+		for pool := range pools {
+			if dc != nil && slices.ContainsFunc(dc.Deployments, func(p planner.Pool) bool { return p.Name == pool && p.Autoscale != nil }) {
+				continue
+			}
+			key := keyScale + cluster + "." + pool
+			if err := d.store.Delete(ctx, key, d.revs[key]); err != nil {
+				r.decisionFailed(ctx, key, err)
+				done = false
+				continue
+			}
+			delete(pools, pool)
+			delete(d.revs, key)
+			r.log.Info().Str(logCluster, cluster).Str("deployment", pool).Msg("scale request forgotten: the applied revision no longer autoscales this pool")
+		}
+		if len(pools) == 0 {
+			delete(r.scale, cluster)
+		}
+	}
+	return done
 }
 
 // jitter draws the random part of a pool's backoff.

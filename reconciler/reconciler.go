@@ -136,6 +136,9 @@ type Reconciler struct {
 	wake map[string]time.Time
 	// classesChanged: a new revision may have removed classes.
 	classesChanged bool
+	// scalesStale: a new revision may have removed clusters or pools that
+	// have scale requests.
+	scalesStale bool
 	// inv is what the providers' inventories said (inventory.go).
 	inv inventory
 	// deleted are each cluster's last deleted machines, for its status
@@ -475,6 +478,7 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 	desired.Change = planner.Change{Commit: rev.Commit, Author: rev.Author, Subject: rev.Subject()}
 	prev := r.desired
 	r.rev, r.desired, r.lastRejected = rev, desired, nil
+	r.scalesStale = true
 	r.metrics.RevisionsApplied.Inc()
 	changed := r.markChanged(prev, desired)
 	log.Info().Str("subject", rev.Subject()).Int("clusters", len(desired.Clusters)).Int("changed", changed).Msg("applying revision")
@@ -544,6 +548,9 @@ func (r *Reconciler) step(ctx context.Context) {
 	if r.classesChanged {
 		r.forgetClasses(ctx)
 		r.classesChanged = false
+	}
+	if r.scalesStale && len(r.scale) > 0 {
+		r.scalesStale = !r.forgetScales(ctx)
 	}
 	// A cluster's summary gates the other clusters of its class (waves):
 	// when one changes, the clusters whose gate it changes are planned

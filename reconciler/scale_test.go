@@ -42,7 +42,8 @@ spec:
 // wants the token, refuses a count outside the bounds (saying them) and a
 // pool whose replicas Git writes, and sizes the pool within them, saying
 // who asked in the status; a lower maximum committed to Git applies at
-// once; a new leader keeps the size asked.
+// once; a new leader keeps the size asked; a cluster deleted and made
+// again does not inherit the request.
 func TestScaleAPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the daemon's parts with an embedded NATS server")
@@ -106,6 +107,26 @@ func TestScaleAPI(t *testing.T) {
 	repo.commit("max 5")
 	d.startDaemon(t)
 	waitWorkers(t, g, "md-0", 3, "alice from ")
+
+	// The cluster is deleted, then made again under the same name: the
+	// request made for the old one is forgotten, and the new pool starts
+	// at its minimum, asked by nobody.
+	repo.git("rm", "-q", "clusters/a1.yaml")
+	repo.commit("a1 goes")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s, err := status.Read(g, "gitfleet/status")
+		if err == nil && s.Cluster("a1") == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a1 is still in status a minute after its file was removed")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	repo.write("clusters/a1.yaml", fmt.Sprintf(autoscaledCluster, 5))
+	repo.commit("a1 again")
+	waitWorkers(t, g, "md-0", 1, "")
 }
 
 // waitWorkers waits until the status branch shows n Running machines of
