@@ -356,8 +356,8 @@ func (o Options) clusterPage(w http.ResponseWriter, r *http.Request) {
 const recentEvents = 12
 
 // Event is something that happened to a cluster, as its status file
-// dates it: a machine created or deleted (and why), a condition that
-// changed, an admission to a class revision.
+// dates it: a machine created (and why), joined or deleted (and why), a
+// condition that changed, an admission to a class revision.
 type Event struct {
 	Time    time.Time `json:"time"`
 	Machine string    `json:"machine,omitempty"`
@@ -373,6 +373,9 @@ func Recent(c *status.ClusterStatus, n int) []Event {
 	for _, m := range c.Machines {
 		if !m.Created.IsZero() {
 			out = append(out, Event{Time: m.Created, Machine: m.Name, What: "created", Why: m.Cause})
+		}
+		if !m.Joined.IsZero() {
+			out = append(out, Event{Time: m.Joined, Machine: m.Name, What: "joined the cluster"})
 		}
 	}
 	for _, d := range c.Deleted {

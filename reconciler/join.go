@@ -73,6 +73,7 @@ func (r *Reconciler) reviewJoin(ctx context.Context, m *nats.Msg) (v wire.JoinVe
 	if r.commit(ctx, cur, next) == nil {
 		return wire.JoinVerdict{Reason: "the join could not be recorded", Retry: true}, req
 	}
+	r.dirty[req.Cluster] = true // its status shows when it joined
 	if err := r.o.Bootstrap.Used(ctx, req, r.o.Now()); err != nil {
 		// The record says it joined: the token is refused from now on.
 		r.log.Warn().Err(err).Str(logCluster, req.Cluster).Str(logMachine, req.Node).Msg("marking a bootstrap token used")

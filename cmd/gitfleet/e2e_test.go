@@ -539,6 +539,17 @@ func (e *e2e) checkBootstrap() {
 			e.t.Errorf("no control plane of %s lists machine %s as joined (they list %v)", n.cluster, n.name, listed[n.cluster])
 		}
 	}
+	// Git says so too: every machine's status has when it joined.
+	e.waitFor("every machine's status shows when it joined", 20*time.Second, func() (bool, string) {
+		for _, c := range e.status().Clusters {
+			for _, m := range c.Machines {
+				if m.Joined.IsZero() || m.Joined.Before(m.Created) {
+					return false, fmt.Sprintf("%s: joined %v, created %v", m.Name, m.Joined, m.Created)
+				}
+			}
+		}
+		return true, ""
+	})
 	for _, c := range []string{"dev-1", "prod-1"} {
 		if inits[c] != 1 || len(hashes[c]) != 1 {
 			e.t.Errorf("cluster %s: %d init machines and %d CA hashes among its joiners, want 1 and 1", c, inits[c], len(hashes[c]))

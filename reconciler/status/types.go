@@ -217,6 +217,9 @@ type MachineStatus struct {
 	// Created is when the machine was created; it never changes, so it
 	// costs no churn, and describe shows an age from it.
 	Created time.Time `yaml:"created,omitempty" json:"created,omitzero"`
+	// Joined is when its bootstrap token was accepted and it joined its
+	// cluster (the join the leader reviews); absent until then.
+	Joined time.Time `yaml:"joined,omitempty" json:"joined,omitzero"`
 }
 
 // FleetStatus is fleet.yaml.
