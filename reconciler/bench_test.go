@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -229,7 +230,7 @@ func (d *benchDaemon) waitRunning(tb testing.TB, n int, within time.Duration) {
 	tb.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		got := metricValue(d.metrics.Machines.WithLabelValues(string(wire.PhaseRunning)))
+		got := metricValueWhere(d.metrics.Machines, "phase", string(wire.PhaseRunning))
 		if int(got) == n {
 			return
 		}
@@ -242,7 +243,11 @@ func (d *benchDaemon) waitRunning(tb testing.TB, n int, within time.Duration) {
 
 // metricValue is the sum of a collector's counters, gauges and histogram
 // sample counts.
-func metricValue(c prometheus.Collector) float64 {
+func metricValue(c prometheus.Collector) float64 { return metricValueWhere(c, "", "") }
+
+// metricValueWhere sums c's series whose label has value (all of them for
+// label ""): the machines gauge is by phase, class and provider.
+func metricValueWhere(c prometheus.Collector, label, value string) float64 {
 	ch := make(chan prometheus.Metric, 64)
 	go func() {
 		c.Collect(ch)
@@ -251,11 +256,23 @@ func metricValue(c prometheus.Collector) float64 {
 	sum := 0.0
 	for m := range ch {
 		var pm dto.Metric
-		if err := m.Write(&pm); err == nil {
+		if err := m.Write(&pm); err == nil && hasLabel(&pm, label, value) {
 			sum += pm.GetCounter().GetValue() + pm.GetGauge().GetValue() + float64(pm.GetHistogram().GetSampleCount())
 		}
 	}
 	return sum
+}
+
+func hasLabel(m *dto.Metric, label, value string) bool {
+	if label == "" {
+		return true
+	}
+	for _, l := range m.GetLabel() {
+		if l.GetName() == label {
+			return l.GetValue() == value
+		}
+	}
+	return false
 }
 
 // BenchmarkCommitToFirstTask: a commit to a local repository (git CLI)
@@ -561,6 +578,27 @@ func vmRSS(tb testing.TB) uint64 {
 // reconciler; the source reads the revision while the reconciler loads
 // the records) until its first planning pass is done: the first sample
 // of gitfleet_plan_duration_seconds.
+// profileIfAsked writes a CPU profile of what follows, until the returned
+// func is called, to $GITFLEET_BENCH_PROFILE-<what>.pprof when that is
+// set: the measured part of a benchmark whose setup dwarfs it.
+func profileIfAsked(b *testing.B, what string) func() {
+	prefix := os.Getenv("GITFLEET_BENCH_PROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(prefix + "-" + what + ".pprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
+
 func BenchmarkRestartFirstPlan10k(b *testing.B) {
 	const n = 10000
 	for range b.N {
@@ -570,6 +608,7 @@ func BenchmarkRestartFirstPlan10k(b *testing.B) {
 		d.waitRunning(b, n*13, 15*time.Minute)
 		d.stop()
 		runtime.GC()
+		stopProfile := profileIfAsked(b, "restart")
 		b.StartTimer()
 		start := time.Now()
 		d.startDaemon(b)
@@ -582,6 +621,7 @@ func BenchmarkRestartFirstPlan10k(b *testing.B) {
 		}
 		elapsed := time.Since(start)
 		b.StopTimer()
+		stopProfile()
 		b.ReportMetric(elapsed.Seconds(), "s-to-first-plan")
 		b.ReportMetric(metricValue(d.metrics.ClustersPlanned), "clusters-planned")
 		b.ReportMetric(0, "ns/op")

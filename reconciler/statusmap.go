@@ -2,8 +2,10 @@ package reconciler
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/reconciler/status"
@@ -13,6 +15,57 @@ import (
 // writeCluster hands one cluster's status to the status writer, which
 // commits it only when something a user would notice changed.
 func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID string) {
+	if r.countCluster(name, ps, planID) {
+		r.setClusterStatus(name, ps, r.origin(planID))
+	}
+}
+
+// writeClusters is writeCluster for a planning pass's clusters: the
+// counts in order, then the status files built and encoded on every core
+// (a restart's first pass writes all 10,000). The loop's state is only
+// read meanwhile: the loop waits here.
+func (r *Reconciler) writeClusters(planned []plannedCluster, planID string) {
+	var set []plannedCluster
+	for _, pc := range planned {
+		if r.countCluster(pc.name, pc.status, planID) {
+			set = append(set, pc)
+		}
+	}
+	origin := r.origin(planID)
+	workers := min(runtime.GOMAXPROCS(0), len(set)/parallelStatusMin+1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(set); i += workers {
+				r.setClusterStatus(set[i].name, set[i].status, origin)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// parallelStatusMin is how many status files a goroutine is worth.
+const parallelStatusMin = 64
+
+// plannedCluster is a cluster a pass planned, with the status it led to.
+type plannedCluster struct {
+	name   string
+	status planner.ClusterStatus
+}
+
+// origin is what a pass's status changes come from.
+func (r *Reconciler) origin(planID string) status.Origin {
+	origin := status.Origin{PlanID: planID}
+	if r.rev != nil {
+		origin.SourceCommit = r.rev.Commit
+	}
+	return origin
+}
+
+// countCluster updates the fleet's counts with a planned cluster and, for
+// a cluster that is gone, removes its status file; it reports whether the
+// cluster's status file is to be written (setClusterStatus).
+func (r *Reconciler) countCluster(name string, ps planner.ClusterStatus, planID string) bool {
 	gone := r.desired.Cluster(name) == nil && len(r.machines[name]) == 0
 	if gone {
 		r.counts.dropCluster(name)
@@ -20,11 +73,7 @@ func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID 
 		r.counts.setCluster(name, ps.Phase, ps.Class)
 	}
 	if r.o.Status == nil {
-		return
-	}
-	origin := status.Origin{PlanID: planID}
-	if r.rev != nil {
-		origin.SourceCommit = r.rev.Commit
+		return false
 	}
 	if gone {
 		delete(r.deleted, name)
@@ -32,12 +81,18 @@ func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID 
 			r.gone[name] = true
 			r.log.Info().Str(logCluster, name).Msg("cluster deleted")
 			r.forgetPKI(name)
-			if err := r.o.Status.DeleteCluster(name, origin); err != nil {
+			if err := r.o.Status.DeleteCluster(name, r.origin(planID)); err != nil {
 				r.log.Error().Err(err).Msg("status: delete cluster")
 			}
 		}
-		return
+		return false
 	}
+	return true
+}
+
+// setClusterStatus writes a cluster's status file from its plan and its
+// machines' records; it only reads the loop's state.
+func (r *Reconciler) setClusterStatus(name string, ps planner.ClusterStatus, origin status.Origin) {
 	cs := clusterStatus(ps, r.machines[name])
 	cs.Deleted = r.deleted[name]
 	if err := r.o.Status.SetCluster(cs, origin); err != nil {

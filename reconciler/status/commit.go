@@ -29,6 +29,9 @@ var errRaced = errors.New("status branch moved concurrently")
 // commit that races with another writer is rebuilt on top of the other's and
 // retried with backoff.
 func (w *Writer) Flush(ctx context.Context) error {
+	if err := w.Ready(ctx); err != nil {
+		return err
+	}
 	select {
 	case <-w.done:
 		return ErrClosed

@@ -7,6 +7,9 @@ import "github.com/go-git/go-git/v5/plumbing"
 // nil when the branch has no commit yet. Changes still pending are not in
 // it.
 func (w *Writer) Committed() (*Snapshot, error) {
+	if err := w.wait(); err != nil {
+		return nil, err
+	}
 	w.mu.Lock()
 	tip := w.tip
 	w.mu.Unlock()

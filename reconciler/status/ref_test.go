@@ -12,7 +12,8 @@ import (
 // TestDamagedRefStopsTheWriter: a status branch whose ref file was cut to
 // nothing (a crash while an older version rewrote it) is not read as "no
 // branch": that would start a new history and orphan the old one. The
-// writer refuses to start and says how to restore it.
+// writer refuses to start (Ready, and every write, say how to restore it;
+// the daemon ends its term on it) and writes nothing.
 func TestDamagedRefStopsTheWriter(t *testing.T) {
 	dir := t.TempDir()
 	repo := newRepo(t, dir)
@@ -26,9 +27,23 @@ func TestDamagedRefStopsTheWriter(t *testing.T) {
 	if err := os.WriteFile(ref, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := NewWriter(t.Context(), Options{Repo: openRepo(t, dir)})
-	if err == nil || !strings.Contains(err.Error(), "restore the branch") {
-		t.Fatalf("NewWriter on an empty ref file: %v; want a refusal that says how to restore it", err)
+	w2, err := NewWriter(t.Context(), Options{Repo: openRepo(t, dir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	if err := w2.Ready(t.Context()); err == nil || !strings.Contains(err.Error(), "restore the branch") {
+		t.Fatalf("a writer on an empty ref file: %v; want a refusal that says how to restore it", err)
+	}
+	// Nothing is written over it.
+	if err := w2.SetCluster(cluster("c1", 3, "Running"), Origin{}); err == nil || !strings.Contains(err.Error(), "restore the branch") {
+		t.Errorf("SetCluster after the refusal: %v", err)
+	}
+	if err := w2.Flush(t.Context()); err == nil {
+		t.Error("Flush after the refusal succeeded")
+	}
+	if b, err := os.ReadFile(ref); err != nil || len(b) != 0 {
+		t.Errorf("the damaged ref was changed: %q %v", b, err)
 	}
 }
 

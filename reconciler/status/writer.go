@@ -90,6 +90,11 @@ type Writer struct {
 
 	beforeCAS func() // test hook: runs between building a commit and setting the ref
 
+	// ready is closed once the branch has been read (start); loadErr,
+	// set before, says why it could not be.
+	ready   chan struct{}
+	loadErr error
+
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -138,8 +143,11 @@ const (
 // ErrClosed is returned by Flush after Close.
 var ErrClosed = errors.New("status writer closed")
 
-// NewWriter reads the status branch (fetching it first when a remote is
-// set) and starts the goroutine that commits. Close stops it.
+// NewWriter starts the goroutine that reads the status branch (fetching
+// it first when a remote is set), then commits; Close stops it. It returns
+// at once: reading 10,000 cluster files takes a second, which a restarting
+// daemon spends loading its records meanwhile. Every method waits for the
+// branch to be read; Ready says when it is, or why it could not be.
 func NewWriter(ctx context.Context, opts Options) (*Writer, error) {
 	if opts.Repo == nil {
 		return nil, errors.New("status writer: no repository")
@@ -168,9 +176,26 @@ func NewWriter(ctx context.Context, opts Options) (*Writer, error) {
 		log:     opts.Logger.With().Str("branch", opts.Branch).Logger(),
 		pending: map[string]change{}, outbox: map[string]change{},
 		known: map[string]plumbing.Hash{}, clusters: map[string]clusterSum{}, trees: trees{},
-		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		wake: make(chan struct{}, 1), done: make(chan struct{}), ready: make(chan struct{}),
 	}
-	if opts.Remote != "" {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.cancel = cancel
+	go func() {
+		if err := w.start(rctx); err != nil {
+			w.loadErr = fmt.Errorf("status writer: %w", err)
+			close(w.ready)
+			close(w.done)
+			return
+		}
+		close(w.ready)
+		w.run(rctx)
+	}()
+	return w, nil
+}
+
+// start reads the branch: its tip, and every cluster file's summary.
+func (w *Writer) start(ctx context.Context) error {
+	if w.opts.Remote != "" {
 		if err := w.fetch(ctx); err != nil {
 			w.log.Warn().Err(err).Msg("status: cannot fetch the status branch; will retry on push")
 		} else {
@@ -179,30 +204,49 @@ func NewWriter(ctx context.Context, opts Options) (*Writer, error) {
 	}
 	tip, err := w.readTip()
 	if err != nil {
-		return nil, fmt.Errorf("status writer: %w", err)
+		return err
 	}
-	if err := w.reload(tip); err != nil {
-		return nil, fmt.Errorf("status writer: %w", err)
+	return w.reload(tip)
+}
+
+// Ready waits until the branch has been read, and returns why it could not
+// be (a daemon stops then: it cannot write its status).
+func (w *Writer) Ready(ctx context.Context) error {
+	select {
+	case <-w.ready:
+		return w.loadErr
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	rctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	go w.run(rctx)
-	return w, nil
+}
+
+// wait blocks until the branch has been read.
+func (w *Writer) wait() error {
+	<-w.ready
+	return w.loadErr
 }
 
 // SetCluster records the status of one cluster. Nothing is committed when
-// it encodes to the same file as what is on the branch or pending.
+// it encodes to the same file as what is on the branch or pending. It may
+// be called from several goroutines for different clusters at once: the
+// encoding, most of its cost, runs outside the Writer's lock.
 func (w *Writer) SetCluster(c ClusterStatus, o Origin) error {
+	if err := w.wait(); err != nil {
+		return err
+	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.stamp(&c)
+	w.mu.Unlock()
 	data, err := EncodeCluster(c)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
 	ch := newChange(data, c.summary())
+	sum := summarize(c)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.stage(ClusterPath(c.Name), ch, o) {
-		w.setSum(c.Name, summarize(c))
+		w.setSum(c.Name, sum)
 	}
 	return nil
 }
@@ -236,6 +280,9 @@ func (w *Writer) DeleteCluster(name string, o Origin) error {
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
+	if err := w.wait(); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stage(ClusterPath(name), removal(name+": deleted"), o) {
@@ -248,6 +295,9 @@ func (w *Writer) DeleteCluster(name string, o Origin) error {
 // rejected source commits, the daemon's conditions and the orphans. The
 // counts are computed from the clusters; f.Counts is ignored.
 func (w *Writer) SetFleet(f FleetStatus, o Origin) {
+	if w.wait() != nil {
+		return // Ready and Flush say why
+	}
 	f.Counts = Counts{}
 	f = f.normalized()
 	w.mu.Lock()
@@ -394,6 +444,13 @@ func (w *Writer) Stats() Stats {
 // Err is the error of the last commit or push the Writer's goroutine
 // tried; nil once one succeeds.
 func (w *Writer) Err() error {
+	select {
+	case <-w.ready:
+		if w.loadErr != nil {
+			return w.loadErr
+		}
+	default:
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
