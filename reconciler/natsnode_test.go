@@ -30,7 +30,7 @@ func TestSurvivesANATSNode(t *testing.T) {
 		t.Skip("starts three nats-servers and the daemon's parts")
 	}
 	srvs, url, js := replicatedCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	repo := &benchRepo{tb: t, dir: t.TempDir()}
 	repo.git("init", "-q", "-b", "main")
@@ -48,7 +48,7 @@ func TestSurvivesANATSNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	machinesAt(t, g, "v1.31.2")
+	machinesAt(t, g, "v1.31.2", 2*time.Minute)
 
 	repo.write("classes/small.yaml", fmt.Sprintf(class, "v1.32.0"))
 	repo.commit("small: v1.32.0")
@@ -77,7 +77,12 @@ func TestSurvivesANATSNode(t *testing.T) {
 	}
 	leader.Shutdown()
 	t.Logf("killed %s, leader of the machines bucket, with %d of 12 machines at the new version", leader.Name(), upgraded)
-	want := machinesAt(t, g, "v1.32.0")
+	// A task whose answer the kill lost is published again after
+	// DefaultTaskTimeout, by design: the rollout must finish within it and
+	// a margin (on a loaded CI machine one was seen to need it).
+	killed := time.Now()
+	want := machinesAt(t, g, "v1.32.0", DefaultTaskTimeout+time.Minute)
+	t.Logf("the rollout finished %s after the kill", time.Since(killed).Round(time.Second))
 
 	kv, err := js.KeyValue(ctx, inmemory.Bucket)
 	if err != nil {
@@ -93,11 +98,11 @@ func TestSurvivesANATSNode(t *testing.T) {
 	}
 }
 
-// machinesAt waits until the status shows 12 machines, each once, all
-// Running at version, and returns their keys.
-func machinesAt(t *testing.T, g *git.Repository, version string) []string {
+// machinesAt waits, at most within, until the status shows 12 machines,
+// each once, all Running at version, and returns their keys.
+func machinesAt(t *testing.T, g *git.Repository, version string, within time.Duration) []string {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(within)
 	last := "no status"
 	for time.Now().Before(deadline) {
 		if s, err := status.Read(g, "gitfleet/status"); err == nil {
@@ -127,7 +132,7 @@ func machinesAt(t *testing.T, g *git.Repository, version string) []string {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("not 12 machines Running at %s within 2 minutes: %s", version, last)
+	t.Fatalf("not 12 machines Running at %s within %s: %s", version, within, last)
 	return nil
 }
 
