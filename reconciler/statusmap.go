@@ -12,18 +12,11 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
-// writeCluster hands one cluster's status to the status writer, which
-// commits it only when something a user would notice changed.
-func (r *Reconciler) writeCluster(name string, ps planner.ClusterStatus, planID string) {
-	if r.countCluster(name, ps, planID) {
-		r.setClusterStatus(name, ps, r.origin(planID))
-	}
-}
-
-// writeClusters is writeCluster for a planning pass's clusters: the
-// counts in order, then the status files built and encoded on every core
-// (a restart's first pass writes all 10,000). The loop's state is only
-// read meanwhile: the loop waits here.
+// writeClusters hands a planning pass's clusters to the status writer,
+// which commits a file only when something a user would notice changed:
+// the counts in order, then the status files built and encoded on every
+// core (a restart's first pass writes all 10,000). The loop's state is
+// only read meanwhile: the loop waits here.
 func (r *Reconciler) writeClusters(planned []plannedCluster, planID string) {
 	var set []plannedCluster
 	for _, pc := range planned {

@@ -60,9 +60,10 @@ type Stats struct {
 }
 
 // Writer commits status changes to the status branch, batched into at most
-// one commit per interval. Set* record the new state and return at once; a
-// goroutine owned by the Writer commits (and pushes). Call Flush before
-// Close to write what is pending.
+// one commit per interval. Set* record the new state and return at once
+// (once the branch has been read: see NewWriter); a goroutine owned by the
+// Writer commits (and pushes). Call Flush before Close to write what is
+// pending.
 type Writer struct {
 	opts  Options
 	ref   plumbing.ReferenceName
