@@ -54,7 +54,18 @@ func runDashboard(ctx context.Context, env *cmdEnv, args []string) error {
 		defer os.RemoveAll(tmp)
 		clones = tmp
 	}
-	src, err := sources.Open(ctx, sources.Options{Location: *repoLoc, DataDir: clones, Auth: auth})
+	opts := sources.Options{Location: *repoLoc, DataDir: clones, Auth: auth}
+	src, err := sources.Open(ctx, opts)
+	if errors.Is(err, sources.ErrNotRepo) {
+		// A folder inside a clone: its root, as git itself finds it.
+		if g, gerr := openGit(*repoLoc); gerr == nil {
+			if wt, werr := g.Worktree(); werr == nil {
+				opts.Location = wt.Filesystem.Root()
+				*repoLoc = opts.Location
+				src, err = sources.Open(ctx, opts)
+			}
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("--repo %s: %w", secret.RedactURL(*repoLoc), err)
 	}

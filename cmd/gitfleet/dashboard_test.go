@@ -114,7 +114,8 @@ func TestDashboardOfARemote(t *testing.T) {
 	}
 }
 
-// Beyond 127.0.0.1 the dashboard asks who is reading: without --ui-users
+// From a folder inside a clone the dashboard finds its root. Beyond
+// 127.0.0.1 the dashboard asks who is reading: without --ui-users
 // or a token it does not start (the daemon serves 403 instead); a token
 // file others can read is refused; users sign in with basic auth.
 func TestDashboardAccess(t *testing.T) {
@@ -125,6 +126,10 @@ func TestDashboardAccess(t *testing.T) {
 		code := run(t.Context(), append([]string{"dashboard", "--repo", f.dir}, args...), &cmdEnv{stdout: &syncBuffer{}, stderr: &errb})
 		return code, errb.String()
 	}
+	// From a folder inside the clone, as git would: it finds the root.
+	inside := "127.0.0.1:" + freeTCPPort(t)
+	subErr, subDone := startDashboard(t, "--repo", filepath.Join(f.dir, "clusters"), "--listen", inside)
+	waitPage(t, "http://"+inside+"/clusters/dev-1", "<h1>Cluster dev-1</h1>", subDone, subErr)
 	if code, out := try("--listen", "0.0.0.0:"+freeTCPPort(t)); code != exitUsage || !strings.Contains(out, "--ui-users") {
 		t.Errorf("open to all: exit %d:\n%s", code, out)
 	}
