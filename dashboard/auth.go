@@ -117,8 +117,12 @@ type passwords struct {
 const maxKnownPasswords = 256
 
 // unknownUser is a bcrypt hash of a random password, compared against
-// when the user is not listed.
-var unknownUser, _ = bcrypt.GenerateFromPassword([]byte("no user has this password: "+rand.Text()), bcrypt.DefaultCost)
+// when the user is not listed; made on first use, not at every start of
+// the binary (bcrypt takes tens of milliseconds on purpose).
+var unknownUser = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("no user has this password: "+rand.Text()), bcrypt.DefaultCost)
+	return h
+})
 
 func newPasswords(users Users) *passwords {
 	return &passwords{users: users, known: map[[32]byte]bool{}}
@@ -129,7 +133,7 @@ func (p *passwords) check(user, pass string) bool {
 	if !ok {
 		// As slow as a wrong password, so the time taken does not tell
 		// which users exist.
-		_ = bcrypt.CompareHashAndPassword(unknownUser, []byte(pass))
+		_ = bcrypt.CompareHashAndPassword(unknownUser(), []byte(pass))
 		return false
 	}
 	key := sha256.Sum256([]byte(user + "\x00" + pass))
