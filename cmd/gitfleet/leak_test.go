@@ -129,6 +129,21 @@ func (e *e2e) checkLeaks(l *leaks) {
 		args.WriteString(a + "\n")
 	}
 	places["process arguments"] = args.String()
+	// The dashboard's pages and JSON API (docs/dashboard.md: they show the
+	// status branch, which holds no secret).
+	var dash strings.Builder
+	paths := []string{"/", "/rollouts", "/history", "/api/v1/fleet", "/api/v1/clusters", "/api/v1/rollouts", "/api/v1/history"}
+	for _, c := range e.status().Clusters {
+		paths = append(paths, "/clusters/"+c.Name, "/api/v1/clusters/"+c.Name, "/api/v1/history?cluster="+c.Name)
+	}
+	for _, p := range paths {
+		code, body := httpGet("http://" + e.listen + p)
+		if code != 200 {
+			e.t.Errorf("the dashboard's %s: %d", p, code)
+		}
+		dash.WriteString(body)
+	}
+	places["the dashboard"] = dash.String()
 	logs, _ := filepath.Glob(filepath.Join(e.data, "local", "*", "*", "node.log"))
 	for _, f := range append(logs, e.logFile) {
 		b, _ := os.ReadFile(f)
