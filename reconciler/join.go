@@ -36,7 +36,10 @@ func (r *Reconciler) reviewJoin(ctx context.Context, m *nats.Msg) (v wire.JoinVe
 	}
 	parts := strings.SplitN(m.Subject, ".", 4)
 	req, err := wire.DecodeJoinReview(m.Data)
-	if err != nil || len(parts) != 4 {
+	if err == nil && len(parts) != 4 {
+		err = fmt.Errorf("subject %s is not %s.<cluster>.<reviewer>", m.Subject, wire.SubjectJoin)
+	}
+	if err != nil {
 		r.metrics.Malformed.WithLabelValues("join").Inc()
 		return refuse("malformed join review: %v", err)
 	}

@@ -72,6 +72,8 @@ func TestJoinReviews(t *testing.T) {
 	keys := l.withBootstrap(time.Hour)
 	var skew atomic.Int64 // the leader's clock runs ahead by this much
 	l.opts.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	metrics := NewMetrics(nil)
+	l.opts.Metrics = metrics
 	l.start()
 	cp := l.nextTasks(1)[0]
 	cpName := cp.task.Machine.Name
@@ -93,6 +95,33 @@ func TestJoinReviews(t *testing.T) {
 		if v := l.review(c.reviewer, c.node, c.token); v.Joined || !strings.Contains(v.Reason, c.want) {
 			t.Errorf("review by %s of %s: %+v, want refused: %s", c.reviewer, c.node, v, c.want)
 		}
+	}
+	// Malformed reviews are refused, saying why, and counted; the leader
+	// goes on.
+	req, err := bootstrap.ReviewOf("c1", cpName, d.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := wire.Encode(&req)
+	for _, c := range []struct {
+		subject string
+		data    []byte
+		want    string
+	}{
+		{wire.JoinSubject("c1", cpName), []byte("{not json"), "malformed join review"},
+		{wire.SubjectJoin + ".c1", good, "is not gitfleet.join.<cluster>.<reviewer>"},
+		{wire.JoinSubject("c2", cpName), good, "a review on gitfleet.join.c2." + cpName + " is about cluster c1"},
+	} {
+		msg, err := l.nc.Request(c.subject, c.data, 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", c.subject, err)
+		}
+		if v, err := wire.DecodeJoinVerdict(msg.Data); err != nil || v.Joined || !strings.Contains(v.Reason, c.want) {
+			t.Errorf("%s %q: %+v %v, want refused: %s", c.subject, c.data, v, err, c.want)
+		}
+	}
+	if n := counter(t, metrics.Malformed.WithLabelValues("join")); n != 2 {
+		t.Errorf("malformed join reviews counted: %v, want 2", n)
 	}
 	if v := l.review(cpName, cpName, d.Token); !v.Joined {
 		t.Fatalf("the control plane's own token: %+v", v)

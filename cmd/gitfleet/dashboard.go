@@ -164,7 +164,7 @@ func (a *uiAccess) apply(o *dashboard.Options) error {
 		o.Token = strings.TrimSpace(string(b))
 	}
 	if o.Token != "" && len(o.Token) < 16 {
-		return errors.New("the dashboard's token is shorter than 16 characters: make one with head -c 24 /dev/urandom | base64")
+		return errors.New("the dashboard's token (--ui-token-file, $GITFLEET_UI_TOKEN or --ui-token) is shorter than 16 characters: make one with head -c 24 /dev/urandom | base64")
 	}
 	if a.users != "" {
 		users, err := dashboard.ReadUsers(a.users)
