@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -96,7 +97,15 @@ func (w *Worker) consumers(ctx context.Context) error {
 		cfg.AckWait = w.o.AckWait
 		cfg.MaxDeliver = -1 // the worker counts attempts itself and fails the task
 		cfg.MaxAckPending = max(4096, 4*w.o.Concurrency)
-		c, err := w.js.CreateOrUpdateConsumer(ctx, wire.StreamTasks, cfg)
+		// Within a minute unless ctx says otherwise, asking again while
+		// a just-formed cluster leaves the request unanswered.
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		var c jetstream.Consumer
+		err := natsbus.Attempts(actx, func(ctx context.Context) (err error) {
+			c, err = w.js.CreateOrUpdateConsumer(ctx, wire.StreamTasks, cfg)
+			return err
+		})
+		cancel()
 		if err != nil {
 			return fmt.Errorf("%w: consumer %s: %w", ErrWorker, cfg.Durable, err)
 		}

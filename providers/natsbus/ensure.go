@@ -172,7 +172,7 @@ func (l Limits) EnsureReplicated(ctx context.Context, js jetstream.JetStream, r 
 	for _, cfg := range []jetstream.StreamConfig{l.TaskStream(), l.EventStream()} {
 		cur := currentReplicas(ctx, js, cfg.Name)
 		cfg.Replicas = r.replicas(cur)
-		if err := attempts(ctx, func(ctx context.Context) error { _, err := js.CreateOrUpdateStream(ctx, cfg); return err }); err != nil {
+		if err := Attempts(ctx, func(ctx context.Context) error { _, err := js.CreateOrUpdateStream(ctx, cfg); return err }); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
 		r.logChange("stream", cfg.Name, cur, cfg.Replicas)
@@ -180,7 +180,7 @@ func (l Limits) EnsureReplicated(ctx context.Context, js jetstream.JetStream, r 
 	for _, cfg := range bucketConfigs() {
 		cur := currentReplicas(ctx, js, "KV_"+cfg.Bucket)
 		cfg.Replicas = r.replicas(cur)
-		if err := attempts(ctx, func(ctx context.Context) error { _, err := js.CreateOrUpdateKeyValue(ctx, cfg); return err }); err != nil {
+		if err := Attempts(ctx, func(ctx context.Context) error { _, err := js.CreateOrUpdateKeyValue(ctx, cfg); return err }); err != nil {
 			return fmt.Errorf("ensure bucket %s: %w", cfg.Bucket, err)
 		}
 		r.logChange("bucket", cfg.Bucket, cur, cfg.Replicas)
@@ -250,11 +250,11 @@ func bucketConfigs() []jetstream.KeyValueConfig {
 	}
 }
 
-// attempts runs f with up to 10 s for each attempt, again while an
+// Attempts runs f with up to 10 s for each attempt, again while an
 // attempt times out and ctx has time left: a JetStream API request made
 // while a cluster elects its meta leader can go unanswered, and asking
 // again is answered.
-func attempts(ctx context.Context, f func(context.Context) error) error {
+func Attempts(ctx context.Context, f func(context.Context) error) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := f(actx)
