@@ -606,23 +606,37 @@ func BenchmarkRestartFirstPlan10k(b *testing.B) {
 		repo := newBenchRepo(b, n)
 		d := startBenchDaemon(b, repo.dir, 2)
 		d.waitRunning(b, n*13, 15*time.Minute)
-		d.stop()
-		runtime.GC()
-		stopProfile := profileIfAsked(b, "restart")
-		b.StartTimer()
-		start := time.Now()
-		d.startDaemon(b)
-		deadline := start.Add(5 * time.Minute)
-		for metricValue(d.metrics.PlanDuration) < 1 {
-			if time.Now().After(deadline) {
-				b.Fatal("no planning pass within 5 minutes of the restart")
+		// Three restarts, the median shown: one on this 2-core machine
+		// varies by a second. Each from a quiet daemon, as a restart in
+		// a steady fleet: the status of the previous start written, the
+		// inventories it asked for answered.
+		var times []float64
+		for i := range 3 {
+			time.Sleep(10 * time.Second)
+			d.stop()
+			runtime.GC()
+			stopProfile := profileIfAsked(b, fmt.Sprintf("restart-%d", i))
+			b.StartTimer()
+			start := time.Now()
+			d.startDaemon(b)
+			deadline := start.Add(5 * time.Minute)
+			for metricValue(d.metrics.PlanDuration) < 1 {
+				if time.Now().After(deadline) {
+					b.Fatal("no planning pass within 5 minutes of the restart")
+				}
+				time.Sleep(time.Millisecond)
 			}
-			time.Sleep(time.Millisecond)
+			times = append(times, time.Since(start).Seconds())
+			b.StopTimer()
+			stopProfile()
+			if planned := metricValue(d.metrics.ClustersPlanned); planned < n {
+				b.Fatalf("restart %d: the first pass planned %.0f clusters of %d", i, planned, n)
+			}
 		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		stopProfile()
-		b.ReportMetric(elapsed.Seconds(), "s-to-first-plan")
+		slices.Sort(times)
+		b.ReportMetric(times[1], "s-to-first-plan")
+		b.ReportMetric(times[0], "s-to-first-plan-min")
+		b.ReportMetric(times[2], "s-to-first-plan-max")
 		b.ReportMetric(metricValue(d.metrics.ClustersPlanned), "clusters-planned")
 		b.ReportMetric(0, "ns/op")
 	}

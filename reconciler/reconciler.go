@@ -364,41 +364,53 @@ func (r *Reconciler) load(ctx context.Context) error {
 		rec   *Record
 		err   error
 	}
-	var entries []entry
-	err := r.store.Load(ctx, func(key string, value []byte, rev uint64) {
-		entries = append(entries, entry{key: key, value: value, rev: rev})
-	})
-	if err != nil {
-		return fmt.Errorf("reconciler: %w", err)
-	}
-	// Decoding 130,000 records is most of a restart's load: on every core,
-	// each with its own interner.
-	workers := runtime.GOMAXPROCS(0)
+	// Decoding 130,000 records is most of a restart's load: it runs on
+	// every core while the bucket is still being read, in batches, each
+	// worker with its own interner.
+	const batchSize = 512
+	var read [][]entry // the batches, decoded in place
+	batches := make(chan []entry, 64)
 	var wg sync.WaitGroup
-	for w := range workers {
+	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			in := newInterner()
-			for i := w; i < len(entries); i += workers {
-				e := &entries[i]
-				if e.rec, e.err = decodeRecord(e.key, e.value); e.err == nil {
-					in.record(e.rec)
+			for batch := range batches {
+				for i := range batch {
+					e := &batch[i]
+					e.rec, e.err = decodeShared(e.key, e.value, in)
+					e.value = nil
 				}
-				e.value = nil
 			}
 		})
 	}
+	batch := make([]entry, 0, batchSize)
+	err := r.store.Load(ctx, func(key string, value []byte, rev uint64) {
+		batch = append(batch, entry{key: key, value: value, rev: rev})
+		if len(batch) == batchSize {
+			batches <- batch
+			read = append(read, batch)
+			batch = make([]entry, 0, batchSize)
+		}
+	})
+	batches <- batch
+	read = append(read, batch)
+	close(batches)
 	wg.Wait()
-	for _, e := range entries {
-		rec, rev := e.rec, e.rev
-		if e.err != nil {
-			r.log.Error().Err(e.err).Msg("skipping unreadable machine record")
-			continue
+	if err != nil {
+		return fmt.Errorf("reconciler: %w", err)
+	}
+	for _, batch := range read {
+		for _, e := range batch {
+			if e.err != nil {
+				r.log.Error().Err(e.err).Msg("skipping unreadable machine record")
+				continue
+			}
+			m := &machine{rec: e.rec, rev: e.rev}
+			if e.rec.Phase == wire.PhaseRunning {
+				m.lastHeartbeat, m.healthy = now, e.rec.Health == nil || e.rec.Health.Healthy
+			}
+			r.put(m)
 		}
-		m := &machine{rec: rec, rev: rev}
-		if rec.Phase == wire.PhaseRunning {
-			m.lastHeartbeat, m.healthy = now, rec.Health == nil || rec.Health.Healthy
-		}
-		r.put(m)
 	}
 	r.log.Info().Int("clusters", len(r.machines)).Msg("observed state loaded")
 	return nil

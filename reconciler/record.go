@@ -155,10 +155,20 @@ func (r *Record) task(rev uint64) *wire.Task {
 		Machine: r.wireMachine(), Worker: r.Worker, PlanID: r.PlanID, SourceCommit: r.SourceCommit}
 }
 
-func decodeRecord(key string, data []byte) (*Record, error) {
+func decodeRecord(key string, data []byte) (*Record, error) { return decodeShared(key, data, nil) }
+
+// decodeShared is decodeRecord sharing, with in (when not nil), what the
+// machines of a pool have alike with the records in decoded before.
+func decodeShared(key string, data []byte, in *interner) (*Record, error) {
 	var r Record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("machine record %s: %w", key, err)
+	if !fastDecodeRecord(data, &r, in) {
+		r = Record{}
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("machine record %s: %w", key, err)
+		}
+		if in != nil {
+			in.record(&r)
+		}
 	}
 	if r.Name == "" || r.Cluster == "" || recordKey(r.Cluster, r.Name) != key {
 		return nil, fmt.Errorf("machine record %s: names another machine (%s/%s)", key, r.Cluster, r.Name)
@@ -207,10 +217,15 @@ func (m *machine) observed() planner.ObservedMachine {
 type interner struct {
 	labels map[string]map[string]string
 	specs  map[string]json.RawMessage
+	// Of the fast decoder (fastDecodeRecord): strings, and labels and
+	// annotations by their encoding.
+	strs map[string]string
+	maps map[string]map[string]string
 }
 
 func newInterner() *interner {
-	return &interner{labels: map[string]map[string]string{}, specs: map[string]json.RawMessage{}}
+	return &interner{labels: map[string]map[string]string{}, specs: map[string]json.RawMessage{},
+		strs: map[string]string{}, maps: map[string]map[string]string{}}
 }
 
 func (in *interner) record(r *Record) {

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -115,10 +116,13 @@ func clusterStatus(ps planner.ClusterStatus, ms map[string]*machine) status.Clus
 		cs.Rollout = &status.Rollout{ClassRevision: r.Revision, Wave: r.Wave, AdmittedAt: r.AdmittedAt,
 			State: r.State, Reason: r.Reason, PendingRevision: r.PendingRevision}
 	}
+	if len(ms) > 0 {
+		cs.Machines = make([]status.MachineStatus, 0, len(ms))
+	}
 	for _, m := range ms {
 		cs.Machines = append(cs.Machines, machineStatus(m.rec))
 	}
-	sort.Slice(cs.Machines, func(i, j int) bool { return cs.Machines[i].Name < cs.Machines[j].Name })
+	slices.SortFunc(cs.Machines, func(a, b status.MachineStatus) int { return strings.Compare(a.Name, b.Name) })
 	return cs
 }
 

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -242,6 +243,11 @@ func fileHashes(s storer.EncodedObjectStorer, tree plumbing.Hash) (map[string]pl
 
 // readBlob returns the content of a blob.
 func readBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
+	if dir := objectsDir(s); dir != "" {
+		if data, err := readLoose(dir, h); !errors.Is(err, errNotLoose) {
+			return data, err
+		}
+	}
 	b, err := object.GetBlob(s, h)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,105 @@
+package reconciler
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// recordSamples are records as the daemon writes them, and hand-written
+// variants of their encoding the fast path must read or hand over.
+func recordSamples(tb testing.TB) [][]byte {
+	tb.Helper()
+	at := time.Date(2026, 11, 25, 18, 0, 0, 123456789, time.UTC)
+	recs := []*Record{
+		{Name: "c1-md-0-abcde", Cluster: "c1", Deployment: "md-0", Role: "worker", Provider: "inmemory",
+			Version: "v1.31.2", TemplateHash: "3f2a", Labels: map[string]string{"pool": "md-0", "tier": "web"},
+			Spec: json.RawMessage(`{"cpus":2,"disk":{"size":"20Gi"},"tags":["a","b\"c"]}`), Phase: "Running",
+			Created: at, Running: at.Add(time.Second), Addresses: []string{"10.0.0.1", "fd00::1"},
+			Worker: "w1", TaskID: "create.c1.c1-md-0-abcde", Attempt: 3, Published: at, Heartbeats: true,
+			SourceCommit: "0123456789abcdef", PlanID: "0123456-7", Cause: "scale up md-0 from 2 to 3"},
+		{Name: "c1-cp-xyz12", Cluster: "c1", Role: "control-plane", Provider: "local", Version: "v1.31.2",
+			Init: true, Phase: "Failed", Reason: "MachineMissing", Message: "exit status 1: \"kubeadm\" <failed> & é \u2028",
+			Annotations: map[string]string{}, Addresses: []string{}, Created: at, Joined: at,
+			Health: &Health{Healthy: false, Reason: ReasonHeartbeatMissing, Message: "no heartbeat for 31s", Since: at}},
+		{Name: "m", Cluster: "c"},
+	}
+	var out [][]byte
+	for _, r := range recs {
+		data, err := json.Marshal(r)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, data)
+	}
+	return append(out,
+		[]byte(` { "name" : "m" , "cluster":"c", "attempt": -0, "init": false } `),
+		[]byte(`{"name":"m","cluster":"c","attempt":1.5}`),
+		[]byte(`{"name":"m","cluster":"c","attempt":1e3}`),
+		[]byte(`{"name":"m","cluster":"c","attempt":12345678901}`),
+		[]byte(`{"name":"m","cluster":"c","Name":"n"}`),
+		[]byte(`{"name":"m","cluster":"c","name":"m"}`),
+		[]byte(`{"name":"m","cluster":"c","labels":{"a":"1","a":"2"}}`),
+		[]byte(`{"name":"m","cluster":"c","labels":null,"spec":null,"health":null}`),
+		[]byte(`{"name":"m","cluster":"c","unknown":{"x":[1,2]}}`),
+		[]byte(`{"name":"m","cluster":"c","spec":{"a":}}`),
+		[]byte(`{"name":"m","cluster":"c","created":"not a time"}`),
+		[]byte(`{"name":"m\u0041","cluster":"c"}`),
+		[]byte("{\"name\":\"m\xff\",\"cluster\":\"c\"}"),
+		[]byte(`{"name":"m","cluster":"c"} x`),
+		[]byte(`{"name":"m","cluster":"c",}`),
+		[]byte(`[]`),
+		[]byte(``),
+	)
+}
+
+// TestFastRecordDecoding: every sample decodes to what encoding/json
+// makes of it, or fails as it does.
+func TestFastRecordDecoding(t *testing.T) {
+	fast := 0
+	for _, data := range recordSamples(t) {
+		if checkRecordDecoding(t, data) {
+			fast++
+		}
+	}
+	if fast < 4 {
+		t.Errorf("the fast path read %d samples; the daemon's own records (3) and the spaced one must be read by it", fast)
+	}
+}
+
+// FuzzDecodeRecord: whatever the fast path accepts, encoding/json accepts
+// and decodes to the same Record.
+func FuzzDecodeRecord(f *testing.F) {
+	for _, data := range recordSamples(f) {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkRecordDecoding(t, data) })
+}
+
+// checkRecordDecoding compares the fast path with encoding/json on data;
+// true when the fast path read it.
+func checkRecordDecoding(t *testing.T, data []byte) bool {
+	t.Helper()
+	var fast, ref Record
+	ok := fastDecodeRecord(data, &fast, nil)
+	var shared Record
+	if okShared := fastDecodeRecord(data, &shared, newInterner()); okShared != ok {
+		t.Errorf("%q: the fast path with an interner read it: %v, without: %v", data, okShared, ok)
+	} else if d := cmp.Diff(fast, shared); ok && d != "" {
+		t.Errorf("%q: the fast path with an interner differs (-without +with):\n%s", data, d)
+	}
+	err := json.Unmarshal(data, &ref)
+	if !ok {
+		return false
+	}
+	if err != nil {
+		t.Errorf("%q: the fast path read what encoding/json refuses (%v)", data, err)
+		return true
+	}
+	if d := cmp.Diff(ref, fast); d != "" {
+		t.Errorf("%q: the fast path differs from encoding/json (-json +fast):\n%s", data, d)
+	}
+	return true
+}
