@@ -309,6 +309,7 @@ func commitToFirstTask(b *testing.B, n int) {
 	// themselves (46 ms at 10,000 files, whatever the daemon does);
 	// daemon: from git's exit to the task.
 	var lat, gitLat, daemon []time.Duration
+	stopProfile := profileIfAsked(b, fmt.Sprintf("commit-%d", n))
 	b.ResetTimer()
 	for i := range b.N * commits {
 		repo.write("clusters/c00000.yaml", fmt.Sprintf(benchCluster, clusterName(0), 11+i))
@@ -327,6 +328,7 @@ func commitToFirstTask(b *testing.B, n int) {
 		drain(20 * time.Millisecond)
 	}
 	b.StopTimer()
+	stopProfile()
 	report := func(d []time.Duration, prefix string) {
 		slices.Sort(d)
 		b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, prefix+"p50-ms")
@@ -580,7 +582,9 @@ func vmRSS(tb testing.TB) uint64 {
 // of gitfleet_plan_duration_seconds.
 // profileIfAsked writes a CPU profile of what follows, until the returned
 // func is called, to $GITFLEET_BENCH_PROFILE-<what>.pprof when that is
-// set: the measured part of a benchmark whose setup dwarfs it.
+// set: the measured part of a benchmark whose setup dwarfs it. The
+// allocation profiles before and after (-allocs-before, -allocs-after)
+// tell what it allocated: pprof -diff_base before after.
 func profileIfAsked(b *testing.B, what string) func() {
 	prefix := os.Getenv("GITFLEET_BENCH_PROFILE")
 	if prefix == "" {
@@ -593,9 +597,18 @@ func profileIfAsked(b *testing.B, what string) func() {
 	if err := pprof.StartCPUProfile(f); err != nil {
 		b.Fatal(err)
 	}
+	allocs := func(name string) {
+		f, err := os.Create(prefix + "-" + what + "-" + name + ".pprof")
+		if err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			_ = f.Close()
+		}
+	}
+	allocs("allocs-before")
 	return func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
+		allocs("allocs-after")
 	}
 }
 

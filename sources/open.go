@@ -44,7 +44,10 @@ type Repo struct {
 	storage *filesystem.Storage
 	closed  bool
 
-	parsed   *parseCache
+	parsed *parseCache
+	// lastTree is the snapshot of the tree read last, whose entries the
+	// next read reuses for files that did not change. Under mu.
+	lastTree *snapshot
 	rendered *renderCache
 }
 
@@ -191,6 +194,8 @@ func (r *Repo) Close() error {
 		return nil
 	}
 	r.closed = true
+	// The validation verdicts learnt since the last write (saveEvery).
+	_ = r.parsed.known.save()
 	return r.storage.Close()
 }
 

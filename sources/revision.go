@@ -88,10 +88,11 @@ func (r *Repo) read(ctx context.Context, rev string, skip func(key string) bool)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)
 	}
-	snap, err := treeSnapshot(r.storage, tree)
+	snap, err := treeSnapshot(r.storage, tree, r.lastTree)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	r.lastTree = snap
 	snap.known = skip
 	ins, errs, err := collect(snap, r.rendered)
 	if err != nil {
@@ -188,10 +189,14 @@ func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schem
 	if err == nil {
 		// A cache that cannot be written costs the next run time, not
 		// correctness: nothing to report.
-		_ = r.parsed.known.save()
+		_ = r.parsed.known.saveEvery(verdictSaveInterval)
 	}
 	return fleet, errs, keys, err
 }
+
+// verdictSaveInterval is how often a repository read revision after
+// revision (a daemon's) writes its validation cache file.
+const verdictSaveInterval = 30 * time.Second
 
 // loadLocked reads inputs under the repository lock.
 func (r *Repo) loadLocked(ins []*input) error {

@@ -107,12 +107,7 @@ func isYAML(p string) bool {
 
 // hidden reports whether p is in or is a dot folder or file (.github, .ci).
 func hidden(p string) bool {
-	for _, part := range strings.Split(p, "/") {
-		if strings.HasPrefix(part, ".") {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(p, ".") || strings.Contains(p, "/.")
 }
 
 // collect picks the files to validate from a snapshot: gitfleet.yaml, the
@@ -141,7 +136,9 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		// A file whose parse result is cached was read before: its size
 		// passed (asking a loose object's size opens it: 6 ms a
 		// thousand files).
-		if size := s.files[p].size; size != nil && (s.known == nil || !s.known(s.files[p].key+" "+p)) {
+		e := s.files[p]
+		key := e.inputKey(p)
+		if size := e.size; size != nil && (s.known == nil || !s.known(key)) {
 			n, err := size()
 			if err != nil {
 				return fmt.Errorf("read %s: %w", p, err)
@@ -158,8 +155,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 			}
 			return nil
 		}
-		read := s.files[p].read
-		out = append(out, input{File: schemas.File{Path: p}, key: s.files[p].key + " " + p, read: read})
+		out = append(out, input{File: schemas.File{Path: p}, key: key, read: e.read})
 		return nil
 	}
 	if _, ok := s.files[ConfigFile]; ok {

@@ -31,6 +31,19 @@ type entry struct {
 	read func() ([]byte, error)
 	// size is the file's length in bytes, known without reading it.
 	size func() (int64, error)
+	// Of a Git tree's entry: its blob, and its input key (inputKey),
+	// kept so the next revision's snapshot reuses the entry of a file
+	// that did not change.
+	blob plumbing.Hash
+	ikey string
+}
+
+// inputKey is the key of the file at p as an input: content and path.
+func (e entry) inputKey(p string) string {
+	if e.ikey != "" {
+		return e.ikey
+	}
+	return e.key + " " + p
 }
 
 func (s *snapshot) add(p string, e entry) {
@@ -69,9 +82,12 @@ func (s *snapshot) readFile(p string) ([]byte, error) {
 
 // treeSnapshot lists a commit tree's regular files without reading them.
 // Symbolic links and submodules are skipped. The caller holds the repo lock
-// while listing and while reading.
-func treeSnapshot(st *filesystem.Storage, tree *object.Tree) (*snapshot, error) {
-	s := &snapshot{files: map[string]entry{}}
+// while listing and while reading. A file of prev (nil: none) with the same
+// path and blob keeps its entry: a commit that changes one file of 10,000
+// makes one new entry, not 10,000.
+func treeSnapshot(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*snapshot, error) {
+	s := &snapshot{files: make(map[string]entry, len(prevFiles(prev)))}
+	s.paths = make([]string, 0, len(prevFiles(prev)))
 	w := object.NewTreeWalker(tree, true, nil)
 	defer w.Close()
 	for {
@@ -85,8 +101,13 @@ func treeSnapshot(st *filesystem.Storage, tree *object.Tree) (*snapshot, error) 
 		if e.Mode != filemode.Regular && e.Mode != filemode.Executable {
 			continue
 		}
+		if pe, ok := prevFiles(prev)[name]; ok && pe.blob == e.Hash && pe.ikey != "" {
+			s.add(name, pe)
+			continue
+		}
 		h := e.Hash
-		s.add(name, entry{key: h.String(), size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
+		key := h.String()
+		s.add(name, entry{key: key, blob: h, ikey: key + " " + name, size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
 			b, err := object.GetBlob(st, h)
 			if errors.Is(err, plumbing.ErrObjectNotFound) {
 				// git gc packed the loose object since the tree was
@@ -107,6 +128,13 @@ func treeSnapshot(st *filesystem.Storage, tree *object.Tree) (*snapshot, error) 
 	}
 	sort.Strings(s.paths)
 	return s, nil
+}
+
+func prevFiles(prev *snapshot) map[string]entry {
+	if prev == nil {
+		return nil
+	}
+	return prev.files
 }
 
 // dirSnapshot lists a working folder's regular files, skipping hidden

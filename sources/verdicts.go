@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // verdicts remembers which files passed the schema checks and which
@@ -31,6 +32,7 @@ type verdicts struct {
 	clock uint64
 	added int // entries not yet written to file
 	file  string
+	saved time.Time // when saveEvery last wrote the file
 }
 
 type verdictKey [16]byte
@@ -194,6 +196,28 @@ func (v *verdicts) save() error {
 		return fmt.Errorf("validation cache: %w", err)
 	}
 	return nil
+}
+
+// saveEvery is save at most once every d: a daemon validates a revision
+// per commit, and rewriting a file of 10,000 clusters' verdicts each time
+// cost every commit milliseconds. What is not written yet is written by
+// the next call past d, or by Repo.Close; a crash in between costs the
+// next start that much validation, not correctness.
+func (v *verdicts) saveEvery(d time.Duration) error {
+	if v == nil {
+		return nil
+	}
+	v.mu.Lock()
+	due := v.saved.IsZero() || time.Since(v.saved) >= d
+	v.mu.Unlock()
+	if !due {
+		return nil
+	}
+	err := v.save()
+	v.mu.Lock()
+	v.saved = time.Now()
+	v.mu.Unlock()
+	return err
 }
 
 // buildIdentity names this gitfleet build: its module version and the

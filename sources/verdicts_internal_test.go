@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/fixtures"
+	"github.com/gitfleet/gitfleet/internal/gittest"
 )
 
 // writeInitFleet writes the init fleet to a new folder.
@@ -158,5 +159,53 @@ func TestVerdictsBounded(t *testing.T) {
 	}
 	if d := loadVerdicts(cache); d.good(ka) {
 		t.Error("the oldest verdict survived a full cache")
+	}
+}
+
+// TestRepoVerdictsWrittenAtMostEvery: a repository read revision after
+// revision (a daemon's) writes its validation cache at its first
+// revision, not again within verdictSaveInterval, and what it learnt
+// since when it is closed.
+func TestRepoVerdictsWrittenAtMostEvery(t *testing.T) {
+	ctx := context.Background()
+	files, err := fixtures.Overlay(os.DirFS(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := map[string]string{}
+	for p, data := range files {
+		init[p] = string(data)
+	}
+	work := gittest.NewRepo(t)
+	work.Commit("init", init)
+	cache := filepath.Join(t.TempDir(), "validation")
+	r, err := Open(ctx, Options{Location: work.Dir, CacheFile: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := func() int {
+		t.Helper()
+		return len(loadVerdicts(cache).m)
+	}
+	if rev, err := r.Revision(ctx, "main"); err != nil || rev.Err != nil {
+		t.Fatalf("first revision: %v %v", err, rev.Err)
+	}
+	first := entries()
+	if first == 0 {
+		t.Fatal("the first revision wrote no verdicts")
+	}
+	dev := init["clusters/dev-1.yaml"]
+	work.Commit("dev-2", map[string]string{"clusters/dev-2.yaml": strings.ReplaceAll(dev, "dev-1", "dev-2")})
+	if rev, err := r.Revision(ctx, "main"); err != nil || rev.Err != nil {
+		t.Fatalf("second revision: %v %v", err, rev.Err)
+	}
+	if n := entries(); n != first {
+		t.Errorf("the second revision, within %s of the first, rewrote the cache: %d verdicts, had %d", verdictSaveInterval, n, first)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := entries(); n <= first {
+		t.Errorf("closing kept the new file's verdict unwritten: %d verdicts, had %d", n, first)
 	}
 }
