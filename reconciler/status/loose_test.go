@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
@@ -96,5 +98,53 @@ func TestReadBlobOnDisk(t *testing.T) {
 	h := putBlob(t, mem, contents[2])
 	if got, err := readBlob(mem, h); err != nil || !bytes.Equal(got, contents[2]) {
 		t.Errorf("blob in memory: %v", err)
+	}
+}
+
+// TestWriteObjectOnDisk: objects the writer stores in a repository on disk
+// are git's: the same hash as go-git's, read back by git and go-git, found
+// sound by git fsck, read-only; writing one again changes nothing.
+func TestWriteObjectOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	repo, err := git.PlainInit(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("name: c1\nphase: Ready\n"), 300)
+	h, err := writeObject(repo.Storer, plumbing.BlobObject, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := putBlob(t, memory.NewStorage(), data); h != want {
+		t.Fatalf("hash %s, go-git makes %s", h, want)
+	}
+	file := filepath.Join(dir, "objects", h.String()[:2], h.String()[2:])
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o444 {
+		t.Fatalf("object file: %v, %v; want mode 0444", fi, err)
+	}
+	if again, err := writeObject(repo.Storer, plumbing.BlobObject, data); err != nil || again != h {
+		t.Errorf("written again: %s, %v", again, err)
+	}
+	tree, err := writeTree(repo.Storer, []object.TreeEntry{{Name: "c1.yaml", Mode: filemode.Regular, Hash: h}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := repo.BlobObject(h); err != nil || b.Size != int64(len(data)) {
+		t.Errorf("go-git reads the blob: %v", err)
+	}
+	if tr, err := repo.TreeObject(tree); err != nil || len(tr.Entries) != 1 || tr.Entries[0].Hash != h {
+		t.Errorf("go-git reads the tree: %v", err)
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return
+	}
+	if out, err := exec.Command("git", "-C", dir, "cat-file", "blob", h.String()).Output(); err != nil || !bytes.Equal(out, data) {
+		t.Errorf("git cat-file: %d bytes, %v", len(out), err)
+	}
+	if out, err := exec.Command("git", "-C", dir, "fsck", "--strict", "--no-dangling").CombinedOutput(); err != nil {
+		t.Errorf("git fsck: %v\n%s", err, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "objects", "*", "tmp_obj_*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }

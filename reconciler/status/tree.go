@@ -24,7 +24,7 @@ type change struct {
 }
 
 func newChange(data []byte, summary string) change {
-	return change{data: data, hash: plumbing.ComputeHash(plumbing.BlobObject, data), summary: summary}
+	return change{data: data, hash: objectHash(plumbing.BlobObject, data), summary: summary}
 }
 
 func removal(summary string) change { return change{summary: summary} }
@@ -34,8 +34,12 @@ func writeBlob(s storer.EncodedObjectStorer, data []byte) (plumbing.Hash, error)
 	return writeObject(s, plumbing.BlobObject, data)
 }
 
-// writeObject stores data as an object of type t.
+// writeObject stores data as an object of type t: a loose file written
+// by writeLoose in a repository on disk, go-git's writer elsewhere.
 func writeObject(s storer.EncodedObjectStorer, t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
+	if dir := objectsDir(s); dir != "" {
+		return writeLoose(dir, t, data)
+	}
 	o := s.NewEncodedObject()
 	o.SetType(t)
 	o.SetSize(int64(len(data)))
