@@ -41,10 +41,9 @@ func (w *Writer) Flush(ctx context.Context) error {
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
 	w.stageFleet()
-	for p, c := range w.pending {
-		w.outbox[p] = c
-	}
-	clear(w.pending)
+	w.mu.Unlock()
+	w.encodePending()
+	w.mu.Lock()
 	idle := len(w.outbox) == 0 && (w.opts.Remote == "" || w.tip == w.pushed)
 	w.mu.Unlock()
 	if idle {

@@ -16,6 +16,9 @@ import (
 
 // change is the new content of one file of the status branch.
 type change struct {
+	// status is a cluster's status not encoded yet (SetCluster); data,
+	// hash and summary are set when it is (encodePending).
+	status  *ClusterStatus
 	data    []byte        // nil: remove the file
 	hash    plumbing.Hash // blob hash of data; zero when removing
 	summary string        // the file's line in the commit message

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -227,28 +228,23 @@ func (w *Writer) wait() error {
 	return w.loadErr
 }
 
-// SetCluster records the status of one cluster. Nothing is committed when
-// it encodes to the same file as what is on the branch or pending. It may
-// be called from several goroutines for different clusters at once: the
-// encoding, most of its cost, runs outside the Writer's lock.
+// SetCluster records the status of one cluster. It is encoded when the
+// Writer next commits, in the Writer's goroutine: a planning pass hands
+// over its clusters without encoding them, and a cluster set several times
+// between two commits is encoded once. Nothing is committed when it
+// encodes to the same file as what is on the branch or about to be.
 func (w *Writer) SetCluster(c ClusterStatus, o Origin) error {
 	if err := w.wait(); err != nil {
 		return err
 	}
-	w.mu.Lock()
-	w.stamp(&c)
-	w.mu.Unlock()
-	data, err := EncodeCluster(c)
-	if err != nil {
+	if err := checkName(c.Name); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	ch := newChange(data, c.summary())
-	sum := summarize(c)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stage(ClusterPath(c.Name), ch, o) {
-		w.setSum(c.Name, sum)
-	}
+	w.stamp(&c)
+	w.stage(ClusterPath(c.Name), change{status: &c}, o)
+	w.setSum(c.Name, summarize(c))
 	return nil
 }
 
@@ -317,30 +313,97 @@ func (w *Writer) SetFleet(f FleetStatus, o Origin) {
 }
 
 // stage records ch for path unless it changes nothing, and reports whether
-// it did. Called with mu held.
+// it did. A cluster's status not yet encoded (ch.status) is always staged:
+// whether it changes anything is known once it is encoded (encodePending).
+// Called with mu held.
 func (w *Writer) stage(path string, ch change, o Origin) bool {
 	base, inOutbox := w.outbox[path]
 	baseHash := base.hash
 	if !inOutbox {
 		baseHash = w.known[path]
 	}
-	cur := baseHash
-	if p, ok := w.pending[path]; ok {
-		cur = p.hash
-	}
-	if ch.hash == cur {
-		return false
-	}
-	if ch.hash == baseHash {
-		delete(w.pending, path) // back to what is written
-		return true
+	if ch.status == nil {
+		cur, sure := baseHash, true
+		if p, ok := w.pending[path]; ok {
+			cur, sure = p.hash, p.status == nil // a status not encoded yet: unknown
+		}
+		if sure && ch.hash == cur {
+			return false
+		}
+		if ch.hash == baseHash {
+			delete(w.pending, path) // back to what is written
+			return true
+		}
 	}
 	w.seq++
 	ch.origin, ch.seq = o, w.seq
 	w.pending[path] = ch
-	w.staged = w.opts.Now()
+	if ch.status == nil {
+		w.staged = w.opts.Now()
+	}
 	w.poke()
 	return true
+}
+
+// encodePending encodes the clusters' statuses set since the last commit
+// (on every core, outside the lock: the loop goes on setting) and moves
+// every pending change to the outbox, leaving out a status that encodes
+// to what is written or about to be. Called with flushMu held.
+func (w *Writer) encodePending() {
+	w.mu.Lock()
+	var todo []string
+	for p, c := range w.pending {
+		if c.status != nil {
+			todo = append(todo, p)
+			continue
+		}
+		w.outbox[p] = c
+	}
+	deferred := make([]change, len(todo))
+	for i, p := range todo {
+		deferred[i] = w.pending[p]
+	}
+	clear(w.pending)
+	w.mu.Unlock()
+	if len(todo) == 0 {
+		return
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(todo))
+	var wg sync.WaitGroup
+	for n := range workers {
+		wg.Go(func() {
+			for i := n; i < len(deferred); i += workers {
+				c := &deferred[i]
+				data, err := EncodeCluster(*c.status)
+				if err != nil {
+					w.log.Error().Err(err).Str("path", todo[i]).Msg("status: cannot encode a cluster's status; it is not written")
+					c.status = nil
+					continue
+				}
+				summary := c.status.summary()
+				*c = change{data: data, hash: objectHash(plumbing.BlobObject, data), summary: summary, origin: c.origin, seq: c.seq}
+			}
+		})
+	}
+	wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, p := range todo {
+		c := deferred[i]
+		if c.data == nil {
+			continue
+		}
+		base, inOutbox := w.outbox[p]
+		baseHash := base.hash
+		if !inOutbox {
+			baseHash = w.known[p]
+		}
+		if c.hash == baseHash {
+			continue // the same file as is written or about to be
+		}
+		w.outbox[p] = c
+		w.staged = w.opts.Now()
+	}
 }
 
 // refresh stamps fleet.yaml's refreshedAt when nothing was staged for a

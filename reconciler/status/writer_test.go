@@ -342,3 +342,34 @@ func TestWriterRefreshesAQuietStatus(t *testing.T) {
 		t.Errorf("after the caller's SetFleet: refreshedAt %v, lastApplied %+v; want the stamp kept and the new subject", snap.Fleet.RefreshedAt, snap.Fleet.LastApplied)
 	}
 }
+
+// TestWriterEncodesWhenItCommits: a cluster's status is encoded when the
+// Writer commits, so what was set last before a commit is what the commit
+// holds, and a removal after a set not yet encoded still removes the file
+// (or, for a cluster never written, leaves nothing to commit).
+func TestWriterEncodesWhenItCommits(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, Options{Repo: newRepo(t, dir), Interval: time.Hour})
+	w.SetCluster(cluster("dev-1", 1, "Provisioning"), origin)
+	w.SetCluster(cluster("dev-1", 2, "Provisioning"), origin)
+	w.SetCluster(cluster("dev-1", 3, "Running"), origin)
+	flush(t, w)
+	if got := gitCLI(t, dir, "show", branch+":clusters/dev-1.yaml"); !strings.Contains(got, "phase: Running") || strings.Count(got, "- name: dev-1-") != 4 {
+		t.Errorf("the commit holds not the last status set:\n%s", got)
+	}
+	w.SetCluster(cluster("dev-1", 3, "Deleting"), origin)
+	if err := w.DeleteCluster("dev-1", origin); err != nil {
+		t.Fatal(err)
+	}
+	w.SetCluster(cluster("dev-2", 1, "Provisioning"), origin)
+	if err := w.DeleteCluster("dev-2", origin); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, w)
+	if files := gitCLI(t, dir, "ls-tree", "-r", "--name-only", branch); files != "fleet.yaml" {
+		t.Errorf("files after the removals: %q, want fleet.yaml alone", files)
+	}
+	if n := commitCount(t, dir, branch); n != 2 {
+		t.Errorf("%d commits, want 2", n)
+	}
+}
