@@ -33,9 +33,10 @@ run: build ## make a demo fleet under .gitfleet/demo (once) and run gitfleet up 
 	./$(BIN) up --repo $(DEMO) --data-dir .gitfleet/data
 
 .PHONY: test
-test: deps chromium ## run every test with -race (with a short browser test where Chromium runs), then a short fuzz run
+test: deps chromium ## run every test with -race (with a short browser test where Chromium runs), then short fuzz runs
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./schemas
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZTIME) ./reconciler
 
 .PHONY: faults
 faults: deps ## run every fault scenario with real processes and print the lost/duplicated table
