@@ -124,7 +124,7 @@ func readLoose(dir string, h plumbing.Hash) ([]byte, error) {
 	sum.Write(head[:nul+1])
 	sum.Write(data)
 	if !bytes.Equal(sum.Sum(nil), h[:]) {
-		return nil, fmt.Errorf("object %s: content does not match its hash", hex)
+		return nil, fmt.Errorf("object %s: content does not match its hash: the object file is damaged (git fsck names what is)", hex)
 	}
 	return data, nil
 }
