@@ -225,10 +225,10 @@ func (d *doc) errorAt(path, field, msg string) Error {
 
 // errorNear makes an error at field's position, or its nearest written
 // ancestor's, or the document's start.
-func errorNear(path string, docLine int, lines map[string]Pos, field, msg string) Error {
+func errorNear(path string, docLine int, lines Lines, field, msg string) Error {
 	e := Error{Path: path, Line: docLine, Col: 1, Field: field, Message: msg}
 	for p := field; p != ""; p = parentField(p) {
-		if pos, ok := lines[p]; ok {
+		if pos, ok := lines.At(p); ok {
 			e.Line, e.Col = pos.Line, pos.Col
 			break
 		}

@@ -56,7 +56,7 @@ spec:
 	if objs[1].Source != (v1alpha1.Source{Path: "hc.yaml", Line: 15}) {
 		t.Errorf("second document source = %v, want hc.yaml:15", objs[1].Source)
 	}
-	if got := objs[0].Lines["spec.checks.nodeStartupTimeoutSeconds"]; got != (Pos{8, 5}) {
+	if got, _ := objs[0].Lines.At("spec.checks.nodeStartupTimeoutSeconds"); got != (Pos{8, 5}) {
 		t.Errorf("Lines[spec.checks.nodeStartupTimeoutSeconds] = %v, want 8:5", got)
 	}
 }

@@ -51,6 +51,7 @@ func (vs *variables) rotate() {
 func (vs *variables) close() { putValidator(vs.v) }
 
 type compiledVar struct {
+	owner      *compiled // counts the values check builds in ctx
 	ctx        *cue.Context
 	constraint cue.Value
 	src        string
@@ -61,7 +62,10 @@ type compiledVar struct {
 const maxVerdicts = 1 << 14
 
 func (vs *variables) compile(cl *v1alpha1.ClusterClass, i int) (*compiledVar, error) {
-	if vs.v.used++; vs.v.used >= rotateAfter {
+	// Only CUE work counts towards rotation: a constraint compiled before
+	// and a verdict remembered build nothing in the context, and most of a
+	// fleet's clusters find both.
+	if vs.v.used >= rotateAfter {
 		vs.rotate()
 	}
 	key := fmt.Sprintf("%s/%d", cl.Metadata.Name, i)
@@ -71,6 +75,7 @@ func (vs *variables) compile(cl *v1alpha1.ClusterClass, i int) (*compiledVar, er
 		}
 		return cv, nil
 	}
+	vs.v.used++
 	decl := cl.Spec.Variables[i]
 	src := strings.TrimSpace(decl.Constraint)
 	if src == "" {
@@ -109,7 +114,7 @@ func (vs *variables) compile(cl *v1alpha1.ClusterClass, i int) (*compiledVar, er
 		js, _ := json.Marshal(decl.Schema.OpenAPIV3Schema)
 		src += "\x00" + string(js)
 	}
-	cv := &compiledVar{ctx: vs.ctx, constraint: v, src: src, verdicts: vs.verdicts}
+	cv := &compiledVar{owner: vs.v, ctx: vs.ctx, constraint: v, src: src, verdicts: vs.verdicts}
 	vs.compiled[key] = cv
 	return cv, nil
 }
@@ -133,6 +138,7 @@ func (cv *compiledVar) check(value any) (msg string) {
 		}
 		defer func() { cv.verdicts[key] = msg }()
 	}
+	cv.owner.used++
 	err := safely(func() error {
 		u := cv.constraint.Unify(cv.ctx.Encode(value))
 		if err := u.Validate(cue.Concrete(true)); err != nil {

@@ -25,10 +25,30 @@ const maxNodes = 200_000
 type doc struct {
 	line  int // first line of the document
 	value any
-	lines map[string]Pos // field path -> where it is written (the key, for fields)
+	lines Lines          // where each field is written (the key, for fields)
+	pos   map[string]Pos // lines while the document is converted
 	root  *yaml.Node
 	vals  map[string]*yaml.Node // field path -> the value node; built by valueNodes on the first error
 	errs  []Error               // duplicate keys, alias bombs, odd keys
+}
+
+// posMaps are the maps documents record positions in while they are
+// converted, reused: each document's positions end up in its Lines.
+var posMaps sync.Pool
+
+func getPosMap(hint int) map[string]Pos {
+	if m, ok := posMaps.Get().(map[string]Pos); ok {
+		return m
+	}
+	return make(map[string]Pos, hint)
+}
+
+func putPosMap(m map[string]Pos) {
+	if len(m) > 1024 {
+		return // a huge document's map would keep its size
+	}
+	clear(m)
+	posMaps.Put(m)
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
@@ -56,9 +76,12 @@ func splitYAML(path string, data []byte) ([]*doc, *Error) {
 		if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 			continue // an empty document: only comments, or a stray ---
 		}
-		d := &doc{line: root.Line, root: root, lines: make(map[string]Pos, hint)}
+		d := &doc{line: root.Line, root: root, pos: getPosMap(hint)}
 		b := &docBuilder{path: path, d: d}
 		d.value = b.value(root, "", nil)
+		d.lines = newLines(d.pos)
+		putPosMap(d.pos)
+		d.pos = nil
 		docs = append(docs, d)
 	}
 }
@@ -68,7 +91,7 @@ func splitYAML(path string, data []byte) ([]*doc, *Error) {
 // built on first use by converting the document again.
 func (d *doc) valueNodes() map[string]*yaml.Node {
 	if d.vals == nil {
-		again := &doc{line: d.line, root: d.root, lines: map[string]Pos{}, vals: map[string]*yaml.Node{}}
+		again := &doc{line: d.line, root: d.root, pos: map[string]Pos{}, vals: map[string]*yaml.Node{}}
 		(&docBuilder{d: again}).value(d.root, "", nil)
 		d.vals = again.vals
 	}
@@ -115,8 +138,8 @@ func (b *docBuilder) value(n *yaml.Node, p string, seen []*yaml.Node) any {
 			b.d.vals[p] = n
 		}
 	}
-	if _, ok := b.d.lines[p]; !ok {
-		b.d.lines[p] = Pos{n.Line, n.Column}
+	if _, ok := b.d.pos[p]; !ok {
+		b.d.pos[p] = Pos{n.Line, n.Column}
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
@@ -168,8 +191,8 @@ func (b *docBuilder) mapping(n *yaml.Node, p string, out map[string]any, seen []
 			}
 			continue
 		}
-		if _, ok := b.d.lines[fp]; !ok || !merging {
-			b.d.lines[fp] = Pos{k.Line, k.Column}
+		if _, ok := b.d.pos[fp]; !ok || !merging {
+			b.d.pos[fp] = Pos{k.Line, k.Column}
 		}
 		out[k.Value] = b.value(v, fp, seen)
 	}

@@ -70,6 +70,14 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// The documents are decoded: let go of their text, so that a large
+	// fleet's files are not held through the cross-object checks (a file
+	// parsed again later is read again; rendered ones cannot be, and stay).
+	for i := range ins {
+		if ins[i].read != nil {
+			ins[i].Data = nil
+		}
+	}
 	keys := make(map[objectRef]string, len(docs))
 	errs := append(append(schemas.Errors(nil), pre...), polErrs...)
 	objs := make([]schemas.Object, 0, len(docs))

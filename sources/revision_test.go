@@ -3,6 +3,7 @@ package sources_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -118,5 +119,31 @@ func TestObjectKeys(t *testing.T) {
 	}
 	if k := two.ObjectKey("Cluster", "nope"); k != "" {
 		t.Errorf("key of a missing cluster: %q", k)
+	}
+}
+
+// A revision that only adds a policy checks every file again against it,
+// though their text was let go once the first revision had decoded them.
+func TestANewPolicyChecksUnchangedFiles(t *testing.T) {
+	ctx := context.Background()
+	work := gittest.NewRepo(t)
+	work.Commit("two clusters", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a"), "clusters/b.yaml": cluster("b")})
+	r := open(t, work.Dir)
+	one, err := r.Revision(ctx, "main")
+	if err != nil || one.Rejected() {
+		t.Fatal(err, one.Err)
+	}
+	work.Commit("pin the version", map[string]string{"policies/version.cue": "Cluster: spec: topology: version: \"v1.31.0\"\n"})
+	two, err := r.Revision(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range two.Errors {
+		got = append(got, fmt.Sprintf("%s:%d %s", e.Path, e.Line, e.Field))
+	}
+	want := []string{"clusters/a.yaml:8 spec.topology.version", "clusters/b.yaml:8 spec.topology.version"}
+	if !two.Rejected() || !slices.Equal(got, want) {
+		t.Errorf("errors after the policy = %q (%v), want %q", got, two.Errors, want)
 	}
 }

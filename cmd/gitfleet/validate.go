@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gitfleet/gitfleet/internal/gcfloor"
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/schemas"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -20,6 +21,11 @@ func init() {
 		run:     runValidate,
 	})
 }
+
+// validateHeapFloor is validate's garbage-collection floor: at 10,000
+// clusters it makes a cold run ~15% faster for ~20 MiB more peak memory
+// (docs/reconciler.md, Figures).
+const validateHeapFloor = 128 << 20
 
 func runValidate(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet("validate", env)
@@ -40,6 +46,9 @@ func runValidate(ctx context.Context, env *cmdEnv, args []string) error {
 	if len(pos) == 1 {
 		dir = pos[0]
 	}
+	// A one-shot run over a fleet's files: let the heap reach
+	// validateHeapFloor before collecting (internal/gcfloor).
+	defer gcfloor.Set(validateHeapFloor)()
 	var fleet *v1alpha1.Fleet
 	var errs schemas.Errors
 	vo := sources.ValidateOptions{CacheFile: validationCache()}

@@ -25,3 +25,17 @@ func BenchmarkZZPlanWarm(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkZZValidateCold(b *testing.B) {
+	dir := os.Getenv("PLAN_DIR")
+	if dir == "" {
+		b.Skip()
+	}
+	for b.Loop() {
+		b.Setenv("GITFLEET_CACHE", b.TempDir()+"/v")
+		var out, errb bytes.Buffer
+		if code := run(b.Context(), []string{"validate", dir}, &cmdEnv{stdout: &out, stderr: &errb}); code != 0 {
+			b.Fatalf("%d %s", code, errb.String())
+		}
+	}
+}

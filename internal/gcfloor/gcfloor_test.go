@@ -1,0 +1,72 @@
+package gcfloor
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+var sink []byte
+
+// gcPercent reads the collector's setting without changing it.
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
+
+func TestNoCollectionBelowTheFloor(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	runtime.GC()
+	undo := Set(256 << 20)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 32 << 10 { // 32 MiB of garbage in 1 KiB pieces
+		sink = make([]byte, 1<<10)
+	}
+	runtime.ReadMemStats(&after)
+	undo()
+	if n := after.NumGC - before.NumGC; n != 0 {
+		t.Errorf("%d collections while the heap stayed under the floor, want none", n)
+	}
+	if p := gcPercent(); p != 100 {
+		t.Errorf("after undo GOGC is %d, want 100 back", p)
+	}
+}
+
+func TestDefaultsComeBackPastHalfTheFloor(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	undo := Set(32 << 20)
+	defer undo()
+	if p := gcPercent(); p != -1 {
+		t.Fatalf("under the floor GOGC is %d, want off (-1)", p)
+	}
+	live := make([][]byte, 0, 24)
+	for range 24 { // 24 MiB kept: more than half the floor
+		live = append(live, make([]byte, 1<<20))
+	}
+	runtime.GC()
+	deadline := time.Now().Add(5 * time.Second)
+	for gcPercent() != 100 {
+		if time.Now().After(deadline) {
+			t.Fatal("the live heap passed half the floor and GOGC stayed off")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if l := debug.SetMemoryLimit(-1); l < 1<<62 {
+		t.Errorf("memory limit %d left in place, want none", l)
+	}
+	runtime.KeepAlive(live)
+}
+
+func TestTheUsersSettingWins(t *testing.T) {
+	t.Setenv("GOGC", "100")
+	undo := Set(256 << 20)
+	defer undo()
+	if p := gcPercent(); p != 100 {
+		t.Errorf("GOGC set by the user, yet the floor turned it to %d", p)
+	}
+}
