@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -133,19 +134,28 @@ func readLoose(dir string, h plumbing.Hash) ([]byte, error) {
 // tree: in a class bump of 1,000 clusters, go-git's writer (deflate at the
 // default level, a collision-detecting hash) was a quarter of the whole
 // process's CPU. writeLoose writes the same file as git and go-git do —
-// "<type> <size>\0<data>" deflated, under objects/<2 hex>/<38 hex>, made
+// "<type> <size>\0<data>" deflated, under objects/<2 hex>/<38 hex>,
 // read-only, moved into place from a temporary file — with the fastest
-// deflate level (any level is valid zlib for git) and crypto/sha1.
+// deflate level (any level is valid zlib for git) and crypto/sha1, and
+// with as few system calls as that allows: the object is deflated in
+// memory and written at once, the temporary file is made read-only as it
+// is created, and its folder is made only when the create says it is
+// missing (lstat, open, write, close, rename: five, down from nine).
+
+type deflater struct {
+	z   *zlib.Writer
+	buf bytes.Buffer
+}
 
 var deflaters = sync.Pool{New: func() any {
-	z, _ := zlib.NewWriterLevel(nil, zlib.BestSpeed)
-	return z
+	d := &deflater{}
+	d.z, _ = zlib.NewWriterLevel(&d.buf, zlib.BestSpeed)
+	return d
 }}
 
 // writeLoose stores data as a loose object of type t under dir (an
 // objects folder) unless it is there already, and returns its hash.
 func writeLoose(dir string, t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
-	header := objectHeader(t, data)
 	h := objectHash(t, data)
 	hex := h.String()
 	folder := filepath.Join(dir, hex[:2])
@@ -153,37 +163,48 @@ func writeLoose(dir string, t plumbing.ObjectType, data []byte) (plumbing.Hash, 
 	if _, err := os.Lstat(file); err == nil {
 		return h, nil // content-addressed: the same object
 	}
-	if err := os.MkdirAll(folder, 0o755); err != nil {
-		return plumbing.ZeroHash, err
+	d := deflaters.Get().(*deflater)
+	defer deflaters.Put(d)
+	d.buf.Reset()
+	d.z.Reset(&d.buf)
+	_, _ = d.z.Write(objectHeader(t, data)) // a bytes.Buffer does not fail
+	_, _ = d.z.Write(data)
+	_ = d.z.Close()
+
+	f, tmp, err := createTemp(folder)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(folder, 0o755); err == nil {
+			f, tmp, err = createTemp(folder)
+		}
 	}
-	f, err := os.CreateTemp(folder, "tmp_obj_")
 	if err != nil {
-		return plumbing.ZeroHash, err
+		return plumbing.ZeroHash, fmt.Errorf("write object %s: %w", hex, err)
 	}
-	z := deflaters.Get().(*zlib.Writer)
-	z.Reset(f)
-	_, err = z.Write(header)
-	if err == nil {
-		_, err = z.Write(data)
-	}
-	if err == nil {
-		err = z.Close()
-	}
-	deflaters.Put(z)
-	if err == nil {
-		err = f.Chmod(0o444)
-	}
+	_, err = f.Write(d.buf.Bytes())
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), file)
+		err = os.Rename(tmp, file)
 	}
 	if err != nil {
-		_ = os.Remove(f.Name())
+		_ = os.Remove(tmp)
 		return plumbing.ZeroHash, fmt.Errorf("write object %s: %w", hex, err)
 	}
 	return h, nil
+}
+
+// createTemp creates a new read-only file in folder for an object being
+// written (git's tmp_obj_ prefix), open for writing.
+func createTemp(folder string) (*os.File, string, error) {
+	for {
+		name := filepath.Join(folder, "tmp_obj_"+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+		if errors.Is(err, fs.ErrExist) {
+			continue // a name taken: draw another
+		}
+		return f, name, err
+	}
 }
 
 func objectHeader(t plumbing.ObjectType, data []byte) []byte {
