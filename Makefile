@@ -37,6 +37,7 @@ test: deps chromium ## run every test with -race (with a short browser test wher
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZTIME) ./reconciler
+	$(GO) test -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(FUZZTIME) ./schemas
 
 .PHONY: faults
 faults: deps ## run every fault scenario with real processes and print the lost/duplicated table

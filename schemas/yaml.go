@@ -56,10 +56,28 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
 // splitYAML decodes every document of a file. A syntax error ends the file:
 // the documents before it are returned with the error.
 func splitYAML(path string, data []byte) ([]*doc, *Error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
 	// A field or list element per line is typical: size the maps once.
 	hint := min(bytes.Count(data, []byte{'\n'})+8, 64)
 	var docs []*doc
+	add := func(root *yaml.Node) {
+		if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+			return // an empty document: only comments, or a stray ---
+		}
+		d := &doc{line: root.Line, root: root, pos: getPosMap(hint)}
+		b := &docBuilder{path: path, d: d}
+		d.value = b.value(root, "", nil)
+		d.lines = newLines(d.pos)
+		putPosMap(d.pos)
+		d.pos = nil
+		docs = append(docs, d)
+	}
+	if roots, ok := fastYAML(data); ok {
+		for _, root := range roots {
+			add(root)
+		}
+		return docs, nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
 		var n yaml.Node
 		err := dec.Decode(&n)
@@ -69,20 +87,9 @@ func splitYAML(path string, data []byte) ([]*doc, *Error) {
 		if err != nil {
 			return docs, yamlSyntaxError(path, err)
 		}
-		if len(n.Content) == 0 {
-			continue
+		if len(n.Content) > 0 {
+			add(n.Content[0])
 		}
-		root := n.Content[0]
-		if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-			continue // an empty document: only comments, or a stray ---
-		}
-		d := &doc{line: root.Line, root: root, pos: getPosMap(hint)}
-		b := &docBuilder{path: path, d: d}
-		d.value = b.value(root, "", nil)
-		d.lines = newLines(d.pos)
-		putPosMap(d.pos)
-		d.pos = nil
-		docs = append(docs, d)
 	}
 }
 

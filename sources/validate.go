@@ -43,6 +43,9 @@ func ValidateDir(ctx context.Context, dir string, vo ValidateOptions) (*v1alpha1
 	if err := rekeyByContent(ins); err != nil {
 		return nil, nil, err
 	}
+	if vo.Files != nil {
+		vo.Files(len(ins))
+	}
 	known := newVerdicts()
 	if vo.CacheFile != "" {
 		known = loadVerdicts(vo.CacheFile)
@@ -72,6 +75,9 @@ func rekeyByContent(ins []input) error {
 type ValidateOptions struct {
 	// CacheFile keeps validation verdicts across runs (Options.CacheFile).
 	CacheFile string
+	// Files, if set, is told how many files ValidateDir is about to
+	// parse (validate sizes its garbage-collection floor by it).
+	Files func(n int)
 }
 
 func loadAll(ins []*input) error {
