@@ -3,6 +3,7 @@ package sources
 import (
 	"errors"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/loose"
 	"io"
 	"io/fs"
 	"os"
@@ -86,6 +87,8 @@ func (s *snapshot) readFile(p string) ([]byte, error) {
 // path and blob keeps its entry: a commit that changes one file of 10,000
 // makes one new entry, not 10,000.
 func treeSnapshot(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*snapshot, error) {
+	// A blob still loose is read directly (internal/loose), the rest by go-git.
+	dir := loose.ObjectsDir(st)
 	s := &snapshot{files: make(map[string]entry, len(prevFiles(prev)))}
 	s.paths = make([]string, 0, len(prevFiles(prev)))
 	w := object.NewTreeWalker(tree, true, nil)
@@ -108,6 +111,11 @@ func treeSnapshot(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*s
 		h := e.Hash
 		key := h.String()
 		s.add(name, entry{key: key, blob: h, ikey: key + " " + name, size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
+			if dir != "" {
+				if data, err := loose.Read(dir, h); !errors.Is(err, loose.ErrNotLoose) {
+					return data, err
+				}
+			}
 			b, err := object.GetBlob(st, h)
 			if errors.Is(err, plumbing.ErrObjectNotFound) {
 				// git gc packed the loose object since the tree was

@@ -2,6 +2,7 @@ package status
 
 import (
 	"bytes"
+	"github.com/gitfleet/gitfleet/internal/loose"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,8 +40,8 @@ func TestReadBlobOnDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if objectsDir(repo.Storer) != filepath.Join(dir, "objects") {
-		t.Fatalf("objects folder of a repository on disk: %q", objectsDir(repo.Storer))
+	if loose.ObjectsDir(repo.Storer) != filepath.Join(dir, "objects") {
+		t.Fatalf("objects folder of a repository on disk: %q", loose.ObjectsDir(repo.Storer))
 	}
 	contents := [][]byte{nil, []byte("a"), bytes.Repeat([]byte("name: c1\nphase: Ready\n"), 500)}
 	var hashes []plumbing.Hash
@@ -92,7 +93,7 @@ func TestReadBlobOnDisk(t *testing.T) {
 	}
 
 	mem := memory.NewStorage()
-	if objectsDir(mem) != "" {
+	if loose.ObjectsDir(mem) != "" {
 		t.Error("a storage in memory has an objects folder")
 	}
 	h := putBlob(t, mem, contents[2])

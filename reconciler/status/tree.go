@@ -3,6 +3,7 @@ package status
 import (
 	"errors"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/loose"
 	"io"
 	"slices"
 	"strconv"
@@ -40,7 +41,7 @@ func writeBlob(s storer.EncodedObjectStorer, data []byte) (plumbing.Hash, error)
 // writeObject stores data as an object of type t: a loose file written
 // by writeLoose in a repository on disk, go-git's writer elsewhere.
 func writeObject(s storer.EncodedObjectStorer, t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
-	if dir := objectsDir(s); dir != "" {
+	if dir := loose.ObjectsDir(s); dir != "" {
 		return writeLoose(dir, t, data)
 	}
 	o := s.NewEncodedObject()
@@ -250,8 +251,8 @@ func fileHashes(s storer.EncodedObjectStorer, tree plumbing.Hash) (map[string]pl
 
 // readBlob returns the content of a blob.
 func readBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
-	if dir := objectsDir(s); dir != "" {
-		if data, err := readLoose(dir, h); !errors.Is(err, errNotLoose) {
+	if dir := loose.ObjectsDir(s); dir != "" {
+		if data, err := loose.Read(dir, h); !errors.Is(err, loose.ErrNotLoose) {
 			return data, err
 		}
 	}

@@ -1,0 +1,67 @@
+package loose
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// Read returns what git stored, says a damaged file is damaged, and leaves
+// what is not loose to go-git.
+func TestReadWhatGitWrote(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	content := "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\n" + strings.Repeat("# padding\n", 500)
+	cmd := exec.Command("git", "hash-object", "-w", "--stdin")
+	cmd.Dir, cmd.Stdin = dir, strings.NewReader(content)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := plumbing.NewHash(strings.TrimSpace(string(out)))
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := ObjectsDir(repo.Storer)
+	if objects != filepath.Join(dir, ".git", "objects") {
+		t.Fatalf("ObjectsDir = %q", objects)
+	}
+	data, err := Read(objects, h)
+	if err != nil || string(data) != content {
+		t.Fatalf("Read = %d bytes, %v; want git's %d bytes", len(data), err, len(content))
+	}
+	if _, err := Read(objects, plumbing.NewHash(strings.Repeat("ab", 20))); !errors.Is(err, ErrNotLoose) {
+		t.Errorf("a missing object: %v, want ErrNotLoose", err)
+	}
+	// Another blob's file under h's name: the content does not match.
+	other := exec.Command("git", "hash-object", "-w", "--stdin")
+	other.Dir, other.Stdin = dir, strings.NewReader("something else\n")
+	out, err = other.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := strings.TrimSpace(string(out))
+	file := filepath.Join(objects, h.String()[:2], h.String()[2:])
+	body, err := os.ReadFile(filepath.Join(objects, o[:2], o[2:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(objects, h); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("a damaged object: %v, want an error saying so", err)
+	}
+}
