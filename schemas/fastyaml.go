@@ -37,10 +37,15 @@ func fastYAML(data []byte) (roots []*yaml.Node, ok bool) {
 		start = end + 1
 	}
 	for i, l := range p.lines {
+		ascii := true
 		for _, c := range l {
 			if c < ' ' || c == 0x7f {
 				return nil, false // tabs, CR, control characters
 			}
+			ascii = ascii && c < utf8.RuneSelf
+		}
+		if !ascii && !plainRunes(l) {
+			return nil, false
 		}
 		if len(l) >= 3 && (l[0] == '-' || l[0] == '.') && (string(l[:3]) == "---" || string(l[:3]) == "...") {
 			if l[0] == '.' || !endsLine(l, 3) {
@@ -66,6 +71,19 @@ func fastYAML(data []byte) (roots []*yaml.Node, ok bool) {
 		from = to + 1
 	}
 	return roots, true
+}
+
+// plainRunes reports whether l holds only characters YAML prints and does
+// not take for line breaks: not C1 controls (NEL among them), the line and
+// paragraph separators, a byte order mark or the non-characters U+FFFE and
+// U+FFFF, which yaml.v3 breaks lines at or refuses.
+func plainRunes(l []byte) bool {
+	for _, r := range string(l) {
+		if r >= 0x80 && r <= 0x9f || r == 0x2028 || r == 0x2029 || r == 0xfeff || r == 0xfffe || r == 0xffff {
+			return false
+		}
+	}
+	return true
 }
 
 // maxFastDepth bounds nesting: deeper documents are yaml.v3's, which has
@@ -344,7 +362,7 @@ func (p *fastParser) inline(l []byte, i int, flow bool) (*yaml.Node, int) {
 		if c == '#' && l[j-1] == ' ' {
 			break
 		}
-		if flow && (c == ',' || c == '[' || c == ']' || c == '{' || c == '}') {
+		if flow && (c == ',' || c == '?' || c == '[' || c == ']' || c == '{' || c == '}') {
 			break
 		}
 		j++

@@ -142,6 +142,11 @@ var fastCases = []string{
 	"\xef\xbb\xbfa: 1\n",
 	"a: 1\n...\n",
 	"a: \"\"\nb: ''\n",
+	"a: x\u0085y\n",
+	"a: x\u2028y\n",
+	"a: x\ufeffy\n",
+	"a: \"x\u2029y\"\n",
+	"a: x\u00a0y\n",
 }
 
 // On the fixtures and the cases above, fastYAML either reads what yaml.v3
