@@ -345,10 +345,8 @@ func (p *fastParser) inline(l []byte, i int, flow bool) (*yaml.Node, int) {
 	switch l[i] {
 	case '"', '\'':
 		return p.quoted(l, i)
-	case '[':
-		return p.flowSeq(l, i)
-	case '{':
-		return p.flowMap(l, i)
+	case '[', '{':
+		return p.flow(l, i)
 	}
 	if !plainStart(l, i, flow) {
 		return nil, i
@@ -444,67 +442,46 @@ func (p *fastParser) quoted(l []byte, i int) (*yaml.Node, int) {
 	return n, end
 }
 
-// flowSeq reads [a, b, {c: d}] on one line.
-func (p *fastParser) flowSeq(l []byte, i int) (*yaml.Node, int) {
-	seq := p.newNode(yaml.SequenceNode, p.li, i)
-	seq.Tag, seq.Style = "!!seq", yaml.FlowStyle
+// flow reads a one-line flow collection at byte i: [a, b, {c: d}] or
+// {a: b, c: [d]}.
+func (p *fastParser) flow(l []byte, i int) (*yaml.Node, int) {
+	n := p.newNode(yaml.SequenceNode, p.li, i)
+	n.Tag, n.Style = "!!seq", yaml.FlowStyle
+	closer := byte(']')
+	if l[i] == '{' {
+		n.Kind, n.Tag, closer = yaml.MappingNode, "!!map", '}'
+	}
 	j := skipSpaces(l, i+1)
-	if j < len(l) && l[j] == ']' {
-		return seq, j + 1
+	if j < len(l) && l[j] == closer {
+		return n, j + 1
 	}
 	for {
 		item, k := p.inline(l, j, true)
 		if item == nil {
 			return nil, i
 		}
-		seq.Content = append(seq.Content, item)
+		n.Content = append(n.Content, item)
+		if n.Kind == yaml.MappingNode { // item is a key: its value follows ": "
+			if item.Kind != yaml.ScalarNode || k+1 >= len(l) || l[k] != ':' || l[k+1] != ' ' {
+				return nil, i
+			}
+			var v *yaml.Node
+			if v, k = p.inline(l, skipSpaces(l, k+1), true); v == nil {
+				return nil, i
+			}
+			n.Content = append(n.Content, v)
+		}
 		k = skipSpaces(l, k)
 		if k >= len(l) {
 			return nil, i
 		}
 		switch l[k] {
-		case ']':
-			return seq, k + 1
+		case closer:
+			return n, k + 1
 		case ',':
 			j = skipSpaces(l, k+1)
-			if j >= len(l) || l[j] == ']' || l[j] == ',' {
+			if j >= len(l) || l[j] == closer || l[j] == ',' {
 				return nil, i // a trailing or empty entry
-			}
-		default:
-			return nil, i
-		}
-	}
-}
-
-// flowMap reads {a: b, c: [d]} on one line.
-func (p *fastParser) flowMap(l []byte, i int) (*yaml.Node, int) {
-	m := p.newNode(yaml.MappingNode, p.li, i)
-	m.Tag, m.Style = "!!map", yaml.FlowStyle
-	j := skipSpaces(l, i+1)
-	if j < len(l) && l[j] == '}' {
-		return m, j + 1
-	}
-	for {
-		k, e := p.inline(l, j, true)
-		if k == nil || k.Kind != yaml.ScalarNode || e+1 >= len(l) || l[e] != ':' || l[e+1] != ' ' {
-			return nil, i
-		}
-		v, e2 := p.inline(l, skipSpaces(l, e+1), true)
-		if v == nil {
-			return nil, i
-		}
-		m.Content = append(m.Content, k, v)
-		e2 = skipSpaces(l, e2)
-		if e2 >= len(l) {
-			return nil, i
-		}
-		switch l[e2] {
-		case '}':
-			return m, e2 + 1
-		case ',':
-			j = skipSpaces(l, e2+1)
-			if j >= len(l) || l[j] == '}' || l[j] == ',' {
-				return nil, i
 			}
 		default:
 			return nil, i
