@@ -79,6 +79,10 @@ type Object struct {
 	// the object is kept so that cross-object checks know the name exists
 	// (no "class not found" after a class with a typo).
 	Invalid bool
+	// Key names the document's content for caches (sources sets it: the
+	// file's content hash, path and the document's line); CheckKnown trusts
+	// an earlier verdict only for objects with a key.
+	Key string
 }
 
 // Pos is a line and column in a file.

@@ -16,7 +16,25 @@ import (
 // fleet's policies (CUE files), and returns the fleet of valid objects,
 // each list sorted by name. Objects marked Invalid count for names only.
 func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
-	c := &checker{byKind: map[string]map[string]*Object{}}
+	return CheckKnown(objs, policies, nil)
+}
+
+// KnownGood remembers checks that passed, by a key that names everything
+// that decided them. CheckKnown asks it before a cluster's own checks —
+// its variables against its class's constraints, its health-check
+// overrides, its class's patches applied to its templates — which depend
+// on the cluster and its class alone, keyed by both objects' Key.
+type KnownGood interface {
+	Good(key string) bool
+	Add(key string)
+}
+
+// CheckKnown is Check, skipping the own checks of each cluster that known
+// says passed with this very class (both objects' Key unchanged), and
+// telling known of each cluster that passes them now. Objects without a
+// Key are always checked; known may be nil.
+func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Fleet, Errors) {
+	c := &checker{byKind: map[string]map[string]*Object{}, known: known}
 	c.index(objs)
 	fleet := c.fleet(objs)
 	c.vars = newVariables()
@@ -29,10 +47,25 @@ func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
 	chunks := chunk(fleet.Clusters, rotateAfter)
 	subs := make([]*checker, len(chunks))
 	parallel(len(chunks), func(i int) {
-		sc := &checker{byKind: c.byKind, vars: newVariables()}
-		defer sc.vars.close()
+		sc := &checker{byKind: c.byKind}
+		defer func() {
+			if sc.vars != nil {
+				sc.vars.close()
+			}
+		}()
 		for _, cl := range chunks[i] {
+			key := c.clusterKey(cl)
+			if key != "" && known.Good(key) {
+				continue
+			}
+			if sc.vars == nil {
+				sc.vars = newVariables()
+			}
+			errs, findings := len(sc.errs), len(sc.findings)
 			sc.checkCluster(cl)
+			if key != "" && len(sc.errs) == errs && len(sc.findings) == findings {
+				known.Add(key)
+			}
 		}
 		subs[i] = sc
 	})
@@ -53,7 +86,22 @@ func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
 	return fleet, sortErrors(c.errs)
 }
 
+// clusterKey names what decides cl's own checks: the cluster's and its
+// class's content keys; "" when there is no cache, no key or no valid class.
+func (c *checker) clusterKey(cl *v1alpha1.Cluster) string {
+	if c.known == nil {
+		return ""
+	}
+	o := c.objectOf(v1alpha1.KindCluster, cl.Metadata.Name)
+	class := c.objectOf(v1alpha1.KindClusterClass, cl.Spec.Topology.ClassRef.Name)
+	if o == nil || class == nil || class.Invalid || o.Key == "" || class.Key == "" {
+		return ""
+	}
+	return "cluster\x00" + o.Key + "\x00" + class.Key
+}
+
 type checker struct {
+	known  KnownGood
 	byKind map[string]map[string]*Object // kind -> name -> first object
 	errs   Errors
 	vars   *variables

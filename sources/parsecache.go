@@ -89,6 +89,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 				errs = append(errs, e)
 				continue
 			}
+			o.Key = p.keys[j]
 			objs = append(objs, o)
 			if o.Kind != v1alpha1.KindFleetConfig {
 				fleetObjs++
@@ -99,12 +100,18 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	if fleetObjs == 0 && len(errs) == 0 {
 		errs = append(errs, schemas.Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
 	}
-	fleet, cerrs := schemas.Check(objs, nil)
+	fleet, cerrs := schemas.CheckKnown(objs, nil, knownClusters{pc.known})
 	errs = append(errs, cerrs...)
 	newSourceLines(ins).fix(errs)
 	sortErrors(errs)
 	return fleet, errs, keys, nil
 }
+
+// knownClusters keeps schemas.CheckKnown's verdicts with the files'.
+type knownClusters struct{ v *verdicts }
+
+func (k knownClusters) Good(key string) bool { return k.v.good(k.v.key("check", key)) }
+func (k knownClusters) Add(key string)       { k.v.add(k.v.key("check", key)) }
 
 // objectRef names a fleet object.
 type objectRef struct{ kind, name string }

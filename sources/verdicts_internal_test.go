@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,9 +57,10 @@ func TestVerdictFile(t *testing.T) {
 	}
 	v := loadVerdicts(cache)
 	// One per YAML file (gitfleet.yaml, the class, two clusters): each
-	// passed the schemas and the policies.
-	if len(v.m) != 4 {
-		t.Errorf("%d verdicts stored, want one per file", len(v.m))
+	// passed the schemas and the policies; and one per cluster, whose own
+	// checks with its class passed.
+	if len(v.m) != 6 {
+		t.Errorf("%d verdicts stored, want one per file and one per cluster", len(v.m))
 	}
 
 	// Warm: everything known, nothing added.
@@ -81,6 +83,66 @@ func TestVerdictFile(t *testing.T) {
 	if len(errs) != 2 || !strings.Contains(errs.Error(), "dev-1.yaml") || !strings.Contains(errs.Error(), "prod-1.yaml") {
 		t.Errorf("changed policy: errors %v, want both clusters'", errs)
 	}
+}
+
+// TestWarmCacheFindsClusterErrors: a cluster whose checks passed with its
+// class is checked again when the class changes, and when it changes
+// itself; a warm cache never hides an error the cold run finds.
+func TestWarmCacheFindsClusterErrors(t *testing.T) {
+	ctx := context.Background()
+	dir := writeInitFleet(t)
+	cache := filepath.Join(t.TempDir(), "validation")
+	classFile := filepath.Join(dir, "classes", "standard.yaml")
+	class, err := os.ReadFile(classFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterFile := filepath.Join(dir, "clusters", "dev-1.yaml")
+	cluster, err := os.ReadFile(clusterFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setCPUs := func(n string) {
+		t.Helper()
+		writeFile(t, dir, "clusters/dev-1.yaml", string(cluster)+"    variables:\n      - name: workerCPUs\n        value: "+n+"\n")
+	}
+	validate := func(what, want string) {
+		t.Helper()
+		for _, run := range []string{"cold", "warm"} {
+			c := cache
+			if run == "cold" {
+				c = filepath.Join(t.TempDir(), "cold")
+			}
+			_, errs, err := ValidateDir(ctx, dir, ValidateOptions{CacheFile: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, e := range errs {
+				got += fmt.Sprintf("%s:%d %s; ", e.Path, e.Line, e.Field)
+			}
+			if got != want {
+				t.Errorf("%s, %s cache: errors %q (%v), want %q", what, run, got, errs, want)
+			}
+		}
+	}
+	setCPUs("8")
+	validate("8 CPUs", "")
+	if v := loadVerdicts(cache); len(v.m) != 6 {
+		t.Fatalf("%d verdicts after the first run, want 6", len(v.m))
+	}
+
+	narrow := strings.Replace(string(class), "int & >=1 & <=64", "int & >=1 & <=4", 1)
+	if narrow == string(class) {
+		t.Fatal("the init class's workerCPUs constraint changed: update this test")
+	}
+	writeFile(t, dir, "classes/standard.yaml", narrow)
+	validate("a class allowing 4", "clusters/dev-1.yaml:26 spec.topology.variables[0].value; ")
+
+	writeFile(t, dir, "classes/standard.yaml", string(class))
+	validate("the class back", "")
+	setCPUs("100")
+	validate("100 CPUs", "clusters/dev-1.yaml:26 spec.topology.variables[0].value; ")
 }
 
 func validateWith(t *testing.T, dir string, known *verdicts) {
@@ -120,7 +182,7 @@ func TestVerdictFileNotTrusted(t *testing.T) {
 		if _, errs, err := ValidateDir(context.Background(), dir, ValidateOptions{CacheFile: cache}); err != nil || len(errs) > 0 {
 			t.Fatalf("%s: %v %v", name, errs, err)
 		}
-		if v := loadVerdicts(cache); len(v.m) != 4 {
+		if v := loadVerdicts(cache); len(v.m) != 6 {
 			t.Errorf("%s: file not rewritten (%d verdicts)", name, len(v.m))
 		}
 	}
