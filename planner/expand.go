@@ -46,17 +46,26 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 		d.inputs = clusterInputs(fleet, key)
 	}
 	reused := map[string]bool{}
-	for _, c := range fleet.Clusters {
+	d.Clusters = make([]*DesiredCluster, len(fleet.Clusters))
+	var todo []int
+	for i, c := range fleet.Clusters {
 		name := c.Metadata.Name
 		if in := d.inputs[name]; in != "" && prev != nil && prev.inputs[name] == in && prev.byName[name] != nil {
-			dc := prev.byName[name]
-			d.Clusters = append(d.Clusters, dc)
-			d.byName[name] = dc
+			d.Clusters[i] = prev.byName[name]
 			reused[name] = true
 			continue
 		}
-		dc := expandCluster(fleet, c, d.byClass[c.Spec.Topology.ClassRef.Name])
-		d.Clusters = append(d.Clusters, dc)
+		todo = append(todo, i)
+	}
+	// Clusters expand independently, reading the fleet and writing their
+	// own expansion: a class change's thousands run on every core.
+	inParallel(len(todo), func(lo, hi int) {
+		for _, i := range todo[lo:hi] {
+			c := fleet.Clusters[i]
+			d.Clusters[i] = expandCluster(fleet, c, d.byClass[c.Spec.Topology.ClassRef.Name])
+		}
+	})
+	for _, dc := range d.Clusters {
 		d.byName[dc.Name] = dc
 	}
 	sort.Slice(d.Clusters, func(i, j int) bool { return d.Clusters[i].Name < d.Clusters[j].Name })

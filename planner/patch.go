@@ -32,7 +32,7 @@ func checkVariables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, problems *[]
 // applyPatches returns a copy of the target's template with the class's
 // patches applied, in order, over cluster c's variables and builtins.
 func applyPatches(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, tpl v1alpha1.MachineTemplate, t patch.Target, problems *[]Problem) v1alpha1.MachineTemplate {
-	if len(cc.Spec.Patches) == 0 {
+	if !patch.Touches(cc, t) {
 		return tpl
 	}
 	out, _, errs := patch.Apply(cc, tpl, t, patch.Variables(cc, c, t))

@@ -110,10 +110,10 @@ func Preview(base, head *v1alpha1.Fleet, headErrs []error, observed []ObservedMa
 	for _, p := range probs {
 		r.Errors = append(r.Errors, p.Error())
 	}
-	if observed == nil {
-		observed = assumeConverged(bd)
+	var by map[string][]ObservedMachine
+	if observed != nil {
+		by = groupByCluster(observed)
 	}
-	by := groupByCluster(observed)
 	names := map[string]bool{}
 	for _, c := range bd.Clusters {
 		names[c.Name] = true
@@ -121,9 +121,26 @@ func Preview(base, head *v1alpha1.Fleet, headErrs []error, observed []ObservedMa
 	for _, c := range hd.Clusters {
 		names[c.Name] = true
 	}
+	sorted := sortedKeys(names)
+	type compared struct {
+		cc   *ClusterChange
+		errs []string
+	}
+	results := make([]compared, len(sorted))
+	inParallel(len(sorted), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			n := sorted[i]
+			b := bd.Cluster(n)
+			ms := by[n]
+			if observed == nil {
+				ms = assumeConverged(b)
+			}
+			results[i].cc, results[i].errs = compareCluster(n, b, hd.Cluster(n), hd, ms)
+		}
+	})
 	fd := newFleetDiff(base, head)
-	for _, n := range sortedKeys(names) {
-		cc, errs := compareCluster(n, bd.Cluster(n), hd.Cluster(n), hd, by[n])
+	for i, n := range sorted {
+		cc, errs := results[i].cc, results[i].errs
 		r.Errors = append(r.Errors, errs...)
 		diff := fd.of(n)
 		if cc == nil {
@@ -172,17 +189,22 @@ func unchangedReason(h *DesiredCluster, diff []FieldChange, refused bool) string
 	return "no machine template, version or replica count it uses changes"
 }
 
-// assumeConverged invents the machines base describes, for a preview
-// without observed state.
-func assumeConverged(d *Desired) []ObservedMachine {
-	var ms []ObservedMachine
-	for _, dc := range d.Clusters {
-		pools := append([]Pool{dc.ControlPlane}, dc.Deployments...)
-		for _, p := range pools {
-			for range p.Replicas {
-				ms = append(ms, ObservedMachine{Cluster: dc.Name, Deployment: p.Name, Role: p.Role,
-					Version: p.Version, TemplateHash: p.TemplateHash, Phase: wire.PhaseRunning})
-			}
+// assumeConverged invents the machines base describes for cluster dc (nil:
+// none), for a preview without observed state.
+func assumeConverged(dc *DesiredCluster) []ObservedMachine {
+	if dc == nil {
+		return nil
+	}
+	n := dc.ControlPlane.Replicas
+	for _, p := range dc.Deployments {
+		n += p.Replicas
+	}
+	ms := make([]ObservedMachine, 0, n)
+	pools := append([]Pool{dc.ControlPlane}, dc.Deployments...)
+	for _, p := range pools {
+		for range p.Replicas {
+			ms = append(ms, ObservedMachine{Cluster: dc.Name, Deployment: p.Name, Role: p.Role,
+				Version: p.Version, TemplateHash: p.TemplateHash, Phase: wire.PhaseRunning})
 		}
 	}
 	return ms
@@ -190,10 +212,11 @@ func assumeConverged(d *Desired) []ObservedMachine {
 
 func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []ObservedMachine) (*ClusterChange, []string) {
 	cc := &ClusterChange{Name: name, Change: ChangeChanged}
-	live := ms[:0:0]
-	for _, m := range ms {
-		if m.Phase != wire.PhaseDeleted {
-			live = append(live, m)
+	// Machines are large: the comparison points at them.
+	live := make([]*ObservedMachine, 0, len(ms))
+	for i := range ms {
+		if ms[i].Phase != wire.PhaseDeleted {
+			live = append(live, &ms[i])
 		}
 	}
 	if h == nil {
@@ -245,21 +268,30 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		}
 		return cc, errs
 	}
-	byPool := map[string][]ObservedMachine{}
+	byPool := map[string][]*ObservedMachine{}
 	for _, m := range live {
 		byPool[m.Deployment] = append(byPool[m.Deployment], m)
 	}
-	pools := append([]Pool{h.ControlPlane}, h.Deployments...)
+	pools := make([]*Pool, 0, 1+len(h.Deployments))
+	pools = append(pools, &h.ControlPlane)
+	for i := range h.Deployments {
+		pools = append(pools, &h.Deployments[i])
+	}
 	seen := map[string]bool{}
-	for i := range pools {
-		p := &pools[i]
+	for _, p := range pools {
 		seen[p.Name] = true
+		// A pool's machines mostly run one version: its replacement count
+		// is worked out once.
+		lastFrom, lastN := "", 0
 		pc := PoolChange{Name: PoolName(p.Name), FromReplicas: len(byPool[p.Name]), ToReplicas: p.Replicas, OnDelete: p.Strategy.Type == v1alpha1.StrategyOnDelete}
 		kept := 0
 		for _, m := range byPool[p.Name] {
 			if m.TemplateHash != p.TemplateHash {
 				if kept < p.Replicas {
-					pc.Replaced += replacements(m.Version, p.Version, h.KubernetesVersions)
+					if m.Version != lastFrom || lastN == 0 {
+						lastFrom, lastN = m.Version, replacements(m.Version, p.Version, h.KubernetesVersions)
+					}
+					pc.Replaced += lastN
 					if m.Name != "" {
 						cc.Machines = append(cc.Machines, m.Name)
 					}

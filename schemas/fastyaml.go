@@ -137,7 +137,13 @@ func (p *fastParser) indent() int {
 
 func (p *fastParser) newNode(kind yaml.Kind, li, col int) *yaml.Node {
 	if len(p.slab) == cap(p.slab) {
-		p.slab = make([]yaml.Node, 0, 64)
+		// Nodes are allocated together: the first slab holds about what a
+		// fleet file has (a key and a value a line), the next ones 32 more.
+		n := 32
+		if p.slab == nil {
+			n = 2*len(p.lines) + 8
+		}
+		p.slab = make([]yaml.Node, 0, n)
 	}
 	p.slab = append(p.slab, yaml.Node{Kind: kind, Line: li + 1, Column: column(p.lines[li], col)})
 	return &p.slab[len(p.slab)-1]

@@ -44,6 +44,9 @@ func (c *checker) checkTemplates(cl *v1alpha1.Cluster, class *v1alpha1.ClusterCl
 	}
 	classObj := c.objectOf(v1alpha1.KindClusterClass, class.Metadata.Name)
 	check := func(tpl v1alpha1.MachineTemplate, t patch.Target) {
+		if !patch.Touches(class, t) {
+			return // nothing applies: the template is the class's, checked with it
+		}
 		out, applied, errs := patch.Apply(class, tpl, t, patch.Variables(class, cl, t))
 		for _, e := range errs {
 			c.findings = append(c.findings, patchFinding{class: classObj, set: e.Applied, field: e.Field, failed: e.Err.Error(), cluster: cl.Metadata.Name})

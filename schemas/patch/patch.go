@@ -197,6 +197,24 @@ func Selects(s v1alpha1.PatchSelector, t Target) bool {
 	return m != nil && t.MachineDeployment != nil && slices.Contains(m.Names, t.MachineDeployment.Class)
 }
 
+// Touches reports whether Apply can change tpl or report an error for
+// target t: some patch has an enabledIf (rendered for every target) or a
+// definition that selects t. When none does, Apply returns tpl as it is,
+// and callers need not work out the variables.
+func Touches(cc *v1alpha1.ClusterClass, t Target) bool {
+	for _, p := range cc.Spec.Patches {
+		if p.EnabledIf != "" {
+			return true
+		}
+		for _, d := range p.Definitions {
+			if Selects(d.Selector, t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Apply returns a copy of tpl with the class's patches applied in
 // order to target t, the patches it applied and those it could not: a
 // patch is skipped when its enabledIf does not render "true", a JSON patch

@@ -153,6 +153,7 @@ func TestEngineGolden(t *testing.T) {
 `), false},
 	}
 	var out strings.Builder
+	var untouched []string
 	for _, tc := range cases {
 		objs, errs := schemas.ParseFile(schemas.File{Path: "classes/standard.yaml", Data: []byte(class(variables, tc.patches))})
 		if len(errs) > 0 {
@@ -171,6 +172,14 @@ func TestEngineGolden(t *testing.T) {
 			target, tpl = patch.Target{ControlPlane: true}, cc.Spec.ControlPlane.MachineTemplate
 		}
 		got, applied, failed := patch.Apply(cc, tpl, target, patch.Variables(cc, c, target))
+		// Callers skip Apply where Touches says nothing applies: it must
+		// then change and report nothing.
+		if !patch.Touches(cc, target) {
+			untouched = append(untouched, tc.name)
+			if len(applied) > 0 || len(failed) > 0 || !cmp.Equal(got, tpl) {
+				t.Errorf("%s: Touches is false, but Apply changed the template or failed: %v %v", tc.name, applied, failed)
+			}
+		}
 		js, err := json.Marshal(got)
 		if err != nil {
 			t.Fatal(err)
@@ -190,6 +199,9 @@ func TestEngineGolden(t *testing.T) {
 		for _, e := range failed {
 			fmt.Fprintf(&out, "failed %s: %v\n", e.Field, e.Err)
 		}
+	}
+	if want := []string{"a selector for workers leaves the control plane alone"}; !cmp.Equal(untouched, want) {
+		t.Errorf("cases Touches says nothing applies to: %q, want %q", untouched, want)
 	}
 	const golden = "testdata/engine.golden"
 	if *update {
