@@ -19,14 +19,14 @@ func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
 	return CheckKnown(objs, policies, nil)
 }
 
-// KnownGood remembers checks that passed, by a key that names everything
-// that decided them. CheckKnown asks it before a cluster's own checks —
-// its variables against its class's constraints, its health-check
-// overrides, its class's patches applied to its templates — which depend
-// on the cluster and its class alone, keyed by both objects' Key.
+// KnownGood remembers clusters whose own checks passed. CheckKnown asks it
+// before a cluster's own checks — its variables against its class's
+// constraints, its health-check overrides, its class's patches applied to
+// its templates — which depend on the cluster and its class alone: both
+// objects' Key name what decided them.
 type KnownGood interface {
-	Good(key string) bool
-	Add(key string)
+	Good(cluster, class string) bool
+	Add(cluster, class string)
 }
 
 // CheckKnown is Check, skipping the own checks of each cluster that known
@@ -54,8 +54,8 @@ func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Flee
 			}
 		}()
 		for _, cl := range chunks[i] {
-			key := c.clusterKey(cl)
-			if key != "" && known.Good(key) {
+			key, classKey := c.clusterKeys(cl)
+			if key != "" && known.Good(key, classKey) {
 				continue
 			}
 			if sc.vars == nil {
@@ -64,7 +64,7 @@ func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Flee
 			errs, findings := len(sc.errs), len(sc.findings)
 			sc.checkCluster(cl)
 			if key != "" && len(sc.errs) == errs && len(sc.findings) == findings {
-				known.Add(key)
+				known.Add(key, classKey)
 			}
 		}
 		subs[i] = sc
@@ -86,18 +86,19 @@ func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Flee
 	return fleet, sortErrors(c.errs)
 }
 
-// clusterKey names what decides cl's own checks: the cluster's and its
-// class's content keys; "" when there is no cache, no key or no valid class.
-func (c *checker) clusterKey(cl *v1alpha1.Cluster) string {
+// clusterKeys are the content keys that decide cl's own checks: the
+// cluster's and its class's; "" when there is no cache, no key or no valid
+// class.
+func (c *checker) clusterKeys(cl *v1alpha1.Cluster) (cluster, class string) {
 	if c.known == nil {
-		return ""
+		return "", ""
 	}
 	o := c.objectOf(v1alpha1.KindCluster, cl.Metadata.Name)
-	class := c.objectOf(v1alpha1.KindClusterClass, cl.Spec.Topology.ClassRef.Name)
-	if o == nil || class == nil || class.Invalid || o.Key == "" || class.Key == "" {
-		return ""
+	co := c.objectOf(v1alpha1.KindClusterClass, cl.Spec.Topology.ClassRef.Name)
+	if o == nil || co == nil || co.Invalid || o.Key == "" || co.Key == "" {
+		return "", ""
 	}
-	return "cluster\x00" + o.Key + "\x00" + class.Key
+	return o.Key, co.Key
 }
 
 type checker struct {

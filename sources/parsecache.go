@@ -24,6 +24,11 @@ type parseCache struct {
 	// known are the verdicts of earlier validations: a file that passed
 	// the schema and policy checks is decoded without them next time.
 	known *verdicts
+	// clusters are the clusters whose own checks passed with their class
+	// (schemas.KnownGood), by both content keys: a daemon asks for all of
+	// them at every revision, and a map lookup costs less than hashing a
+	// verdict. The ones the latest validation did not ask for are dropped.
+	clusters map[[2]string]uint64
 }
 
 type parsed struct {
@@ -37,7 +42,7 @@ type parsed struct {
 }
 
 func newParseCache(known *verdicts) *parseCache {
-	return &parseCache{m: map[string]*parsed{}, known: known}
+	return &parseCache{m: map[string]*parsed{}, known: known, clusters: map[[2]string]uint64{}}
 }
 
 // validate parses every input (cached ones are not parsed again), checking
@@ -100,18 +105,62 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	if fleetObjs == 0 && len(errs) == 0 {
 		errs = append(errs, schemas.Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
 	}
-	fleet, cerrs := schemas.CheckKnown(objs, nil, knownClusters{pc.known})
+	pc.mu.Lock()
+	kc := knownClusters{pc: pc, gen: pc.gen}
+	pc.mu.Unlock()
+	fleet, cerrs := schemas.CheckKnown(objs, nil, kc)
+	kc.forget()
 	errs = append(errs, cerrs...)
 	newSourceLines(ins).fix(errs)
 	sortErrors(errs)
 	return fleet, errs, keys, nil
 }
 
-// knownClusters keeps schemas.CheckKnown's verdicts with the files'.
-type knownClusters struct{ v *verdicts }
+// knownClusters answers schemas.CheckKnown from the parse cache's memory,
+// then from the verdicts (which outlive the process), and records a pass
+// in both.
+type knownClusters struct {
+	pc  *parseCache
+	gen uint64
+}
 
-func (k knownClusters) Good(key string) bool { return k.v.good(k.v.key("check", key)) }
-func (k knownClusters) Add(key string)       { k.v.add(k.v.key("check", key)) }
+func (k knownClusters) Good(cluster, class string) bool {
+	key := [2]string{cluster, class}
+	k.pc.mu.Lock()
+	_, ok := k.pc.clusters[key]
+	if ok {
+		k.pc.clusters[key] = k.gen
+	}
+	k.pc.mu.Unlock()
+	if ok {
+		return true
+	}
+	if !k.pc.known.good(k.pc.known.key("check", cluster, class)) {
+		return false
+	}
+	k.pc.mu.Lock()
+	k.pc.clusters[key] = k.gen
+	k.pc.mu.Unlock()
+	return true
+}
+
+func (k knownClusters) Add(cluster, class string) {
+	k.pc.known.add(k.pc.known.key("check", cluster, class))
+	k.pc.mu.Lock()
+	k.pc.clusters[[2]string{cluster, class}] = k.gen
+	k.pc.mu.Unlock()
+}
+
+// forget drops the clusters validation gen did not ask about.
+func (k knownClusters) forget() {
+	k.pc.mu.Lock()
+	defer k.pc.mu.Unlock()
+	for key, g := range k.pc.clusters {
+		if g != k.gen {
+			delete(k.pc.clusters, key)
+		}
+	}
+}
 
 // objectRef names a fleet object.
 type objectRef struct{ kind, name string }

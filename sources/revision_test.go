@@ -147,3 +147,46 @@ func TestANewPolicyChecksUnchangedFiles(t *testing.T) {
 		t.Errorf("errors after the policy = %q (%v), want %q", got, two.Errors, want)
 	}
 }
+
+// A repository read revision after revision (a daemon's) remembers which
+// clusters passed their own checks with their class, and checks a cluster
+// again when its class or itself changes.
+func TestRevisionsCheckChangedClustersAgain(t *testing.T) {
+	ctx := context.Background()
+	class := func(most int) string {
+		return classYAML + fmt.Sprintf("  variables:\n    - {name: cpus, constraint: \"int & <=%d\", default: 2}\n", most)
+	}
+	withCPUs := func(name string, n int) string {
+		return cluster(name) + fmt.Sprintf("    variables:\n      - {name: cpus, value: %d}\n", n)
+	}
+	work := gittest.NewRepo(t)
+	work.Commit("two clusters", map[string]string{"classes/standard.yaml": class(64), "clusters/a.yaml": withCPUs("a", 8), "clusters/b.yaml": withCPUs("b", 2)})
+	r := open(t, work.Dir)
+	errorsOf := func(what string) string {
+		t.Helper()
+		rev, err := r.Revision(ctx, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range rev.Errors {
+			got = append(got, fmt.Sprintf("%s:%d %s", e.Path, e.Line, e.Field))
+		}
+		return strings.Join(got, "; ")
+	}
+	if got := errorsOf("first"); got != "" {
+		t.Fatalf("first revision: %s", got)
+	}
+	work.Commit("at most 4 CPUs", map[string]string{"classes/standard.yaml": class(4)})
+	if got, want := errorsOf("class"), "clusters/a.yaml:10 spec.topology.variables[0].value"; got != want {
+		t.Errorf("after the class change: errors %q, want %q", got, want)
+	}
+	work.Commit("64 again", map[string]string{"classes/standard.yaml": class(64)})
+	if got := errorsOf("back"); got != "" {
+		t.Errorf("class back: errors %q", got)
+	}
+	work.Commit("b takes 100", map[string]string{"clusters/b.yaml": withCPUs("b", 100)})
+	if got, want := errorsOf("cluster"), "clusters/b.yaml:10 spec.topology.variables[0].value"; got != want {
+		t.Errorf("after the cluster change: errors %q, want %q", got, want)
+	}
+}
