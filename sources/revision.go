@@ -94,6 +94,12 @@ func (r *Repo) read(ctx context.Context, rev string, skip func(key string) bool)
 	}
 	r.lastTree = snap
 	snap.known = skip
+	if known := r.parsed.known; known != nil {
+		// Sizes are remembered with the verdicts: a blob's size is its
+		// content's.
+		snap.fits = func(blob string) bool { return known.good(known.key("fits", blob)) }
+		snap.fitted = func(blob string) { known.add(known.key("fits", blob)) }
+	}
 	ins, errs, err := collect(snap, r.rendered)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)

@@ -25,6 +25,10 @@ type snapshot struct {
 	// known reports whether an input key (content key and path) was read
 	// and parsed before; nil: none was.
 	known func(key string) bool
+	// fits reports whether content (a key) was found within MaxFileSize
+	// before, and fitted records that it was; nil: sizes are always asked.
+	fits   func(content string) bool
+	fitted func(content string)
 }
 
 type entry struct {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gitfleet/gitfleet/fixtures"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 )
@@ -269,5 +271,46 @@ func TestRepoVerdictsWrittenAtMostEvery(t *testing.T) {
 	}
 	if n := entries(); n <= first {
 		t.Errorf("closing kept the new file's verdict unwritten: %d verdicts, had %d", n, first)
+	}
+}
+
+// TestSizesRemembered: a file's size is asked once per content; what fits
+// is remembered with the verdicts, and what is too large is asked and
+// refused every time.
+func TestSizesRemembered(t *testing.T) {
+	dir := writeInitFleet(t)
+	writeFile(t, dir, "clusters/huge.yaml", strings.Repeat("#", MaxFileSize+1)+"\n")
+	known := newVerdicts()
+	for run := range 2 {
+		snap, err := dirSnapshot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked := map[string]int{}
+		for p, e := range snap.files {
+			size := e.size
+			e.size = func() (int64, error) { asked[p]++; return size() }
+			snap.files[p] = e
+		}
+		snap.fits = func(blob string) bool { return known.good(known.key("fits", blob)) }
+		snap.fitted = func(blob string) { known.add(known.key("fits", blob)) }
+		_, errs, err := collect(snap, newRenderCache())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(errs) != 1 || errs[0].Path != "clusters/huge.yaml" {
+			t.Errorf("run %d: errors %v, want clusters/huge.yaml refused", run, errs)
+		}
+		want := map[string]int{"clusters/huge.yaml": 1}
+		if run == 0 {
+			for p := range snap.files {
+				if p != "README.md" {
+					want[p] = 1
+				}
+			}
+		}
+		if d := cmp.Diff(want, asked); d != "" {
+			t.Errorf("run %d: sizes asked (-want +got):\n%s", run, d)
+		}
 	}
 }
