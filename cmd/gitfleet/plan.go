@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/gcfloor"
 	"os"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -28,6 +29,10 @@ func init() {
 
 // Exit codes of plan --detailed-exitcode, as Terraform's.
 const planExitChanges = 2
+
+// planFloor is plan's garbage-collection floor: below it the heap is not
+// collected (Go's default returns once the live heap passes half of it).
+const planFloor = 64 << 20
 
 func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet("plan", env)
@@ -58,6 +63,9 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 		defer os.RemoveAll(dir)
 		*dataDir = dir
 	}
+	// A one-shot run that reads two revisions of a fleet: let the heap
+	// grow to planFloor before collecting (internal/gcfloor).
+	defer gcfloor.Set(planFloor)()
 	report, err := previewRepo(ctx, sources.Options{Location: *repoLoc, DataDir: *dataDir, CacheFile: validationCache()}, *baseRef, *headRef, env)
 	if err != nil {
 		return err
