@@ -198,7 +198,8 @@ func (d *benchDaemon) startDaemon(tb testing.TB) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	writer, err := status.NewWriter(ctx, status.Options{Repo: g, Interval: 200 * time.Millisecond, Logger: log})
+	writer, err := status.NewWriter(ctx, status.Options{Repo: g, Interval: 200 * time.Millisecond, Logger: log,
+		SumCache: filepath.Join(filepath.Dir(d.cacheFile), "status-sums")})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/buildid"
 )
 
 // verdicts remembers which files passed the schema checks and which
@@ -220,27 +219,8 @@ func (v *verdicts) saveEvery(d time.Duration) error {
 	return err
 }
 
-// buildIdentity names this gitfleet build: its module version and the
-// executable's path, size and modification time, so a rebuilt binary —
-// whose schemas or checks may differ — trusts nothing an older one wrote.
-// "" when the executable cannot be found: verdicts then stay in memory.
-var buildIdentity = sync.OnceValue(func() string {
-	id := ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		id = bi.Main.Path + "@" + bi.Main.Version + " " + bi.GoVersion
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	fi, err := os.Stat(exe)
-	if err != nil {
-		return ""
-	}
-	id += " " + exe + " " + strconv.FormatInt(fi.Size(), 10) + " " + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:16])
-})
+// buildIdentity names this gitfleet build (internal/buildid).
+var buildIdentity = buildid.ID
 
 // DefaultCacheFile is where gitfleet validate and plan keep their
 // verdicts: gitfleet/validation under the user's cache directory

@@ -254,7 +254,7 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources
 		return fmt.Errorf("status: open %s: %w", repo.GitDir(), err)
 	}
 	sopts := status.Options{Repo: g, Branch: o.statusBranch, Interval: o.statusInterval, Refresh: o.statusRefresh, Logger: log, Fence: fence,
-		OnCommit: metrics.StatusCommits.Inc, OnPushFailure: metrics.StatusPushFailures.Inc}
+		OnCommit: metrics.StatusCommits.Inc, OnPushFailure: metrics.StatusPushFailures.Inc, SumCache: filepath.Join(o.dataDir, "status-sums")}
 	if repo.Remote() {
 		sopts.Remote = "origin"
 		if sopts.Auth, err = repo.AuthMethod(); err != nil {

@@ -251,10 +251,26 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 		if old[p] == h {
 			continue
 		}
+		if p != FleetFile {
+			w.mu.Lock()
+			s, ok := w.sums[h]
+			if c, cached := w.cachedSums[h]; cached && !ok {
+				s, ok = c, true
+				w.sums[h] = c
+			}
+			w.mu.Unlock()
+			if ok {
+				sums[clusterName(p)] = &s
+				continue
+			}
+		}
 		data, err := readBlob(w.store, h)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", p, err)
 		}
+		w.mu.Lock()
+		w.blobsRead++
+		w.mu.Unlock()
 		if p == FleetFile {
 			f, err := DecodeFleet(data)
 			if err != nil {
@@ -270,6 +286,13 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 				w.log.Warn().Err(err).Str("path", p).Msg("status: file on the branch does not decode; it is replaced when the cluster is next set")
 			}
 			s = summarize(c)
+			ok = err == nil
+		}
+		if ok {
+			w.mu.Lock()
+			w.sums[h] = s
+			w.sumsLearnt++
+			w.mu.Unlock()
 		}
 		sums[clusterName(p)] = &s
 	}

@@ -51,6 +51,10 @@ type Options struct {
 	// commit written and each push that failed (the daemon's metrics).
 	OnCommit      func()
 	OnPushFailure func()
+	// SumCache, when set, is a file where the Writer keeps each cluster
+	// file's summary by blob hash between runs, so a restart reads only
+	// the status files that changed since (sumcache.go).
+	SumCache string
 }
 
 // Stats count what a Writer did.
@@ -89,6 +93,14 @@ type Writer struct {
 	dirty    bool                     // fleet.yaml needs recounting
 	staged   time.Time                // when a change was last staged (opts.Now)
 	stats    Stats
+	// sums are the summaries reload used, by blob hash: read from the
+	// summary cache file (cachedSums) or computed from the file, which
+	// sumsLearnt counts.
+	sums       map[plumbing.Hash]clusterSum
+	cachedSums map[plumbing.Hash]clusterSum
+	sumsLearnt int
+	// blobsRead counts the status files reload read (tests).
+	blobsRead int
 
 	beforeCAS func() // test hook: runs between building a commit and setting the ref
 
@@ -177,7 +189,7 @@ func NewWriter(ctx context.Context, opts Options) (*Writer, error) {
 		opts: opts, ref: ref, store: opts.Repo.Storer, staged: opts.Now(),
 		log:     opts.Logger.With().Str("branch", opts.Branch).Logger(),
 		pending: map[string]change{}, outbox: map[string]change{},
-		known: map[string]plumbing.Hash{}, clusters: map[string]clusterSum{}, trees: trees{},
+		known: map[string]plumbing.Hash{}, clusters: map[string]clusterSum{}, trees: trees{}, sums: map[plumbing.Hash]clusterSum{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), ready: make(chan struct{}),
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -208,6 +220,7 @@ func (w *Writer) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.loadSums()
 	return w.reload(tip)
 }
 
@@ -535,6 +548,7 @@ func (w *Writer) run(ctx context.Context) {
 		refresh = time.After(w.opts.Refresh)
 	}
 	failures := 0
+	defer w.saveSums()
 	for {
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -371,5 +372,69 @@ func TestWriterEncodesWhenItCommits(t *testing.T) {
 	}
 	if n := commitCount(t, dir, branch); n != 2 {
 		t.Errorf("%d commits, want 2", n)
+	}
+}
+
+// TestWriterSummaryCache: a restarted Writer with a summary cache reads
+// only the status files that changed since the cache was written, and
+// keeps the same counts, creation and condition times as one that reads
+// them all; a cache of another build is not trusted.
+func TestWriterSummaryCache(t *testing.T) {
+	dir := t.TempDir()
+	repo := newRepo(t, dir)
+	opts := Options{Repo: repo, Interval: time.Hour, SumCache: filepath.Join(t.TempDir(), "status-sums")}
+	w := newWriter(t, opts)
+	ready := cluster("dev-1", 2, "Running")
+	ready.Conditions = append(ready.Conditions, Condition{Type: "RollingOut", Status: ConditionTrue, LastTransitionTime: created})
+	w.SetCluster(ready, origin)
+	w.SetCluster(cluster("prod-1", 3, "Provisioning"), origin)
+	flush(t, w)
+	w.Close()
+	// restart reads the branch with a Writer and returns how many files it
+	// read, and fleet.yaml and dev-1's file after dev-1's Ready turns True.
+	restart := func() (int, string, string) {
+		t.Helper()
+		w := newWriter(t, opts)
+		if err := w.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.mu.Lock()
+		read := w.blobsRead
+		w.mu.Unlock()
+		c := ready
+		c.Conditions = []Condition{{Type: ConditionReady, Status: ConditionTrue, Reason: "Ready"}, {Type: "RollingOut", Status: ConditionTrue}}
+		w.SetCluster(c, origin)
+		flush(t, w)
+		fleet, dev := gitCLI(t, dir, "show", branch+":fleet.yaml"), gitCLI(t, dir, "show", branch+":clusters/dev-1.yaml")
+		w.Close()
+		gitCLI(t, dir, "update-ref", "refs/heads/"+branch, branch+"~1") // as it was
+		return read, fleet, dev
+	}
+	read, fleet, dev := restart()
+	if read != 3 {
+		t.Errorf("first restart read %d files, want 3 (no cache yet)", read)
+	}
+	if !strings.Contains(dev, "lastTransitionTime: 2026-11-20T09:00:00Z") || !strings.Contains(fleet, "clusters: 2") {
+		t.Fatalf("first restart: RollingOut's time or the counts lost:\n%s\n%s", dev, fleet)
+	}
+	read2, fleet2, dev2 := restart()
+	if read2 != 1 {
+		t.Errorf("second restart read %d files, want 1 (fleet.yaml; the clusters' summaries are cached)", read2)
+	}
+	if fleet2 != fleet || dev2 != dev {
+		t.Errorf("with the cache, fleet.yaml or dev-1's status differ:\n%s\n%s\nwant:\n%s\n%s", fleet2, dev2, fleet, dev)
+	}
+	data, err := os.ReadFile(opts.SumCache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(opts.SumCache); fi.Mode().Perm() != 0o600 {
+		t.Errorf("summary cache mode %v, want 0600", fi.Mode().Perm())
+	}
+	if err := os.WriteFile(opts.SumCache, []byte(strings.Replace(string(data), sumCacheMagic, sumCacheMagic+"0", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if read, _, _ := restart(); read != 3 {
+		t.Errorf("with a cache of another build: read %d files, want 3", read)
 	}
 }
