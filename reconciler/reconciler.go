@@ -582,7 +582,26 @@ func (r *Reconciler) step(ctx context.Context) {
 		r.moved = map[string]bool{}
 	}
 	moved := r.moved
+	// The machines of each dirty cluster as the planner sees them, and
+	// its summary, are worked out on every core when the pass is large (a
+	// leader's first plans every cluster); their effects are applied here,
+	// in order. Machines do not change within a pass: the planning below
+	// reuses them.
+	names := make([]string, 0, len(r.dirty))
 	for name := range r.dirty {
+		names = append(names, name)
+	}
+	obs := make([][]planner.ObservedMachine, len(names))
+	sums := make([]planner.Summary, len(names))
+	parallel(len(names), func(i int) {
+		obs[i] = r.observed(names[i])
+		if dc := r.desired.Cluster(names[i]); dc != nil {
+			sums[i] = planner.Summarize(planner.Scaled(dc, r.scale[dc.Name]), r.decisions.records.Cluster(dc.Name), obs[i], now)
+		}
+	})
+	observed := make(map[string][]planner.ObservedMachine, len(names))
+	for i, name := range names {
+		observed[name] = obs[i]
 		dc := r.desired.Cluster(name)
 		if dc == nil {
 			if s, ok := r.sums[name]; ok {
@@ -591,9 +610,10 @@ func (r *Reconciler) step(ctx context.Context) {
 			delete(r.sums, name)
 			continue
 		}
-		if r.summarize(dc, now) {
+		if old, ok := r.sums[name]; !ok || old != sums[i] {
 			moved[dc.Class] = true
 		}
+		r.sums[name] = sums[i]
 	}
 	recs := &r.decisions.records
 	gates := planner.Rollouts(r.desired, r.sums, recs.Rollouts, now)
@@ -620,11 +640,33 @@ func (r *Reconciler) step(ctx context.Context) {
 	var intents []*intent
 	var planned []plannedCluster
 	backoff := planner.Backoff{Base: r.o.RetryInterval, Jitter: jitter}
+	// Plans too are made on every core for a large pass (the planner is
+	// pure; NewName, the caller's, is called one at a time), and carried
+	// out here, in order.
+	names = names[:0]
 	for name := range r.dirty {
-		res := planner.PlanCluster(planner.ClusterInput{
-			Name: name, Desired: r.desired.Cluster(name), Machines: r.observed(name), Record: recs.Cluster(name),
-			Gate: gates.For(name), Now: now, NewName: r.o.NewName, Backoff: backoff, Scale: r.scale[name],
+		names = append(names, name)
+	}
+	var nameMu sync.Mutex
+	newName := func(cluster, pool string) string {
+		nameMu.Lock()
+		defer nameMu.Unlock()
+		return r.o.NewName(cluster, pool)
+	}
+	results := make([]planner.ClusterResult, len(names))
+	parallel(len(names), func(i int) {
+		name := names[i]
+		ms, ok := observed[name]
+		if !ok {
+			ms = r.observed(name) // dirtied by its gate, above
+		}
+		results[i] = planner.PlanCluster(planner.ClusterInput{
+			Name: name, Desired: r.desired.Cluster(name), Machines: ms, Record: recs.Cluster(name),
+			Gate: gates.For(name), Now: now, NewName: newName, Backoff: backoff, Scale: r.scale[name],
 		})
+	})
+	for i, name := range names {
+		res := results[i]
 		if res.RecordChanged {
 			if !r.saveClusterRecord(ctx, res.Record) {
 				continue // stays dirty: no step before its decision is recorded
