@@ -204,7 +204,7 @@ func (d *benchDaemon) startDaemon(tb testing.TB) {
 		tb.Fatal(err)
 	}
 	metrics := NewMetrics(nil)
-	rec, err := New(Options{Revisions: src.Revisions(), JS: d.js, Status: writer, Log: log, Metrics: metrics})
+	rec, err := New(Options{Revisions: src.Revisions(), JS: d.js, Status: writer, Log: log, Metrics: metrics, StartGC: true})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -40,3 +40,17 @@ func TestLargePassesOnEveryCore(t *testing.T) {
 		t.Errorf("%.0f machines Running, want %d", running, n*13)
 	}
 }
+
+// startFloor grows with the records read at a start, within bounds.
+func TestStartFloor(t *testing.T) {
+	for n, want := range map[uint64]int64{
+		0: 0, 1000: 0, 8191: 0, // a small fleet's start: Go's default
+		8192:     64 << 20,
+		130000:   130000 * 8 << 10, // 10,000 clusters of 13 machines: ~1 GiB
+		10000000: 4 << 30,          // at most 4 GiB
+	} {
+		if got := startFloor(n); got != want {
+			t.Errorf("startFloor(%d) = %d, want %d", n, got, want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/gitfleet/gitfleet/internal/gcfloor"
 	"reflect"
 	"runtime"
 	"sync"
@@ -55,6 +56,10 @@ type Options struct {
 	NewName func(cluster, pool string) string
 	// Tick is how often time-based health is looked at (default 1s).
 	Tick time.Duration
+	// StartGC lets the heap grow before it is collected while a new
+	// leader reads its records and makes its first pass (startFloor): a
+	// daemon process sets it; tests sharing a process leave it off.
+	StartGC bool
 	// TaskTimeout: a task with no answer for this long is published again
 	// as its next attempt, under a new message ID (DefaultTaskTimeout).
 	TaskTimeout time.Duration
@@ -92,12 +97,14 @@ type Options struct {
 
 // Reconciler is the loop. Run it while this replica is the leader.
 type Reconciler struct {
-	o       Options
-	log     zerolog.Logger
-	store   *Store
-	pub     *natsbus.Publisher
-	metrics *Metrics
-	health  *LoopHealth
+	// undoFloor ends the collection floor of a start (StartGC).
+	undoFloor func()
+	o         Options
+	log       zerolog.Logger
+	store     *Store
+	pub       *natsbus.Publisher
+	metrics   *Metrics
+	health    *LoopHealth
 
 	rev      *sources.Revision
 	rejected string // the last rejected commit, reported once
@@ -238,6 +245,18 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		return fmt.Errorf("reconciler: inventories: %w", err)
 	}
 	defer func() { _ = isub.Unsubscribe() }()
+	if r.o.StartGC {
+		// The live heap grows from nothing to the records' size while
+		// they are read: collecting all along re-marks what is still
+		// growing (half of a 10,000-cluster restart's CPU). Until the
+		// first pass is done, collect only past startFloor.
+		if n, err := r.store.Count(ctx); err == nil {
+			if floor := startFloor(n); floor > 0 {
+				r.undoFloor = gcfloor.Above(floor)
+				defer r.releaseFloor()
+			}
+		}
+	}
 	if err := r.load(ctx); err != nil {
 		return err
 	}
@@ -693,7 +712,29 @@ func (r *Reconciler) step(ctx context.Context) {
 	r.writeClusters(planned, planID)
 	r.metrics.PlanDuration.Observe(r.o.Now().Sub(start).Seconds())
 	r.inv.holdUntil = time.Time{} // the first pass is done: ask for inventories
+	r.releaseFloor()
 	r.counts.export(r.metrics)
+}
+
+// startFloor is how much a new leader lets its heap grow, beyond what the
+// process holds already, before collecting while it reads n records and
+// makes its first pass: 8 KiB a record (twice what a machine holds once
+// running), at most 4 GiB, none under 64 MiB (8,192 records: a small
+// fleet's start is quick anyway).
+func startFloor(n uint64) int64 {
+	floor := int64(min(n, 1<<19)) * 8 << 10
+	if floor < 64<<20 {
+		return 0
+	}
+	return floor
+}
+
+// releaseFloor gives collection back to Go's default (StartGC).
+func (r *Reconciler) releaseFloor() {
+	if r.undoFloor != nil {
+		r.undoFloor()
+		r.undoFloor = nil
+	}
 }
 
 // summarize recomputes a cluster's summary and reports whether it changed.

@@ -170,6 +170,16 @@ func (s *Store) Load(ctx context.Context, fn func(key string, value []byte, rev 
 	}
 }
 
+// Count is how many values the bucket holds (its status; deleted keys'
+// markers included until purged).
+func (s *Store) Count(ctx context.Context) (uint64, error) {
+	st, err := s.kv.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("status of %s: %w", s.kv.Bucket(), err)
+	}
+	return st.Values(), nil
+}
+
 func (s *Store) check() error {
 	if s.fence == nil {
 		return nil

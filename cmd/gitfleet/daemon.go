@@ -276,7 +276,7 @@ func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources
 	r, err := reconciler.New(reconciler.Options{
 		Revisions: src.Follow(ctx), JS: bus.JS, Status: w, Log: log, Metrics: metrics,
 		Health: loop, Fence: fence, Orphans: o.orphans, OrphanGrace: o.orphanGrace,
-		TaskTimeout: o.taskTimeout, Bootstrap: issuer,
+		TaskTimeout: o.taskTimeout, Bootstrap: issuer, StartGC: true,
 	})
 	if err != nil {
 		return err

@@ -22,6 +22,23 @@ import (
 // collection ends.
 const every = 5 * time.Millisecond
 
+// Above is Set with a floor of extra bytes more than the process's Go
+// memory now (as GOMEMLIMIT counts it: everything the runtime holds from
+// the system, less what it returned), for a long-lived process that is
+// about to grow by about that much — a daemon reading its records.
+func Above(extra int64) (undo func()) {
+	if extra <= 0 {
+		return func() {}
+	}
+	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(sample)
+	var used int64
+	if sample[0].Value.Kind() == metrics.KindUint64 && sample[1].Value.Kind() == metrics.KindUint64 {
+		used = int64(sample[0].Value.Uint64()) - int64(sample[1].Value.Uint64())
+	}
+	return Set(used + extra)
+}
+
 // Set gives the collector a floor of bytes (total Go memory, as
 // GOMEMLIMIT counts it) and returns the function that takes it away. It
 // does nothing when the user set GOGC or GOMEMLIMIT: theirs wins.

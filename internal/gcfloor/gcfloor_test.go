@@ -70,3 +70,28 @@ func TestTheUsersSettingWins(t *testing.T) {
 		t.Errorf("GOGC set by the user, yet the floor turned it to %d", p)
 	}
 }
+
+// TestAboveWhatTheProcessHolds: Above's floor counts from the memory the
+// process holds already, so a process that holds much (a daemon beside an
+// embedded server) still skips collections for the extra it asked for.
+func TestAboveWhatTheProcessHolds(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	held := make([][]byte, 0, 96)
+	for range 96 { // 96 MiB held: more than Set(64 MiB) would allow
+		held = append(held, make([]byte, 1<<20))
+	}
+	runtime.GC()
+	undo := Above(64 << 20)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 32 << 10 { // 32 MiB of garbage in 1 KiB pieces
+		sink = make([]byte, 1<<10)
+	}
+	runtime.ReadMemStats(&after)
+	undo()
+	runtime.KeepAlive(held)
+	if n := after.NumGC - before.NumGC; n != 0 {
+		t.Errorf("%d collections within the extra 64 MiB, want none", n)
+	}
+}
