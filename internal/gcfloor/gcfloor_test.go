@@ -16,19 +16,26 @@ func gcPercent() int {
 	return p
 }
 
+// collectionsIn32MiBOfGarbage makes 32 MiB of garbage in 1 KiB pieces
+// and returns how many collections ran meanwhile.
+func collectionsIn32MiBOfGarbage() uint32 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 32 << 10 {
+		sink = make([]byte, 1<<10)
+	}
+	runtime.ReadMemStats(&after)
+	return after.NumGC - before.NumGC
+}
+
 func TestNoCollectionBelowTheFloor(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
 	runtime.GC()
 	undo := Set(256 << 20)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range 32 << 10 { // 32 MiB of garbage in 1 KiB pieces
-		sink = make([]byte, 1<<10)
-	}
-	runtime.ReadMemStats(&after)
+	n := collectionsIn32MiBOfGarbage()
 	undo()
-	if n := after.NumGC - before.NumGC; n != 0 {
+	if n != 0 {
 		t.Errorf("%d collections while the heap stayed under the floor, want none", n)
 	}
 	if p := gcPercent(); p != 100 {
@@ -83,15 +90,10 @@ func TestAboveWhatTheProcessHolds(t *testing.T) {
 	}
 	runtime.GC()
 	undo := Above(64 << 20)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range 32 << 10 { // 32 MiB of garbage in 1 KiB pieces
-		sink = make([]byte, 1<<10)
-	}
-	runtime.ReadMemStats(&after)
+	n := collectionsIn32MiBOfGarbage()
 	undo()
 	runtime.KeepAlive(held)
-	if n := after.NumGC - before.NumGC; n != 0 {
+	if n != 0 {
 		t.Errorf("%d collections within the extra 64 MiB, want none", n)
 	}
 }
