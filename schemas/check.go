@@ -19,11 +19,12 @@ func Check(objs []Object, policies []File) (*v1alpha1.Fleet, Errors) {
 	return CheckKnown(objs, policies, nil)
 }
 
-// KnownGood remembers clusters whose own checks passed. CheckKnown asks it
-// before a cluster's own checks — its variables against its class's
-// constraints, its health-check overrides, its class's patches applied to
-// its templates — which depend on the cluster and its class alone: both
-// objects' Key name what decided them.
+// KnownGood remembers clusters and classes whose own checks passed.
+// CheckKnown asks it before a cluster's own checks — its variables against
+// its class's constraints, its health-check overrides, its class's patches
+// applied to its templates — which depend on the cluster and its class
+// alone: both objects' Key name what decided them. A class's own checks
+// (its variables, patches and templates) are asked for with cluster "".
 type KnownGood interface {
 	Good(cluster, class string) bool
 	Add(cluster, class string)
@@ -37,10 +38,29 @@ func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Flee
 	c := &checker{byKind: map[string]map[string]*Object{}, known: known}
 	c.index(objs)
 	fleet := c.fleet(objs)
-	c.vars = newVariables()
-	defer c.vars.close()
+	defer func() {
+		if c.vars != nil {
+			c.vars.close()
+		}
+	}()
 	for _, cl := range fleet.Classes {
+		// A class's own checks depend on the class alone.
+		o := c.objectOf(v1alpha1.KindClusterClass, cl.Metadata.Name)
+		key := ""
+		if known != nil && o != nil {
+			key = o.Key
+		}
+		if key != "" && known.Good("", key) {
+			continue
+		}
+		if c.vars == nil {
+			c.vars = newVariables()
+		}
+		errs := len(c.errs)
 		c.checkClass(cl)
+		if key != "" && len(c.errs) == errs {
+			known.Add("", key)
+		}
 	}
 	// Clusters are many and independent: check them in parallel, each
 	// goroutine with its own errors and CUE context.

@@ -63,14 +63,10 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	if err := load(policies); err != nil {
 		return nil, nil, nil, err
 	}
-	pols := make([]schemas.File, len(policies))
-	for i, p := range policies {
-		pols[i] = p.File
-	}
 	// Policies are applied while each document is parsed, where it is
 	// already encoded for the schema, as schemas.Load does; the objects
 	// then keep no raw value.
-	good, polErrs := schemas.CompilePolicies(pols)
+	good, polErrs := pc.compilePolicies(policies)
 	results, err := pc.parseAll(docs, good, policiesKey(good), load)
 	if err != nil {
 		return nil, nil, nil, err
@@ -114,6 +110,29 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	newSourceLines(ins).fix(errs)
 	sortErrors(errs)
 	return fleet, errs, keys, nil
+}
+
+// compilePolicies is schemas.CompilePolicies, trusting a verdict for a
+// policy file that compiled before (its path and content): a warm run
+// then builds no CUE context for policies at all. The files keep their
+// order.
+func (pc *parseCache) compilePolicies(policies []*input) ([]schemas.File, schemas.Errors) {
+	var good []schemas.File
+	var errs schemas.Errors
+	for _, p := range policies {
+		k := pc.known.key("policy", p.key)
+		if pc.known.good(k) {
+			good = append(good, p.File)
+			continue
+		}
+		g, es := schemas.CompilePolicies([]schemas.File{p.File})
+		if len(g) == 1 && len(es) == 0 {
+			pc.known.add(k)
+		}
+		good = append(good, g...)
+		errs = append(errs, es...)
+	}
+	return good, errs
 }
 
 // knownClusters answers schemas.CheckKnown from the parse cache's memory,

@@ -59,10 +59,11 @@ func TestVerdictFile(t *testing.T) {
 	}
 	v := loadVerdicts(cache)
 	// One per YAML file (gitfleet.yaml, the class, two clusters): each
-	// passed the schemas and the policies; and one per cluster, whose own
-	// checks with its class passed.
-	if len(v.m) != 6 {
-		t.Errorf("%d verdicts stored, want one per file and one per cluster", len(v.m))
+	// passed the schemas and the policies; one per cluster, whose own
+	// checks with its class passed, one for the class's own checks and
+	// one for the policy file, which compiled.
+	if len(v.m) != 8 {
+		t.Errorf("%d verdicts stored, want one per file, one per cluster, one for the class and one for the policy", len(v.m))
 	}
 
 	// Warm: everything known, nothing added.
@@ -130,8 +131,8 @@ func TestWarmCacheFindsClusterErrors(t *testing.T) {
 	}
 	setCPUs("8")
 	validate("8 CPUs", "")
-	if v := loadVerdicts(cache); len(v.m) != 6 {
-		t.Fatalf("%d verdicts after the first run, want 6", len(v.m))
+	if v := loadVerdicts(cache); len(v.m) != 8 {
+		t.Fatalf("%d verdicts after the first run, want 8", len(v.m))
 	}
 
 	narrow := strings.Replace(string(class), "int & >=1 & <=64", "int & >=1 & <=4", 1)
@@ -141,8 +142,18 @@ func TestWarmCacheFindsClusterErrors(t *testing.T) {
 	writeFile(t, dir, "classes/standard.yaml", narrow)
 	validate("a class allowing 4", "clusters/dev-1.yaml:26 spec.topology.variables[0].value; ")
 
+	// The class's own checks: its default no longer satisfies its
+	// constraint.
+	writeFile(t, dir, "classes/standard.yaml", strings.Replace(string(class), "int & >=1 & <=64", "int & >=3 & <=64", 1))
+	validate("a class whose default does not fit", "classes/standard.yaml:35 spec.variables[0].default; ")
+
 	writeFile(t, dir, "classes/standard.yaml", string(class))
 	validate("the class back", "")
+	writeFile(t, dir, "policies/broken.cue", "Cluster: spec: {\n")
+	validate("a policy that does not compile", "policies/broken.cue:1 ; ")
+	if err := os.Remove(filepath.Join(dir, "policies", "broken.cue")); err != nil {
+		t.Fatal(err)
+	}
 	setCPUs("100")
 	validate("100 CPUs", "clusters/dev-1.yaml:26 spec.topology.variables[0].value; ")
 }
@@ -184,7 +195,7 @@ func TestVerdictFileNotTrusted(t *testing.T) {
 		if _, errs, err := ValidateDir(context.Background(), dir, ValidateOptions{CacheFile: cache}); err != nil || len(errs) > 0 {
 			t.Fatalf("%s: %v %v", name, errs, err)
 		}
-		if v := loadVerdicts(cache); len(v.m) != 6 {
+		if v := loadVerdicts(cache); len(v.m) != 8 {
 			t.Errorf("%s: file not rewritten (%d verdicts)", name, len(v.m))
 		}
 	}
