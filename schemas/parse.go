@@ -169,6 +169,31 @@ func newObject(path string, d *doc, kind string, m map[string]any) *Object {
 
 // decodeTyped decodes a validated document into its Go type.
 func decodeTyped(path string, d *doc, kind string, m map[string]any) (any, *Error) {
+	// The document goes through JSON: appendJSON's when it can write it,
+	// and encoding/json's — keys sorted, so the first of several errors is
+	// always the same one — when it cannot or the value does not decode.
+	if b, ok := appendJSON(make([]byte, 0, 1024), m); ok {
+		if v, err := decodeJSON(path, d, kind, b); err == nil {
+			return v, nil
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		e := d.errorAt(path, "", "cannot decode: "+err.Error())
+		return nil, &e
+	}
+	v, err := decodeJSON(path, d, kind, b)
+	if err != nil {
+		// The value is decoded as far as it goes; callers with schema
+		// errors still run the semantic checks on it.
+		e := d.errorAt(path, "", "cannot decode: "+err.Error())
+		return v, &e
+	}
+	return v, nil
+}
+
+// decodeJSON decodes b into a new value of kind's Go type.
+func decodeJSON(path string, d *doc, kind string, b []byte) (any, error) {
 	src := v1alpha1.Source{Path: path, Line: d.line}
 	var v any
 	switch kind {
@@ -183,22 +208,11 @@ func decodeTyped(path string, d *doc, kind string, m map[string]any) (any, *Erro
 	case v1alpha1.KindMachineHealthCheck:
 		v = &v1alpha1.MachineHealthCheck{Source: src}
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		e := d.errorAt(path, "", "cannot decode: "+err.Error())
-		return nil, &e
-	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	err = dec.Decode(v)
+	err := dec.Decode(v)
 	fixNumbers(v)
-	if err != nil {
-		// The value is decoded as far as it goes; callers with schema
-		// errors still run the semantic checks on it.
-		e := d.errorAt(path, "", "cannot decode: "+err.Error())
-		return v, &e
-	}
-	return v, nil
+	return v, err
 }
 
 // describe names a decoded value for a message: "Clustr" quoted, a number as
