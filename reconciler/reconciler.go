@@ -254,6 +254,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			if floor := startFloor(n); floor > 0 {
 				r.undoFloor = gcfloor.Above(floor)
 				defer r.releaseFloor()
+				// A start that makes no pass soon (no valid revision
+				// yet) gives the floor back all the same.
+				defer time.AfterFunc(startFloorFor, r.undoFloor).Stop()
 			}
 		}
 	}
@@ -728,6 +731,11 @@ func startFloor(n uint64) int64 {
 	}
 	return floor
 }
+
+// startFloorFor is the longest a start keeps its collection floor: a
+// first pass comes within seconds of a start, unless there is no valid
+// revision to plan.
+const startFloorFor = 2 * time.Minute
 
 // releaseFloor gives collection back to Go's default (StartGC).
 func (r *Reconciler) releaseFloor() {

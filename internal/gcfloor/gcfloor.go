@@ -40,7 +40,8 @@ func Above(extra int64) (undo func()) {
 }
 
 // Set gives the collector a floor of bytes (total Go memory, as
-// GOMEMLIMIT counts it) and returns the function that takes it away. It
+// GOMEMLIMIT counts it) and returns the function that takes it away, which
+// may be called more than once and from any goroutine. It
 // does nothing when the user set GOGC or GOMEMLIMIT: theirs wins.
 func Set(bytes int64) (undo func()) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" || bytes <= 0 {
@@ -75,9 +76,12 @@ func Set(bytes int64) (undo func()) {
 			}
 		}
 	}()
+	var undoOnce sync.Once
 	return func() {
-		close(stop)
-		<-done
-		restore()
+		undoOnce.Do(func() {
+			close(stop)
+			<-done
+			restore()
+		})
 	}
 }

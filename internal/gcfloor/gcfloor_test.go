@@ -35,6 +35,7 @@ func TestNoCollectionBelowTheFloor(t *testing.T) {
 	undo := Set(256 << 20)
 	n := collectionsIn32MiBOfGarbage()
 	undo()
+	undo() // a second call (a timer's, say) changes nothing
 	if n != 0 {
 		t.Errorf("%d collections while the heap stayed under the floor, want none", n)
 	}
