@@ -16,7 +16,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/gitfleet/gitfleet/internal/gcfloor"
 	"reflect"
 	"runtime"
 	"sync"
@@ -27,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/bootstrap"
+	"github.com/gitfleet/gitfleet/internal/gcfloor"
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/reconciler/status"
@@ -97,14 +97,14 @@ type Options struct {
 
 // Reconciler is the loop. Run it while this replica is the leader.
 type Reconciler struct {
+	o       Options
+	log     zerolog.Logger
+	store   *Store
+	pub     *natsbus.Publisher
+	metrics *Metrics
+	health  *LoopHealth
 	// undoFloor ends the collection floor of a start (StartGC).
 	undoFloor func()
-	o         Options
-	log       zerolog.Logger
-	store     *Store
-	pub       *natsbus.Publisher
-	metrics   *Metrics
-	health    *LoopHealth
 
 	rev      *sources.Revision
 	rejected string // the last rejected commit, reported once
@@ -248,7 +248,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if r.o.StartGC {
 		// The live heap grows from nothing to the records' size while
 		// they are read: collecting all along re-marks what is still
-		// growing (half of a 10,000-cluster restart's CPU). Until the
+		// growing (a fifth of a 10,000-cluster restart's CPU). Until the
 		// first pass is done, collect only past startFloor.
 		if n, err := r.store.Count(ctx); err == nil {
 			if floor := startFloor(n); floor > 0 {
