@@ -304,6 +304,16 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.known, w.tip = hashes, tip
+	if len(w.sums) > 2*len(hashes)+1024 {
+		// Branches moved by others many times: keep the tip's summaries.
+		keep := make(map[plumbing.Hash]clusterSum, len(hashes))
+		for _, h := range hashes {
+			if s, ok := w.sums[h]; ok {
+				keep[h] = s
+			}
+		}
+		w.sums = keep
+	}
 	for name, s := range sums {
 		_, pending := w.pending[ClusterPath(name)]
 		if _, out := w.outbox[ClusterPath(name)]; out || pending {

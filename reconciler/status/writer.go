@@ -221,7 +221,11 @@ func (w *Writer) start(ctx context.Context) error {
 		return err
 	}
 	w.loadSums()
-	return w.reload(tip)
+	err = w.reload(tip)
+	w.mu.Lock()
+	w.cachedSums = nil // what the tip did not use is of no use
+	w.mu.Unlock()
+	return err
 }
 
 // Ready waits until the branch has been read, and returns why it could not
