@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/schemas"
 	"github.com/gitfleet/gitfleet/sources"
 )
 
@@ -138,10 +139,7 @@ func TestANewPolicyChecksUnchangedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, e := range two.Errors {
-		got = append(got, fmt.Sprintf("%s:%d %s", e.Path, e.Line, e.Field))
-	}
+	got := where(two.Errors)
 	want := []string{"clusters/a.yaml:8 spec.topology.version", "clusters/b.yaml:8 spec.topology.version"}
 	if !two.Rejected() || !slices.Equal(got, want) {
 		t.Errorf("errors after the policy = %q (%v), want %q", got, two.Errors, want)
@@ -168,11 +166,7 @@ func TestRevisionsCheckChangedClustersAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []string
-		for _, e := range rev.Errors {
-			got = append(got, fmt.Sprintf("%s:%d %s", e.Path, e.Line, e.Field))
-		}
-		return strings.Join(got, "; ")
+		return strings.Join(where(rev.Errors), "; ")
 	}
 	if got := errorsOf("first"); got != "" {
 		t.Fatalf("first revision: %s", got)
@@ -189,4 +183,13 @@ func TestRevisionsCheckChangedClustersAgain(t *testing.T) {
 	if got, want := errorsOf("cluster"), "clusters/b.yaml:10 spec.topology.variables[0].value"; got != want {
 		t.Errorf("after the cluster change: errors %q, want %q", got, want)
 	}
+}
+
+// where lists errors as file:line field.
+func where(errs schemas.Errors) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, fmt.Sprintf("%s:%d %s", e.Path, e.Line, e.Field))
+	}
+	return out
 }
