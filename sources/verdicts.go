@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/internal/buildid"
+	"github.com/gitfleet/gitfleet/internal/privfile"
 )
 
 // verdicts remembers which files passed the schema checks and which
@@ -179,19 +180,7 @@ func (v *verdicts) save() error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("validation cache: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(v.file)+".*")
-	if err != nil {
-		return fmt.Errorf("validation cache: %w", err)
-	}
-	_, err = tmp.Write(buf.Bytes())
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), v.file)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := privfile.Write(v.file, buf.Bytes()); err != nil {
 		return fmt.Errorf("validation cache: %w", err)
 	}
 	return nil

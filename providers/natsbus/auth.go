@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gitfleet/gitfleet/internal/privfile"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -347,23 +348,7 @@ func loadOrCreateKey(path string, create func() (nkeys.KeyPair, error)) (nkeys.K
 // writeSecret writes a file only its owner can read, by rename, so a
 // reader never sees half of it.
 func writeSecret(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("nats auth: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("nats auth: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("nats auth: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("nats auth: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := privfile.Write(path, data); err != nil {
 		return fmt.Errorf("nats auth: %w", err)
 	}
 	return nil

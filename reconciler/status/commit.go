@@ -269,7 +269,7 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 			return fmt.Errorf("read %s: %w", p, err)
 		}
 		w.mu.Lock()
-		w.blobsRead++
+		w.stats.FilesRead++
 		w.mu.Unlock()
 		if p == FleetFile {
 			f, err := DecodeFleet(data)

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/gitfleet/gitfleet/internal/buildid"
+	"github.com/gitfleet/gitfleet/internal/privfile"
 )
 
 // The summary cache (Options.SumCache) keeps what reading the branch
@@ -118,29 +118,9 @@ func (w *Writer) saveSums() {
 	w.mu.Unlock()
 	body, err := json.Marshal(f)
 	if err == nil {
-		err = writeFileAtomic(w.opts.SumCache, append([]byte(sumCacheMagic+id+"\n"), body...))
+		err = privfile.Write(w.opts.SumCache, append([]byte(sumCacheMagic+id+"\n"), body...))
 	}
 	if err != nil {
 		w.log.Warn().Err(err).Msg("status: cannot write the summary cache; the next start reads every status file")
 	}
-}
-
-// writeFileAtomic replaces file with data through a temporary file in the
-// same folder (mode 0600), so a reader never sees half of it.
-func writeFileAtomic(file string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-	}
-	return err
 }

@@ -62,6 +62,9 @@ type Stats struct {
 	Commits int // status commits written
 	Pushes  int // successful pushes
 	Retries int // commits rebuilt because the branch moved underneath
+	// FilesRead counts the files read from the branch: at a start, those
+	// whose summary the summary cache did not have (Options.SumCache).
+	FilesRead int
 }
 
 // Writer commits status changes to the status branch, batched into at most
@@ -99,8 +102,6 @@ type Writer struct {
 	sums       map[plumbing.Hash]clusterSum
 	cachedSums map[plumbing.Hash]clusterSum
 	sumsLearnt int
-	// blobsRead counts the status files reload read (tests).
-	blobsRead int
 
 	beforeCAS func() // test hook: runs between building a commit and setting the ref
 

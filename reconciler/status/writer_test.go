@@ -398,9 +398,7 @@ func TestWriterSummaryCache(t *testing.T) {
 		if err := w.Ready(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		w.mu.Lock()
-		read := w.blobsRead
-		w.mu.Unlock()
+		read := w.Stats().FilesRead
 		c := ready
 		c.Conditions = []Condition{{Type: ConditionReady, Status: ConditionTrue, Reason: "Ready"}, {Type: "RollingOut", Status: ConditionTrue}}
 		w.SetCluster(c, origin)

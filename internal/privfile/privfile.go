@@ -1,0 +1,30 @@
+// Package privfile writes files only their owner can read, whole or not
+// at all: the validation cache, the status summaries, NATS credentials.
+package privfile
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// Write replaces path with data through a temporary file in the same
+// folder (created with mode 0600) and a rename, so a reader never sees
+// half of it; on failure the temporary file is removed and path is as it
+// was.
+func Write(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return err
+}

@@ -1,0 +1,36 @@
+package privfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestWrite: the file holds the data, only its owner may read it, a second
+// write replaces it, and nothing else is left in the folder; a folder that
+// does not exist is an error and creates nothing.
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "cache")
+	for _, data := range []string{"first", "second, longer"} {
+		if err := Write(p, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != data {
+			t.Fatalf("read %q, %v; want %q", got, err, data)
+		}
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d files in the folder, want only the written one", len(entries))
+	}
+	if err := Write(filepath.Join(dir, "missing", "cache"), []byte("x")); err == nil {
+		t.Error("writing into a folder that does not exist succeeded")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d files in the folder after a failed write, want 1", len(entries))
+	}
+}
