@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/sources"
@@ -37,7 +38,7 @@ func TestRevisionPlansOnlyWhatChanged(t *testing.T) {
 		d, _ := planner.Expand(rev.Fleet)
 		return d
 	}
-	r := &Reconciler{dirty: map[string]bool{}, gone: map[string]bool{}, machines: map[string]map[string]*machine{}}
+	r := &Reconciler{dirty: map[string]bool{}, gone: map[string]bool{}, clock: map[string]time.Time{}, machines: map[string]map[string]*machine{}}
 	prev := desired()
 	if n := r.markChanged(nil, prev); n != 4 {
 		t.Errorf("a leader's first revision marked %d clusters, want all 4", n)

@@ -236,6 +236,7 @@ func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
 	fresh := m.lastHeartbeat.Before(m.rec.Created) || m.lastHeartbeat.IsZero()
 	if fresh || m.healthy != hb.Healthy || (hb.Version != "" && m.rec.Version != hb.Version) {
 		r.dirty[m.rec.Cluster] = true
+		r.clock[m.rec.Cluster] = time.Time{}
 	}
 	m.lastHeartbeat, m.healthy = now, hb.Healthy
 	if !m.rec.Heartbeats || (m.rec.Phase == wire.PhaseRunning && hb.Version != "" && m.rec.Version != hb.Version) {
@@ -312,7 +313,8 @@ func (r *Reconciler) judge(ctx context.Context, m *machine, now time.Time, msg s
 // checkTime wakes clusters whose machines time may have made unhealthy,
 // records machines whose heartbeats stopped, publishes again what NATS did
 // not accept, and the tasks left unanswered past the task timeout as their
-// next attempt.
+// next attempt. It visits only the clusters whose clock time has come
+// (r.clock), and sets each one's next.
 func (r *Reconciler) checkTime(ctx context.Context) {
 	now := r.o.Now()
 	for cluster, at := range r.wake {
@@ -325,10 +327,20 @@ func (r *Reconciler) checkTime(ctx context.Context) {
 		r.heard = now // heartbeats are not reaching us: none is missed
 	}
 	r.republish(ctx)
+	var due []string
+	for cluster, at := range r.clock {
+		if !now.Before(at) {
+			due = append(due, cluster)
+		}
+	}
 	retried := false
-	for cluster, ms := range r.machines {
-		checked := r.desired != nil && r.desired.Cluster(cluster) != nil && len(r.desired.Cluster(cluster).HealthChecks) > 0
-		for _, m := range ms {
+	for _, cluster := range due {
+		checked := false
+		if r.desired != nil {
+			dc := r.desired.Cluster(cluster)
+			checked = dc != nil && len(dc.HealthChecks) > 0
+		}
+		for _, m := range r.machines[cluster] {
 			if m.rec.InFlight() && !m.rec.Published.IsZero() && now.Sub(m.rec.Published) > r.o.TaskTimeout {
 				r.retry(ctx, m)
 				retried = true
@@ -339,10 +351,65 @@ func (r *Reconciler) checkTime(ctx context.Context) {
 				r.dirty[cluster] = true
 			}
 		}
+		next := time.Time{}
+		for _, m := range r.machines[cluster] {
+			if at := r.clockOf(m, checked, now); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
+		}
+		if next.IsZero() {
+			delete(r.clock, cluster)
+		} else {
+			r.clock[cluster] = next
+		}
 	}
 	if retried {
 		r.waitPublished(ctx)
 	}
+}
+
+// clockOf is the earliest time after now at which time alone may change
+// what checkTime does with m — its task times out, its heartbeat counts
+// as missed, it turns stale in a checked cluster — or now itself when it
+// is so already (checkTime then looks again at the next tick); zero when
+// time alone changes nothing (a running machine that sends no heartbeats
+// in a cluster without health checks: the steady state of most of a
+// fleet). Heartbeats only move these times later, so a time computed
+// before one is early, never late.
+func (r *Reconciler) clockOf(m *machine, checked bool, now time.Time) time.Time {
+	var at time.Time
+	earliest := func(t time.Time) {
+		if !t.After(now) {
+			t = now
+		}
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	rec := m.rec
+	if rec.InFlight() && !rec.Published.IsZero() {
+		earliest(rec.Published.Add(r.o.TaskTimeout + time.Nanosecond))
+	}
+	if rec.Phase == wire.PhaseRunning && rec.Heartbeats {
+		last := m.lastHeartbeat
+		if last.Before(r.heard) {
+			last = r.heard
+		}
+		earliest(last.Add(r.o.HeartbeatTimeout + time.Nanosecond))
+	}
+	if checked {
+		switch rec.Phase {
+		case wire.PhaseRunning:
+			if h := rec.Health; h != nil && h.Reason == ReasonNodeUnhealthy {
+				earliest(now)
+			} else if !m.lastHeartbeat.IsZero() {
+				earliest(m.lastHeartbeat.Add(staleAfter + time.Nanosecond))
+			}
+		case wire.PhasePending, wire.PhaseProvisioning:
+			earliest(rec.Created.Add(staleAfter + time.Nanosecond))
+		}
+	}
+	return at
 }
 
 // stale reports whether the machine's health may have changed by the

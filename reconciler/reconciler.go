@@ -141,6 +141,13 @@ type Reconciler struct {
 	done      chan struct{}
 	// wake is when time alone changes a cluster's plan (a backoff ends).
 	wake map[string]time.Time
+	// clock is when each cluster's machines next need the tick
+	// (checkTime): a task that may time out, a heartbeat that may be
+	// missed, a machine that may turn stale. A cluster absent needs none;
+	// the zero time means at the next tick. put and markChanged set it to
+	// zero, checkTime to the earliest of its machines' times, so a tick
+	// costs the clusters with something pending, not the whole fleet.
+	clock map[string]time.Time
 	// classesChanged: a new revision may have removed classes.
 	classesChanged bool
 	// scalesStale: a new revision may have removed clusters or pools that
@@ -228,6 +235,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	r.decisions.store = NewStore(rkv, r.o.Fence, nil)
 	r.wake = map[string]time.Time{}
+	r.clock = map[string]time.Time{}
 	r.machines = map[string]map[string]*machine{}
 	r.counts = newFleetCounts()
 	r.unsent = map[string]*machine{}
@@ -472,6 +480,7 @@ func (r *Reconciler) put(m *machine) {
 	ms[m.rec.Name] = m
 	r.counts.machine(m.rec.Cluster, phaseOf(m.rec), 1)
 	r.dirty[m.rec.Cluster] = true
+	r.clock[m.rec.Cluster] = time.Time{}
 }
 
 func (r *Reconciler) remove(cluster, name string) {
@@ -543,6 +552,7 @@ func (r *Reconciler) markChanged(prev, next *planner.Desired) int {
 	if prev == nil {
 		for _, c := range next.Clusters {
 			r.dirty[c.Name] = true
+			r.clock[c.Name] = time.Time{} // its health checks may be new
 		}
 		for name := range r.machines {
 			r.dirty[name] = true
@@ -568,6 +578,7 @@ func (r *Reconciler) markChanged(prev, next *planner.Desired) int {
 	for _, c := range next.Clusters {
 		if old := prev.Cluster(c.Name); classes[c.Class] || old == nil || !reflect.DeepEqual(old, c) {
 			r.dirty[c.Name] = true
+			r.clock[c.Name] = time.Time{}
 		}
 	}
 	for _, c := range prev.Clusters {
