@@ -2,6 +2,7 @@ package planner
 
 import (
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -19,8 +20,30 @@ type Desired struct {
 	byName  map[string]*DesiredCluster
 	byClass map[string]*DesiredClass
 	// inputs are the content keys each cluster was expanded from
-	// (ExpandReusing); "" when unknown.
-	inputs map[string]string
+	// (ExpandReusing); absent when one is unknown.
+	inputs map[string]inputKeys
+	// members are each class's clusters, in name order, listed once by
+	// the first Rollouts: a daemon asks for them at every pass.
+	membersOnce sync.Once
+	members     map[string][]string
+}
+
+// classMembers returns each class's clusters, in name order.
+func (d *Desired) classMembers() map[string][]string {
+	d.membersOnce.Do(func() {
+		sizes := map[string]int{}
+		for _, dc := range d.Clusters {
+			sizes[dc.Class]++
+		}
+		d.members = make(map[string][]string, len(sizes))
+		for class, n := range sizes {
+			d.members[class] = make([]string, 0, n)
+		}
+		for _, dc := range d.Clusters {
+			d.members[dc.Class] = append(d.members[dc.Class], dc.Name)
+		}
+	})
+	return d.members
 }
 
 // Cluster returns the desired cluster named name, or nil.

@@ -45,12 +45,13 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 	if key != nil {
 		d.inputs = clusterInputs(fleet, key)
 	}
-	reused := map[string]bool{}
+	reused := make(map[string]bool, len(fleet.Clusters))
+	d.byName = make(map[string]*DesiredCluster, len(fleet.Clusters))
 	d.Clusters = make([]*DesiredCluster, len(fleet.Clusters))
 	var todo []int
 	for i, c := range fleet.Clusters {
 		name := c.Metadata.Name
-		if in := d.inputs[name]; in != "" && prev != nil && prev.inputs[name] == in && prev.byName[name] != nil {
+		if in, ok := d.inputs[name]; ok && prev != nil && prev.inputs[name] == in && prev.byName[name] != nil {
 			d.Clusters[i] = prev.byName[name]
 			reused[name] = true
 			continue
@@ -347,9 +348,16 @@ func waveOf(class *DesiredClass, labels map[string]string) (int, string) {
 	return last, ImplicitWave
 }
 
+// inputKeys are the content keys of what a cluster's expansion reads: its
+// Cluster, its class and (joined, in fleet order) the MachineDeployments
+// and health checks that name it. A struct of the keys the source already
+// holds, not one string made of them: a revision of 10,000 clusters
+// builds it for every cluster.
+type inputKeys struct{ cluster, class, extra string }
+
 // clusterInputs is, per cluster, the content keys of what its expansion
-// reads; "" when one of them is unknown.
-func clusterInputs(fleet *v1alpha1.Fleet, key func(kind, name string) string) map[string]string {
+// reads; a cluster one of whose keys is unknown is left out.
+func clusterInputs(fleet *v1alpha1.Fleet, key func(kind, name string) string) map[string]inputKeys {
 	extra := map[string][]string{} // cluster -> keys of its MDs and health checks, in fleet order
 	for _, md := range fleet.MachineDeployments {
 		extra[md.Spec.ClusterName] = append(extra[md.Spec.ClusterName], "md:"+key(v1alpha1.KindMachineDeployment, md.Metadata.Name))
@@ -357,17 +365,17 @@ func clusterInputs(fleet *v1alpha1.Fleet, key func(kind, name string) string) ma
 	for _, hc := range fleet.HealthChecks {
 		extra[hc.Spec.ClusterName] = append(extra[hc.Spec.ClusterName], "hc:"+key(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name))
 	}
-	out := make(map[string]string, len(fleet.Clusters))
+	out := make(map[string]inputKeys, len(fleet.Clusters))
 	for _, c := range fleet.Clusters {
 		ck, kk := key(v1alpha1.KindCluster, c.Metadata.Name), key(v1alpha1.KindClusterClass, c.Spec.Topology.ClassRef.Name)
 		if ck == "" || kk == "" {
 			continue
 		}
-		parts := append([]string{ck, kk}, extra[c.Metadata.Name]...)
-		if slices.ContainsFunc(parts, func(p string) bool { return p == "" || p == "md:" || p == "hc:" }) {
+		more := extra[c.Metadata.Name]
+		if slices.ContainsFunc(more, func(p string) bool { return p == "md:" || p == "hc:" }) {
 			continue
 		}
-		out[c.Metadata.Name] = strings.Join(parts, "\x00")
+		out[c.Metadata.Name] = inputKeys{cluster: ck, class: kk, extra: strings.Join(more, "\x00")}
 	}
 	return out
 }

@@ -49,10 +49,7 @@ func (g *Gates) Changed() []RolloutRecord {
 // or whose change is in its own files, is admitted at once.
 func Rollouts(d *Desired, sums map[string]Summary, records map[string]RolloutRecord, now time.Time) *Gates {
 	g := &Gates{gates: map[string]Gate{}, records: make(map[string]RolloutRecord, len(d.Classes))}
-	byClass := map[string][]string{}
-	for _, dc := range d.Clusters {
-		byClass[dc.Class] = append(byClass[dc.Class], dc.Name)
-	}
+	byClass := d.classMembers()
 	for _, class := range d.Classes {
 		g.classes = append(g.classes, g.rollout(class, byClass[class.Name], sums, records[class.Name], d.Change, now))
 	}
@@ -102,38 +99,62 @@ func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Sum
 			len(rr.Failed), class.MaxFailures, strings.Join(cr.Failed, ", "), class.Source)
 	}
 
-	// Where each cluster stands; clusters admitted without a wave are
-	// admitted here.
-	stand := make(map[string]int, len(names))
-	state := make(map[string]string, len(names)) // admission state after this decision
-	for _, n := range names {
+	// Where each cluster stands, by its index in names; clusters admitted
+	// without a wave are admitted here. Slices, not maps by name: a class
+	// of 10,000 clusters is gone through at every pass that moves one of
+	// them.
+	waveOf := make([]int, len(names))
+	sizes := make([]int, len(cr.Waves))
+	stand := make([]int, len(names))
+	state := make([]string, len(names)) // admission state after this decision
+	for i, n := range names {
 		s := sums[n]
 		wi := min(max(s.Wave, 0), len(cr.Waves)-1)
-		cr.Waves[wi].Clusters = append(cr.Waves[wi].Clusters, n)
+		waveOf[i] = wi
+		sizes[wi]++
 		st, admit := standOf(s, &rr)
 		if admit != "" {
 			g.gates[n] = Gate{Admit: true, Revision: rev, AdmitState: admit}
-			state[n] = admit
+			state[i] = admit
 		} else {
-			state[n] = s.State
+			state[i] = s.State
 		}
-		stand[n] = st
-		if cr.Halted && st == standFinished && state[n] == AdmissionFailed {
+		stand[i] = st
+		if cr.Halted && st == standFinished && state[i] == AdmissionFailed {
 			// Its failed machines stay for a person to look at.
 			g.gates[n] = Gate{Halted: true, Reason: fmt.Sprintf("rollout of class %s %s", class.Name, cr.Reason)}
+		}
+	}
+	// Each wave's clusters, as indexes in names order, cut from one array.
+	members := make([][]int, len(cr.Waves))
+	all := make([]int, 0, len(names))
+	for wi, size := range sizes {
+		members[wi] = all[len(all) : len(all) : len(all)+size]
+		all = all[:len(all)+size]
+	}
+	for i, wi := range waveOf {
+		members[wi] = append(members[wi], i)
+	}
+	for wi, m := range members {
+		if len(m) == 0 {
+			continue // nil, as before any cluster joins it
+		}
+		cr.Waves[wi].Clusters = make([]string, len(m))
+		for j, i := range m {
+			cr.Waves[wi].Clusters[j] = names[i]
 		}
 	}
 	current := -1
 	for wi := range cr.Waves {
 		w := &cr.Waves[wi]
-		for _, n := range w.Clusters {
-			switch stand[n] {
+		for _, i := range members[wi] {
+			switch stand[i] {
 			case standFinished:
-				if state[n] == AdmissionDone {
+				if state[i] == AdmissionDone {
 					w.Done++
 				}
 			case standMoving:
-				w.Updating = append(w.Updating, n)
+				w.Updating = append(w.Updating, names[i])
 				if current < 0 {
 					current = wi
 				}
@@ -151,7 +172,7 @@ func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Sum
 		}
 	}
 	for wi := range cr.Waves {
-		g.gateWave(class, &cr, wi, current, sums, stand, state)
+		g.gateWave(class, &cr, wi, current, sums, names, members[wi], stand, state)
 	}
 	return cr
 }
@@ -191,21 +212,22 @@ func standOf(s Summary, rr *RolloutRecord) (stand int, admit string) {
 	return standPending, ""
 }
 
-func (g *Gates) gateWave(class *DesiredClass, cr *ClassRollout, wi, current int, sums map[string]Summary, stand map[string]int, state map[string]string) {
+func (g *Gates) gateWave(class *DesiredClass, cr *ClassRollout, wi, current int, sums map[string]Summary, names []string, members []int, stand []int, state []string) {
 	w := &cr.Waves[wi]
 	slots := len(w.Clusters)
 	if mc := class.Waves[wi].MaxConcurrent; mc != nil {
 		slots = max(mc.Scaled(len(w.Clusters), false, slots), 1)
 	}
-	for _, n := range w.Clusters {
-		if stand[n] == standMoving && state[n] == AdmissionProgressing {
+	for _, i := range members {
+		if stand[i] == standMoving && state[i] == AdmissionProgressing {
 			slots--
 		}
 	}
-	for _, n := range w.Clusters {
-		if stand[n] != standPending {
+	for _, i := range members {
+		if stand[i] != standPending {
 			continue
 		}
+		n := names[i]
 		s := sums[n]
 		var why string
 		switch {

@@ -52,12 +52,18 @@ func newParseCache(known *verdicts) *parseCache {
 // load reads the content of inputs that turn out not to be cached.
 func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*input) error) (*v1alpha1.Fleet, schemas.Errors, map[objectRef]string, error) {
 	var policies []*input
-	docs := make([]input, 0, len(ins))
 	for i, in := range ins {
 		if strings.HasSuffix(in.Path, ".cue") {
 			policies = append(policies, &ins[i])
-		} else {
-			docs = append(docs, in)
+		}
+	}
+	docs := ins // without policies, as most fleets are: no copy
+	if len(policies) > 0 {
+		docs = make([]input, 0, len(ins)-len(policies))
+		for _, in := range ins {
+			if !strings.HasSuffix(in.Path, ".cue") {
+				docs = append(docs, in)
+			}
 		}
 	}
 	if err := load(policies); err != nil {

@@ -2,7 +2,9 @@ package sources
 
 import (
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -138,6 +140,9 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		// loose object's size opens it: 30 µs a file through go-git, a
 		// third of a second at a restart of 10,000 clusters).
 		e := s.files[p]
+		if e == nil {
+			e = &entry{} // not listed: read as empty, as before
+		}
 		key := e.inputKey(p)
 		if size := e.size; size != nil && (s.known == nil || !s.known(key)) && (s.fits == nil || !s.fits(e.key)) {
 			n, err := size()
@@ -198,6 +203,12 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// Sized once for the files listed, not grown file by file: a
+	// revision of 10,000 clusters comes here at every commit.
+	out = slices.Grow(out, len(raw))
+	grown := make(map[string]bool, len(seen)+len(raw))
+	maps.Copy(grown, seen)
+	seen = grown
 	for _, f := range raw {
 		if ks.consumed(f) {
 			continue

@@ -20,7 +20,9 @@ import (
 // snapshot is the list of regular files of a tree — a commit's or a working
 // folder's — with a content key per file; contents are read on demand.
 type snapshot struct {
-	files map[string]entry
+	// files are the entries by path; a commit's snapshot shares the
+	// entries of the files it did not change with the one before.
+	files map[string]*entry
 	paths []string // sorted
 	// known reports whether an input key (content key and path) was read
 	// and parsed before; nil: none was.
@@ -44,14 +46,14 @@ type entry struct {
 }
 
 // inputKey is the key of the file at p as an input: content and path.
-func (e entry) inputKey(p string) string {
+func (e *entry) inputKey(p string) string {
 	if e.ikey != "" {
 		return e.ikey
 	}
 	return e.key + " " + p
 }
 
-func (s *snapshot) add(p string, e entry) {
+func (s *snapshot) add(p string, e *entry) {
 	s.files[p] = e
 	s.paths = append(s.paths, p)
 }
@@ -93,7 +95,7 @@ func (s *snapshot) readFile(p string) ([]byte, error) {
 func treeSnapshot(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*snapshot, error) {
 	// A blob still loose is read directly (internal/loose), the rest by go-git.
 	dir := loose.ObjectsDir(st)
-	s := &snapshot{files: make(map[string]entry, len(prevFiles(prev)))}
+	s := &snapshot{files: make(map[string]*entry, len(prevFiles(prev)))}
 	s.paths = make([]string, 0, len(prevFiles(prev)))
 	w := object.NewTreeWalker(tree, true, nil)
 	defer w.Close()
@@ -114,7 +116,7 @@ func treeSnapshot(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*s
 		}
 		h := e.Hash
 		key := h.String()
-		s.add(name, entry{key: key, blob: h, ikey: key + " " + name, size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
+		s.add(name, &entry{key: key, blob: h, ikey: key + " " + name, size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
 			if dir != "" {
 				if data, err := loose.Read(dir, h); !errors.Is(err, loose.ErrNotLoose) {
 					return data, err
@@ -142,7 +144,7 @@ func treeSnapshot(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*s
 	return s, nil
 }
 
-func prevFiles(prev *snapshot) map[string]entry {
+func prevFiles(prev *snapshot) map[string]*entry {
 	if prev == nil {
 		return nil
 	}
@@ -153,7 +155,7 @@ func prevFiles(prev *snapshot) map[string]entry {
 // folders such as .git; a file is read when it is needed. Its key is its
 // size and modification time.
 func dirSnapshot(root string) (*snapshot, error) {
-	s := &snapshot{files: map[string]entry{}}
+	s := &snapshot{files: map[string]*entry{}}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -174,7 +176,7 @@ func dirSnapshot(root string) (*snapshot, error) {
 		}
 		key := fmt.Sprintf("%d-%d", fi.Size(), fi.ModTime().UnixNano())
 		size := fi.Size()
-		s.add(filepath.ToSlash(rel), entry{key: key, size: func() (int64, error) { return size, nil }, read: func() ([]byte, error) { return os.ReadFile(p) }})
+		s.add(filepath.ToSlash(rel), &entry{key: key, size: func() (int64, error) { return size, nil }, read: func() ([]byte, error) { return os.ReadFile(p) }})
 		return nil
 	})
 	if err != nil {
