@@ -1,9 +1,9 @@
 package sources
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"github.com/gitfleet/gitfleet/internal/loose"
 	"io"
 	"io/fs"
 	"os"
@@ -15,6 +15,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/gitfleet/gitfleet/internal/loose"
 )
 
 // snapshot is the list of regular files of a tree — a commit's or a working
@@ -24,6 +26,11 @@ type snapshot struct {
 	// entries of the files it did not change with the one before.
 	files map[string]*entry
 	paths []string // sorted
+	// trees are a Git tree's folders ("" for the root, else "dir/") and
+	// their tree hashes, and folders the same folders in order: a folder
+	// whose hash is the same in the next commit is not listed again.
+	trees   map[string]plumbing.Hash
+	folders []string
 	// known reports whether an input key (content key and path) was read
 	// and parsed before; nil: none was.
 	known func(key string) bool
@@ -38,10 +45,11 @@ type entry struct {
 	read func() ([]byte, error)
 	// size is the file's length in bytes, known without reading it.
 	size func() (int64, error)
-	// Of a Git tree's entry: its blob, and its input key (inputKey),
-	// kept so the next revision's snapshot reuses the entry of a file
-	// that did not change.
+	// Of a Git tree's entry: its blob, its path and its input key
+	// (inputKey), kept so the next revision's snapshot reuses the entry
+	// of a file that did not change.
 	blob plumbing.Hash
+	path string
 	ikey string
 }
 
@@ -90,58 +98,166 @@ func (s *snapshot) readFile(p string) ([]byte, error) {
 // treeSnapshot lists a commit tree's regular files without reading them.
 // Symbolic links and submodules are skipped. The caller holds the repo lock
 // while listing and while reading. A file of prev (nil: none) with the same
-// path and blob keeps its entry: a commit that changes one file of 10,000
-// makes one new entry, not 10,000.
+// path and blob keeps its entry, and a folder whose tree did not change
+// keeps all of prev's below it: a commit that changes one file of 10,000
+// makes one new entry, not 10,000, and allocates nothing for the others.
 func treeSnapshot(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*snapshot, error) {
-	// A blob still loose is read directly (internal/loose), the rest by go-git.
-	dir := loose.ObjectsDir(st)
-	s := &snapshot{files: make(map[string]*entry, len(prevFiles(prev)))}
-	s.paths = make([]string, 0, len(prevFiles(prev)))
-	w := object.NewTreeWalker(tree, true, nil)
-	defer w.Close()
-	for {
-		name, e, err := w.Next()
-		if err == io.EOF {
-			break
+	w := &treeWalk{
+		st: st, dir: loose.ObjectsDir(st), prev: prev,
+		s: &snapshot{files: make(map[string]*entry, len(prevFiles(prev))), trees: map[string]plumbing.Hash{}},
+	}
+	w.s.paths = make([]string, 0, len(prevFiles(prev)))
+	if err := w.walk(tree.Hash, nil); err != nil {
+		return nil, fmt.Errorf("walk tree %s: %w", tree.Hash, err)
+	}
+	// Git orders a tree's entries so that a walk lists paths in byte
+	// order; only a tree Git would not write needs sorting.
+	if !sort.StringsAreSorted(w.s.paths) {
+		sort.Strings(w.s.paths)
+	}
+	if !sort.StringsAreSorted(w.s.folders) {
+		sort.Strings(w.s.folders)
+	}
+	return w.s, nil
+}
+
+type treeWalk struct {
+	st   *filesystem.Storage
+	dir  string // loose objects, "" when not on disk
+	prev *snapshot
+	s    *snapshot
+}
+
+// walk lists tree h, at folder prefix ("" for the root, else ending in "/").
+func (w *treeWalk) walk(h plumbing.Hash, prefix []byte) error {
+	folder := string(prefix)
+	w.s.trees[folder] = h
+	w.s.folders = append(w.s.folders, folder)
+	if w.prev != nil && w.prev.trees != nil {
+		if ph, ok := w.prev.trees[folder]; ok && ph == h {
+			w.keep(folder)
+			return nil
+		}
+	}
+	data, err := w.readTree(h)
+	if err != nil {
+		return err
+	}
+	path := append([]byte(nil), prefix...)
+	for len(data) > 0 {
+		mode, name, hash, rest, err := nextTreeEntry(data)
+		if err != nil {
+			return fmt.Errorf("tree %s: %w", h, err)
+		}
+		data = rest
+		path = append(path[:len(prefix)], name...)
+		switch mode {
+		case filemode.Dir:
+			if err := w.walk(hash, append(path, '/')); err != nil {
+				return err
+			}
+		case filemode.Regular, filemode.Executable:
+			// string(path) in the index allocates nothing: an unchanged
+			// file costs a lookup.
+			if pe := prevFiles(w.prev)[string(path)]; pe != nil && pe.blob == hash && pe.ikey != "" {
+				w.s.add(pe.path, pe)
+				continue
+			}
+			w.s.add(string(path), w.newEntry(string(path), hash))
+		}
+	}
+	return nil
+}
+
+// keep takes prev's files and folders below folder as they are.
+func (w *treeWalk) keep(folder string) {
+	for _, p := range w.prev.under(strings.TrimSuffix(folder, "/")) {
+		w.s.add(p, w.prev.files[p])
+	}
+	below := w.prev.folders
+	for i := sort.SearchStrings(below, folder); i < len(below) && strings.HasPrefix(below[i], folder); i++ {
+		if below[i] != folder {
+			w.s.trees[below[i]] = w.prev.trees[below[i]]
+			w.s.folders = append(w.s.folders, below[i])
+		}
+	}
+}
+
+// readTree returns tree h's raw entries: from its loose file when it is
+// one, else through go-git (a packed tree), written back in Git's form.
+func (w *treeWalk) readTree(h plumbing.Hash) ([]byte, error) {
+	if w.dir != "" {
+		if data, err := loose.ReadTree(w.dir, h); !errors.Is(err, loose.ErrNotLoose) {
+			return data, err
+		}
+	}
+	t, err := object.GetTree(w.st, h)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		w.st.Reindex() // packed by git gc since the commit was read
+		t, err = object.GetTree(w.st, h)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for _, e := range t.Entries {
+		out = fmt.Appendf(out, "%o %s", uint32(e.Mode), e.Name)
+		out = append(out, 0)
+		out = append(out, e.Hash[:]...)
+	}
+	return out, nil
+}
+
+// nextTreeEntry splits the first entry off a tree's raw content.
+func nextTreeEntry(data []byte) (mode filemode.FileMode, name []byte, hash plumbing.Hash, rest []byte, err error) {
+	sp := bytes.IndexByte(data, ' ')
+	if sp < 0 {
+		return 0, nil, hash, nil, errors.New("entry without a mode")
+	}
+	var m uint32
+	for _, c := range data[:sp] {
+		if c < '0' || c > '7' || m > 1<<24 {
+			return 0, nil, hash, nil, fmt.Errorf("entry mode %q is not octal", data[:sp])
+		}
+		m = m<<3 | uint32(c-'0')
+	}
+	data = data[sp+1:]
+	nul := bytes.IndexByte(data, 0)
+	if nul < 0 || len(data) < nul+1+len(hash) {
+		return 0, nil, hash, nil, errors.New("entry cut short")
+	}
+	copy(hash[:], data[nul+1:])
+	return filemode.FileMode(m), data[:nul], hash, data[nul+1+len(hash):], nil
+}
+
+// newEntry is the entry of a file not listed before: its blob is read,
+// loose directly (internal/loose), else by go-git, when it is needed.
+func (w *treeWalk) newEntry(path string, h plumbing.Hash) *entry {
+	st, dir := w.st, w.dir
+	key := h.String()
+	return &entry{key: key, blob: h, path: path, ikey: key + " " + path, size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
+		if dir != "" {
+			if data, err := loose.Read(dir, h); !errors.Is(err, loose.ErrNotLoose) {
+				return data, err
+			}
+		}
+		b, err := object.GetBlob(st, h)
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			// git gc packed the loose object since the tree was
+			// listed: read the pack indexes again, once.
+			st.Reindex()
+			b, err = object.GetBlob(st, h)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("walk tree %s: %w", tree.Hash, err)
+			return nil, err
 		}
-		if e.Mode != filemode.Regular && e.Mode != filemode.Executable {
-			continue
+		rd, err := b.Reader()
+		if err != nil {
+			return nil, err
 		}
-		if pe, ok := prevFiles(prev)[name]; ok && pe.blob == e.Hash && pe.ikey != "" {
-			s.add(name, pe)
-			continue
-		}
-		h := e.Hash
-		key := h.String()
-		s.add(name, &entry{key: key, blob: h, ikey: key + " " + name, size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
-			if dir != "" {
-				if data, err := loose.Read(dir, h); !errors.Is(err, loose.ErrNotLoose) {
-					return data, err
-				}
-			}
-			b, err := object.GetBlob(st, h)
-			if errors.Is(err, plumbing.ErrObjectNotFound) {
-				// git gc packed the loose object since the tree was
-				// listed: read the pack indexes again, once.
-				st.Reindex()
-				b, err = object.GetBlob(st, h)
-			}
-			if err != nil {
-				return nil, err
-			}
-			rd, err := b.Reader()
-			if err != nil {
-				return nil, err
-			}
-			defer rd.Close()
-			return io.ReadAll(rd)
-		}})
-	}
-	sort.Strings(s.paths)
-	return s, nil
+		defer rd.Close()
+		return io.ReadAll(rd)
+	}}
 }
 
 func prevFiles(prev *snapshot) map[string]*entry {

@@ -2,10 +2,19 @@ package sources
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
 	"testing"
 	"unsafe"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/gitfleet/gitfleet/internal/gittest"
 )
@@ -89,5 +98,98 @@ func TestTreeSnapshotReusesUnchangedFiles(t *testing.T) {
 	}
 	if data, err := second.readFile("d/b.yaml"); err != nil || string(data) != "b: 2\n" {
 		t.Errorf("d/b.yaml: %q, %v", data, err)
+	}
+}
+
+// TestTreeSnapshotListsWhatGitHas: over commits that add, change, remove
+// and move files in nested folders, with an executable, a symbolic link
+// and a folder that comes and goes, each snapshot — read after the one
+// before, as the daemon reads, and from nothing — lists exactly the
+// regular files go-git's own walk of the commit finds, with their blobs;
+// also once git gc has packed every tree.
+func TestTreeSnapshotListsWhatGitHas(t *testing.T) {
+	work := gittest.NewRepo(t)
+	r, err := Open(context.Background(), Options{Location: work.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	steps := []func(){
+		func() {
+			work.Write(map[string]string{"gitfleet.yaml": "x\n", "a.yaml": "1\n", "a-b.yaml": "2\n", "a/b/c.yaml": "3\n", "a/d.yaml": "4\n", "z/y/x.yaml": "5\n"})
+		},
+		func() { work.Write(map[string]string{"a/b/c.yaml": "33\n"}) },              // deep change
+		func() { work.Write(map[string]string{"z/y/x.yaml": "", "z/w.yaml": "6\n"}) }, // a folder goes
+		func() {
+			work.Write(map[string]string{"run.sh": "#!/bin/sh\n"})
+			if err := os.Chmod(filepath.Join(work.Dir, "run.sh"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("a.yaml", filepath.Join(work.Dir, "link.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() { work.Write(map[string]string{"a/d.yaml": "", "a/e/d.yaml": "4\n"}) }, // moved
+		func() { work.Write(map[string]string{"z/y/x.yaml": "5\n"}) },                 // and comes back
+		func() { work.Git("gc", "-q", "--prune=now") },                                // every tree packed
+		func() { work.Write(map[string]string{"a/b/f.yaml": "7\n"}) },
+		func() {}, // nothing changes
+	}
+	var prev *snapshot
+	for i, step := range steps {
+		step()
+		work.Git("add", "-A")
+		work.Git("commit", "-q", "--allow-empty", "-m", fmt.Sprint("step ", i))
+		c, err := r.commitLocked(plumbing.NewHash(work.Head()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree, err := c.Tree()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{}
+		var wantOrder []string
+		walker := object.NewTreeWalker(tree, true, nil)
+		for {
+			name, e, err := walker.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Mode == filemode.Regular || e.Mode == filemode.Executable {
+				want[name] = e.Hash.String()
+				wantOrder = append(wantOrder, name)
+			}
+		}
+		walker.Close()
+		sort.Strings(wantOrder)
+		for _, from := range []*snapshot{prev, nil} {
+			snap, err := treeSnapshot(r.storage, tree, from)
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			got := map[string]string{}
+			for p, e := range snap.files {
+				got[p] = e.key
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("step %d (after a snapshot: %v): files (-git +snapshot):\n%s", i, from != nil, diff)
+			}
+			if !slices.Equal(snap.paths, wantOrder) {
+				t.Errorf("step %d: paths %q; want %q", i, snap.paths, wantOrder)
+			}
+			for _, p := range snap.paths {
+				data, err := snap.readFile(p)
+				if err != nil || plumbing.ComputeHash(plumbing.BlobObject, data).String() != want[p] {
+					t.Errorf("step %d: %s reads %q, %v", i, p, data, err)
+				}
+			}
+			if from == nil {
+				prev = snap
+			}
+		}
 	}
 }

@@ -77,7 +77,15 @@ var inflaters sync.Pool // of io.ReadCloser that are zlib.Resetter
 var ErrNotLoose = errors.New("not a loose object")
 
 // Read returns the content of blob h from its loose file under dir.
-func Read(dir string, h plumbing.Hash) ([]byte, error) {
+func Read(dir string, h plumbing.Hash) ([]byte, error) { return read(dir, h, "blob") }
+
+// ReadTree returns the content of tree h from its loose file under dir:
+// its entries as Git writes them ("<mode> <name>", a NUL, the 20-byte
+// hash), for a caller that walks a large tree without go-git's decoding
+// of every entry.
+func ReadTree(dir string, h plumbing.Hash) ([]byte, error) { return read(dir, h, "tree") }
+
+func read(dir string, h plumbing.Hash, kind string) ([]byte, error) {
 	hex := h.String()
 	f, err := os.Open(filepath.Join(dir, hex[:2], hex[2:]))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -99,7 +107,7 @@ func Read(dir string, h plumbing.Hash) ([]byte, error) {
 		return nil, fmt.Errorf("object %s: %w", hex, err)
 	}
 	defer inflaters.Put(z)
-	var head [32]byte // "blob <size>" and a NUL
+	var head [32]byte // "blob <size>" (or "tree <size>") and a NUL
 	n, nul := 0, -1
 	for nul < 0 && n < len(head) {
 		m, err := z.Read(head[n:])
@@ -110,8 +118,8 @@ func Read(dir string, h plumbing.Hash) ([]byte, error) {
 		}
 	}
 	typ, size, ok := bytes.Cut(head[:max(nul, 0)], []byte(" "))
-	if nul < 0 || !ok || string(typ) != "blob" {
-		return nil, fmt.Errorf("object %s: not a blob", hex)
+	if nul < 0 || !ok || string(typ) != kind {
+		return nil, fmt.Errorf("object %s: not a %s", hex, kind)
 	}
 	want, err := strconv.Atoi(string(size))
 	if err != nil || want < 0 {
