@@ -118,7 +118,7 @@ func TestTreeSnapshotListsWhatGitHas(t *testing.T) {
 		func() {
 			work.Write(map[string]string{"gitfleet.yaml": "x\n", "a.yaml": "1\n", "a-b.yaml": "2\n", "a/b/c.yaml": "3\n", "a/d.yaml": "4\n", "z/y/x.yaml": "5\n"})
 		},
-		func() { work.Write(map[string]string{"a/b/c.yaml": "33\n"}) },              // deep change
+		func() { work.Write(map[string]string{"a/b/c.yaml": "33\n"}) },                // deep change
 		func() { work.Write(map[string]string{"z/y/x.yaml": "", "z/w.yaml": "6\n"}) }, // a folder goes
 		func() {
 			work.Write(map[string]string{"run.sh": "#!/bin/sh\n"})
