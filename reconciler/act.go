@@ -113,8 +113,14 @@ func (r *Reconciler) commit(ctx context.Context, cur *machine, next *Record) *ma
 		r.saveFailed(ctx, next, err)
 		return nil
 	}
+	return r.stored(cur, next, newRev)
+}
+
+// stored puts next, saved at revision rev, in memory in place of cur (nil:
+// a new machine), keeping what only memory knows of cur (heartbeats).
+func (r *Reconciler) stored(cur *machine, next *Record, rev uint64) *machine {
 	r.health.Report(ProblemStore, nil)
-	m := &machine{rec: next, rev: newRev}
+	m := &machine{rec: next, rev: rev}
 	if cur != nil {
 		m.lastHeartbeat, m.healthy = cur.lastHeartbeat, cur.healthy
 	}
@@ -130,6 +136,12 @@ func (r *Reconciler) drop(ctx context.Context, cur *machine) bool {
 		return false
 	}
 	r.health.Report(ProblemStore, nil)
+	r.dropped(ctx, cur)
+	return true
+}
+
+// dropped forgets cur once its record is deleted from the store.
+func (r *Reconciler) dropped(ctx context.Context, cur *machine) {
 	if r.o.Bootstrap != nil {
 		if err := r.o.Bootstrap.Revoke(ctx, cur.rec.Cluster, cur.rec.Name); err != nil {
 			r.log.Warn().Err(err).Str(logCluster, cur.rec.Cluster).Str(logMachine, cur.rec.Name).Msg("revoking the machine's bootstrap token")
@@ -140,7 +152,6 @@ func (r *Reconciler) drop(ctx context.Context, cur *machine) bool {
 		Deleted: r.o.Now().UTC().Truncate(time.Second)}
 	list := append([]status.DeletedMachine{d}, r.deleted[cur.rec.Cluster]...)
 	r.deleted[cur.rec.Cluster] = list[:min(len(list), status.MaxDeleted)]
-	return true
 }
 
 func (r *Reconciler) saveFailed(ctx context.Context, rec *Record, err error) {

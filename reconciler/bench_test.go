@@ -660,3 +660,58 @@ func BenchmarkRestartFirstPlan10k(b *testing.B) {
 		b.ReportMetric(0, "ns/op")
 	}
 }
+
+// BenchmarkEventBacklog: a leader starts with the Running events of 1,000
+// new machines waiting (published while no leader ran, as after a
+// failover during a large rollout), and settles them: the time until the
+// last is acknowledged, each after its record was written.
+func BenchmarkEventBacklog(b *testing.B) {
+	const workers = 1000
+	for range b.N {
+		b.StopTimer()
+		l := newLoop(b, "inmemory", 1, workers)
+		l.start()
+		l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
+		tasks := l.nextTasks(workers)
+		l.stop()
+		for _, task := range tasks {
+			l.answer(task, wire.PhaseRunning)
+		}
+		stream, err := l.js.Stream(b.Context(), wire.StreamEvents)
+		if err != nil {
+			b.Fatal(err)
+		}
+		info, err := stream.Info(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		last := info.State.LastSeq
+		stopProfile := profileIfAsked(b, "backlog")
+		b.StartTimer()
+		start := time.Now()
+		l.start()
+		cons, err := l.js.Consumer(b.Context(), wire.StreamEvents, "gitfleet-reconciler")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			ci, err := cons.Info(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ci.AckFloor.Stream >= last {
+				break
+			}
+			if time.Since(start) > 5*time.Minute {
+				b.Fatalf("events settled up to %d of %d in 5 minutes", ci.AckFloor.Stream, last)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		elapsed := time.Since(start)
+		b.StopTimer()
+		stopProfile()
+		b.ReportMetric(float64(workers)/elapsed.Seconds(), "events/s")
+		l.stop()
+	}
+	b.ReportMetric(0, "ns/op")
+}

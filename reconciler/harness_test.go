@@ -58,7 +58,7 @@ spec:
 // with no worker: the test reads the tasks from the stream and answers
 // them on the events stream as a worker would.
 type loop struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *natstest.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -77,7 +77,7 @@ type loop struct {
 
 // newLoop makes a fleet repository with one cluster (cp control-plane
 // machines, workers workers) of provider and a NATS server. Call start.
-func newLoop(t *testing.T, provider string, cp, workers int) *loop {
+func newLoop(t testing.TB, provider string, cp, workers int) *loop {
 	t.Helper()
 	l := &loop{t: t, srv: natstest.Start(t), repo: &benchRepo{tb: t, dir: t.TempDir()}}
 	l.nc, l.js = natstest.Connect(t, l.srv.ClientURL())
@@ -108,7 +108,7 @@ func newLoop(t *testing.T, provider string, cp, workers int) *loop {
 }
 
 // testLog logs to the test's output when -v is given.
-func testLog(t *testing.T) zerolog.Logger {
+func testLog(t testing.TB) zerolog.Logger {
 	if !testing.Verbose() {
 		return zerolog.Nop()
 	}

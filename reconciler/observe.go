@@ -22,32 +22,77 @@ const (
 	refusedNoRecord = "no-record" // about a machine with no record
 )
 
-// handleEvent checks a worker's event against the machine's record,
-// applies it to a copy of the record, saves the copy and only then swaps it
-// in and acknowledges the event. A save that fails leaves memory as it was
-// and the event is redelivered. Malformed events are terminated; events
-// the record refutes are counted, logged and acknowledged, never applied. A
-// replica whose lease may be gone hands every event back.
-func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
+// handleEvents checks each worker event of a batch against its machine's
+// record and applies it to a copy of the record, as one event at a time
+// would; the copies' writes (a delete, for a Deleted event) are started
+// together and waited for together, so a burst of events costs one round
+// trip to the store, not one per event. Then, in order, each saved copy is
+// swapped in and its event acknowledged; a write that fails leaves memory
+// as it was and its event is redelivered. A second event about a machine
+// already written in the batch waits for the next one. Malformed events
+// are terminated; events the record refutes are counted, logged and
+// acknowledged, never applied. A replica whose lease may be gone hands
+// every event back.
+func (r *Reconciler) handleEvents(ctx context.Context, msgs []jetstream.Msg) {
+	for len(msgs) > 0 {
+		var writes []*eventWrite
+		busy := map[string]bool{}
+		n := 0
+		for _, m := range msgs {
+			if w := r.checkEvent(m); w != nil {
+				if busy[w.cur.rec.key()] {
+					break // after this batch's write of the same machine
+				}
+				busy[w.cur.rec.key()] = true
+				if w.ev.Phase == wire.PhaseDeleted {
+					w.saving = r.store.DeleteAsync(w.cur.rec.key(), w.cur.rev)
+				} else {
+					w.saving = r.store.SaveAsync(w.next.key(), w.next, w.cur.rev)
+				}
+				writes = append(writes, w)
+			}
+			n++
+		}
+		for _, w := range writes {
+			rev, err := w.saving.Wait(ctx)
+			r.eventWritten(ctx, w, rev, err)
+		}
+		msgs = msgs[n:]
+	}
+}
+
+// eventWrite is an event whose record is being written.
+type eventWrite struct {
+	m      jetstream.Msg
+	ev     wire.Event
+	cur    *machine
+	next   *Record
+	saving *Saving
+}
+
+// checkEvent settles an event that changes no record (acknowledged or
+// terminated here) and returns the others, with their record's next
+// version.
+func (r *Reconciler) checkEvent(m jetstream.Msg) *eventWrite {
 	if r.o.Fence != nil && r.o.Fence() != nil {
 		// A deposed leader (paused past its lease) still holds events it
 		// was given; it must not settle any, not even one about a machine
 		// it never heard of, which the new leader may have created. The
 		// delay keeps it from spinning on them until its loop stops.
 		_ = m.NakWithDelay(time.Second)
-		return
+		return nil
 	}
 	ev, err := wire.DecodeEvent(m.Data())
 	if err != nil {
 		r.log.Warn().Err(err).Str("subject", m.Subject()).Msg("terminating malformed event")
 		r.metrics.Malformed.WithLabelValues("event").Inc()
 		_ = m.Term()
-		return
+		return nil
 	}
 	if m.Subject() != wire.EventSubject(ev.Cluster, ev.Machine) {
 		r.refuse("event", refusedSubject, ev.Cluster, ev.Machine, fmt.Sprintf("published on %s", m.Subject()))
 		_ = m.Term()
-		return
+		return nil
 	}
 	cur := r.lookup(ev.Cluster, ev.Machine)
 	switch {
@@ -59,11 +104,11 @@ func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 			r.refuse("event", refusedNoRecord, ev.Cluster, ev.Machine, string(ev.Phase))
 		}
 		_ = m.Ack()
-		return
+		return nil
 	case ev.TaskID == "":
 		r.refuse("event", refusedNoTask, ev.Cluster, ev.Machine, string(ev.Phase))
 		_ = m.Ack()
-		return
+		return nil
 	case ev.TaskID != cur.rec.TaskID:
 		// A late event about an earlier task (a Running that arrives once
 		// the machine is being deleted) is expected; a task the machine
@@ -74,12 +119,12 @@ func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 			r.refuse("event", refusedTask, ev.Cluster, ev.Machine, ev.TaskID)
 		}
 		_ = m.Ack()
-		return
+		return nil
 	case !ev.Phase.For(cur.rec.operation()):
 		r.refuse("event", refusedPhase, ev.Cluster, ev.Machine,
 			fmt.Sprintf("%s for task %s", ev.Phase, cur.rec.TaskID))
 		_ = m.Ack()
-		return
+		return nil
 	}
 	next := cur.rec.clone()
 	if !r.applyEvent(next, ev) {
@@ -87,23 +132,35 @@ func (r *Reconciler) handleEvent(ctx context.Context, m jetstream.Msg) {
 			r.noteRunning(cur)
 		}
 		_ = m.Ack()
+		return nil
+	}
+	return &eventWrite{m: m, ev: ev, cur: cur, next: next}
+}
+
+// eventWritten finishes an event once its record's write is done (err nil)
+// or failed.
+func (r *Reconciler) eventWritten(ctx context.Context, w *eventWrite, rev uint64, err error) {
+	cur, ev, m := w.cur, w.ev, w.m
+	if err == nil && r.lookup(cur.rec.Cluster, cur.rec.Name) != cur {
+		// Memory cannot move while the loop waits for the batch; were it
+		// to, the store's version wins, read again.
+		err = ErrConflict
+	}
+	if err != nil {
+		r.saveFailed(ctx, w.next, err)
+		_ = m.NakWithDelay(time.Second)
 		return
 	}
 	if ev.Phase == wire.PhaseDeleted {
-		if !r.drop(ctx, cur) {
-			_ = m.NakWithDelay(time.Second)
-			return
-		}
+		r.health.Report(ProblemStore, nil)
+		r.dropped(ctx, cur)
 		r.countOutcome(cur.rec, ev.Phase)
 		r.timeTask(cur.rec, ev.Phase)
 		_ = m.Ack()
 		return
 	}
-	saved := r.commit(ctx, cur, next)
-	if saved == nil {
-		_ = m.NakWithDelay(time.Second)
-		return
-	}
+	saved := r.stored(cur, w.next, rev)
+	next := w.next
 	if cur.rec.Phase != saved.rec.Phase {
 		r.timeTask(cur.rec, ev.Phase)
 		r.log.Info().Str(logCluster, next.Cluster).Str(logMachine, next.Name).

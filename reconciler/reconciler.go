@@ -335,6 +335,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 
 	tick := time.NewTicker(r.o.Tick)
 	defer tick.Stop()
+	var batch []jetstream.Msg // events waiting, handled together
 	for {
 		r.step(ctx)
 		select {
@@ -347,7 +348,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			}
 			r.applyRevision(rev)
 		case m := <-events:
-			r.handleEvent(ctx, m)
+			batch = append(batch, m)
 		case m := <-beats:
 			r.handleHeartbeat(ctx, m)
 		case m := <-reports:
@@ -367,19 +368,36 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.writeFleet()
 		}
 		// Take everything else that is waiting before planning, so a burst
-		// of events costs one plan.
+		// of events costs one plan, and their records one round trip to
+		// the store a batch (a heartbeat, which may write a record too,
+		// waits for the events before it).
 		for drained := false; !drained; {
 			select {
 			case m := <-events:
-				r.handleEvent(ctx, m)
+				batch = append(batch, m)
+				if len(batch) == maxEventBatch {
+					r.handleEvents(ctx, batch)
+					batch = batch[:0]
+				}
 			case m := <-beats:
+				if len(batch) > 0 {
+					r.handleEvents(ctx, batch)
+					batch = batch[:0]
+				}
 				r.handleHeartbeat(ctx, m)
 			default:
 				drained = true
 			}
 		}
+		if len(batch) > 0 {
+			r.handleEvents(ctx, batch)
+			batch = batch[:0]
+		}
 	}
 }
+
+// maxEventBatch bounds the events whose records are written together.
+const maxEventBatch = 512
 
 // load reads every machine record from the bucket. Heartbeats were the
 // last leader's, in its memory: every running machine gets one heartbeat

@@ -97,6 +97,38 @@ func (sv *Saving) Wait(ctx context.Context) (uint64, error) {
 	}
 }
 
+// DeleteAsync starts deleting key if it is at revision rev, the same
+// compare-and-set as Delete, without waiting (Wait's revision is the
+// delete marker's).
+func (s *Store) DeleteAsync(key string, rev uint64) *Saving {
+	sv := &Saving{s: s, key: key}
+	if s.js == nil {
+		sv.err = s.Delete(context.Background(), key, rev)
+		return sv
+	}
+	if err := s.check(); err != nil {
+		sv.err = fmt.Errorf("delete %s: %w", key, err)
+		return sv
+	}
+	// A KV delete is a marker message on the key's subject.
+	msg := nats.NewMsg("$KV." + s.kv.Bucket() + "." + key)
+	msg.Header.Set(kvOperation, kvDelete)
+	f, err := s.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithStallWait(s.timeout))
+	if err != nil {
+		sv.err = fmt.Errorf("delete %s: %w", key, err)
+		return sv
+	}
+	sv.f = f
+	return sv
+}
+
+// The header and value of a KV delete marker (as nats.go's KeyValue.Delete
+// writes it).
+const (
+	kvOperation = "KV-Operation"
+	kvDelete    = "DEL"
+)
+
 // Save writes v under key if the key is at revision rev (0: absent), and
 // returns the new revision.
 func (s *Store) Save(ctx context.Context, key string, v any, rev uint64) (uint64, error) {

@@ -1,0 +1,72 @@
+package reconciler
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// A burst of events, several about one machine and a malformed one among
+// them, waiting for a new leader: all are applied in their order, each
+// machine ends where its last event leaves it, and none is handed back
+// for redelivery (records of one burst are written together, and a second
+// event about a machine waits for the first one's write rather than
+// conflicting with it). Then the deletes of two machines the same way.
+func TestABurstOfEventsIsAppliedInOrder(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 2)
+	l.start()
+	cp := l.nextTasks(1)[0]
+	l.answer(cp, wire.PhaseRunning)
+	tasks := l.nextTasks(2) // the workers, once the control plane runs
+	l.waitRecords("Pending Pending Running")
+	l.stop()
+	for _, task := range tasks {
+		l.answer(task, wire.PhaseProvisioning)
+	}
+	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1", tasks[0].task.Machine.Name), []byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		l.answer(task, wire.PhaseRunning)
+	}
+	l.start()
+	recs := l.waitRecords("Running Running Running")
+	l.noMoreTasks(300 * time.Millisecond)
+	for _, r := range recs {
+		if r.ProviderID == "" || r.Running.IsZero() {
+			t.Errorf("%s: provider ID %q, running since %v; want both from its Running event", r.Name, r.ProviderID, r.Running)
+		}
+	}
+
+	// The workers go: their delete tasks are answered while no leader runs.
+	l.repo.write("clusters/c1.yaml", fmt.Sprintf(loopCluster, "c1", 1, 0))
+	l.repo.commit("no workers")
+	l.apply()
+	deletes := l.nextTasks(2)
+	l.waitRecords("Deleting Deleting Running")
+	l.stop()
+	for _, task := range deletes {
+		l.answer(task, wire.PhaseDeleting)
+		l.answer(task, wire.PhaseDeleted)
+	}
+	l.start()
+	l.waitRecords("Running")
+	l.noMoreTasks(300 * time.Millisecond)
+
+	cons, err := l.js.Consumer(t.Context(), wire.StreamEvents, "gitfleet-reconciler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every delivery is one more consumer sequence; a redelivery moves it
+	// past the stream's.
+	if info.Delivered.Consumer != info.Delivered.Stream || info.NumAckPending != 0 {
+		t.Errorf("events consumer: %d deliveries of %d events, %d waiting for an ack; want every event delivered and settled once",
+			info.Delivered.Consumer, info.Delivered.Stream, info.NumAckPending)
+	}
+}
