@@ -151,15 +151,29 @@ func rows(b Benchmarks, p Procs) []Row {
 		{"daemon heap per machine", "heap-B/machine", "heap-MiB", "≤ 1 KiB"},
 		{"daemon RSS per machine (embedded NATS included)", "rss-B/machine", "rss-MiB", "≤ 2 KiB"},
 	} {
+		// The goal is what the daemon holds: judged on the settled figure
+		// (a quiet fleet) when the benchmark has it, beside the figure
+		// taken as the last machine started.
 		v, ok := b.figure(mem, m.unit)
-		r := Row{What: m.what, Size: "10,000 clusters × 13 machines", Figure: notRun, Goal: m.goal, Met: met(ok, v <= 1024)}
-		if m.unit == "rss-B/machine" {
-			r.Met = met(ok, v <= 2048)
+		held, settled := b.figure(mem, "settled-"+m.unit)
+		if !settled {
+			held = v
 		}
+		limit := 1024.0
+		if m.unit == "rss-B/machine" {
+			limit = 2048
+		}
+		r := Row{What: m.what, Size: "10,000 clusters × 13 machines", Figure: notRun, Goal: m.goal, Met: met(ok, held <= limit)}
 		if ok {
 			r.Figure = fmt.Sprintf("%.2f KiB", v/1024)
 			if total, ok := b.figure(mem, m.total); ok {
 				r.Figure += fmt.Sprintf(" (%s MiB in all)", thousands(total))
+			}
+			if settled {
+				r.Figure = fmt.Sprintf("%.2f KiB settled, %s as the last machine started", held/1024, r.Figure)
+				if total, ok := b.figure(mem, "settled-"+m.total); ok {
+					r.Figure = fmt.Sprintf("%.2f KiB settled (%s MiB in all), %.2f KiB as the last machine started", held/1024, thousands(total), v/1024)
+				}
 			}
 		}
 		out = append(out, r)

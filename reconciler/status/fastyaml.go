@@ -151,8 +151,19 @@ func scalar(s string) (string, error) {
 
 type fastEncoder struct{ b bytes.Buffer }
 
+// encoders keep their buffers between files: a status file is written into
+// a buffer grown once, then copied out at its exact size (the writer holds
+// 10,000 of them until the commit is made).
+var encoders = sync.Pool{New: func() any { return new(fastEncoder) }}
+
 func fastYAML(v any) ([]byte, error) {
-	var e fastEncoder
+	e := encoders.Get().(*fastEncoder)
+	defer func() {
+		if e.b.Cap() <= 1<<20 {
+			e.b.Reset()
+			encoders.Put(e)
+		}
+	}()
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
 		rv = rv.Elem()
@@ -166,7 +177,7 @@ func fastYAML(v any) ([]byte, error) {
 	if e.b.Len() == 0 {
 		return []byte("{}\n"), nil
 	}
-	return e.b.Bytes(), nil
+	return bytes.Clone(e.b.Bytes()), nil
 }
 
 func (e *fastEncoder) indent(n int) {
