@@ -45,7 +45,7 @@ faults: deps ## run every fault scenario with real processes and print the lost/
 
 # The benchmarks behind issue 14's figures, for bench-table; BENCH_SIZES are
 # the fleet sizes (clusters) of the whole-process rows (none: skip them).
-BENCH_TABLE ?= ^(BenchmarkCommitToFirstTask|BenchmarkVersionBump1000|BenchmarkDaemonMemory10k|BenchmarkRestartFirstPlan10k)$$
+BENCH_TABLE ?= ^(BenchmarkCommitToFirstTask|BenchmarkVersionBump1000|BenchmarkVersionBump1000Bootstrap|BenchmarkDaemonMemory10k|BenchmarkRestartFirstPlan10k)$$
 BENCH_SIZES ?= 1000,10000
 
 # cue, of the version go.mod requires, for the cue vet beside gitfleet validate

@@ -38,6 +38,10 @@ type Request struct {
 	Network              Network
 	ControlPlaneProvider string
 	Now                  time.Time
+	// First: the create's first publication, by the daemon that recorded
+	// it, so no token can have been issued to it: one is issued without
+	// looking for an earlier one.
+	First bool
 }
 
 // Seal makes the machine's cluster PKI if it has none, issues the machine
@@ -53,9 +57,12 @@ func (i *Issuer) Seal(ctx context.Context, r Request) ([]byte, error) {
 	// restart, a task timeout) carries the token the first one had, which
 	// the machine made by it may already hold; a new one only when that
 	// one was used or has expired.
-	tok, found, err := i.store.Token(ctx, m.Cluster, m.Name)
-	if err != nil {
-		return nil, fmt.Errorf("machine %s/%s token: %w", m.Cluster, m.Name, err)
+	var tok pki.Token
+	found := false
+	if !r.First {
+		if tok, found, err = i.store.Token(ctx, m.Cluster, m.Name); err != nil {
+			return nil, fmt.Errorf("machine %s/%s token: %w", m.Cluster, m.Name, err)
+		}
 	}
 	if !found || !tok.Used.IsZero() || !r.Now.Before(tok.Expires) {
 		if tok, err = i.store.IssueToken(ctx, m.Cluster, m.Name, i.ttl, r.Now); err != nil {

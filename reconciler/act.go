@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,27 +77,86 @@ func (r *Reconciler) intend(s planner.Step, planID string) *intent {
 // carryOut waits for the pass's saves; each record stored is put in
 // memory and its task published. It returns how many were published.
 func (r *Reconciler) carryOut(ctx context.Context, intents []*intent) int {
-	published, saved := 0, false
+	var ms []*machine
 	for _, in := range intents {
 		rev, err := in.save.Wait(ctx)
 		if err != nil {
 			r.saveFailed(ctx, in.next, err)
 			continue
 		}
-		saved = true
 		m := &machine{rec: in.next, rev: rev}
 		if in.cur != nil {
 			m.lastHeartbeat, m.healthy = in.cur.lastHeartbeat, in.cur.healthy
 		}
 		r.put(m)
-		r.publish(ctx, m)
-		published++
+		ms = append(ms, m)
 	}
-	if saved {
+	if len(ms) > 0 {
 		r.health.Report(ProblemStore, nil)
 	}
-	return published
+	seals := r.sealAll(ctx, ms)
+	for i, m := range ms {
+		var s *sealed
+		if seals != nil {
+			s = &seals[i]
+		}
+		r.publishWith(ctx, m, s)
+	}
+	return len(ms)
 }
+
+// aside runs a write the loop need not wait for on its own goroutine: a
+// bootstrap token's revocation or its mark of use, which the machine's
+// record already makes moot (a machine without a record, or recorded as
+// joined, is refused whatever its token says). A token left by a lost
+// write expires.
+func (r *Reconciler) aside(ctx context.Context, write func(context.Context)) {
+	r.asideWG.Go(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		write(ctx)
+	})
+}
+
+// sealed is a create task's bootstrap data, made before its publication.
+type sealed struct {
+	data []byte
+	err  error
+}
+
+// sealAll makes the bootstrap data of a pass's new creates on several
+// goroutines at once: each costs the PKI store round trips (the cluster's
+// CA, the machine's token), which one at a time in the loop made a class
+// bump with bootstrap three times as long. nil when there is nothing to
+// seal (no issuer, or this replica may no longer lead: publishing will
+// say so).
+func (r *Reconciler) sealAll(ctx context.Context, ms []*machine) []sealed {
+	if r.o.Bootstrap == nil || len(ms) == 0 || (r.o.Fence != nil && r.o.Fence() != nil) {
+		return nil
+	}
+	out := make([]sealed, len(ms))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(pkiAtOnce, len(ms)) {
+		wg.Go(func() {
+			for i := range next {
+				// A record this pass made: its first publication, so no
+				// token was issued to it yet.
+				out[i].data, out[i].err = r.bootstrapOf(ctx, ms[i].rec.task(ms[i].rev), ms[i].rec, true)
+			}
+		})
+	}
+	for i := range ms {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// pkiAtOnce bounds the bootstrap tokens sealed or reviewed at once (each
+// costs the PKI store round trips).
+const pkiAtOnce = 16
 
 // commit saves next as the new version of cur's record (cur nil: a new
 // machine) and, once it is stored, swaps it into memory and returns the
@@ -143,9 +203,12 @@ func (r *Reconciler) drop(ctx context.Context, cur *machine) bool {
 // dropped forgets cur once its record is deleted from the store.
 func (r *Reconciler) dropped(ctx context.Context, cur *machine) {
 	if r.o.Bootstrap != nil {
-		if err := r.o.Bootstrap.Revoke(ctx, cur.rec.Cluster, cur.rec.Name); err != nil {
-			r.log.Warn().Err(err).Str(logCluster, cur.rec.Cluster).Str(logMachine, cur.rec.Name).Msg("revoking the machine's bootstrap token")
-		}
+		cluster, name := cur.rec.Cluster, cur.rec.Name
+		r.aside(ctx, func(ctx context.Context) {
+			if err := r.o.Bootstrap.Revoke(ctx, cluster, name); err != nil {
+				r.log.Warn().Err(err).Str(logCluster, cluster).Str(logMachine, name).Msg("revoking the machine's bootstrap token")
+			}
+		})
 	}
 	r.remove(cur.rec.Cluster, cur.rec.Name)
 	d := status.DeletedMachine{Name: cur.rec.Name, Cause: cur.rec.Cause, Reason: cur.rec.Reason,
@@ -193,7 +256,11 @@ func (r *Reconciler) reload(ctx context.Context, cluster, name string) {
 
 // publish sends the task m's record says is in progress. An attempt NATS
 // does not accept is published again on the next tick.
-func (r *Reconciler) publish(ctx context.Context, m *machine) {
+func (r *Reconciler) publish(ctx context.Context, m *machine) { r.publishWith(ctx, m, nil) }
+
+// publishWith is publish with the task's bootstrap data made beforehand
+// (sealAll); nil: made here.
+func (r *Reconciler) publishWith(ctx context.Context, m *machine, s *sealed) {
 	key := m.rec.key()
 	if r.o.Fence != nil {
 		if err := r.o.Fence(); err != nil {
@@ -202,11 +269,19 @@ func (r *Reconciler) publish(ctx context.Context, m *machine) {
 		}
 	}
 	t := m.rec.task(m.rev)
-	if err := r.sealBootstrap(ctx, t, m.rec); err != nil {
-		r.log.Error().Err(err).Str("task", t.ID).Msg("bootstrap data; the task will be published once it can be made")
+	if s == nil {
+		s = &sealed{}
+		s.data, s.err = r.bootstrapOf(ctx, t, m.rec, false)
+	}
+	if s.err != nil {
+		r.log.Error().Err(s.err).Str("task", t.ID).Msg("bootstrap data; the task will be published once it can be made")
 		r.unsent[key] = m
-		r.health.Report(ProblemBootstrap, err)
+		r.health.Report(ProblemBootstrap, s.err)
 		return
+	}
+	if s.data != nil {
+		r.health.Report(ProblemBootstrap, nil)
+		t.Bootstrap = s.data
 	}
 	f, err := r.pub.Publish(ctx, t)
 	if err != nil {
@@ -231,12 +306,15 @@ func (r *Reconciler) hasControlPlane(cluster string) bool {
 	return false
 }
 
-// sealBootstrap gives a create task its machine's sealed bootstrap data.
-func (r *Reconciler) sealBootstrap(ctx context.Context, t *wire.Task, rec *Record) error {
+// bootstrapOf is a create task's sealed bootstrap data (nil for a delete,
+// or without an issuer). first: the task's first publication, by the
+// leader that recorded it (no token can have been issued to it). Safe on
+// several goroutines: it reads the desired state and the PKI store only.
+func (r *Reconciler) bootstrapOf(ctx context.Context, t *wire.Task, rec *Record, first bool) ([]byte, error) {
 	if r.o.Bootstrap == nil || t.Operation != wire.OpCreate {
-		return nil
+		return nil, nil
 	}
-	req := bootstrap.Request{Machine: t.Machine, TaskID: t.ID, Init: rec.Init, Now: r.o.Now(),
+	req := bootstrap.Request{Machine: t.Machine, TaskID: t.ID, Init: rec.Init, Now: r.o.Now(), First: first,
 		Network: bootstrap.NetworkOf(nil, nil, ""), ControlPlaneProvider: rec.Provider}
 	if dc := r.desired.Cluster(rec.Cluster); dc != nil {
 		req.ControlPlaneProvider = dc.ControlPlane.Provider
@@ -251,13 +329,7 @@ func (r *Reconciler) sealBootstrap(ctx context.Context, t *wire.Task, rec *Recor
 			req.Network = bootstrap.NetworkOf(pods, services, n.ServiceDomain)
 		}
 	}
-	b, err := r.o.Bootstrap.Seal(ctx, req)
-	if err != nil {
-		return err
-	}
-	r.health.Report(ProblemBootstrap, nil)
-	t.Bootstrap = b
-	return nil
+	return r.o.Bootstrap.Seal(ctx, req)
 }
 
 // forgetPKI removes a deleted cluster's PKI and tokens.

@@ -23,6 +23,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/bootstrap"
+	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
@@ -124,7 +126,8 @@ type benchDaemon struct {
 	js        jetstream.JetStream
 	ctx       context.Context // the workers' and the server's life
 	repoDir   string
-	cacheFile string // the validation cache, in the data dir as gitfleet up keeps it
+	cacheFile string       // the validation cache, in the data dir as gitfleet up keeps it
+	keys      *pki.Keyring // bootstrap's secrets key; nil: no bootstrap
 	// The running daemon: startDaemon replaces them.
 	writer  *status.Writer
 	metrics *Metrics
@@ -135,20 +138,28 @@ type benchDaemon struct {
 }
 
 func startBenchDaemon(tb testing.TB, repoDir string, workers int) *benchDaemon {
+	return startBenchDaemonKeyed(tb, repoDir, workers, nil)
+}
+
+// startBenchDaemonKeyed is startBenchDaemon with bootstrap, as gitfleet up
+// runs: the daemon issues each create its token and seals its bootstrap
+// data under keys, the workers open it, and each inmemory machine has its
+// token reviewed by the leader. keys nil: none.
+func startBenchDaemonKeyed(tb testing.TB, repoDir string, workers int, keys *pki.Keyring) *benchDaemon {
 	tb.Helper()
 	srv := natstest.Start(tb)
-	d := startBenchDaemonOn(tb, srv.ClientURL(), repoDir, workers, inmemory.Options{})
+	d := startBenchDaemonOn(tb, srv.ClientURL(), repoDir, workers, inmemory.Options{}, keys)
 	d.srv = srv
 	return d
 }
 
-// startBenchDaemonOn is startBenchDaemon on the NATS server (or cluster:
-// a comma-separated list) at url, whose streams and buckets exist, with
-// workers whose inmemory providers take opts.
-func startBenchDaemonOn(tb testing.TB, url, repoDir string, workers int, opts inmemory.Options) *benchDaemon {
+// startBenchDaemonOn is startBenchDaemonKeyed on the NATS server (or
+// cluster: a comma-separated list) at url, whose streams and buckets
+// exist, with workers whose inmemory providers take opts.
+func startBenchDaemonOn(tb testing.TB, url, repoDir string, workers int, opts inmemory.Options, keys *pki.Keyring) *benchDaemon {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &benchDaemon{ctx: ctx, cancel: cancel, repoDir: repoDir,
+	d := &benchDaemon{ctx: ctx, cancel: cancel, repoDir: repoDir, keys: keys,
 		cacheFile: filepath.Join(tb.TempDir(), "validation")}
 	d.conn, d.js = natstest.Connect(tb, url)
 	for range workers {
@@ -160,7 +171,7 @@ func startBenchDaemonOn(tb testing.TB, url, repoDir string, workers int, opts in
 		if os.Getenv("GITFLEET_TEST_LOG") != "" {
 			wlog = zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Str("who", "worker").Logger()
 		}
-		w, err := providers.NewWorker(ctx, d.js, p, providers.WorkerOptions{Concurrency: 64, Log: wlog})
+		w, err := providers.NewWorker(ctx, d.js, p, providers.WorkerOptions{Concurrency: 64, Log: wlog, Keys: keys})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -204,7 +215,15 @@ func (d *benchDaemon) startDaemon(tb testing.TB) {
 		tb.Fatal(err)
 	}
 	metrics := NewMetrics(nil)
-	rec, err := New(Options{Revisions: src.Revisions(), JS: d.js, Status: writer, Log: log, Metrics: metrics, StartGC: true})
+	o := Options{Revisions: src.Revisions(), JS: d.js, Status: writer, Log: log, Metrics: metrics, StartGC: true}
+	if d.keys != nil {
+		store, _, err := pki.OpenStore(ctx, d.js, d.keys)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		o.Bootstrap = bootstrap.NewIssuer(store, d.keys, 0)
+	}
+	rec, err := New(o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -349,14 +368,26 @@ func commitToFirstTask(b *testing.B, n int) {
 // and consumed from a fresh embedded server (rawJetStream). pct-of-raw is
 // the bump's task rate as a percentage of the raw message rate.
 func BenchmarkVersionBump1000(b *testing.B) {
-	benchVersionBump(b, 1000)
+	benchVersionBump(b, 1000, nil)
 }
 
-func benchVersionBump(b *testing.B, n int) {
+// BenchmarkVersionBump1000Bootstrap is BenchmarkVersionBump1000 as gitfleet
+// up runs it: every create carries its machine's sealed bootstrap data
+// (a token issued in the PKI bucket), and every inmemory machine has its
+// token reviewed by the leader before it runs.
+func BenchmarkVersionBump1000Bootstrap(b *testing.B) {
+	keys, err := pki.NewKeyring([]byte(strings.Repeat("b", pki.KeySize)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchVersionBump(b, 1000, keys)
+}
+
+func benchVersionBump(b *testing.B, n int, keys *pki.Keyring) {
 	for range b.N {
 		b.StopTimer()
 		repo := newBenchRepo(b, n)
-		d := startBenchDaemon(b, repo.dir, 2)
+		d := startBenchDaemonKeyed(b, repo.dir, 2, keys)
 		g, err := git.PlainOpen(repo.dir)
 		if err != nil {
 			b.Fatal(err)

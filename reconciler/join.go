@@ -4,38 +4,104 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
-// handleJoin answers a control plane's review of a joining machine's
-// token (wire.JoinReview on gitfleet.join.<cluster>.<reviewer>): the
-// machine must be one this daemon made and is not deleting, the reviewer
-// its cluster's control plane (or, for machines without a network, its
+// handleJoins answers control planes' reviews of joining machines' tokens
+// (wire.JoinReview on gitfleet.join.<cluster>.<reviewer>): the machine
+// must be one this daemon made and is not deleting, the reviewer its
+// cluster's control plane (or, for machines without a network, its
 // provider), the token the one issued to it and not expired. A machine
-// that joins has it recorded (Joined) before its token is revoked.
-func (r *Reconciler) handleJoin(ctx context.Context, m *nats.Msg) {
-	v, req := r.reviewJoin(ctx, m)
-	if v.Joined {
-		r.log.Info().Str(logCluster, req.Cluster).Str(logMachine, req.Node).Str("subject", m.Subject).Msg("machine joined its cluster")
-	} else {
-		r.log.Warn().Str(logCluster, req.Cluster).Str(logMachine, req.Node).Str("subject", m.Subject).Str("reason", v.Reason).Msg("join refused")
-	}
-	data, err := wire.Encode(&v)
-	if err == nil {
-		_ = m.Respond(data)
+// that joins has it recorded (Joined) before it is answered and its token
+// marked used. The reviews waiting when the loop wakes are handled
+// together, as worker events are: their tokens read at once, their
+// records written at once, one round trip each for the batch; a second
+// review of a machine waits for the next batch.
+func (r *Reconciler) handleJoins(ctx context.Context, msgs []*nats.Msg) {
+	for len(msgs) > 0 {
+		var joins []*joining
+		busy := map[string]bool{}
+		n := 0
+		for _, m := range msgs {
+			j := r.precheckJoin(m)
+			if j.verdict == nil {
+				key := recordKey(j.req.Cluster, j.req.Node)
+				if busy[key] {
+					break // after this batch's review of the same machine
+				}
+				busy[key] = true
+				joins = append(joins, j)
+			} else {
+				r.answerJoin(j)
+			}
+			n++
+		}
+		msgs = msgs[n:]
+		// The tokens, read on several goroutines (the issuer reads the
+		// store only).
+		now := r.o.Now()
+		next := make(chan *joining)
+		var wg sync.WaitGroup
+		for range min(pkiAtOnce, len(joins)) {
+			wg.Go(func() {
+				for j := range next {
+					j.reason, j.again, j.err = r.o.Bootstrap.Review(ctx, j.req, now)
+				}
+			})
+		}
+		for _, j := range joins {
+			next <- j
+		}
+		close(next)
+		wg.Wait()
+		for _, j := range joins {
+			if r.judgeJoin(j, now); j.verdict == nil {
+				rec := j.cur.rec.clone()
+				rec.Joined = now.UTC()
+				j.next, j.saving = rec, r.store.SaveAsync(rec.key(), rec, j.cur.rev)
+			}
+		}
+		for _, j := range joins {
+			if j.saving != nil {
+				r.joinRecorded(ctx, j, now)
+			}
+			r.answerJoin(j)
+		}
 	}
 }
 
-func (r *Reconciler) reviewJoin(ctx context.Context, m *nats.Msg) (v wire.JoinVerdict, req wire.JoinReview) {
-	refuse := func(format string, args ...any) (wire.JoinVerdict, wire.JoinReview) {
-		return wire.JoinVerdict{Reason: fmt.Sprintf(format, args...)}, req
+// joining is one review on its way through handleJoins.
+type joining struct {
+	m       *nats.Msg
+	req     wire.JoinReview
+	cur     *machine
+	verdict *wire.JoinVerdict // the answer, once there is one
+	// The issuer's review of the token.
+	reason string
+	again  bool
+	err    error
+	// The record saying the machine joined, being written.
+	next   *Record
+	saving *Saving
+}
+
+// precheckJoin reads a review and checks it against the records; a review
+// refused here has its verdict.
+func (r *Reconciler) precheckJoin(m *nats.Msg) *joining {
+	j := &joining{m: m}
+	refuse := func(format string, args ...any) *joining {
+		j.verdict = &wire.JoinVerdict{Reason: fmt.Sprintf(format, args...)}
+		return j
 	}
 	parts := strings.SplitN(m.Subject, ".", 4)
 	req, err := wire.DecodeJoinReview(m.Data)
+	j.req = req
 	if err == nil && len(parts) != 4 {
 		err = fmt.Errorf("subject %s is not %s.<cluster>.<reviewer>", m.Subject, wire.SubjectJoin)
 	}
@@ -57,29 +123,67 @@ func (r *Reconciler) reviewJoin(ctx context.Context, m *nats.Msg) (v wire.JoinVe
 	if rv := r.lookup(cluster, reviewer); reviewer != cur.rec.Provider && (rv == nil || rv.rec.Role != wire.RoleControlPlane) {
 		return refuse("%s is not a control-plane machine of cluster %s", reviewer, cluster)
 	}
-	reason, again, err := r.o.Bootstrap.Review(ctx, req, r.o.Now())
+	j.cur = cur
+	return j
+}
+
+// judgeJoin gives a review its verdict from the issuer's review of the
+// token, unless the machine is to be recorded as joined (verdict nil).
+func (r *Reconciler) judgeJoin(j *joining, now time.Time) {
+	req, cur := j.req, j.cur
 	switch {
-	case err != nil:
-		r.health.Report(ProblemBootstrap, err)
-		return wire.JoinVerdict{Reason: "tokens cannot be read: " + err.Error(), Retry: true}, req
-	case again && !cur.rec.Joined.IsZero():
-		return wire.JoinVerdict{Joined: true}, req // the same join, asked again
-	case again:
-		return refuse("machine %s/%s joined with this token already", req.Cluster, req.Node)
-	case reason != "":
-		return wire.JoinVerdict{Reason: reason}, req
+	case j.err != nil:
+		r.health.Report(ProblemBootstrap, j.err)
+		j.verdict = &wire.JoinVerdict{Reason: "tokens cannot be read: " + j.err.Error(), Retry: true}
+	case j.again && !cur.rec.Joined.IsZero():
+		j.verdict = &wire.JoinVerdict{Joined: true} // the same join, asked again
+	case j.again:
+		j.verdict = &wire.JoinVerdict{Reason: fmt.Sprintf("machine %s/%s joined with this token already", req.Cluster, req.Node)}
+	case j.reason != "":
+		j.verdict = &wire.JoinVerdict{Reason: j.reason}
+	case !cur.rec.Joined.IsZero() && now.Sub(cur.rec.Joined) < bootstrap.RetryWindow:
+		// The machine's own token, and its record says it joined: the
+		// same join asked again (its answer was lost) before the token's
+		// mark of use, written aside, was stored.
+		j.verdict = &wire.JoinVerdict{Joined: true}
 	case !cur.rec.Joined.IsZero():
-		return refuse("machine %s/%s joined at %s; its token is used", req.Cluster, req.Node, cur.rec.Joined.Format(time.RFC3339))
+		j.verdict = &wire.JoinVerdict{Reason: fmt.Sprintf("machine %s/%s joined at %s; its token is used", req.Cluster, req.Node, cur.rec.Joined.Format(time.RFC3339))}
 	}
-	next := cur.rec.clone()
-	next.Joined = r.o.Now().UTC()
-	if r.commit(ctx, cur, next) == nil {
-		return wire.JoinVerdict{Reason: "the join could not be recorded", Retry: true}, req
+}
+
+// joinRecorded finishes a review whose record was being written: the
+// machine joined, or the review is to be asked again.
+func (r *Reconciler) joinRecorded(ctx context.Context, j *joining, now time.Time) {
+	rev, err := j.saving.Wait(ctx)
+	if err == nil && r.lookup(j.cur.rec.Cluster, j.cur.rec.Name) != j.cur {
+		err = ErrConflict // as for events: the store's version wins
 	}
-	r.dirty[req.Cluster] = true // its status shows when it joined
-	if err := r.o.Bootstrap.Used(ctx, req, r.o.Now()); err != nil {
-		// The record says it joined: the token is refused from now on.
-		r.log.Warn().Err(err).Str(logCluster, req.Cluster).Str(logMachine, req.Node).Msg("marking a bootstrap token used")
+	if err != nil {
+		r.saveFailed(ctx, j.next, err)
+		j.verdict = &wire.JoinVerdict{Reason: "the join could not be recorded", Retry: true}
+		return
 	}
-	return wire.JoinVerdict{Joined: true}, req
+	r.stored(j.cur, j.next, rev)
+	r.dirty[j.req.Cluster] = true // its status shows when it joined
+	req := j.req
+	r.aside(ctx, func(ctx context.Context) {
+		if err := r.o.Bootstrap.Used(ctx, req, now); err != nil {
+			// The record says it joined: the token is refused from now on.
+			r.log.Warn().Err(err).Str(logCluster, req.Cluster).Str(logMachine, req.Node).Msg("marking a bootstrap token used")
+		}
+	})
+	j.verdict = &wire.JoinVerdict{Joined: true}
+}
+
+// answerJoin logs a review's verdict and answers it.
+func (r *Reconciler) answerJoin(j *joining) {
+	v := *j.verdict
+	if v.Joined {
+		r.log.Info().Str(logCluster, j.req.Cluster).Str(logMachine, j.req.Node).Str("subject", j.m.Subject).Msg("machine joined its cluster")
+	} else {
+		r.log.Warn().Str(logCluster, j.req.Cluster).Str(logMachine, j.req.Node).Str("subject", j.m.Subject).Str("reason", v.Reason).Msg("join refused")
+	}
+	if data, err := wire.Encode(&v); err == nil {
+		_ = j.m.Respond(data)
+	}
 }

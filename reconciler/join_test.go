@@ -1,8 +1,10 @@
 package reconciler
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,20 +49,25 @@ func (l *loop) bootData(keys *pki.Keyring, r received) *bootstrap.Data {
 // token.
 func (l *loop) review(reviewer, node, token string) wire.JoinVerdict {
 	l.t.Helper()
-	req, err := bootstrap.ReviewOf("c1", node, token)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	data, _ := wire.Encode(&req)
-	msg, err := l.nc.Request(wire.JoinSubject("c1", reviewer), data, 5*time.Second)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	v, err := wire.DecodeJoinVerdict(msg.Data)
+	v, err := l.ask(reviewer, node, token)
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	return v
+}
+
+// ask is review for any goroutine: it returns what went wrong.
+func (l *loop) ask(reviewer, node, token string) (wire.JoinVerdict, error) {
+	req, err := bootstrap.ReviewOf("c1", node, token)
+	if err != nil {
+		return wire.JoinVerdict{}, err
+	}
+	data, _ := wire.Encode(&req)
+	msg, err := l.nc.Request(wire.JoinSubject("c1", reviewer), data, 5*time.Second)
+	if err != nil {
+		return wire.JoinVerdict{}, err
+	}
+	return wire.DecodeJoinVerdict(msg.Data)
 }
 
 // The leader admits a machine with the token issued to it, reviewed by
@@ -161,9 +168,60 @@ func TestJoinReviews(t *testing.T) {
 	if v := l.review(cpName, w.task.Machine.Name, wd.Token); v.Joined || !strings.Contains(v.Reason, "no machine") {
 		t.Errorf("the token of a machine that went: %+v", v)
 	}
+	// Its revocation is written aside: it is gone soon after the record.
 	kv, _ := l.js.KeyValue(t.Context(), wire.BucketPKI)
-	if _, err := kv.Get(t.Context(), "token.c1."+w.task.Machine.Name); err == nil {
-		t.Error("the token of a machine that went is still stored")
+	l.waitFor("the token of a machine that went to be revoked", func() (bool, string) {
+		_, err := kv.Get(t.Context(), "token.c1."+w.task.Machine.Name)
+		return err != nil, "still stored"
+	})
+}
+
+// Reviews that arrive together are answered together, each as it would be
+// alone: three workers join; a review of one of them repeated at once (its
+// answer lost) is answered the same; a forged token for another is
+// refused whichever of its two reviews comes first.
+func TestABurstOfJoinReviews(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 3)
+	keys := l.withBootstrap(time.Hour)
+	l.start()
+	cp := l.nextTasks(1)[0]
+	cpName := cp.task.Machine.Name
+	if v := l.review(cpName, cpName, l.bootData(keys, cp).Token); !v.Joined {
+		t.Fatalf("the control plane: %+v", v)
+	}
+	l.answer(cp, wire.PhaseRunning)
+	workers := l.nextTasks(3)
+	type ask struct{ node, token string }
+	var asks []ask
+	for _, w := range workers {
+		asks = append(asks, ask{w.task.Machine.Name, l.bootData(keys, w).Token})
+	}
+	forged := pki.NewToken(asks[1].node, time.Hour, time.Now()).String()
+	asks = append(asks, ask{asks[0].node, asks[0].token}, ask{asks[1].node, forged})
+	verdicts := make([]wire.JoinVerdict, len(asks))
+	errs := make([]error, len(asks))
+	var wg sync.WaitGroup
+	for i, a := range asks {
+		wg.Go(func() { verdicts[i], errs[i] = l.ask(cpName, a.node, a.token) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range verdicts {
+		want := i != 4 // all join but the forged token
+		if v.Joined != want {
+			t.Errorf("review %d of %s: %+v; want joined %v", i, asks[i].node, v, want)
+		}
+	}
+	if !strings.Contains(verdicts[4].Reason, "not the one issued") {
+		t.Errorf("the forged token: %q", verdicts[4].Reason)
+	}
+	recs := l.records()
+	for _, a := range asks[:3] {
+		if rec := recs[a.node]; rec == nil || rec.Joined.IsZero() {
+			t.Errorf("%s: the record does not say it joined", a.node)
+		}
 	}
 }
 

@@ -43,7 +43,7 @@ func TestSurvivesANATSNode(t *testing.T) {
 		repo.write(fmt.Sprintf("clusters/c%d.yaml", i), fmt.Sprintf(loopCluster, fmt.Sprintf("c%d", i), 1, 2))
 	}
 	repo.commit("four clusters")
-	startBenchDaemonOn(t, url, repo.dir, 2, inmemory.Options{ProvisioningDelay: 100 * time.Millisecond, Replicas: 3})
+	startBenchDaemonOn(t, url, repo.dir, 2, inmemory.Options{ProvisioningDelay: 100 * time.Millisecond, Replicas: 3}, nil)
 	g, err := git.PlainOpen(repo.dir)
 	if err != nil {
 		t.Fatal(err)

@@ -105,6 +105,9 @@ type Reconciler struct {
 	health  *LoopHealth
 	// undoFloor ends the collection floor of a start (StartGC).
 	undoFloor func()
+	// asideWG counts the writes started aside (aside); Run waits for
+	// them before it returns.
+	asideWG sync.WaitGroup
 
 	rev      *sources.Revision
 	rejected string // the last rejected commit, reported once
@@ -224,6 +227,7 @@ func RandomName(cluster, pool string) string {
 // machines bucket, then follows revisions, events and heartbeats.
 func (r *Reconciler) Run(ctx context.Context) error {
 	defer close(r.done)
+	defer r.asideWG.Wait() // the writes set aside end within their timeout
 	kv, err := r.o.JS.KeyValue(ctx, wire.BucketMachines)
 	if err != nil {
 		return fmt.Errorf("reconciler: machines bucket: %w", err)
@@ -336,6 +340,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	tick := time.NewTicker(r.o.Tick)
 	defer tick.Stop()
 	var batch []jetstream.Msg // events waiting, handled together
+	var reviews []*nats.Msg   // join reviews waiting, handled together
 	for {
 		r.step(ctx)
 		select {
@@ -356,7 +361,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case req := <-r.scaleReqs:
 			r.handleScale(ctx, req)
 		case m := <-joins:
-			r.handleJoin(ctx, m)
+			reviews = append(reviews, m)
 		case <-tick.C:
 			r.checkTime(ctx)
 			r.checkOrphans(ctx)
@@ -385,6 +390,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 					batch = batch[:0]
 				}
 				r.handleHeartbeat(ctx, m)
+			case m := <-joins:
+				reviews = append(reviews, m)
+				if len(reviews) == maxEventBatch {
+					r.handleJoins(ctx, reviews)
+					reviews = reviews[:0]
+				}
 			default:
 				drained = true
 			}
@@ -392,6 +403,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		if len(batch) > 0 {
 			r.handleEvents(ctx, batch)
 			batch = batch[:0]
+		}
+		if len(reviews) > 0 {
+			r.handleJoins(ctx, reviews)
+			reviews = reviews[:0]
 		}
 	}
 }

@@ -131,6 +131,16 @@ func rows(b Benchmarks, p Procs) []Row {
 		}
 	}
 	out = append(out, r)
+	// The same bump as gitfleet up runs it (bootstrap tokens issued,
+	// sealed and reviewed): no goal of its own, shown for what up costs.
+	r = Row{What: "the same bump with bootstrap tokens, as `gitfleet up` runs it", Size: "1,000 clusters × 13 machines", Figure: notRun, Goal: none, Met: none}
+	if v, ok := b.figure(bump+"Bootstrap", "s-to-converged"); ok {
+		r.Figure = seconds(v)
+		if rate, ok := b.figure(bump+"Bootstrap", "tasks/s"); ok {
+			r.Figure += fmt.Sprintf("; %s tasks/s", thousands(rate))
+		}
+	}
+	out = append(out, r)
 	r = Row{What: "raw JetStream publish + consume, same run", Size: notRun, Figure: notRun, Goal: none, Met: none}
 	if okTasks {
 		r.Size = thousands(tasks) + " messages"
