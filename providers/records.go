@@ -23,6 +23,57 @@ type records struct {
 	mu     sync.RWMutex
 	m      map[string]cachedRecord
 	maxRev uint64
+
+	// The watch runs while a worker uses the copy (use): workers of one
+	// process may share one (Records).
+	life  sync.Mutex
+	users int
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+// Records is a copy of the daemon's machine records that several workers
+// of one process share (WorkerOptions.Records), as gitfleet up's workers
+// do: one watch of the bucket and one copy in memory (about 200 bytes a
+// machine) for all of them, not one each.
+type Records struct{ r *records }
+
+// NewRecords makes a copy to share; it is kept up to date while a worker
+// that has it runs.
+func NewRecords(ctx context.Context, js jetstream.JetStream) (*Records, error) {
+	kv, err := js.KeyValue(ctx, wire.BucketMachines)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bucket %s: %w", ErrWorker, wire.BucketMachines, err)
+	}
+	return &Records{newRecords(kv)}, nil
+}
+
+// use starts the watch for its first user; release stops it after the
+// last user, once it has ended.
+func (r *records) use() (release func()) {
+	r.life.Lock()
+	defer r.life.Unlock()
+	if r.users == 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		r.stop, r.done = cancel, done
+		go func() {
+			defer close(done)
+			r.watch(ctx)
+		}()
+	}
+	r.users++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.life.Lock()
+			defer r.life.Unlock()
+			if r.users--; r.users == 0 {
+				r.stop()
+				<-r.done
+			}
+		})
+	}
 }
 
 type cachedRecord struct {

@@ -65,11 +65,15 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, p Provider, opts Wor
 	if err := w.consumers(ctx); err != nil {
 		return nil, err
 	}
-	kv, err := js.KeyValue(ctx, wire.BucketMachines)
-	if err != nil {
-		return nil, fmt.Errorf("%w: bucket %s: %w", ErrWorker, wire.BucketMachines, err)
+	if o.Records != nil {
+		w.records = o.Records.r
+		return w, nil
 	}
-	w.records = newRecords(kv)
+	recs, err := NewRecords(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	w.records = recs.r
 	return w, nil
 }
 
@@ -189,9 +193,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	invCtx, invStop := context.WithCancel(context.Background())
-	invDone := make(chan struct{}, 2)
+	invDone := make(chan struct{}, 1)
 	go func() { defer func() { invDone <- struct{}{} }(); w.inventory(invCtx) }()
-	go func() { defer func() { invDone <- struct{}{} }(); w.records.watch(invCtx) }()
+	releaseRecords := w.records.use()
 	w.o.Log.Info().Str("worker", w.o.ID).Bool("hostBound", w.hostBound).
 		Int("concurrency", n).Msg("worker started")
 	for running := true; running; {
@@ -213,7 +217,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	finish()
 	invStop()
 	<-invDone
-	<-invDone
+	releaseRecords()
 	w.o.Log.Info().Msg("worker stopped")
 	return nil
 }

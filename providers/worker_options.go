@@ -55,6 +55,9 @@ type WorkerOptions struct {
 	Log zerolog.Logger
 	// Now is the clock for event times; default time.Now.
 	Now func() time.Time
+	// Records is a copy of the daemon's machine records shared with the
+	// process's other workers (NewRecords); nil: the worker keeps its own.
+	Records *Records
 }
 
 func (o WorkerOptions) withDefaults(provider string) WorkerOptions {

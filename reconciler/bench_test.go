@@ -162,6 +162,11 @@ func startBenchDaemonOn(tb testing.TB, url, repoDir string, workers int, opts in
 	d := &benchDaemon{ctx: ctx, cancel: cancel, repoDir: repoDir, keys: keys,
 		cacheFile: filepath.Join(tb.TempDir(), "validation")}
 	d.conn, d.js = natstest.Connect(tb, url)
+	// The workers share one copy of the records, as gitfleet up's do.
+	records, err := providers.NewRecords(ctx, d.js)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	for range workers {
 		p, err := inmemory.New(ctx, d.js, opts)
 		if err != nil {
@@ -171,7 +176,7 @@ func startBenchDaemonOn(tb testing.TB, url, repoDir string, workers int, opts in
 		if os.Getenv("GITFLEET_TEST_LOG") != "" {
 			wlog = zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Str("who", "worker").Logger()
 		}
-		w, err := providers.NewWorker(ctx, d.js, p, providers.WorkerOptions{Concurrency: 64, Log: wlog, Keys: keys})
+		w, err := providers.NewWorker(ctx, d.js, p, providers.WorkerOptions{Concurrency: 64, Log: wlog, Keys: keys, Records: records})
 		if err != nil {
 			tb.Fatal(err)
 		}

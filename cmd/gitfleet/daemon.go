@@ -206,8 +206,14 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
 	var inProcess []*providers.Worker
+	var records *providers.Records // one copy of the records for the in-process workers
+	if len(o.workers) > 0 {
+		if records, err = providers.NewRecords(ctx, bus.JS); err != nil {
+			return err
+		}
+	}
 	for _, name := range o.workers {
-		w, err := inProcessWorker(wctx, name, bus, o, keys, log)
+		w, err := inProcessWorker(wctx, name, bus, o, keys, records, log)
 		if err != nil {
 			return err
 		}
@@ -349,7 +355,7 @@ func apiToken(o daemonOptions) ([]byte, error) {
 // apiTokenName is the token file gitfleet makes in the data dir.
 const apiTokenName = "api-token"
 
-func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, keys *pki.Keyring, log zerolog.Logger) (*providers.Worker, error) {
+func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, keys *pki.Keyring, records *providers.Records, log zerolog.Logger) (*providers.Worker, error) {
 	plog := log.With().Str("provider", name).Logger()
 	dir := filepath.Join(o.dataDir, "local")
 	signer, err := bus.NodeSigner(o.nats)
@@ -363,7 +369,7 @@ func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemo
 	}
 	// The worker names its provider on its own lines.
 	return providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{Concurrency: 16, Log: log, Keys: keys,
-		ID: workerID("", name, dir), InventoryInterval: o.inventoryInterval})
+		ID: workerID("", name, dir), InventoryInterval: o.inventoryInterval, Records: records})
 }
 
 func loadVerifier(sshKeys, pgpKeys string) (*sources.Verifier, error) {
