@@ -14,7 +14,9 @@ import (
 // machines' time comes, not only when something arrives for it.
 func TestHeartbeatsThatStopAreNoticed(t *testing.T) {
 	l := newLoop(t, "inmemory", 1, 0)
-	l.opts.HeartbeatTimeout = 600 * time.Millisecond
+	// Long enough that a loaded machine (-race, every package at once)
+	// does not delay a heartbeat past it.
+	l.opts.HeartbeatTimeout = 1500 * time.Millisecond
 	l.start()
 	task := l.nextTasks(1)[0]
 	l.answer(task, wire.PhaseRunning)
@@ -42,8 +44,8 @@ func TestHeartbeatsThatStopAreNoticed(t *testing.T) {
 		}
 		return rec, fmt.Sprintf("healthy=%v reason=%q", rec.Health.Healthy, rec.Health.Reason)
 	}
-	// Heartbeats for three timeouts: the machine is never judged silent.
-	for end := time.Now().Add(3 * l.opts.HeartbeatTimeout); time.Now().Before(end); {
+	// Heartbeats for two timeouts: the machine is never judged silent.
+	for end := time.Now().Add(2 * l.opts.HeartbeatTimeout); time.Now().Before(end); {
 		beat(true)
 		time.Sleep(100 * time.Millisecond)
 	}
