@@ -3,12 +3,12 @@ package reconciler
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gitfleet/gitfleet/bootstrap"
+	"github.com/gitfleet/gitfleet/internal/workers"
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -135,22 +135,11 @@ func (r *Reconciler) sealAll(ctx context.Context, ms []*machine) []sealed {
 		return nil
 	}
 	out := make([]sealed, len(ms))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(pkiAtOnce, len(ms)) {
-		wg.Go(func() {
-			for i := range next {
-				// A record this pass made: its first publication, so no
-				// token was issued to it yet.
-				out[i].data, out[i].err = r.bootstrapOf(ctx, ms[i].rec.task(ms[i].rev), ms[i].rec, true)
-			}
-		})
-	}
-	for i := range ms {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	workers.Each(len(ms), pkiAtOnce, func(i int) {
+		// A record this pass made: its first publication, so no token
+		// was issued to it yet.
+		out[i].data, out[i].err = r.bootstrapOf(ctx, ms[i].rec.task(ms[i].rev), ms[i].rec, true)
+	})
 	return out
 }
 

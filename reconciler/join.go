@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/gitfleet/gitfleet/bootstrap"
+	"github.com/gitfleet/gitfleet/internal/workers"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -46,20 +46,10 @@ func (r *Reconciler) handleJoins(ctx context.Context, msgs []*nats.Msg) {
 		// The tokens, read on several goroutines (the issuer reads the
 		// store only).
 		now := r.o.Now()
-		next := make(chan *joining)
-		var wg sync.WaitGroup
-		for range min(pkiAtOnce, len(joins)) {
-			wg.Go(func() {
-				for j := range next {
-					j.reason, j.again, j.err = r.o.Bootstrap.Review(ctx, j.req, now)
-				}
-			})
-		}
-		for _, j := range joins {
-			next <- j
-		}
-		close(next)
-		wg.Wait()
+		workers.Each(len(joins), pkiAtOnce, func(i int) {
+			j := joins[i]
+			j.reason, j.again, j.err = r.o.Bootstrap.Review(ctx, j.req, now)
+		})
 		for _, j := range joins {
 			if r.judgeJoin(j, now); j.verdict == nil {
 				rec := j.cur.rec.clone()

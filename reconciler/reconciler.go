@@ -411,7 +411,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 }
 
-// maxEventBatch bounds the events whose records are written together.
+// maxEventBatch bounds the worker events, or the join reviews, handled as
+// one batch.
 const maxEventBatch = 512
 
 // load reads every machine record from the bucket. Heartbeats were the

@@ -5,8 +5,8 @@ import (
 	"path"
 	"runtime"
 	"strings"
-	"sync"
 
+	"github.com/gitfleet/gitfleet/internal/workers"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
@@ -166,19 +166,4 @@ func parseAll(files []File, policies []File) ([]Object, Errors) {
 }
 
 // parallel calls work(0..n-1) on one goroutine per core and waits.
-func parallel(n int, work func(i int)) {
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(runtime.GOMAXPROCS(0), max(n, 1)) {
-		wg.Go(func() {
-			for i := range next {
-				work(i)
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-}
+func parallel(n int, work func(i int)) { workers.Each(n, runtime.GOMAXPROCS(0), work) }

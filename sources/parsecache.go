@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gitfleet/gitfleet/internal/workers"
 	"github.com/gitfleet/gitfleet/schemas"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
@@ -233,40 +234,28 @@ func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, 
 		return nil, err
 	}
 
-	workers := min(runtime.GOMAXPROCS(0), len(todo))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				k := pc.known.key("parse", polKey, ins[i].key)
-				var objs []schemas.Object
-				var errs schemas.Errors
-				if pc.known.good(k) {
-					objs, errs = schemas.ParseKnownGood(ins[i].File)
-					for j := range objs {
-						objs[j].Raw = nil // the policies passed it
-					}
-				} else {
-					objs, errs = schemas.ParseFileChecked(ins[i].File, pols)
-				}
-				if len(errs) == 0 {
-					pc.known.add(k)
-				}
-				keys := make([]string, len(objs))
-				for j, o := range objs {
-					keys[j] = ins[i].key + "#" + strconv.Itoa(o.Source.Line)
-				}
-				out[i] = &parsed{objs: objs, errs: errs, keys: keys, polKey: polKey, gen: gen}
+	workers.Each(len(todo), runtime.GOMAXPROCS(0), func(t int) {
+		i := todo[t]
+		k := pc.known.key("parse", polKey, ins[i].key)
+		var objs []schemas.Object
+		var errs schemas.Errors
+		if pc.known.good(k) {
+			objs, errs = schemas.ParseKnownGood(ins[i].File)
+			for j := range objs {
+				objs[j].Raw = nil // the policies passed it
 			}
-		})
-	}
-	for _, i := range todo {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-
+		} else {
+			objs, errs = schemas.ParseFileChecked(ins[i].File, pols)
+		}
+		if len(errs) == 0 {
+			pc.known.add(k)
+		}
+		keys := make([]string, len(objs))
+		for j, o := range objs {
+			keys[j] = ins[i].key + "#" + strconv.Itoa(o.Source.Line)
+		}
+		out[i] = &parsed{objs: objs, errs: errs, keys: keys, polKey: polKey, gen: gen}
+	})
 	pc.mu.Lock()
 	for _, i := range todo {
 		pc.m[ins[i].key] = out[i]

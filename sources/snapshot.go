@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -230,33 +229,20 @@ func nextTreeEntry(data []byte) (mode filemode.FileMode, name []byte, hash plumb
 	return filemode.FileMode(m), data[:nul], hash, data[nul+1+len(hash):], nil
 }
 
-// newEntry is the entry of a file not listed before: its blob is read,
-// loose directly (internal/loose), else by go-git, when it is needed.
+// newEntry is the entry of a file not listed before: its blob is read
+// (internal/loose) when it is needed.
 func (w *treeWalk) newEntry(path string, h plumbing.Hash) *entry {
-	st, dir := w.st, w.dir
+	st := w.st
 	key := h.String()
 	return &entry{key: key, blob: h, path: path, ikey: key + " " + path, size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
-		if dir != "" {
-			if data, err := loose.Read(dir, h); !errors.Is(err, loose.ErrNotLoose) {
-				return data, err
-			}
-		}
-		b, err := object.GetBlob(st, h)
+		data, err := loose.ReadBlob(st, h)
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
 			// git gc packed the loose object since the tree was
 			// listed: read the pack indexes again, once.
 			st.Reindex()
-			b, err = object.GetBlob(st, h)
+			data, err = loose.ReadBlob(st, h)
 		}
-		if err != nil {
-			return nil, err
-		}
-		rd, err := b.Reader()
-		if err != nil {
-			return nil, err
-		}
-		defer rd.Close()
-		return io.ReadAll(rd)
+		return data, err
 	}}
 }
 

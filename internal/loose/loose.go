@@ -21,6 +21,7 @@ import (
 	"github.com/go-git/go-billy/v5/helper/chroot"
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
@@ -75,6 +76,26 @@ var inflaters sync.Pool // of io.ReadCloser that are zlib.Resetter
 
 // ErrNotLoose: the object is not a loose file under dir.
 var ErrNotLoose = errors.New("not a loose object")
+
+// ReadBlob returns the content of blob h: from its loose file when s is on
+// disk and it is one, else through go-git (a packed blob, another storer).
+func ReadBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
+	if dir := ObjectsDir(s); dir != "" {
+		if data, err := Read(dir, h); !errors.Is(err, ErrNotLoose) {
+			return data, err
+		}
+	}
+	b, err := object.GetBlob(s, h)
+	if err != nil {
+		return nil, err
+	}
+	r, err := b.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
 
 // Read returns the content of blob h from its loose file under dir.
 func Read(dir string, h plumbing.Hash) ([]byte, error) { return read(dir, h, "blob") }

@@ -12,6 +12,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage"
+
+	"github.com/gitfleet/gitfleet/internal/loose"
 )
 
 // Trailers of a status commit.
@@ -264,7 +266,7 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 				continue
 			}
 		}
-		data, err := readBlob(w.store, h)
+		data, err := loose.ReadBlob(w.store, h)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", p, err)
 		}

@@ -12,6 +12,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+
+	"github.com/gitfleet/gitfleet/internal/loose"
 )
 
 // Commit is one commit of the status branch.
@@ -97,7 +99,7 @@ func (d *Differ) Rejected(c Commit) (*Rejection, error) {
 	if r, ok := d.rejected[e.Hash]; ok {
 		return r, nil
 	}
-	data, err := readBlob(d.s, e.Hash)
+	data, err := loose.ReadBlob(d.s, e.Hash)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package status
 
 import (
 	"bytes"
-	"github.com/gitfleet/gitfleet/internal/loose"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/gitfleet/gitfleet/internal/loose"
 )
 
 func putBlob(t *testing.T, s storer.EncodedObjectStorer, data []byte) plumbing.Hash {
@@ -51,7 +52,7 @@ func TestReadBlobOnDisk(t *testing.T) {
 	check := func(how string) {
 		t.Helper()
 		for i, h := range hashes {
-			got, err := readBlob(repo.Storer, h)
+			got, err := loose.ReadBlob(repo.Storer, h)
 			if err != nil || !bytes.Equal(got, contents[i]) {
 				t.Errorf("%s blob %d: %d bytes, %v; want %d bytes", how, i, len(got), err, len(contents[i]))
 			}
@@ -68,7 +69,7 @@ func TestReadBlobOnDisk(t *testing.T) {
 	if err := os.WriteFile(to, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readBlob(repo.Storer, other); err == nil || !strings.Contains(err.Error(), other.String()) {
+	if _, err := loose.ReadBlob(repo.Storer, other); err == nil || !strings.Contains(err.Error(), other.String()) {
 		t.Errorf("a loose file that does not hold its object: %v", err)
 	}
 	_ = os.Remove(to)
@@ -97,7 +98,7 @@ func TestReadBlobOnDisk(t *testing.T) {
 		t.Error("a storage in memory has an objects folder")
 	}
 	h := putBlob(t, mem, contents[2])
-	if got, err := readBlob(mem, h); err != nil || !bytes.Equal(got, contents[2]) {
+	if got, err := loose.ReadBlob(mem, h); err != nil || !bytes.Equal(got, contents[2]) {
 		t.Errorf("blob in memory: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/gitfleet/gitfleet/internal/loose"
 )
 
 // MachineEvent is one change of a machine as the status branch shows it:
@@ -59,7 +61,7 @@ func MachineHistory(repo *git.Repository, branch, machine string) ([]MachineEven
 			}
 			name := clusterName(p)
 			touched = touched || name == curCluster
-			data, err := readBlob(s, h)
+			data, err := loose.ReadBlob(s, h)
 			if err != nil {
 				return nil, fmt.Errorf("read %s: %w", p, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"gopkg.in/yaml.v3"
 
+	"github.com/gitfleet/gitfleet/internal/loose"
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -94,7 +95,7 @@ func ReadAt(s storer.EncodedObjectStorer, commit plumbing.Hash) (*Snapshot, erro
 	}
 	snap := &Snapshot{Commit: commit.String()}
 	for _, p := range slices.Sorted(maps.Keys(hashes)) {
-		data, err := readBlob(s, hashes[p])
+		data, err := loose.ReadBlob(s, hashes[p])
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", p, err)
 		}
@@ -146,7 +147,7 @@ func clusterAt(s storer.EncodedObjectStorer, tree plumbing.Hash, name string, ca
 	if c, ok := cache[e.Hash]; ok {
 		return c, nil
 	}
-	data, err := readBlob(s, e.Hash)
+	data, err := loose.ReadBlob(s, e.Hash)
 	if err != nil {
 		return nil, err
 	}

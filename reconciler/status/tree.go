@@ -1,10 +1,7 @@
 package status
 
 import (
-	"errors"
 	"fmt"
-	"github.com/gitfleet/gitfleet/internal/loose"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +10,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+
+	"github.com/gitfleet/gitfleet/internal/loose"
 )
 
 // change is the new content of one file of the status branch.
@@ -247,23 +246,4 @@ func fileHashes(s storer.EncodedObjectStorer, tree plumbing.Hash) (map[string]pl
 		}
 	}
 	return out, nil
-}
-
-// readBlob returns the content of a blob.
-func readBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
-	if dir := loose.ObjectsDir(s); dir != "" {
-		if data, err := loose.Read(dir, h); !errors.Is(err, loose.ErrNotLoose) {
-			return data, err
-		}
-	}
-	b, err := object.GetBlob(s, h)
-	if err != nil {
-		return nil, err
-	}
-	r, err := b.Reader()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return io.ReadAll(r)
 }
