@@ -67,20 +67,22 @@ func (w *Worker) report(ctx context.Context, request string) error {
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
-	instances := make([]wire.Instance, len(list))
-	for i, in := range list {
-		instances[i] = wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment, Role: in.Role,
-			Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations, ProviderID: in.ProviderID,
-			Addresses: in.Addresses, Reason: in.Reason, Message: in.Message}
-	}
-	parts := max(1, (len(instances)+inventoryPart-1)/inventoryPart)
+	parts := max(1, (len(list)+inventoryPart-1)/inventoryPart)
 	id := w.o.ID + "-" + strconv.FormatInt(at.UnixNano(), 36)
 	subject := wire.InventorySubject(w.p.Name(), w.o.ID)
 	nc := w.js.Conn()
+	// One part's instances at a time: a report of 130,000 machines does not
+	// hold a second copy of the list.
+	instances := make([]wire.Instance, 0, min(len(list), inventoryPart))
 	for part := range parts {
+		instances = instances[:0]
+		for _, in := range list[min(part*inventoryPart, len(list)):min((part+1)*inventoryPart, len(list))] {
+			instances = append(instances, wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment, Role: in.Role,
+				Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations, ProviderID: in.ProviderID,
+				Addresses: in.Addresses, Reason: in.Reason, Message: in.Message})
+		}
 		inv := wire.Inventory{Provider: w.p.Name(), Worker: w.o.ID, HostBound: w.hostBound, Report: id,
-			Part: part, Parts: parts, Request: request, Time: at}
-		inv.Instances = instances[min(part*inventoryPart, len(instances)):min((part+1)*inventoryPart, len(instances))]
+			Part: part, Parts: parts, Request: request, Time: at, Instances: instances}
 		data, err := wire.Encode(&inv)
 		if err != nil {
 			return err
@@ -93,7 +95,7 @@ func (w *Worker) report(ctx context.Context, request string) error {
 		return fmt.Errorf("publish inventory: %w", err)
 	}
 	w.inventories.Add(1)
-	w.o.Log.Debug().Int("machines", len(instances)).Str("request", request).Msg("inventory reported")
+	w.o.Log.Debug().Int("machines", len(list)).Str("request", request).Msg("inventory reported")
 	return nil
 }
 

@@ -57,7 +57,7 @@ type inventory struct {
 	// until its first planning pass is done, or until this time.
 	holdUntil time.Time
 
-	parts     map[string]*partial // report ID → parts received
+	parts     map[string]*partial // provider, worker and report ID → the report
 	providers map[string]*heard   // provider → workers heard from
 	suspects  map[string]int      // record key → request that must confirm it
 	orphans   map[string]*orphan  // record key →
@@ -67,12 +67,23 @@ type inventory struct {
 	rebuild *rebuild
 }
 
-// partial is a report whose parts are arriving.
+// partial is a report whose parts are arriving. Each part is compared
+// with the records as it arrives and then let go: the report keeps only
+// which machines it listed, so the leader does not hold a 130,000-machine
+// report's instances until its last part.
 type partial struct {
+	rep   report
 	first time.Time
-	parts []*wire.Inventory
-	got   int
+	parts int
+	got   map[int]bool // the parts received
+	// listed is every machine the parts received name, by record key;
+	// the value is the provider's reason when the machine is not running.
+	listed map[string]listing
 }
+
+// listing is what a report says of one machine it lists: nothing when
+// the machine runs, else why not.
+type listing struct{ reason, message string }
 
 // heard is what one provider's workers reported.
 type heard struct {
@@ -106,12 +117,11 @@ type rebuild struct {
 	waiting string
 }
 
-// report is a complete inventory.
+// report is the worker's report that parts belong to.
 type report struct {
 	provider, worker string
 	hostBound        bool
 	seq              int // the request it answers, 0 when none of ours
-	instances        map[string]wire.Instance
 }
 
 func newInventory() inventory {
@@ -164,8 +174,10 @@ func (r *Reconciler) requestInventory() {
 	iv.want, iv.last = false, now
 }
 
-// handleInventory assembles one part of a worker's inventory and, once
-// the report is complete, compares it with the records.
+// handleInventory takes one part of a worker's inventory: the machines it
+// lists are compared with the records at once (orphans, adoption during a
+// rebuild), and once the report has every part, the records it covers are
+// compared with what it listed (machines gone).
 func (r *Reconciler) handleInventory(ctx context.Context, msg *nats.Msg) {
 	inv, err := wire.DecodeInventory(msg.Data)
 	if err != nil {
@@ -184,37 +196,84 @@ func (r *Reconciler) handleInventory(ctx context.Context, msg *nats.Msg) {
 			delete(iv.parts, id) // a report whose last parts never came
 		}
 	}
-	p := iv.parts[inv.Report]
+	// The subject names the worker: a part cannot join another's report.
+	id := inv.Provider + "/" + inv.Worker + "/" + inv.Report
+	p := iv.parts[id]
 	if p == nil {
-		p = &partial{first: now, parts: make([]*wire.Inventory, inv.Parts)}
-		iv.parts[inv.Report] = p
+		p = &partial{first: now, parts: inv.Parts, got: map[int]bool{}, listed: map[string]listing{},
+			rep: report{provider: inv.Provider, worker: inv.Worker, hostBound: inv.HostBound, seq: iv.requestSeq(inv.Request)}}
+		iv.parts[id] = p
 	}
-	if len(p.parts) != inv.Parts || p.parts[inv.Part] != nil {
-		r.log.Warn().Str("report", inv.Report).Msg("ignoring an inventory part that does not fit its report")
+	if p.parts != inv.Parts || p.got[inv.Part] || p.rep.hostBound != inv.HostBound {
+		r.log.Warn().Str("report", inv.Report).Str("worker", inv.Worker).Msg("ignoring an inventory part that does not fit its report")
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
 		return
 	}
-	p.parts[inv.Part] = &inv
-	p.got++
-	if p.got < inv.Parts {
-		return
-	}
-	delete(iv.parts, inv.Report)
-	rep := &report{provider: inv.Provider, worker: inv.Worker, hostBound: inv.HostBound,
-		seq: iv.requestSeq(inv.Request), instances: map[string]wire.Instance{}}
-	for _, part := range p.parts {
-		for _, in := range part.Instances {
-			rep.instances[recordKey(in.Cluster, in.Machine)] = in
+	p.got[inv.Part] = true
+	rep := &p.rep
+	orphansChanged := false
+	for _, in := range inv.Instances {
+		key := recordKey(in.Cluster, in.Machine)
+		p.listed[key] = listing{reason: in.Reason, message: in.Message}
+		if r.listedInstance(ctx, rep, key, in) {
+			orphansChanged = true
 		}
 	}
-	r.metrics.Inventories.WithLabelValues(rep.provider).Inc()
-	r.useInventory(ctx, rep)
+	if len(p.got) == p.parts {
+		delete(iv.parts, id)
+		r.metrics.Inventories.WithLabelValues(rep.provider).Inc()
+		if r.reportDone(ctx, rep, p.listed) {
+			orphansChanged = true
+		}
+	}
+	if orphansChanged {
+		r.countOrphans()
+		r.writeFleet()
+	}
+	r.requestInventory()
 }
 
-// useInventory compares a complete report with the records it covers:
+// listedInstance compares one machine a report lists with the records: a
+// machine a record wants is no orphan; during a rebuild one that none
+// wants is adopted; otherwise it is an orphan, suspected until a report
+// answering a later request lists it again. It reports whether the
+// orphans changed.
+func (r *Reconciler) listedInstance(ctx context.Context, rep *report, mkey string, in wire.Instance) bool {
+	iv := &r.inv
+	key := orphanKey(rep, mkey)
+	m := r.lookup(in.Cluster, in.Machine)
+	if m != nil && !secondCopy(m, rep) {
+		if iv.orphans[key] != nil {
+			delete(iv.orphans, key)
+			return true
+		}
+		return false
+	}
+	if m == nil && iv.rebuild != nil {
+		r.adopt(ctx, rep, in)
+		return false
+	}
+	o := iv.orphans[key]
+	switch {
+	case o == nil:
+		iv.orphans[key] = &orphan{inst: in, provider: rep.provider, worker: rep.worker, hostBound: rep.hostBound, after: iv.next()}
+	case o.confirmed.IsZero() && rep.seq >= o.after:
+		o.confirmed = r.o.Now()
+		r.log.Warn().Str(logCluster, in.Cluster).Str(logMachine, in.Machine).Str("provider", rep.provider).
+			Str("worker", rep.worker).Str("action", r.o.Orphans).Msg("orphan machine: the provider has it and no record wants it")
+		return true
+	}
+	return false
+}
+
+// reportDone compares a complete report with the records it covers:
 // every record of the provider, or, for a provider whose machines live on
-// one host, the records of the reporting worker.
-func (r *Reconciler) useInventory(ctx context.Context, rep *report) {
+// one host, the records of the reporting worker. A Running machine the
+// report does not list (or lists as not running) is suspected, and marked
+// missing once a report answering a request made after the suspicion
+// says so again; an orphan the report no longer lists is forgotten. It
+// reports whether the orphans changed.
+func (r *Reconciler) reportDone(ctx context.Context, rep *report, listed map[string]listing) bool {
 	iv := &r.inv
 	h := iv.providers[rep.provider]
 	if h == nil {
@@ -235,8 +294,8 @@ func (r *Reconciler) useInventory(ctx context.Context, rep *report) {
 				continue
 			}
 			key := rec.key()
-			in, ok := rep.instances[key]
-			if rec.Phase != wire.PhaseRunning || (ok && in.Reason == "") {
+			l, ok := listed[key]
+			if rec.Phase != wire.PhaseRunning || (ok && l.reason == "") {
 				delete(iv.suspects, key)
 				continue
 			}
@@ -246,62 +305,33 @@ func (r *Reconciler) useInventory(ctx context.Context, rep *report) {
 				iv.suspects[key] = iv.next()
 			case rep.seq >= after:
 				delete(iv.suspects, key)
-				r.markMissing(ctx, m, rep, in, ok)
+				r.markMissing(ctx, m, rep, l, ok)
 			}
 		}
 	}
-	orphansChanged := false
+	changed := false
 	for key, o := range iv.orphans {
-		if _, still := rep.instances[o.machineKey()]; !still && covers(o.provider, o.worker) {
+		if _, still := listed[o.machineKey()]; !still && covers(o.provider, o.worker) {
 			delete(iv.orphans, key)
-			orphansChanged = true
+			changed = true
 		}
 	}
-	for mkey, in := range rep.instances {
-		key := orphanKey(rep, mkey)
-		m := r.lookup(in.Cluster, in.Machine)
-		if m != nil && !secondCopy(m, rep) {
-			if iv.orphans[key] != nil {
-				delete(iv.orphans, key)
-				orphansChanged = true
-			}
-			continue
-		}
-		if m == nil && iv.rebuild != nil {
-			r.adopt(ctx, rep, in)
-			continue
-		}
-		o := iv.orphans[key]
-		switch {
-		case o == nil:
-			iv.orphans[key] = &orphan{inst: in, provider: rep.provider, worker: rep.worker, hostBound: rep.hostBound, after: iv.next()}
-		case o.confirmed.IsZero() && rep.seq >= o.after:
-			o.confirmed = r.o.Now()
-			orphansChanged = true
-			r.log.Warn().Str(logCluster, in.Cluster).Str(logMachine, in.Machine).Str("provider", rep.provider).
-				Str("worker", rep.worker).Str("action", r.o.Orphans).Msg("orphan machine: the provider has it and no record wants it")
-		}
-	}
-	if orphansChanged {
-		r.countOrphans()
-		r.writeFleet()
-	}
-	r.requestInventory()
+	return changed
 }
 
 // markMissing records a Running machine that its provider no longer has
 // (or reports dead) as Failed: the planner replaces it as a MachineSet
 // replaces a machine that is gone. A late Running event does not bring it
 // back (applyEvent).
-func (r *Reconciler) markMissing(ctx context.Context, m *machine, rep *report, in wire.Instance, listed bool) {
+func (r *Reconciler) markMissing(ctx context.Context, m *machine, rep *report, in listing, listed bool) {
 	next := m.rec.clone()
 	next.Phase = wire.PhaseFailed
 	next.Reason = ReasonMachineMissing
 	next.Message = fmt.Sprintf("provider %s no longer has the machine (inventory of worker %s)", rep.provider, rep.worker)
 	if listed {
-		next.Reason, next.Message = in.Reason, in.Message
+		next.Reason, next.Message = in.reason, in.message
 		if next.Message == "" {
-			next.Message = fmt.Sprintf("provider %s reports the machine %s", rep.provider, in.Reason)
+			next.Message = fmt.Sprintf("provider %s reports the machine %s", rep.provider, in.reason)
 		}
 	}
 	if r.commit(ctx, m, next) == nil {

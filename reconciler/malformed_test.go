@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
@@ -16,22 +18,7 @@ import (
 // A malformed event is terminated and counted and does not stop the loop;
 // a malformed heartbeat is counted.
 func TestMalformedMessages(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, js := natstest.Connect(t, srv.ClientURL())
-	m := NewMetrics(nil)
-	r, err := New(Options{JS: js, Log: zerolog.Nop(), Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := r.Run(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	defer func() { cancel(); <-done }()
+	nc, js, m, _ := runBareLeader(t)
 
 	for _, body := range []string{"not json", `{"apiVersion":"gitfleet.io/wire/v9","cluster":"c","machine":"m","phase":"Running"}`} {
 		if _, err := js.Publish(t.Context(), wire.EventSubject("c", "m"), []byte(body)); err != nil {
@@ -66,6 +53,30 @@ func TestMalformedMessages(t *testing.T) {
 	}
 }
 
+// runBareLeader runs a reconciler with no repository on a new NATS
+// server until the test ends; stopped is closed should Run return
+// before (its error fails the test).
+func runBareLeader(t *testing.T) (_ *nats.Conn, _ jetstream.JetStream, _ *Metrics, stopped <-chan struct{}) {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	m := NewMetrics(nil)
+	r, err := New(Options{JS: js, Log: zerolog.Nop(), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := r.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return nc, js, m, done
+}
+
 func counter(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
 	var m dto.Metric
@@ -82,4 +93,67 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 		t.Fatal(err)
 	}
 	return m.GetGauge().GetValue()
+}
+
+// Inventory parts that cannot be part of a worker's report are counted as
+// malformed and leave the leader running: one that claims 2^40
+// parts (the leader once made a slot for each: out of memory), one
+// whose part number is past its count, one that is not JSON, and a part
+// received twice.
+func TestForgedInventories(t *testing.T) {
+	nc, _, m, done := runBareLeader(t)
+
+	malformed := func() float64 { return counter(t, m.Malformed.WithLabelValues("inventory")) }
+	publish := func(worker string, data []byte) {
+		t.Helper()
+		if err := nc.Publish(wire.InventorySubject("inmemory", worker), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	part := func(worker string, n, of int) []byte {
+		data, err := wire.Encode(&wire.Inventory{Provider: "inmemory", Worker: worker, Report: "r1", Part: n, Parts: of, Time: time.Now(),
+			Instances: []wire.Instance{{Cluster: "c", Machine: "c-m"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	wait := func(what string, want float64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for malformed() < want {
+			select {
+			case <-done:
+				t.Fatalf("%s: the leader stopped", what)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: malformed inventories counted %v, want %v", what, malformed(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Plain NATS: send until the loop has subscribed.
+	for deadline := time.Now().Add(10 * time.Second); malformed() == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("an inventory that is not JSON is not counted as malformed")
+		}
+		publish("w1", []byte("not json"))
+	}
+	time.Sleep(300 * time.Millisecond) // the tries sent before the first was counted
+	base := malformed()
+	publish("w1", part("w1", 0, 1<<40))
+	publish("w1", []byte(`{"apiVersion":"gitfleet.io/wire/v1","provider":"inmemory","worker":"w1","report":"r2","part":3,"parts":2,"time":"2026-11-26T00:00:00Z"}`))
+	publish("w2", part("w2", 0, 3))
+	publish("w2", part("w2", 0, 3))
+	wait("forged parts", base+3)
+	time.Sleep(200 * time.Millisecond)
+	if got := malformed(); got != base+3 {
+		t.Errorf("malformed inventories counted %v, want %v (the first part of w2's report is well formed)", got, base+3)
+	}
+	select {
+	case <-done:
+		t.Fatal("the leader stopped")
+	default:
+	}
 }

@@ -98,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gitfleet_leader", Help: "1 while this replica is the leader.",
 		}),
 		Malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gitfleet_malformed_messages_total", Help: "Events and heartbeats that could not be decoded (events are terminated).",
+			Name: "gitfleet_malformed_messages_total", Help: "Messages that could not be decoded or do not fit (by kind: event, heartbeat, inventory, join); events are terminated, the others ignored.",
 		}, []string{"kind"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gitfleet_refused_messages_total", Help: "Events and heartbeats refused because they do not match the machine's record (by reason: subject, no-task, task, phase, no-record); never applied.",

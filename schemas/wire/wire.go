@@ -411,6 +411,10 @@ type Inventory struct {
 	Instances []Instance `json:"instances,omitempty"`
 }
 
+// MaxInventoryParts bounds the parts of one report: at 1,000 machines a
+// part, ten million machines.
+const MaxInventoryParts = 10_000
+
 // Instance is one machine as its provider has it.
 type Instance struct {
 	Cluster      string            `json:"cluster"`
@@ -438,7 +442,7 @@ func DecodeInventory(data []byte) (Inventory, error) {
 	switch {
 	case inv.Provider == "" || inv.Worker == "" || inv.Report == "":
 		return Inventory{}, fmt.Errorf("%w: inventory needs provider, worker and report", ErrMalformed)
-	case inv.Parts < 1 || inv.Part < 0 || inv.Part >= inv.Parts:
+	case inv.Parts < 1 || inv.Parts > MaxInventoryParts || inv.Part < 0 || inv.Part >= inv.Parts:
 		return Inventory{}, fmt.Errorf("%w: inventory %s: part %d of %d", ErrMalformed, inv.Report, inv.Part, inv.Parts)
 	}
 	for _, in := range inv.Instances {
