@@ -63,6 +63,7 @@ var ErrSimulatedFailure = errors.New("inmemory: simulated provisioning failure")
 type Provider struct {
 	opts Options
 	kv   jetstream.KeyValue
+	js   jetstream.JetStream
 	nc   *nats.Conn // asks the leader to review machines' bootstrap tokens
 }
 
@@ -84,7 +85,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Provider, 
 	if err != nil {
 		return nil, fmt.Errorf("inmemory: bucket %s: %w", opts.Bucket, err)
 	}
-	return &Provider{opts: opts, kv: kv, nc: js.Conn()}, nil
+	return &Provider{opts: opts, kv: kv, js: js, nc: js.Conn()}, nil
 }
 
 // Name implements providers.Provider.
@@ -243,33 +244,99 @@ func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
 
 // List implements providers.Provider; sorted by cluster, then name.
 func (p *Provider) List(ctx context.Context) ([]providers.Instance, error) {
-	w, err := p.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
+	fail := func(err error) ([]providers.Instance, error) {
 		return nil, providers.Transient(fmt.Errorf("inmemory: list: %w", err))
 	}
-	defer func() { _ = w.Stop() }()
-	var out []providers.Instance
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e := <-w.Updates():
-			if e == nil {
-				sort.Slice(out, func(i, j int) bool {
-					if out[i].Cluster != out[j].Cluster {
-						return out[i].Cluster < out[j].Cluster
-					}
-					return out[i].Name < out[j].Name
-				})
-				return out, nil
+	st, err := p.kv.Status(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if st.Values() == 0 {
+		return nil, nil
+	}
+	// Every value, fetched listBatch at a time: a watch of the bucket
+	// would take all of them as fast as the server sends them, and hold
+	// them until they are decoded (at 130,000 machines, ~140 MB for a
+	// moment every inventory). The bucket keeps one value a key (New
+	// makes it so), so every message is a key's newest.
+	stream := "KV_" + p.kv.Bucket()
+	cons, err := p.js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy,
+		MemoryStorage: true, InactiveThreshold: time.Minute})
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = p.js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name)
+	}()
+	out := make([]providers.Instance, 0, st.Values())
+	for done := false; !done; {
+		if done, err = fetchInstances(ctx, cons, &out); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
 			}
-			var r record
-			if err := json.Unmarshal(e.Value(), &r); err != nil {
-				continue
-			}
-			out = append(out, instance(r.Machine))
+			return fail(err)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Cluster != out[j].Cluster {
+			return out[i].Cluster < out[j].Cluster
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// fetchInstances fetches up to listBatch records and adds their machines
+// to out; done is true once the last record of the bucket was read.
+func fetchInstances(ctx context.Context, cons jetstream.Consumer, out *[]providers.Instance) (done bool, _ error) {
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	batch, err := cons.Fetch(listBatch, jetstream.FetchContext(fctx))
+	if err != nil {
+		return false, err
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		md, err := msg.Metadata()
+		if err != nil {
+			return false, err
+		}
+		var r listed
+		// A deleted or purged key's marker has a KV-Operation.
+		if msg.Headers().Get("KV-Operation") == "" && json.Unmarshal(msg.Data(), &r) == nil {
+			m := r.Machine
+			*out = append(*out, instance(wire.Machine{Name: m.Name, Cluster: m.Cluster, Role: m.Role, Deployment: m.Deployment,
+				Version: m.Version, TemplateHash: m.TemplateHash, Labels: m.Labels, Annotations: m.Annotations}))
+		}
+		if md.NumPending == 0 {
+			return true, nil // the last record: a batch that is not full ends only at its timeout
+		}
+	}
+	if err := batch.Error(); err != nil && (got == 0 || !errors.Is(err, context.DeadlineExceeded)) {
+		return false, err
+	}
+	return false, nil
+}
+
+// listBatch is how many machines List fetches at once.
+const listBatch = 500
+
+// listed is what List reads of a record: the machine's spec and the
+// record's creation time are skipped.
+type listed struct {
+	Machine struct {
+		Name         string            `json:"name"`
+		Cluster      string            `json:"cluster"`
+		Role         wire.Role         `json:"role"`
+		Deployment   string            `json:"deployment"`
+		Version      string            `json:"version"`
+		TemplateHash string            `json:"templateHash"`
+		Labels       map[string]string `json:"labels"`
+		Annotations  map[string]string `json:"annotations"`
+	} `json:"machine"`
 }
 
 // Len is the number of machines in the cloud.

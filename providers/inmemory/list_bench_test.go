@@ -1,0 +1,71 @@
+package inmemory_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gitfleet/gitfleet/providers/inmemory"
+	"github.com/gitfleet/gitfleet/providers/providertest"
+)
+
+// BenchmarkList20k: List of a cloud of 20,000 machines (the inventory a
+// worker reports every minute). peak-live-MiB is the most live heap seen
+// while one more List ran, above what was live before.
+func BenchmarkList20k(b *testing.B) {
+	const n = 20_000
+	p := newProvider(b, inmemory.Options{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		m := providertest.Machine(p, fmt.Sprintf("c-%04d", i/13), fmt.Sprintf("c-%04d-md-0-%05d", i/13, i))
+		m.TemplateHash, m.Labels, m.Version = "0123456789abcdef", map[string]string{"env": "dev", "region": "eu-0"}, "v1.31.2"
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := p.Create(ctx, m); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for b.Loop() {
+		if list, err := p.List(ctx); err != nil || len(list) != n {
+			b.Fatalf("List: %d machines, %v; want %d", len(list), err, n)
+		}
+	}
+	// Once more, outside the timing, with the live heap sampled: collect
+	// and read every 2 ms.
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	stop := make(chan struct{})
+	sampled := make(chan uint64)
+	go func() {
+		var top uint64
+		for {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			top = max(top, ms.HeapAlloc)
+			select {
+			case <-stop:
+				sampled <- top
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	list, err := p.List(ctx)
+	close(stop)
+	top := <-sampled
+	if err != nil || len(list) != n {
+		b.Fatalf("List: %d machines, %v; want %d", len(list), err, n)
+	}
+	b.ReportMetric(float64(top-min(top, base))/(1<<20), "peak-live-MiB")
+}
