@@ -566,8 +566,10 @@ func fleetAt(s *status.Snapshot, n int, version string) (bool, string) {
 // Workers are needed: the planner creates workers only once a control
 // plane runs. The settled- figures are the same once the status writer
 // has committed what it holds and the fleet has been quiet for
-// settleFor (NATS lets go of the message blocks it cached while the fleet
-// was created): what the daemon holds for a fleet that runs.
+// settleFor after the workers' next inventories were taken (NATS lets go
+// of the message blocks it cached while the fleet was created; the
+// inventories, every minute, cost memory for a moment): what the daemon
+// holds for a fleet that runs.
 func BenchmarkDaemonMemory10k(b *testing.B) {
 	const machines = 10000 * 13
 	for range b.N {
@@ -595,6 +597,9 @@ func BenchmarkDaemonMemory10k(b *testing.B) {
 			b.Fatal(err)
 		}
 		cancel()
+		// Workers report their inventories every minute: wait for the
+		// next ones to be taken, so that settled is between two.
+		d.waitInventories(b, 2)
 		time.Sleep(settleFor)
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
@@ -612,6 +617,25 @@ func BenchmarkDaemonMemory10k(b *testing.B) {
 // settleFor is how long BenchmarkDaemonMemory10k's fleet is left quiet
 // before its settled figures.
 const settleFor = 15 * time.Second
+
+// waitInventories waits until the leader has taken n more complete
+// inventory reports than when it was called (at most two minutes).
+func (d *benchDaemon) waitInventories(tb testing.TB, n int) {
+	tb.Helper()
+	count := func() int {
+		var m dto.Metric
+		if err := d.metrics.Inventories.WithLabelValues(inmemory.Name).Write(&m); err != nil {
+			tb.Fatal(err)
+		}
+		return int(m.GetCounter().GetValue())
+	}
+	want := count() + n
+	for deadline := time.Now().Add(2 * time.Minute); count() < want; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d inventories taken in two minutes, want %d", count()-want+n, n)
+		}
+	}
+}
 
 // vmRSS is this process's resident set in bytes (VmRSS of
 // /proc/self/status).
