@@ -185,6 +185,9 @@ func rows(b Benchmarks, p Procs) []Row {
 					r.Figure = fmt.Sprintf("%.2f KiB settled (%s MiB in all), %.2f KiB as the last machine started", held/1024, thousands(total), v/1024)
 				}
 			}
+			if returned, ok := b.figure(mem, "returned-"+m.unit); ok {
+				r.Figure += fmt.Sprintf("; %.2f KiB settled once the runtime gave back the pages it does not use", returned/1024)
+			}
 		}
 		out = append(out, r)
 	}
