@@ -700,6 +700,13 @@ const (
 	AnnotationAutoscalerMax = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
 )
 
+// MaxReplicas bounds the machines of one pool (a MachineDeployment, a
+// control plane), in the schema and in the autoscaler's max size: twice
+// the 5,000 nodes Kubernetes supports in a cluster, so that a slip of the
+// keyboard (replicas: 1000000) is an error at its line instead of a
+// million machines planned.
+const MaxReplicas = 10_000
+
 // AutoscaleBounds reads the autoscaler annotations: ok is false when
 // neither is set; err says what is wrong with them otherwise.
 func AutoscaleBounds(annotations map[string]string) (minSize, maxSize int, ok bool, err error) {
@@ -718,6 +725,8 @@ func AutoscaleBounds(annotations map[string]string) (minSize, maxSize int, ok bo
 		return 0, 0, true, fmt.Errorf("%s: %q is not a machine count >= 0", AnnotationAutoscalerMin, lo)
 	case err2 != nil || maxSize < 0:
 		return 0, 0, true, fmt.Errorf("%s: %q is not a machine count >= 0", AnnotationAutoscalerMax, hi)
+	case maxSize > MaxReplicas:
+		return 0, 0, true, fmt.Errorf("%s: %d is more machines than a pool may have (at most %d)", AnnotationAutoscalerMax, maxSize, MaxReplicas)
 	case minSize > maxSize:
 		return 0, 0, true, fmt.Errorf("min size %d is more than max size %d", minSize, maxSize)
 	}
