@@ -144,7 +144,12 @@ func replicatedCluster(t *testing.T) ([]*server.Server, string, jetstream.JetStr
 	srvs := natstest.StartCluster(t, 3)
 	url := natstest.ClusterURLs(srvs)
 	_, js := natstest.Connect(t, url)
-	if err := natsbus.DefaultLimits().EnsureReplicated(t.Context(), js, natsbus.Replication{Replicas: 3, Set: true}); err != nil {
+	// A cluster just formed elects its meta leader first: on a loaded
+	// machine the first stream can take longer than the 10 s a start
+	// gives it by default.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := natsbus.DefaultLimits().EnsureReplicated(ctx, js, natsbus.Replication{Replicas: 3, Set: true}); err != nil {
 		t.Fatal(err)
 	}
 	return srvs, url, js
