@@ -307,13 +307,107 @@ func Apply(cc *v1alpha1.ClusterClass, tpl v1alpha1.MachineTemplate, t Target, va
 // few thousands of times.
 var templates sync.Map // string -> *template.Template
 
+// MaxRender bounds what one template renders, and MaxList the lists its
+// functions make (until, untilStep, seq): a template is a value of a
+// machine's spec, a name or a condition, and one that asks for a
+// gigabyte (repeat 1000000000 "x") is refused instead of running the
+// daemon out of memory.
+const (
+	MaxRender = 1 << 20
+	MaxList   = 10_000
+)
+
+// funcs are sprig's hermetic functions (no environment, clock or
+// randomness), those that make something as large as a number they are
+// given bounded by MaxRender and MaxList.
+var funcs = func() template.FuncMap {
+	m := sprig.HermeticTxtFuncMap()
+	until, untilStep, seq := m["until"].(func(int) []int), m["untilStep"].(func(int, int, int) []int), m["seq"].(func(...int) string)
+	indent, nindent := m["indent"].(func(int, string) string), m["nindent"].(func(int, string) string)
+	tooLong := func(fn string, n int) error {
+		return fmt.Errorf("%s %d: more than the %d bytes a template may render", fn, n, MaxRender)
+	}
+	// span is how many numbers sprig's untilStep makes (without making
+	// them; the differences are taken as unsigned so that no int wraps).
+	span := func(start, stop, step int) uint64 {
+		switch {
+		case stop > start && step > 0:
+			return (uint64(stop)-uint64(start)-1)/uint64(step) + 1
+		case stop < start && step < 0:
+			return (uint64(start)-uint64(stop)-1)/(-uint64(step)) + 1
+		}
+		return 0
+	}
+	tooMany := func(fn string, n uint64) error {
+		return fmt.Errorf("%s: a list of %d numbers, more than the %d a template may make", fn, n, MaxList)
+	}
+	m["repeat"] = func(count int, str string) (string, error) {
+		switch {
+		case count < 0:
+			return "", fmt.Errorf("repeat: negative count %d", count)
+		case len(str) > 0 && count > MaxRender/len(str):
+			return "", tooLong("repeat", count)
+		}
+		return strings.Repeat(str, count), nil
+	}
+	m["until"] = func(count int) ([]int, error) {
+		step := 1
+		if count < 0 {
+			step = -1
+		}
+		if n := span(0, count, step); n > MaxList {
+			return nil, tooMany("until", n)
+		}
+		return until(count), nil
+	}
+	m["untilStep"] = func(start, stop, step int) ([]int, error) {
+		if n := span(start, stop, step); n > MaxList {
+			return nil, tooMany("untilStep", n)
+		}
+		return untilStep(start, stop, step), nil
+	}
+	m["seq"] = func(params ...int) (string, error) {
+		// The untilStep sprig's seq makes, end included.
+		var start, end, step int
+		switch len(params) {
+		case 1:
+			start, end, step = 1, params[0], 1
+		case 2:
+			start, end, step = params[0], params[1], 1
+		case 3:
+			start, step, end = params[0], params[1], params[2]
+		}
+		dir := 1
+		if end < start {
+			dir = -1
+			if len(params) < 3 {
+				step = -1
+			}
+		}
+		if n := span(start, end+dir, step); len(params) >= 1 && len(params) <= 3 && n > MaxList {
+			return "", tooMany("seq", n)
+		}
+		return seq(params...), nil
+	}
+	pad := func(fn string, f func(int, string) string) func(int, string) (string, error) {
+		return func(spaces int, str string) (string, error) {
+			if lines := strings.Count(str, "\n") + 1; spaces > MaxRender/lines {
+				return "", tooLong(fn, spaces)
+			}
+			return f(spaces, str), nil
+		}
+	}
+	m["indent"], m["nindent"] = pad("indent", indent), pad("nindent", nindent)
+	return m
+}()
+
 // ParseTemplate parses a patch template with Cluster API's functions
-// (sprig's hermetic set: no environment, clock or randomness).
+// (sprig's hermetic set: no environment, clock or randomness; funcs).
 func ParseTemplate(text string) (*template.Template, error) {
 	if t, ok := templates.Load(text); ok {
 		return t.(*template.Template), nil
 	}
-	t, err := template.New("").Funcs(sprig.HermeticTxtFuncMap()).Parse(text)
+	t, err := template.New("").Funcs(funcs).Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "template: :"))
 	}
@@ -321,17 +415,28 @@ func ParseTemplate(text string) (*template.Template, error) {
 	return t, nil
 }
 
-// Render renders a patch template over the variables.
+// Render renders a patch template over the variables; what it renders
+// past MaxRender is an error.
 func Render(text string, vars map[string]any) (string, error) {
 	t, err := ParseTemplate(text)
 	if err != nil {
 		return "", err
 	}
-	var b bytes.Buffer
+	var b boundedBuffer
 	if err := t.Execute(&b, vars); err != nil {
 		return "", fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "template: :"))
 	}
 	return b.String(), nil
+}
+
+// boundedBuffer is a buffer that refuses to grow past MaxRender.
+type boundedBuffer struct{ bytes.Buffer }
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > MaxRender {
+		return 0, fmt.Errorf("the template renders more than %d bytes", MaxRender)
+	}
+	return b.Buffer.Write(p)
 }
 
 // Lookup reads a variable by name or by a path into an object

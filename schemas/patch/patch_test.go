@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -238,6 +239,47 @@ func TestParsePointer(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("ParsePointer(%q) = %s, want %s", path, got, want)
+		}
+	}
+}
+
+// Templates render what sprig renders, but a template that asks for more
+// than patch.MaxRender bytes or lists longer than patch.MaxList is an
+// error naming the function, and costs no more memory than the bound: a
+// gigabyte asked is not made.
+func TestTemplatesAreBounded(t *testing.T) {
+	for _, c := range []struct{ tpl, want string }{
+		{`{{ seq 5 }}|{{ seq 5 1 }}|{{ seq 1 2 9 }}|{{ seq 9 -2 1 }}|{{ seq 1 2 -9 }}`, "1 2 3 4 5|5 4 3 2 1|1 3 5 7 9|9 7 5 3 1|"},
+		{`{{ until 3 }}{{ until -2 }}{{ untilStep 0 10 3 }}`, "[0 1 2][0 -1][0 3 6 9]"},
+		{`{{ repeat 3 "ab" }}|{{ indent 2 "a\nb" }}|{{ nindent 1 "c" }}`, "ababab|  a\n  b|\n c"},
+		{`{{ len (until 10000) }}`, "10000"},
+	} {
+		if got, err := patch.Render(c.tpl, nil); err != nil || got != c.want {
+			t.Errorf("%s = %q, %v; want %q", c.tpl, got, err, c.want)
+		}
+	}
+	for _, c := range []struct{ tpl, want string }{
+		{`{{ repeat 1000000000 "x" }}`, "repeat 1000000000: more than the 1048576 bytes"},
+		{`{{ repeat -1 "x" }}`, "repeat: negative count -1"},
+		{`{{ until 100000000 }}`, "until: a list of 100000000 numbers"},
+		{`{{ until -100000000 }}`, "until: a list of 100000000 numbers"},
+		{`{{ untilStep -9223372036854775808 9223372036854775807 1 }}`, "untilStep: a list of 18446744073709551615 numbers"},
+		{`{{ seq 10001 }}`, "seq: a list of 10001 numbers"},
+		{`{{ seq 1 1 20000 }}`, "seq: a list of 20000 numbers"},
+		{`{{ indent 100000000 "x" }}`, "indent 100000000: more than"},
+		{`{{ nindent 600000 "a\nb" }}`, "nindent 600000: more than"},
+		{`{{ range until 10000 }}{{ repeat 200 "x" }}{{ end }}`, "the template renders more than 1048576 bytes"},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := patch.Render(c.tpl, nil)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v; want one saying %q", c.tpl, err, c.want)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 8*patch.MaxRender {
+			t.Errorf("%s allocated %d bytes before it was refused", c.tpl, grew)
 		}
 	}
 }
