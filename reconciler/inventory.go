@@ -174,19 +174,31 @@ func (r *Reconciler) requestInventory() {
 	iv.want, iv.last = false, now
 }
 
+// inventoryPart is an inventory message, decoded.
+type inventoryPart struct {
+	subject string
+	inv     wire.Inventory
+	err     error
+}
+
+func decodeInventory(m *nats.Msg) inventoryPart {
+	inv, err := wire.DecodeInventory(m.Data)
+	return inventoryPart{subject: m.Subject, inv: inv, err: err}
+}
+
 // handleInventory takes one part of a worker's inventory: the machines it
 // lists are compared with the records at once (orphans, adoption during a
 // rebuild), and once the report has every part, the records it covers are
 // compared with what it listed (machines gone).
-func (r *Reconciler) handleInventory(ctx context.Context, msg *nats.Msg) {
-	inv, err := wire.DecodeInventory(msg.Data)
+func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
+	inv, err := part.inv, part.err
 	if err != nil {
-		r.log.Warn().Err(err).Str("subject", msg.Subject).Msg("ignoring malformed inventory")
+		r.log.Warn().Err(err).Str("subject", part.subject).Msg("ignoring malformed inventory")
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
 		return
 	}
-	if msg.Subject != wire.InventorySubject(inv.Provider, inv.Worker) {
-		r.refuse("inventory", refusedSubject, "", "", fmt.Sprintf("report of %s/%s published on %s", inv.Provider, inv.Worker, msg.Subject))
+	if part.subject != wire.InventorySubject(inv.Provider, inv.Worker) {
+		r.refuse("inventory", refusedSubject, "", "", fmt.Sprintf("report of %s/%s published on %s", inv.Provider, inv.Worker, part.subject))
 		return
 	}
 	iv := &r.inv

@@ -251,8 +251,17 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.inv = newInventory()
 	r.deleted = map[string][]status.DeletedMachine{}
 	// Listen to inventories before anything is asked of the workers.
-	reports := make(chan *nats.Msg, 1024)
-	isub, err := r.o.JS.Conn().ChanSubscribe(wire.SubjectInventory+".>", reports)
+	// Parts are decoded on the subscription's goroutine, not the loop's:
+	// a 130,000-machine report is most of a second of JSON.
+	reports := make(chan inventoryPart, 1024)
+	running := make(chan struct{})
+	defer close(running)
+	isub, err := r.o.JS.Conn().Subscribe(wire.SubjectInventory+".>", func(m *nats.Msg) {
+		select {
+		case reports <- decodeInventory(m):
+		case <-running:
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("reconciler: inventories: %w", err)
 	}
