@@ -446,6 +446,17 @@ func (im *importer) machineDeployment(d *doc) *v1alpha1.MachineDeployment {
 	ref := []string{"spec", "template", "spec", "infrastructureRef"}
 	md.Spec.Template = im.machineTemplate(d, ref)
 	md.Spec.PoolLifecycle = im.lifecycle(d, []string{"spec"})
+	mp := []string{"spec", "remediation", "maxInFlight"}
+	if d.v1beta1() {
+		mp = []string{"spec", "strategy", "remediation", "maxInFlight"}
+	}
+	if v := get(d.m, mp...); v != nil {
+		md.Spec.Remediation = &v1alpha1.MachineDeploymentRemediation{MaxInFlight: intOrPercent(v)}
+		im.consume(d, mp...)
+		if d.v1beta1() {
+			im.report(d, mp, "changed", "remediation.maxInFlight")
+		}
+	}
 	if s, ok := get(d.m, "spec", "template", "spec", "minReadySeconds").(int); ok {
 		md.Spec.MinReadySeconds = &s
 		im.consume(d, "spec", "template", "spec", "minReadySeconds")

@@ -149,6 +149,11 @@ type Pool struct {
 	// Naming is the machineNaming template of the pool's machines; ""
 	// names them <cluster>-<pool>-<random>.
 	Naming string
+	// MaxInFlight bounds the pool's machines being deleted while
+	// unhealthy ones are replaced, when the health check that found them
+	// has no bound of its own (a standalone MachineDeployment's
+	// remediation.maxInFlight); nil: all at once.
+	MaxInFlight *v1alpha1.IntOrPercent
 	// TemplateHash identifies what a machine of this pool is at Version:
 	// it changes exactly when a machine must be replaced.
 	TemplateHash  string

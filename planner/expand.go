@@ -409,6 +409,9 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, reused map[str
 			resolveStrategy(v1alpha1.StrategyOf(md.Spec.Rollout), replicas), md.Source, "spec.replicas")
 		p.setLifecycle(md.Spec.Rollout, md.Spec.Deletion, md.Spec.MinReadySeconds, md.Spec.MachineNaming)
 		p.setAutoscale(md.Metadata.Annotations, md.Spec.Replicas, md.Source, "metadata", &dc.Problems)
+		if md.Spec.Remediation != nil {
+			p.MaxInFlight = md.Spec.Remediation.MaxInFlight
+		}
 		dc.Deployments = append(dc.Deployments, p)
 	}
 	for _, dc := range d.Clusters {

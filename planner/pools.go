@@ -58,7 +58,7 @@ func (p *clusterPass) poolStatus(pool *Pool, ver string) PoolStatus {
 
 // remediate deletes unhealthy workers (all at once, as a MachineSet does,
 // or as many at a time as their health check's remediation.maxInFlight
-// allows) unless their health check's triggerIf short-circuit stopped
+// allows, else their standalone MachineDeployment's) unless their health check's triggerIf short-circuit stopped
 // remediation; unhealthy control-plane machines are left to
 // planControlPlane. A pool's machine being deleted, for whatever reason,
 // counts as a remediation in flight.
@@ -75,8 +75,10 @@ func (p *clusterPass) remediate() {
 		}
 	}
 	replicas := map[string]int{}
+	poolLimit := map[string]*v1alpha1.IntOrPercent{}
 	for _, d := range p.dc.Deployments {
 		replicas[d.Name] = d.Replicas
+		poolLimit[d.Name] = d.MaxInFlight
 	}
 	blocked, stopped := remediation(live, p.dc)
 	for _, msg := range blocked {
@@ -95,12 +97,13 @@ func (p *clusterPass) remediate() {
 			continue
 		}
 		if s.hc >= 0 && !s.m.Gone() {
-			if limit := p.dc.HealthChecks[s.hc].MaxInFlight; limit != nil {
-				max := limit.Scaled(replicas[s.m.Deployment], true, 0)
-				if deleting[s.m.Deployment] >= max {
-					waiting++
-					continue
-				}
+			limit := p.dc.HealthChecks[s.hc].MaxInFlight
+			if limit == nil {
+				limit = poolLimit[s.m.Deployment]
+			}
+			if limit != nil && deleting[s.m.Deployment] >= limit.Scaled(replicas[s.m.Deployment], true, 0) {
+				waiting++
+				continue
 			}
 		}
 		n++

@@ -135,6 +135,15 @@ func TestRolloutGolden(t *testing.T) {
 			setup: func(s *sim) { s.kill("md", 3); s.minRound = 10 },
 		},
 		{
+			// A standalone MachineDeployment with remediation.maxInFlight
+			// 1, found unhealthy by a MachineHealthCheck without a bound of
+			// its own: three silent machines are replaced one at a time.
+			name:  "remediation-standalone-maxinflight",
+			base:  withMHC(withStandalone(testFleet(testClass("v1.30.2"), testCluster("c1", 1, 0)), 3, v1alpha1.Int(1)), nil),
+			head:  withMHC(withStandalone(testFleet(testClass("v1.30.2"), testCluster("c1", 1, 0)), 3, v1alpha1.Int(1)), nil),
+			setup: func(s *sim) { s.kill("extra", 3); s.minRound = 10 },
+		},
+		{
 			// The cluster turns the class's health check off: the silent
 			// machine is not replaced.
 			name: "remediation-class-disabled",
@@ -284,6 +293,19 @@ func autoscaled(lo, hi int) clusterOpt {
 		md.Metadata.Annotations = map[string]string{
 			v1alpha1.AnnotationAutoscalerMin: strconv.Itoa(lo), v1alpha1.AnnotationAutoscalerMax: strconv.Itoa(hi)}
 	}
+}
+
+// withStandalone adds a standalone MachineDeployment "extra" of the given
+// replicas and remediation.maxInFlight to cluster c1.
+func withStandalone(f *v1alpha1.Fleet, replicas int, maxInFlight *v1alpha1.IntOrPercent) *v1alpha1.Fleet {
+	f.MachineDeployments = append(f.MachineDeployments, &v1alpha1.MachineDeployment{
+		Metadata: v1alpha1.ObjectMeta{Name: "extra"},
+		Source:   v1alpha1.Source{Path: "clusters/c1-extra.yaml", Line: 1},
+		Spec: v1alpha1.MachineDeploymentSpec{ClusterName: "c1", Replicas: ptr(replicas),
+			Template:    v1alpha1.MachineTemplate{Provider: "inmemory", Spec: map[string]any{"cpus": 4}},
+			Remediation: &v1alpha1.MachineDeploymentRemediation{MaxInFlight: maxInFlight}},
+	})
+	return f
 }
 
 func inRange(f *v1alpha1.Fleet, r string) *v1alpha1.Fleet {

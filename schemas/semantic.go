@@ -67,6 +67,9 @@ func semanticChecks(path string, d *doc, value any) []Error {
 		checkStrategy(add, "spec.rollout.strategy", v1alpha1.StrategyOf(o.Spec.Rollout))
 		checkAutoscale(add, "metadata.annotations", "spec.replicas", o.Spec.Replicas, o.Metadata.Annotations)
 		checkNaming(add, "spec", o.Spec.MachineNaming, o.Spec.ClusterName, o.Metadata.Name)
+		if r := o.Spec.Remediation; r != nil {
+			checkMaxInFlight(add, "spec.remediation.maxInFlight", r.MaxInFlight)
+		}
 		if strings.Contains(o.Metadata.Name, ".") {
 			add("metadata.name", "%q has a dot: a MachineDeployment's name goes into machine names, NATS subjects and file names; use lowercase letters, digits and '-'", o.Metadata.Name)
 		} else {
@@ -241,10 +244,7 @@ func checkHealthRules(add addFunc, field string, h v1alpha1.HealthRules) {
 		}
 		seen[c.Status] = true
 	}
-	checkPercent(add, field+".remediation.maxInFlight", h.Remediation.MaxInFlight)
-	if m := h.Remediation.MaxInFlight; m != nil && m.Value == 0 {
-		add(field+".remediation.maxInFlight", "0 would never replace an unhealthy machine: use at least 1 (or 1%%), or leave it unset for no bound")
-	}
+	checkMaxInFlight(add, field+".remediation.maxInFlight", h.Remediation.MaxInFlight)
 	if t := h.Remediation.TriggerIf; t != nil {
 		checkPercent(add, field+".remediation.triggerIf.unhealthyLessThanOrEqualTo", t.UnhealthyLessThanOrEqualTo)
 		if _, _, ok := t.Range(); t.UnhealthyInRange != "" && !ok {
@@ -309,6 +309,15 @@ func qualifiedName(k string) bool {
 		return false
 	}
 	return labelValue.MatchString(name)
+}
+
+// checkMaxInFlight: a remediation's maxInFlight (at field) is a count or
+// a percentage up to 100%, and not 0.
+func checkMaxInFlight(add addFunc, field string, m *v1alpha1.IntOrPercent) {
+	checkPercent(add, field, m)
+	if m != nil && m.Value == 0 {
+		add(field, "0 would never replace an unhealthy machine: use at least 1 (or 1%%), or leave it unset for no bound")
+	}
 }
 
 // checkAutoscale: the autoscaler annotations of a pool (written at

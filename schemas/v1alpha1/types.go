@@ -420,6 +420,17 @@ type MachineDeploymentSpec struct {
 	FailureDomain string          `json:"failureDomain,omitempty"`
 	Template      MachineTemplate `json:"template"`
 	PoolLifecycle `json:",inline"`
+	// Remediation bounds the pool's machines that health checks replace
+	// at once (Cluster API v1beta2's MachineDeployment remediation).
+	Remediation *MachineDeploymentRemediation `json:"remediation,omitempty"`
+}
+
+// MachineDeploymentRemediation is how a standalone MachineDeployment's
+// unhealthy machines are replaced: at most MaxInFlight at a time (a count
+// or a percentage of the pool's replicas, rounded up), whichever
+// MachineHealthCheck found them; unset, all at once.
+type MachineDeploymentRemediation struct {
+	MaxInFlight *IntOrPercent `json:"maxInFlight,omitempty"`
 }
 
 // PoolLifecycle is how a worker pool's machines are replaced, which go
