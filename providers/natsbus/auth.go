@@ -205,6 +205,7 @@ func WorkerPermissions(p *jwt.Permissions) {
 		"$JS.API.DIRECT.GET."+cloud+".>",
 		"$JS.API.STREAM.MSG.GET."+cloud,
 		"$JS.API.CONSUMER.CREATE."+cloud+".>",
+		"$JS.API.CONSUMER.MSG.NEXT."+cloud+".>", // List fetches the cloud in batches
 		"$JS.API.CONSUMER.DELETE."+cloud+".>",
 		"$KV.gitfleet-inmemory.>",
 		"$JS.FC.>",

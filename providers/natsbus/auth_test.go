@@ -142,6 +142,18 @@ func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
 	if _, err := recs.Get(ctx(t), "c.m1"); err != nil {
 		t.Errorf("worker: read a record: %v", err)
 	}
+	// The inmemory provider's cloud, as gitfleet worker --provider
+	// inmemory keeps it: a machine made and listed (the inventory).
+	cloud, err := inmemory.New(ctx(t), wjs, inmemory.Options{})
+	if err != nil {
+		t.Fatalf("worker: inmemory: %v", err)
+	}
+	if _, err := cloud.Create(ctx(t), wire.Machine{Name: "m1", Cluster: "c", Role: wire.RoleWorker, Provider: inmemory.Name, Version: "v1.31.2"}); err != nil {
+		t.Fatalf("worker: inmemory create: %v", err)
+	}
+	if list, err := cloud.List(ctx(t)); err != nil || len(list) != 1 {
+		t.Errorf("worker: inmemory list: %d machines, %v; want the one made", len(list), err)
+	}
 	// What a worker may not do: publish a task (it would stay unstored),
 	// write a record, change a stream, send a heartbeat.
 	stream, _ := bus.JS.Stream(ctx(t), wire.StreamTasks)
