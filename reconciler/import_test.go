@@ -16,7 +16,8 @@ import (
 // TestImportedClusterComesUp: Cluster API's quick start, converted by
 // gitfleet import capi for the inmemory provider and committed as it is,
 // is brought up by the daemon: the development cluster's control-plane
-// machine and three workers run, at the cluster's version.
+// machine, three workers of its topology and the two of its standalone
+// MachineDeployment run, at the cluster's version.
 func TestImportedClusterComesUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the daemon's parts with an embedded NATS server")
@@ -54,7 +55,7 @@ func TestImportedClusterComesUp(t *testing.T) {
 					}
 				}
 			}
-			if running == 4 && total == 4 {
+			if running == 6 && total == 6 {
 				return
 			}
 			last = fmtCounts(running, total)
@@ -65,5 +66,5 @@ func TestImportedClusterComesUp(t *testing.T) {
 }
 
 func fmtCounts(running, total int) string {
-	return fmt.Sprintf("%d of %d machines Running at v1.33.0 (want 4 of 4)", running, total)
+	return fmt.Sprintf("%d of %d machines Running at v1.33.0 (want 6 of 6)", running, total)
 }
