@@ -58,10 +58,10 @@ func (p *clusterPass) poolStatus(pool *Pool, ver string) PoolStatus {
 
 // remediate deletes unhealthy workers (all at once, as a MachineSet does,
 // or as many at a time as their health check's remediation.maxInFlight
-// allows, else their standalone MachineDeployment's) unless their health check's triggerIf short-circuit stopped
-// remediation; unhealthy control-plane machines are left to
-// planControlPlane. A pool's machine being deleted, for whatever reason,
-// counts as a remediation in flight.
+// allows, else their standalone MachineDeployment's) unless their health
+// check's triggerIf short-circuit stopped remediation; unhealthy
+// control-plane machines are left to planControlPlane. A pool's machine
+// being deleted, for whatever reason, counts as a remediation in flight.
 func (p *clusterPass) remediate() {
 	var live []*mstate
 	deleting := map[string]int{}
