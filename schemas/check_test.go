@@ -105,20 +105,7 @@ spec:
 		t.Fatal(errs)
 	}
 	objs := class
-	for name, failures := range map[string]string{"a": "0.5", "b": "2", "c": "3", "d": "0"} {
-		c, errs := ParseFile(File{Path: "clusters/" + name + ".yaml", Data: []byte(header + `kind: Cluster
-metadata: {name: ` + name + `}
-spec:
-  topology:
-    classRef: {name: c}
-    workers: {machineDeployments: [{class: w, name: md}]}
-    variables: [{name: failures, value: ` + failures + `}]
-`)})
-		if len(errs) > 0 {
-			t.Fatal(errs)
-		}
-		objs = append(objs, c...)
-	}
+	objs = append(objs, clustersOfC(t, "failures", map[string]string{"a": "0.5", "b": "2", "c": "3", "d": "0"}, "    workers: {machineDeployments: [{class: w, name: md}]}\n")...)
 	_, errs = Check(objs, nil)
 	want := []string{
 		`classes/c.yaml:15:25: spec.patches[0].definitions[0].jsonPatches[0].path: patch "slow" sets spec.provisioningDelai for clusters a, b, c and 1 more, but provider inmemory's spec has no field "provisioningDelai" (did you mean "provisioningDelay"?); it allows: failureRate, provisioningDelay, provisioningDelayMax`,
@@ -128,6 +115,57 @@ spec:
 	if d := cmp.Diff(want, errLines(errs)); d != "" {
 		t.Errorf("errors (-want +got):\n%s", d)
 	}
+}
+
+// TestPatchedHeartbeatIsBounded: a heartbeat interval under
+// wire.MinHeartbeatInterval written by a patch is refused like one written
+// in the class, naming the cluster whose variable asks for it.
+func TestPatchedHeartbeatIsBounded(t *testing.T) {
+	objs, errs := ParseFile(File{Path: "classes/c.yaml", Data: []byte(header + `kind: ClusterClass
+metadata: {name: c}
+spec:
+  controlPlane: {machineTemplate: {provider: local}}
+  variables:
+    - {name: beat, default: 2s}
+  patches:
+    - name: beat
+      definitions:
+        - selector: {matchResources: {controlPlane: true}}
+          jsonPatches:
+            - {op: add, path: /spec/heartbeatInterval, valueFrom: {variable: beat}}
+`)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	objs = append(objs, clustersOfC(t, "beat", map[string]string{"a": "10ms", "b": "100ms", "c": "1s"}, "")...)
+	_, errs = Check(objs, nil)
+	want := []string{
+		`classes/c.yaml:13:15: spec.patches[0].definitions[0].jsonPatches[0]: patch "beat" sets spec.heartbeatInterval to "10ms" (variable beat) for cluster a, which provider local's spec refuses: "10ms" is shorter than 100ms: every machine sends the leader a heartbeat each interval; use 100ms or more (2s when unset)`,
+	}
+	if d := cmp.Diff(want, errLines(errs)); d != "" {
+		t.Errorf("errors (-want +got):\n%s", d)
+	}
+}
+
+// clustersOfC parses a cluster of class c for each name, setting variable
+// to its value; topology adds lines to each cluster's topology.
+func clustersOfC(t *testing.T, variable string, values map[string]string, topology string) []Object {
+	t.Helper()
+	var objs []Object
+	for name, value := range values {
+		c, errs := ParseFile(File{Path: "clusters/" + name + ".yaml", Data: []byte(header + `kind: Cluster
+metadata: {name: ` + name + `}
+spec:
+  topology:
+    classRef: {name: c}
+` + topology + `    variables: [{name: ` + variable + `, value: ` + value + `}]
+`)})
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		objs = append(objs, c...)
+	}
+	return objs
 }
 
 // TestVariableVerdictsAreNotMixed: check's verdicts are remembered by

@@ -7,9 +7,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // semanticChecks are the per-object rules CUE expresses poorly: odd
@@ -150,6 +152,9 @@ func checkVersions(add addFunc, classVersion string, listed []string) {
 type addFunc func(field, format string, args ...any)
 
 func checkTemplate(add addFunc, field string, t v1alpha1.MachineTemplate) {
+	if msg, ok := heartbeatTooShort(t.Spec); ok {
+		add(field+".spec.heartbeatInterval", "%s", msg)
+	}
 	known := knownProviders()
 	for _, p := range known {
 		if p == t.Provider {
@@ -161,6 +166,21 @@ func checkTemplate(add addFunc, field string, t v1alpha1.MachineTemplate) {
 		msg = fmt.Sprintf("unknown provider %q; did you mean %q? (known providers: %s)", t.Provider, s, strings.Join(known, ", "))
 	}
 	add(field+".provider", "%s", msg)
+}
+
+// heartbeatTooShort says why a template's heartbeatInterval is refused:
+// shorter than wire.MinHeartbeatInterval (the schema cannot compare
+// durations). A value that is no duration at all is the schema's to report.
+func heartbeatTooShort(spec map[string]any) (string, bool) {
+	s, ok := spec["heartbeatInterval"].(string)
+	if !ok {
+		return "", false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d >= wire.MinHeartbeatInterval {
+		return "", false
+	}
+	return fmt.Sprintf("%q is shorter than %v: every machine sends the leader a heartbeat each interval; use %v or more (2s when unset)", s, wire.MinHeartbeatInterval, wire.MinHeartbeatInterval), true
 }
 
 func checkStrategy(add addFunc, field string, s *v1alpha1.MachineDeploymentStrategy) {

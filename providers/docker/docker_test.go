@@ -27,7 +27,7 @@ func TestSpec(t *testing.T) {
 			t.Errorf("%s: %d bytes, %v; want %d", spec, s.memoryBytes(), err, want)
 		}
 	}
-	for _, bad := range []string{`{"memory": "512MB"}`, `{"cpus": -1}`, `{"disk": "1Gi"}`} {
+	for _, bad := range []string{`{"memory": "512MB"}`, `{"cpus": -1}`, `{"disk": "1Gi"}`, `{"heartbeatInterval": "10ms"}`} {
 		if _, err := decodeSpec(wire.Machine{Spec: json.RawMessage(bad)}); !providers.IsPermanent(err) {
 			t.Errorf("%s: %v; want a permanent error", bad, err)
 		}

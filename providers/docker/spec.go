@@ -33,6 +33,9 @@ func decodeSpec(m wire.Machine) (Spec, error) {
 	if s.Memory != "" && !memoryRE.MatchString(s.Memory) {
 		return Spec{}, providers.Permanent(fmt.Errorf("docker: machine spec: memory %q is not a size like \"512Mi\" or \"2Gi\"", s.Memory))
 	}
+	if s.HeartbeatInterval != nil && time.Duration(*s.HeartbeatInterval) < wire.MinHeartbeatInterval {
+		return Spec{}, providers.Permanent(fmt.Errorf("docker: machine spec: heartbeatInterval %v is shorter than %v, like \"2s\"", time.Duration(*s.HeartbeatInterval), wire.MinHeartbeatInterval))
+	}
 	return s, nil
 }
 

@@ -34,8 +34,8 @@ func decodeSpec(m wire.Machine) (Spec, error) {
 	if s.Memory != "" && !quantity.MatchString(s.Memory) {
 		return Spec{}, providers.Permanent(fmt.Errorf("local: machine spec: memory %q is not a quantity like \"512Mi\" or \"2Gi\"", s.Memory))
 	}
-	if s.HeartbeatInterval != nil && *s.HeartbeatInterval == 0 {
-		return Spec{}, providers.Permanent(fmt.Errorf("local: machine spec: heartbeatInterval must be more than 0, like \"2s\""))
+	if s.HeartbeatInterval != nil && time.Duration(*s.HeartbeatInterval) < wire.MinHeartbeatInterval {
+		return Spec{}, providers.Permanent(fmt.Errorf("local: machine spec: heartbeatInterval %v is shorter than %v, like \"2s\"", time.Duration(*s.HeartbeatInterval), wire.MinHeartbeatInterval))
 	}
 	return s, nil
 }

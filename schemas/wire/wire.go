@@ -213,6 +213,12 @@ type Event struct {
 	Time       time.Time `json:"time"`
 }
 
+// MinHeartbeatInterval is the shortest interval a machine's spec may ask
+// it to send heartbeats at: each is one message for the leader, so "1ms"
+// on a thousand machines would be a million a second. Validation refuses
+// shorter ones; providers refuse them at create too.
+const MinHeartbeatInterval = 100 * time.Millisecond
+
 // Heartbeat is a running machine saying it is alive.
 type Heartbeat struct {
 	APIVersion string    `json:"apiVersion"`
