@@ -16,7 +16,10 @@ import (
 // of their task fields kept by a watch on the bucket, so that checking a
 // task (wire.Task.Stale) costs no round trip in the common case. The copy
 // only ever says "current": a task it does not know, or knows as stale, is
-// checked again with a read of the record itself before it is dropped.
+// checked again with a read of the record itself before it is dropped. It
+// holds only the records with a task in flight, the only ones on which a
+// task can be current (the leader records Pending or Deleting before it
+// publishes): a fleet that runs costs it nothing.
 type records struct {
 	kv jetstream.KeyValue
 
@@ -35,7 +38,7 @@ type records struct {
 // Records is a copy of the daemon's machine records that several workers
 // of one process share (WorkerOptions.Records), as gitfleet up's workers
 // do: one watch of the bucket and one copy in memory (about 200 bytes a
-// machine) for all of them, not one each.
+// machine with a task in flight) for all of them, not one each.
 type Records struct{ r *records }
 
 // NewRecords makes a copy to share; it is kept up to date while a worker
@@ -133,7 +136,7 @@ func (r *records) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	rec, err := wire.DecodeTaskRecord(e.Value())
-	if err != nil {
+	if err != nil || !rec.Phase.InFlight() {
 		delete(r.m, e.Key())
 		return
 	}

@@ -126,6 +126,16 @@ func (p Phase) Reported() bool {
 	return false
 }
 
+// InFlight reports whether a machine in phase p has a task in progress
+// (Task.Stale finds no task current otherwise).
+func (p Phase) InFlight() bool {
+	switch p {
+	case PhasePending, PhaseProvisioning, PhaseDeleting:
+		return true
+	}
+	return false
+}
+
 // For reports whether an event of phase p can be the outcome or progress
 // of a task doing op.
 func (p Phase) For(op Operation) bool {
