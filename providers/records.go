@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ type records struct {
 
 	mu     sync.RWMutex
 	m      map[string]cachedRecord
+	peak   int // the most records m held since it was last made anew
 	maxRev uint64
 
 	// The watch runs while a worker uses the copy (use): workers of one
@@ -128,24 +130,37 @@ func (r *records) apply(e jetstream.KeyValueEntry) {
 	defer r.mu.Unlock()
 	if e.Revision() < r.maxRev {
 		// Revisions went back: the bucket was made again (a lost store).
-		clear(r.m)
+		r.m, r.peak = map[string]cachedRecord{}, 0
 	}
 	r.maxRev = e.Revision()
 	if e.Operation() != jetstream.KeyValuePut {
-		delete(r.m, e.Key())
+		r.forget(e.Key())
 		return
 	}
 	rec, err := wire.DecodeTaskRecord(e.Value())
 	if err != nil || !rec.Phase.InFlight() {
-		delete(r.m, e.Key())
+		r.forget(e.Key())
 		return
 	}
 	r.m[e.Key()] = cachedRecord{rec: rec, rev: e.Revision()}
+	r.peak = max(r.peak, len(r.m))
+}
+
+// forget drops key from the copy. A Go map keeps the room of the most it
+// ever held: once a fleet's creates are done (130,000 records in flight,
+// then none) m is made anew at its size.
+func (r *records) forget(key string) {
+	delete(r.m, key)
+	if r.peak >= 1024 && len(r.m) < r.peak/8 {
+		m := make(map[string]cachedRecord, len(r.m))
+		maps.Copy(m, r.m) // not maps.Clone, which keeps the room
+		r.m, r.peak = m, len(m)
+	}
 }
 
 func (r *records) reset() {
 	r.mu.Lock()
-	clear(r.m)
+	r.m, r.peak = map[string]cachedRecord{}, 0
 	r.maxRev = 0
 	r.mu.Unlock()
 }
