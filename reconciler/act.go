@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"time"
+	"unique"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -64,7 +65,9 @@ func (r *Reconciler) intend(s planner.Step, planID string) *intent {
 	next.Attempt = 1
 	next.Published = r.o.Now()
 	next.PlanID = planID
-	next.Cause = s.Reason
+	// The planner words a cause afresh for each step ("md-0 has 3 of 10
+	// machines"); the records of a pass share one copy of each.
+	next.Cause = unique.Make(s.Reason).Value()
 	r.log.Info().Str(logCluster, m.Cluster).Str(logMachine, m.Name).Str("op", string(s.Op)).
 		Str("reason", s.Reason).Msg("publishing task")
 	var rev uint64

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -248,7 +249,9 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 	if len(ev.Addresses) > 0 && !equalStrings(rec.Addresses, ev.Addresses) {
 		rec.Addresses, changed = ev.Addresses, true
 	}
-	set(&rec.Worker, ev.Worker)
+	if ev.Worker != "" && ev.Worker != rec.Worker {
+		rec.Worker, changed = unique.Make(ev.Worker).Value(), true // one copy for a worker's machines
+	}
 	if ev.Phase != rec.Phase {
 		rec.Phase, changed = ev.Phase, true
 		rec.Reason = ""
