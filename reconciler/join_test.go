@@ -79,6 +79,10 @@ func TestJoinReviews(t *testing.T) {
 	keys := l.withBootstrap(time.Hour)
 	var skew atomic.Int64 // the leader's clock runs ahead by this much
 	l.opts.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	// The skew passes the task timeout too: a tick while it lasts would
+	// publish the control plane's create again, and the worker's create
+	// below would not be the next task.
+	l.opts.TaskTimeout = time.Hour
 	metrics := NewMetrics(nil)
 	l.opts.Metrics = metrics
 	l.start()
