@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
 
 	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/pki"
@@ -508,7 +509,27 @@ func waitFleet(tb testing.TB, g *git.Repository, n int, version string, within t
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+	logBehind(tb, g, version)
 	tb.Fatalf("fleet not at %s within %s: %s", version, within, last)
+}
+
+// logBehind logs the status of the first clusters with a machine not at
+// version, so that a bump that never converges says where it stopped.
+func logBehind(tb testing.TB, g *git.Repository, version string) {
+	s, err := status.Read(g, "gitfleet/status")
+	if err != nil {
+		tb.Logf("status branch: %v", err)
+		return
+	}
+	logged := 0
+	for _, c := range s.Clusters {
+		behind := slices.ContainsFunc(c.Machines, func(m status.MachineStatus) bool { return m.Version != version })
+		if behind && logged < 5 {
+			out, _ := yaml.Marshal(c)
+			tb.Logf("cluster %s is not at %s:\n%s", c.Name, version, out)
+			logged++
+		}
+	}
 }
 
 // fleetCountsAt says whether fleet.yaml on the status branch counts n
