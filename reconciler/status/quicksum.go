@@ -16,7 +16,7 @@ import (
 // a time it cannot read) returns false, and the caller decodes the file
 // with yaml.v3; TestQuickSummaryAgreesWithYAMLv3 holds the two together.
 func quickSummary(data []byte) (clusterSum, bool) {
-	s := clusterSum{machinePhases: map[string]int{}, machineVersions: map[string]int{}, conds: map[string]condMark{}}
+	var s clusterSum
 	var section string
 	var cond *condMark
 	var condType string
@@ -24,15 +24,15 @@ func quickSummary(data []byte) (clusterSum, bool) {
 	inMachine := false
 	endCond := func() {
 		if cond != nil {
-			s.conds[condType] = *cond
+			s.conds.set(condType, *cond)
 			cond = nil
 		}
 	}
 	endMachine := func() {
 		if inMachine {
-			s.machinePhases[mPhase]++
+			s.machinePhases.add(mPhase)
 			if mVersion != "" {
-				s.machineVersions[mVersion]++
+				s.machineVersions.add(mVersion)
 			}
 		}
 		inMachine, mPhase, mVersion = false, "", ""

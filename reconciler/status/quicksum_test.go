@@ -12,12 +12,12 @@ import (
 // sumText writes a clusterSum with times as instants, for comparison.
 func sumText(s clusterSum) string {
 	var conds []string
-	for t, c := range s.conds {
-		conds = append(conds, fmt.Sprintf("%q=%q@%s", t, c.status, c.since.UTC().Format(time.RFC3339Nano)))
+	for _, c := range s.conds {
+		conds = append(conds, fmt.Sprintf("%q=%q@%s", c.typ, c.status, c.since.UTC().Format(time.RFC3339Nano)))
 	}
 	slices.Sort(conds)
 	return fmt.Sprintf("class=%q version=%q phase=%q machines=%d phases=%v versions=%v created=%s conds=%v",
-		s.class, s.version, s.phase, s.machines, s.machinePhases, s.machineVersions, s.created.UTC().Format(time.RFC3339Nano), conds)
+		s.class, s.version, s.phase, s.machines, s.machinePhases.toMap(), s.machineVersions.toMap(), s.created.UTC().Format(time.RFC3339Nano), conds)
 }
 
 // TestQuickSummaryAgreesWithYAMLv3: what a new leader reads of a status

@@ -45,11 +45,11 @@ type condJSON struct {
 
 func sumToJSON(s clusterSum) sumJSON {
 	j := sumJSON{Class: s.class, Version: s.version, Phase: s.phase, Machines: s.machines, Created: s.created,
-		MachinePhases: s.machinePhases, MachineVersions: s.machineVersions}
+		MachinePhases: s.machinePhases.toMap(), MachineVersions: s.machineVersions.toMap()}
 	if len(s.conds) > 0 {
 		j.Conds = make(map[string]condJSON, len(s.conds))
-		for t, c := range s.conds {
-			j.Conds[t] = condJSON{Status: c.status, Since: c.since}
+		for _, c := range s.conds {
+			j.Conds[c.typ] = condJSON{Status: c.status, Since: c.since}
 		}
 	}
 	return j
@@ -57,15 +57,9 @@ func sumToJSON(s clusterSum) sumJSON {
 
 func sumFromJSON(j sumJSON) clusterSum {
 	s := clusterSum{class: j.Class, version: j.Version, phase: j.Phase, machines: j.Machines, created: j.Created,
-		machinePhases: j.MachinePhases, machineVersions: j.MachineVersions, conds: make(map[string]condMark, len(j.Conds))}
-	if s.machinePhases == nil {
-		s.machinePhases = map[string]int{}
-	}
-	if s.machineVersions == nil {
-		s.machineVersions = map[string]int{}
-	}
+		machinePhases: tallyOf(j.MachinePhases), machineVersions: tallyOf(j.MachineVersions)}
 	for t, c := range j.Conds {
-		s.conds[t] = condMark{status: c.Status, since: c.Since}
+		s.conds.set(t, condMark{status: c.Status, since: c.Since})
 	}
 	return s
 }

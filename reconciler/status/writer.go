@@ -118,11 +118,11 @@ type Writer struct {
 // clusterSum is what fleet.yaml counts of one cluster.
 type clusterSum struct {
 	class, version, phase string
-	machinePhases         map[string]int
-	machineVersions       map[string]int
+	machinePhases         tally
+	machineVersions       tally
 	machines              int
 	created               time.Time
-	conds                 map[string]condMark // by type
+	conds                 condMarks
 }
 
 // condMark is a condition's status and since when it holds.
@@ -132,16 +132,14 @@ type condMark struct {
 }
 
 func summarize(c ClusterStatus) clusterSum {
-	s := clusterSum{class: c.Class, version: c.Version, phase: c.Phase, machines: len(c.Machines),
-		machinePhases: map[string]int{}, machineVersions: map[string]int{}, created: c.Created,
-		conds: map[string]condMark{}}
+	s := clusterSum{class: c.Class, version: c.Version, phase: c.Phase, machines: len(c.Machines), created: c.Created}
 	for _, cd := range c.Conditions {
-		s.conds[cd.Type] = condMark{status: cd.Status, since: cd.LastTransitionTime}
+		s.conds.set(cd.Type, condMark{status: cd.Status, since: cd.LastTransitionTime})
 	}
 	for _, m := range c.Machines {
-		s.machinePhases[m.Phase]++
+		s.machinePhases.add(m.Phase)
 		if m.Version != "" {
-			s.machineVersions[m.Version]++
+			s.machineVersions.add(m.Version)
 		}
 	}
 	return s
@@ -284,7 +282,7 @@ func (w *Writer) stamp(c *ClusterStatus) {
 			continue
 		}
 		cd.LastTransitionTime = now
-		if p, ok := prev.conds[cd.Type]; ok && p.status == cd.Status && !p.since.IsZero() {
+		if p, ok := prev.conds.get(cd.Type); ok && p.status == cd.Status && !p.since.IsZero() {
 			cd.LastTransitionTime = p.since
 		}
 	}
@@ -508,11 +506,11 @@ func (c *Counts) add(s clusterSum, sign int) {
 	bump(&c.ClustersByClass, s.class, sign)
 	bump(&c.ClustersByVersion, s.version, sign)
 	bump(&c.ClustersByPhase, s.phase, sign)
-	for p, n := range s.machinePhases {
-		bump(&c.MachinesByPhase, p, sign*n)
+	for _, e := range s.machinePhases {
+		bump(&c.MachinesByPhase, e.key, sign*e.n)
 	}
-	for v, n := range s.machineVersions {
-		bump(&c.MachinesByVersion, v, sign*n)
+	for _, e := range s.machineVersions {
+		bump(&c.MachinesByVersion, e.key, sign*e.n)
 	}
 }
 
