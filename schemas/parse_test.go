@@ -157,6 +157,7 @@ func TestProviderSpecs(t *testing.T) {
 		{"inmemory", "{cpus: 2}", []string{`md.yaml:8:12: spec.template.spec.cpus: unknown field "cpus"; allowed here: failureRate, provisioningDelay, provisioningDelayMax`}},
 		{"local", "{heartbeatInterval: 100ms}", nil},
 		{"local", "{heartbeatInterval: 99ms}", []string{`md.yaml:8:12: spec.template.spec.heartbeatInterval: "99ms" is shorter than 100ms: every machine sends the leader a heartbeat each interval; use 100ms or more (2s when unset)`}},
+		{"inmemory", "{heartbeatInterval: 1ns}", []string{`md.yaml:8:12: spec.template.spec.heartbeatInterval: unknown field "heartbeatInterval"; allowed here: failureRate, provisioningDelay, provisioningDelayMax`}},
 		{"docker", "{heartbeatInterval: 1ns}", []string{`md.yaml:8:12: spec.template.spec.heartbeatInterval: "1ns" is shorter than 100ms: every machine sends the leader a heartbeat each interval; use 100ms or more (2s when unset)`}},
 		{"local", "{cpus: 0}", []string{"md.yaml:8:12: spec.template.spec.cpus: 0 is not a CPU count >= 1"}},
 		{"lokal", "{}", []string{`md.yaml:7:5: spec.template.provider: unknown provider "lokal"; did you mean "local"? (known providers: docker, inmemory, local)`}},

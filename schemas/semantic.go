@@ -152,8 +152,10 @@ func checkVersions(add addFunc, classVersion string, listed []string) {
 type addFunc func(field, format string, args ...any)
 
 func checkTemplate(add addFunc, field string, t v1alpha1.MachineTemplate) {
-	if msg, ok := heartbeatTooShort(t.Spec); ok {
-		add(field+".spec.heartbeatInterval", "%s", msg)
+	if prov, ok := allowedShapes().providers[t.Provider]; ok {
+		if msg, ok := heartbeatTooShort(prov, t.Spec); ok {
+			add(field+".spec.heartbeatInterval", "%s", msg)
+		}
 	}
 	known := knownProviders()
 	for _, p := range known {
@@ -170,10 +172,11 @@ func checkTemplate(add addFunc, field string, t v1alpha1.MachineTemplate) {
 
 // heartbeatTooShort says why a template's heartbeatInterval is refused:
 // shorter than wire.MinHeartbeatInterval (the schema cannot compare
-// durations). A value that is no duration at all is the schema's to report.
-func heartbeatTooShort(spec map[string]any) (string, bool) {
+// durations). A value that is no duration at all, or a field the provider
+// lacks, is the schema's to report.
+func heartbeatTooShort(prov *shape, spec map[string]any) (string, bool) {
 	s, ok := spec["heartbeatInterval"].(string)
-	if !ok {
+	if _, has := prov.fields["heartbeatInterval"]; !ok || !has {
 		return "", false
 	}
 	d, err := time.ParseDuration(s)
