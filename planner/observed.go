@@ -53,11 +53,7 @@ func (m *ObservedMachine) Gone() bool {
 
 // InFlight reports whether a task for the machine is still in progress.
 func (m *ObservedMachine) InFlight() bool {
-	switch m.Phase {
-	case wire.PhasePending, wire.PhaseProvisioning, wire.PhaseDeleting:
-		return true
-	}
-	return false
+	return m.Phase.InFlight()
 }
 
 // Ready reports whether the machine serves: Running, and its newest

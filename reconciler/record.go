@@ -126,11 +126,7 @@ func (r *Record) clone() *Record {
 
 // InFlight reports whether a task for the machine is in progress.
 func (r *Record) InFlight() bool {
-	switch r.Phase {
-	case wire.PhasePending, wire.PhaseProvisioning, wire.PhaseDeleting:
-		return true
-	}
-	return false
+	return r.Phase.InFlight()
 }
 
 // operation is what the record's task asks.

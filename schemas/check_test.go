@@ -140,7 +140,7 @@ spec:
 	objs = append(objs, clustersOfC(t, "beat", map[string]string{"a": "10ms", "b": "100ms", "c": "1s"}, "")...)
 	_, errs = Check(objs, nil)
 	want := []string{
-		`classes/c.yaml:13:15: spec.patches[0].definitions[0].jsonPatches[0]: patch "beat" sets spec.heartbeatInterval to "10ms" (variable beat) for cluster a, which provider local's spec refuses: "10ms" is shorter than 100ms: every machine sends the leader a heartbeat each interval; use 100ms or more (2s when unset)`,
+		`classes/c.yaml:13:15: spec.patches[0].definitions[0].jsonPatches[0]: patch "beat" sets spec.heartbeatInterval to "10ms" (variable beat) for cluster a, which provider local's spec refuses: is shorter than 100ms: every machine sends the leader a heartbeat each interval; use 100ms or more (2s when unset)`,
 	}
 	if d := cmp.Diff(want, errLines(errs)); d != "" {
 		t.Errorf("errors (-want +got):\n%s", d)

@@ -153,8 +153,8 @@ type addFunc func(field, format string, args ...any)
 
 func checkTemplate(add addFunc, field string, t v1alpha1.MachineTemplate) {
 	if prov, ok := allowedShapes().providers[t.Provider]; ok {
-		if msg, ok := heartbeatTooShort(prov, t.Spec); ok {
-			add(field+".spec.heartbeatInterval", "%s", msg)
+		if value, why, short := heartbeatTooShort(prov, t.Spec); short {
+			add(field+".spec.heartbeatInterval", "%q %s", value, why)
 		}
 	}
 	known := knownProviders()
@@ -170,20 +170,20 @@ func checkTemplate(add addFunc, field string, t v1alpha1.MachineTemplate) {
 	add(field+".provider", "%s", msg)
 }
 
-// heartbeatTooShort says why a template's heartbeatInterval is refused:
-// shorter than wire.MinHeartbeatInterval (the schema cannot compare
-// durations). A value that is no duration at all, or a field the provider
-// lacks, is the schema's to report.
-func heartbeatTooShort(prov *shape, spec map[string]any) (string, bool) {
-	s, ok := spec["heartbeatInterval"].(string)
-	if _, has := prov.fields["heartbeatInterval"]; !ok || !has {
-		return "", false
+// heartbeatTooShort says why a template's heartbeatInterval, value, is
+// refused: shorter than wire.MinHeartbeatInterval (the schema cannot
+// compare durations). A value that is no duration at all, or a field the
+// provider lacks, is the schema's to report.
+func heartbeatTooShort(prov *shape, spec map[string]any) (value, why string, short bool) {
+	if _, has := prov.fields["heartbeatInterval"]; !has {
+		return "", "", false
 	}
-	d, err := time.ParseDuration(s)
+	value, _ = spec["heartbeatInterval"].(string)
+	d, err := time.ParseDuration(value)
 	if err != nil || d >= wire.MinHeartbeatInterval {
-		return "", false
+		return "", "", false
 	}
-	return fmt.Sprintf("%q is shorter than %v: every machine sends the leader a heartbeat each interval; use %v or more (2s when unset)", s, wire.MinHeartbeatInterval, wire.MinHeartbeatInterval), true
+	return value, fmt.Sprintf("is shorter than %v: every machine sends the leader a heartbeat each interval; use %v or more (2s when unset)", wire.MinHeartbeatInterval, wire.MinHeartbeatInterval), true
 }
 
 func checkStrategy(add addFunc, field string, s *v1alpha1.MachineDeploymentStrategy) {

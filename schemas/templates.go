@@ -197,8 +197,8 @@ func (vs *variables) checkSpec(sh *shapes, prov *shape, tpl v1alpha1.MachineTemp
 		}
 		out = append(out, specViolation{field: field, unknown: true, msg: msg})
 	})
-	if msg, ok := heartbeatTooShort(prov, tpl.Spec); ok {
-		out = append(out, specViolation{field: "spec.heartbeatInterval", msg: fmt.Sprintf("which provider %s's spec refuses: %s", tpl.Provider, msg)})
+	if _, why, short := heartbeatTooShort(prov, tpl.Spec); short {
+		out = append(out, specViolation{field: "spec.heartbeatInterval", msg: fmt.Sprintf("which provider %s's spec refuses: %s", tpl.Provider, why)})
 	}
 	if vs.v.used++; vs.v.used >= rotateAfter {
 		vs.rotate()
