@@ -73,6 +73,7 @@ type clusterPass struct {
 	res     ClusterResult
 	pools   map[string][]*mstate // by Deployment ("" = control plane)
 	backoff []PoolBackoff
+	taken   map[string]bool // machine names in use; made by the first create
 }
 
 // PlanCluster plans one cluster. Plan calls it for every cluster; the daemon
@@ -150,19 +151,55 @@ func (p *clusterPass) create(pool *Pool, ver, hash, reason string) {
 	if waiting(p.backoff, PoolName(pool.Name), p.in.Now) != nil {
 		return
 	}
-	name := p.in.NewName(p.in.Name, PoolName(pool.Name))
-	if pool.Naming != "" {
-		// The random part is what follows NewName's last '-'.
-		random := name[strings.LastIndex(name, "-")+1:]
-		if n, err := patch.MachineName(pool.Naming, p.in.Name, pool.Name, random); err == nil {
-			name = n
-		}
+	name, ok := p.newName(pool)
+	if !ok {
+		p.cond(CondBackingOff, "pool %s: the %d names drawn for a new machine are all taken by the cluster's machines (a machineNaming template that keeps too little of {{ .random }}?); drawing again in %s",
+			PoolName(pool.Name), nameDraws, nameRetry)
+		p.wakeAt(p.in.Now.Add(nameRetry))
+		return
 	}
 	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpCreate, Reason: reason, Machine: wire.Machine{
 		Name: name, Cluster: p.in.Name, Role: pool.Role, Deployment: pool.Name, Version: ver,
 		Provider: pool.Provider, Spec: pool.Spec, FailureDomain: pool.FailureDomain, TemplateHash: hash,
 		Labels: pool.Labels, Annotations: pool.Annotations, // shared by the pool's machines: read only
 	}})
+}
+
+// nameDraws is how many names create draws for one machine before it gives
+// up until nameRetry has passed: random names are 5 of 27 characters, so
+// only a naming template that keeps a part of them runs out.
+const (
+	nameDraws = 16
+	nameRetry = 10 * time.Second
+)
+
+// newName names a new machine of pool: NewName's random name, through the
+// pool's naming template, drawn again while a machine of the cluster (one
+// being deleted included) or a create of this pass has it. A name taken
+// would make the create a no-op for the daemon, which has a record by that
+// name, and the pool would never reach its size.
+func (p *clusterPass) newName(pool *Pool) (string, bool) {
+	if p.taken == nil {
+		p.taken = make(map[string]bool, len(p.in.Machines)+1)
+		for i := range p.in.Machines {
+			p.taken[p.in.Machines[i].Name] = true
+		}
+	}
+	for range nameDraws {
+		name := p.in.NewName(p.in.Name, PoolName(pool.Name))
+		if pool.Naming != "" {
+			// The random part is what follows NewName's last '-'.
+			random := name[strings.LastIndex(name, "-")+1:]
+			if n, err := patch.MachineName(pool.Naming, p.in.Name, pool.Name, random); err == nil {
+				name = n
+			}
+		}
+		if !p.taken[name] {
+			p.taken[name] = true
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // planRemoval deletes a removed cluster: workers first, then, once no

@@ -237,8 +237,11 @@ func TestPausedClusterGetsNoSteps(t *testing.T) {
 
 // TestMachineNaming: a pool's machineNaming template names its machines,
 // with the random part NewName gives.
-func TestMachineNaming(t *testing.T) {
-	cl := testCluster("c1", 1, 2, func(c *v1alpha1.Cluster) {
+// namedCluster is cluster c1 with one control-plane machine running and a
+// pool of workers named by a template.
+func namedCluster(t *testing.T, workers int) (*DesiredCluster, ObservedMachine) {
+	t.Helper()
+	cl := testCluster("c1", 1, workers, func(c *v1alpha1.Cluster) {
 		c.Spec.Topology.Workers.MachineDeployments[0].MachineNaming = &v1alpha1.MachineNaming{
 			Template: "{{ .machineDeployment.name }}-of-{{ .cluster.name }}-{{ .random }}"}
 	})
@@ -250,6 +253,11 @@ func TestMachineNaming(t *testing.T) {
 	cp := ObservedMachine{Name: "c1-control-plane-a", Cluster: "c1", Role: wire.RoleControlPlane, Provider: dc.ControlPlane.Provider,
 		Version: dc.Version, TemplateHash: dc.ControlPlane.TemplateHash, Phase: wire.PhaseRunning, Created: simStart,
 		LastHeartbeat: simStart.Add(time.Second), Healthy: true, Labels: dc.ControlPlane.Labels}
+	return dc, cp
+}
+
+func TestMachineNaming(t *testing.T) {
+	dc, cp := namedCluster(t, 2)
 	n := 0
 	res := PlanCluster(ClusterInput{Name: "c1", Desired: dc, Machines: []ObservedMachine{cp}, Now: simStart.Add(time.Minute),
 		NewName: func(c, p string) string { n++; return fmt.Sprintf("%s-%s-r%d", c, p, n) }})
@@ -260,5 +268,40 @@ func TestMachineNaming(t *testing.T) {
 	want := []string{"md-of-c1-r1", "md-of-c1-r2"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("machine names (-want +got):\n%s", diff)
+	}
+}
+
+// A name drawn for a new machine that a machine of the cluster has, or a
+// create of the same plan, is drawn again; when every draw is taken (a
+// naming template that keeps too little of the random part), no machine
+// is created, the status says why and the cluster is planned again later.
+func TestTakenNamesAreDrawnAgain(t *testing.T) {
+	dc, cp := namedCluster(t, 3)
+	md := dc.Deployments[0]
+	worker := ObservedMachine{Name: "md-of-c1-r1", Cluster: "c1", Role: wire.RoleWorker, Deployment: md.Name, Provider: md.Provider,
+		Version: dc.Version, TemplateHash: md.TemplateHash, Phase: wire.PhaseRunning, Created: simStart,
+		LastHeartbeat: simStart.Add(time.Second), Healthy: true, Labels: md.Labels}
+	now := simStart.Add(time.Minute)
+	draws := []string{"r1", "r2", "r1", "r2", "r3"} // r1: the worker's; r2: this plan's first create
+	res := PlanCluster(ClusterInput{Name: "c1", Desired: dc, Machines: []ObservedMachine{cp, worker}, Now: now,
+		NewName: func(c, p string) string { r := draws[0]; draws = draws[1:]; return c + "-" + p + "-" + r }})
+	var got []string
+	for _, s := range res.Steps {
+		got = append(got, s.Machine.Name)
+	}
+	if diff := cmp.Diff([]string{"md-of-c1-r2", "md-of-c1-r3"}, got); diff != "" {
+		t.Errorf("machine names (-want +got):\n%s", diff)
+	}
+
+	res = PlanCluster(ClusterInput{Name: "c1", Desired: dc, Machines: []ObservedMachine{cp, worker}, Now: now,
+		NewName: func(c, p string) string { return c + "-" + p + "-r1" }})
+	if len(res.Steps) != 0 {
+		t.Errorf("steps %v; want none when every name drawn is taken", res.Steps)
+	}
+	if !res.Status.Has(CondBackingOff) || !strings.Contains(fmt.Sprint(res.Status.Conditions), "16 names drawn for a new machine are all taken") {
+		t.Errorf("conditions %v; want BackingOff saying the names drawn are taken", res.Status.Conditions)
+	}
+	if want := now.Add(nameRetry); !res.Wake.Equal(want) {
+		t.Errorf("wake %v; want %v", res.Wake, want)
 	}
 }

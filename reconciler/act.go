@@ -38,7 +38,12 @@ func (r *Reconciler) intend(s planner.Step, planID string) *intent {
 	switch s.Op {
 	case wire.OpCreate:
 		if cur != nil {
-			return nil // the planner never reuses a name; already intended
+			// The planner draws names no machine of the cluster has
+			// (TestATakenNameIsDrawnAgain): a create under a name in use
+			// would be lost, and its pool would stay short.
+			r.log.Error().Str(logCluster, m.Cluster).Str(logMachine, m.Name).
+				Msg("not creating a machine under a name a machine of the cluster has")
+			return nil
 		}
 		next = &Record{
 			Name: m.Name, Cluster: m.Cluster, Deployment: m.Deployment, Role: m.Role,
