@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -64,4 +67,138 @@ func TestHeartbeatsThatStopAreNoticed(t *testing.T) {
 		rec, why := health()
 		return rec != nil && rec.Health != nil && rec.Health.Healthy, why
 	})
+}
+
+// A node that floods its heartbeat subject (as fast as one connection
+// publishes, flipping its health each time) gets no more than one
+// heartbeat in 50 ms read: its record is written a few dozen times, not
+// once a message, and the others' heartbeats still count, so no healthy
+// machine is ever recorded silent while the flood lasts (a heartbeat the
+// loop had no room for makes the time until then not count as missed).
+func TestAFloodOfHeartbeatsCostsLittle(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 1)
+	l.opts.HeartbeatTimeout = 1500 * time.Millisecond
+	l.opts.Metrics = NewMetrics(nil)
+	l.start()
+	cp := l.nextTasks(1)[0]
+	l.answer(cp, wire.PhaseRunning)
+	worker := l.nextTasks(1)[0]
+	l.answer(worker, wire.PhaseRunning)
+	l.waitRecords("Running Running")
+	beat := func(nc *nats.Conn, task received, healthy bool) {
+		t.Helper()
+		m := task.task.Machine
+		data, err := wire.Encode(&wire.Heartbeat{Cluster: m.Cluster, Machine: m.Name, Version: m.Version, Healthy: healthy, Time: time.Now().UTC()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Publish(wire.HeartbeatSubject(m.Cluster, m.Name), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat(l.nc, cp, true)
+	beat(l.nc, worker, true)
+	l.waitFor("both machines recorded as sending heartbeats", func() (bool, string) {
+		recs := l.records()
+		return recs[cp.task.Machine.Name].Heartbeats && recs[worker.task.Machine.Name].Heartbeats, phases(recs)
+	})
+	bucket, err := l.js.Stream(t.Context(), "KV_"+wire.BucketMachines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := func() uint64 {
+		t.Helper()
+		info, err := bucket.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	before := writes()
+
+	flood := 2 * l.opts.HeartbeatTimeout
+	end := time.Now().Add(flood)
+	done := make(chan int)
+	go func() {
+		nc, _ := natstest.Connect(t, l.srv.ClientURL())
+		n := 0
+		for ; time.Now().Before(end); n++ {
+			beat(nc, worker, n%2 == 0)
+		}
+		_ = nc.Flush()
+		done <- n
+	}()
+	for time.Now().Before(end) {
+		beat(l.nc, cp, true)
+		rec := l.records()[cp.task.Machine.Name]
+		if rec != nil && rec.Health != nil && !rec.Health.Healthy {
+			t.Fatalf("during the flood the control plane, which sends a heartbeat every 100ms, was recorded %s: %s", rec.Health.Reason, rec.Health.Message)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	sent := <-done
+	refused := metricValueWhere(l.opts.Metrics.Refused, "reason", refusedRate)
+	// One heartbeat read every 25 ms at most is 120 in 3 s; each may
+	// change the flooder's health, a write.
+	if got, most := writes()-before, uint64(flood/(wire.MinHeartbeatInterval/2))+10; got > most {
+		t.Errorf("%d heartbeats sent in %v made %d record writes; want at most %d", sent, flood, got, most)
+	}
+	if refused == 0 {
+		t.Errorf("%d heartbeats sent in %v, none refused for its rate", sent, flood)
+	}
+	t.Logf("%d heartbeats sent, %v refused for their rate, %v dropped unread", sent, refused, metricValue(l.opts.Metrics.HeartbeatsDropped))
+}
+
+// Heartbeats the subscription had no room for may be any machine's: the
+// tick that finds them dropped makes the time until then not count as
+// missed, as a disconnection does, and counts them.
+func TestDroppedHeartbeatsAreNotMissed(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	full := make(chan *nats.Msg, 1) // never read: every heartbeat after the first is dropped
+	sub, err := nc.ChanSubscribe(wire.SubjectHeartbeats+".>", full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	now := start
+	r, err := New(Options{JS: js, Log: testLog(t), Metrics: NewMetrics(nil), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The loop's state as Run sets it up, with no machine.
+	r.wake, r.clock, r.machines, r.unsent = map[string]time.Time{}, map[string]time.Time{}, map[string]map[string]*machine{}, map[string]*machine{}
+	r.beats, r.heard = sub, start
+	tick := func(at time.Time) {
+		now = at
+		r.checkTime(t.Context())
+	}
+	tick(start.Add(time.Second))
+	if !r.heard.Equal(start) {
+		t.Fatalf("nothing dropped, yet heartbeats count from %v", r.heard)
+	}
+	for range 5 {
+		if err := nc.Publish(wire.HeartbeatSubject("c1", "m1"), []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for n, _ := sub.Dropped(); n < 4 && time.Now().Before(deadline); n, _ = sub.Dropped() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	dropped := start.Add(2 * time.Second)
+	tick(dropped)
+	if !r.heard.Equal(dropped) {
+		t.Errorf("4 heartbeats dropped; heartbeats count from %v, want from the tick that found them (%v)", r.heard, dropped)
+	}
+	if got := metricValue(r.metrics.HeartbeatsDropped); got != 4 {
+		t.Errorf("gitfleet_heartbeats_dropped_total %v, want 4", got)
+	}
+	tick(dropped.Add(time.Second))
+	if !r.heard.Equal(dropped) {
+		t.Errorf("no more dropped, yet heartbeats count from %v", r.heard)
+	}
 }

@@ -19,6 +19,7 @@ type Metrics struct {
 	TaskSeconds        *prometheus.HistogramVec // by provider, operation, stage
 	Events             *prometheus.CounterVec   // by phase
 	Heartbeats         prometheus.Counter
+	HeartbeatsDropped  prometheus.Counter
 	RolloutClusters    *prometheus.GaugeVec // by class and state
 	RolloutWave        *prometheus.GaugeVec // by class and wave: 1 for the wave rolling out
 	RolloutHalted      *prometheus.GaugeVec // by class
@@ -76,6 +77,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gitfleet_heartbeats_total", Help: "Machine heartbeats received for a known machine.",
 		}),
+		HeartbeatsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gitfleet_heartbeats_dropped_total", Help: "Heartbeats dropped unread because the leader's loop fell behind; heartbeats missed until the tick that finds them do not count.",
+		}),
 		RolloutClusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gitfleet_rollout_clusters", Help: "Clusters of a class's rollout by state: done, updating, waiting, failed.",
 		}, []string{"class", "state"}),
@@ -101,7 +105,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gitfleet_malformed_messages_total", Help: "Messages that could not be decoded or do not fit (by kind: event, heartbeat, inventory, join); events are terminated, the others ignored.",
 		}, []string{"kind"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gitfleet_refused_messages_total", Help: "Events and heartbeats refused because they do not match the machine's record (by reason: subject, no-task, task, phase, no-record); never applied.",
+			Name: "gitfleet_refused_messages_total", Help: "Events and heartbeats refused because they do not match the machine's record (by reason: subject, no-task, task, phase, no-record, rate); never applied.",
 		}, []string{"kind", "reason"}),
 		CreateFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gitfleet_machine_create_failures_total", Help: "Machines whose create failed, by the cluster's class and the provider.",
@@ -121,7 +125,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
 		m.TasksCompleted, m.TasksFailed, m.Machines, m.Clusters, m.StatusCommits, m.StatusPushFailures, m.Leader, m.Malformed, m.CreateFailures,
-		m.Missing, m.Orphans, m.Inventories, m.ClustersPlanned, m.TaskSeconds, m.Events, m.Heartbeats,
+		m.Missing, m.Orphans, m.Inventories, m.ClustersPlanned, m.TaskSeconds, m.Events, m.Heartbeats, m.HeartbeatsDropped,
 		m.RolloutClusters, m.RolloutWave, m.RolloutHalted, m.LeaderChanges)
 	return m
 }

@@ -21,7 +21,12 @@ const (
 	refusedTask     = "task"      // an event about a task the record does not know
 	refusedPhase    = "phase"     // a phase that cannot come from the record's task
 	refusedNoRecord = "no-record" // about a machine with no record
+	refusedRate     = "rate"      // a heartbeat too soon after the machine's last one
 )
+
+// floodLogEvery is how often at most a heartbeat dropped for its rate is
+// logged: a node that floods its subject must not flood the log too.
+const floodLogEvery = 10 * time.Second
 
 // handleEvents checks each worker event of a batch against its machine's
 // record and applies it to a copy of the record, as one event at a time
@@ -218,6 +223,17 @@ func (r *Reconciler) countOutcome(rec *Record, to wire.Phase) {
 	}
 }
 
+// refuseBeat is refuse for a heartbeat: counted each time, logged at most
+// every floodLogEvery, since a node can send thousands a second.
+func (r *Reconciler) refuseBeat(now time.Time, reason, cluster, machine, detail string) {
+	if now.Sub(r.floodLogged) < floodLogEvery {
+		r.metrics.Refused.WithLabelValues("heartbeat", reason).Inc()
+		return
+	}
+	r.floodLogged = now
+	r.refuse("heartbeat", reason, cluster, machine, detail+" (heartbeats refused after this one are counted and logged at most every 10s)")
+}
+
 func (r *Reconciler) refuse(kind, reason, cluster, machine, detail string) {
 	r.metrics.Refused.WithLabelValues(kind, reason).Inc()
 	ev := r.log.Warn()
@@ -273,7 +289,18 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 // first heartbeat after creation (the machine becomes ready) or a change
 // of health or version. A heartbeat whose subject names another machine
 // than its body is refused.
+//
+// A node sends a heartbeat every interval, and no interval is shorter than
+// wire.MinHeartbeatInterval; one on a machine's subject sooner than half
+// of that after the machine's last is dropped unread. A node that floods
+// its subject then costs the loop a map lookup a message, and can make its
+// record written (a change of health) at most that often.
 func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
+	now := r.o.Now()
+	if m := r.bySubject(msg.Subject); m != nil && m.rec.Heartbeats && now.Sub(m.lastHeartbeat) < wire.MinHeartbeatInterval/2 {
+		r.refuseBeat(now, refusedRate, m.rec.Cluster, m.rec.Name, fmt.Sprintf("less than %s after its last", wire.MinHeartbeatInterval/2))
+		return
+	}
 	hb, err := wire.DecodeHeartbeat(msg.Data)
 	if err != nil {
 		// Heartbeats are not stored, so there is nothing to terminate;
@@ -284,7 +311,7 @@ func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
 		return
 	}
 	if msg.Subject != wire.HeartbeatSubject(hb.Cluster, hb.Machine) {
-		r.refuse("heartbeat", refusedSubject, hb.Cluster, hb.Machine, "published on "+msg.Subject)
+		r.refuseBeat(now, refusedSubject, hb.Cluster, hb.Machine, "published on "+msg.Subject)
 		return
 	}
 	m := r.lookup(hb.Cluster, hb.Machine)
@@ -292,7 +319,6 @@ func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
 		return
 	}
 	r.metrics.Heartbeats.Inc()
-	now := r.o.Now()
 	fresh := m.lastHeartbeat.Before(m.rec.Created) || m.lastHeartbeat.IsZero()
 	if fresh || m.healthy != hb.Healthy || (hb.Version != "" && m.rec.Version != hb.Version) {
 		r.dirty[m.rec.Cluster] = true
@@ -311,6 +337,20 @@ func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
 		}
 	}
 	r.judge(ctx, m, now, hb.Message)
+}
+
+// bySubject returns the machine a heartbeat subject names, without
+// decoding the message (nil when the subject names none).
+func (r *Reconciler) bySubject(subject string) *machine {
+	rest, ok := strings.CutPrefix(subject, wire.SubjectHeartbeats+".")
+	if !ok {
+		return nil
+	}
+	cluster, name, ok := strings.Cut(rest, ".")
+	if !ok {
+		return nil
+	}
+	return r.lookup(cluster, name)
 }
 
 // judge records a change of a running machine's health: unhealthy when its
@@ -386,6 +426,7 @@ func (r *Reconciler) checkTime(ctx context.Context) {
 	if !r.o.JS.Conn().IsConnected() {
 		r.heard = now // heartbeats are not reaching us: none is missed
 	}
+	r.checkDropped(now)
 	r.republish(ctx)
 	var due []string
 	for cluster, at := range r.clock {
@@ -426,6 +467,27 @@ func (r *Reconciler) checkTime(ctx context.Context) {
 	if retried {
 		r.waitPublished(ctx)
 	}
+}
+
+// checkDropped looks whether the heartbeat subscription dropped messages
+// since the last tick: its buffer fills when the loop falls behind (a
+// long planning pass, or a node flooding its subject faster than the
+// loop reads). Any machine's heartbeats may be among them, so heartbeats
+// missed until now do not count, as for a disconnection: a flood must not
+// make healthy machines look dead and have them replaced.
+func (r *Reconciler) checkDropped(now time.Time) {
+	if r.beats == nil {
+		return
+	}
+	n, err := r.beats.Dropped()
+	if err != nil || n <= r.beatsDropped {
+		return
+	}
+	r.metrics.HeartbeatsDropped.Add(float64(n - r.beatsDropped))
+	r.log.Warn().Int("dropped", n-r.beatsDropped).
+		Msg("heartbeats dropped unread: the loop fell behind; heartbeats missed until now do not count")
+	r.beatsDropped = n
+	r.heard = now
 }
 
 // clockOf is the earliest time after now at which time alone may change

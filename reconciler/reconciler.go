@@ -126,12 +126,20 @@ type Reconciler struct {
 	// inflight are publishes awaiting NATS's acknowledgement.
 	inflight []published
 	// heard is since when this leader hears heartbeats without a gap (its
-	// start, or the end of its last disconnection from NATS).
-	heard   time.Time
-	sums    map[string]planner.Summary
-	dirty   map[string]bool
-	gone    map[string]bool // clusters whose status file was removed
-	planSeq int
+	// start, the end of its last disconnection from NATS, or the last tick
+	// that found heartbeats dropped because the loop fell behind).
+	heard time.Time
+	// beats is the heartbeat subscription; beatsDropped how many of its
+	// messages it had dropped at the last tick.
+	beats        *nats.Subscription
+	beatsDropped int
+	// floodLogged is when a refused heartbeat was last logged (at most
+	// one line every floodLogEvery).
+	floodLogged time.Time
+	sums        map[string]planner.Summary
+	dirty       map[string]bool
+	gone        map[string]bool // clusters whose status file was removed
+	planSeq     int
 
 	// decisions are the planner's recorded rollout decisions, as stored
 	// in the rollouts bucket (decisions.go).
@@ -345,6 +353,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		return fmt.Errorf("reconciler: heartbeats: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	r.beats, r.beatsDropped = sub, 0
 
 	tick := time.NewTicker(r.o.Tick)
 	defer tick.Stop()
