@@ -24,8 +24,8 @@ const (
 	refusedRate     = "rate"      // a heartbeat too soon after the machine's last one
 )
 
-// floodLogEvery is how often at most a heartbeat dropped for its rate is
-// logged: a node that floods its subject must not flood the log too.
+// floodLogEvery is how often at most a refused heartbeat is logged: a node
+// that floods its subject must not flood the log too.
 const floodLogEvery = 10 * time.Second
 
 // handleEvents checks each worker event of a batch against its machine's
