@@ -260,7 +260,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.deleted = map[string][]status.DeletedMachine{}
 	// Listen to inventories before anything is asked of the workers.
 	// Parts are decoded on the subscription's goroutine, not the loop's:
-	// a 130,000-machine report is most of a second of JSON.
+	// a 130,000-machine report is over half a second of JSON.
 	reports := make(chan inventoryPart, 1024)
 	running := make(chan struct{})
 	defer close(running)

@@ -248,7 +248,25 @@ type header struct {
 	APIVersion *string `json:"apiVersion"`
 }
 
-func decode(data []byte, v any) error {
+// versioned is a message of this package: it names its apiVersion.
+type versioned interface{ version() string }
+
+func (t *Task) version() string             { return t.APIVersion }
+func (e *Event) version() string            { return e.APIVersion }
+func (h *Heartbeat) version() string        { return h.APIVersion }
+func (r *InventoryRequest) version() string { return r.APIVersion }
+func (i *Inventory) version() string        { return i.APIVersion }
+func (r *JoinReview) version() string       { return r.APIVersion }
+func (v *JoinVerdict) version() string      { return v.APIVersion }
+
+// decode reads a message into v. A good one is read once; only one that
+// fails is read again, for the reason a person wants first: not JSON, no
+// or another apiVersion, then the shape (for an inventory of 130,000
+// machines, reading the header apart had been two fifths of the cost).
+func decode(data []byte, v versioned) error {
+	if err := json.Unmarshal(data, v); err == nil && v.version() == APIVersion {
+		return nil
+	}
 	var h header
 	if err := json.Unmarshal(data, &h); err != nil {
 		return fmt.Errorf("%w: not JSON: %v", ErrMalformed, err)
