@@ -2,7 +2,6 @@ package status
 
 import (
 	"bytes"
-	"compress/zlib"
 	"crypto/sha1"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/klauspost/compress/zlib"
 )
 
 // Each status commit writes a loose object per changed cluster file and
