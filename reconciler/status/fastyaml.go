@@ -111,20 +111,29 @@ func plainSafe(s string) bool {
 			return false
 		}
 	}
-	// Words YAML reads as something else (true, null, yes, a number).
-	switch strings.ToLower(s) {
-	case "true", "false", "yes", "no", "on", "off", "null", "y", "n":
-		return false
+	// Words YAML reads as something else (true, null, yes, a number); none
+	// is longer than five letters.
+	if len(s) <= 5 {
+		for _, w := range yamlWords {
+			if strings.EqualFold(s, w) {
+				return false
+			}
+		}
 	}
 	return true
 }
 
+var yamlWords = []string{"true", "false", "yes", "no", "on", "off", "null", "y", "n"}
+
+// scalar is s as a YAML scalar on one line. Most are plain (a name, a
+// phase, a version), and plainSafe, which refuses line breaks too, is
+// asked first.
 func scalar(s string) (string, error) {
-	if strings.ContainsAny(s, "\n\r") {
-		return "", errSlowPath
-	}
 	if plainSafe(s) {
 		return s, nil
+	}
+	if strings.ContainsAny(s, "\n\r") {
+		return "", errSlowPath
 	}
 	scalars.Lock()
 	out, ok := scalars.m[s]
