@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,8 +198,28 @@ func TestDroppedHeartbeatsAreNotMissed(t *testing.T) {
 	if got := metricValue(r.metrics.HeartbeatsDropped); got != 4 {
 		t.Errorf("gitfleet_heartbeats_dropped_total %v, want 4", got)
 	}
+	// fleet.yaml's Reconciling condition says so, until heartbeats have
+	// come without a drop for heartbeatsQuiet.
+	problem := func() string {
+		for _, p := range r.health.Problems() {
+			if p.Kind == ProblemHeartbeats {
+				return p.Message
+			}
+		}
+		return ""
+	}
+	if msg := problem(); !strings.Contains(msg, "4 heartbeats dropped unread") || !strings.Contains(msg, "is not noticed") {
+		t.Errorf("loop problem %q; want one saying 4 heartbeats were dropped and what that costs", msg)
+	}
 	tick(dropped.Add(time.Second))
 	if !r.heard.Equal(dropped) {
 		t.Errorf("no more dropped, yet heartbeats count from %v", r.heard)
+	}
+	if problem() == "" {
+		t.Error("the Heartbeats problem cleared a second after the drop; want it kept for a quiet while")
+	}
+	tick(dropped.Add(heartbeatsQuiet))
+	if msg := problem(); msg != "" {
+		t.Errorf("no drop for %v, yet the loop still reports %q", heartbeatsQuiet, msg)
 	}
 }

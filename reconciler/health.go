@@ -18,6 +18,9 @@ const (
 	// ProblemBootstrap: a machine's bootstrap data cannot be made (the
 	// gitfleet-pki bucket cannot be read or written).
 	ProblemBootstrap = "Bootstrap"
+	// ProblemHeartbeats: heartbeats are dropped unread (the loop falls
+	// behind), so a machine that stops sending them is not noticed.
+	ProblemHeartbeats = "Heartbeats"
 )
 
 // Problem is one kind of loop error that has not cleared: the newest error

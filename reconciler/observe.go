@@ -475,20 +475,36 @@ func (r *Reconciler) checkTime(ctx context.Context) {
 // loop reads). Any machine's heartbeats may be among them, so heartbeats
 // missed until now do not count, as for a disconnection: a flood must not
 // make healthy machines look dead and have them replaced.
+//
+// While it goes on, no machine can be found silent: the loop reports it
+// (a Reconciling condition in fleet.yaml, reason HeartbeatsFailing), and
+// clears it once heartbeatsQuiet has passed without a drop, so that a
+// flood that comes and goes does not rewrite fleet.yaml every second.
 func (r *Reconciler) checkDropped(now time.Time) {
 	if r.beats == nil {
 		return
 	}
 	n, err := r.beats.Dropped()
 	if err != nil || n <= r.beatsDropped {
+		if !r.droppedAt.IsZero() && now.Sub(r.droppedAt) >= heartbeatsQuiet {
+			r.droppedAt = time.Time{}
+			r.health.Report(ProblemHeartbeats, nil)
+		}
 		return
 	}
-	r.metrics.HeartbeatsDropped.Add(float64(n - r.beatsDropped))
-	r.log.Warn().Int("dropped", n-r.beatsDropped).
+	dropped := n - r.beatsDropped
+	r.metrics.HeartbeatsDropped.Add(float64(dropped))
+	r.log.Warn().Int("dropped", dropped).
 		Msg("heartbeats dropped unread: the loop fell behind; heartbeats missed until now do not count")
 	r.beatsDropped = n
-	r.heard = now
+	r.heard, r.droppedAt = now, now
+	r.health.Report(ProblemHeartbeats, fmt.Errorf("%d heartbeats dropped unread at %s: the loop falls behind them (a node flooding its subject? gitfleet_refused_messages_total{reason=\"rate\"}); until it keeps up, a machine whose heartbeats stop is not noticed",
+		dropped, now.UTC().Format(time.RFC3339)))
 }
+
+// heartbeatsQuiet is how long heartbeats must come without a drop before
+// the loop's Heartbeats problem clears.
+const heartbeatsQuiet = 10 * time.Second
 
 // clockOf is the earliest time after now at which time alone may change
 // what checkTime does with m — its task times out, its heartbeat counts

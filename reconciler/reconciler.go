@@ -133,6 +133,7 @@ type Reconciler struct {
 	// messages it had dropped at the last tick.
 	beats        *nats.Subscription
 	beatsDropped int
+	droppedAt    time.Time // the last tick that found heartbeats dropped
 	// floodLogged is when a refused heartbeat was last logged (at most
 	// one line every floodLogEvery).
 	floodLogged time.Time
@@ -354,6 +355,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	r.beats, r.beatsDropped = sub, 0
+	r.health.Report(ProblemHeartbeats, nil) // a new subscription: nothing dropped yet
 
 	tick := time.NewTicker(r.o.Tick)
 	defer tick.Stop()
