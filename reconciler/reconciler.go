@@ -355,7 +355,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	r.beats, r.beatsDropped = sub, 0
-	r.health.Report(ProblemHeartbeats, nil) // a new subscription: nothing dropped yet
+	// Drops are this subscription's: none yet, and none once the term ends
+	// (a replica that no longer leads must not keep failing /readyz).
+	r.health.Report(ProblemHeartbeats, nil)
+	defer r.health.Report(ProblemHeartbeats, nil)
 
 	tick := time.NewTicker(r.o.Tick)
 	defer tick.Stop()
