@@ -9,8 +9,8 @@ import (
 )
 
 // A new machine's random name can come out as one a machine of the cluster
-// already has (27^5 names a pool: at 1,000 clusters a class bump meets one
-// in a few dozen runs). The name is drawn again: the machine is created
+// already has (27^5 names a pool: at 1,000 clusters × 13 machines about
+// one class bump in a hundred meets one). The name is drawn again: the machine is created
 // under another name, and the pool reaches its size. Before, the create
 // was dropped in silence and the cluster was not planned again, so a
 // rollout stopped for good with every machine Running.
