@@ -30,11 +30,7 @@ func TestHeartbeatsThatStopAreNoticed(t *testing.T) {
 	beat := func(healthy bool) {
 		t.Helper()
 		lastBeat = time.Now()
-		data, err := wire.Encode(&wire.Heartbeat{Cluster: "c1", Machine: name, Version: task.task.Machine.Version, Healthy: healthy, Time: time.Now().UTC()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.nc.Publish(wire.HeartbeatSubject("c1", name), data); err != nil {
+		if err := heartbeat(l.nc, task.task.Machine, healthy); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,22 +82,18 @@ func TestAFloodOfHeartbeatsCostsLittle(t *testing.T) {
 	worker := l.nextTasks(1)[0]
 	l.answer(worker, wire.PhaseRunning)
 	l.waitRecords("Running Running")
-	beat := func(nc *nats.Conn, task received, healthy bool) {
+	beat := func(task received) {
 		t.Helper()
-		m := task.task.Machine
-		data, err := wire.Encode(&wire.Heartbeat{Cluster: m.Cluster, Machine: m.Name, Version: m.Version, Healthy: healthy, Time: time.Now().UTC()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nc.Publish(wire.HeartbeatSubject(m.Cluster, m.Name), data); err != nil {
+		if err := heartbeat(l.nc, task.task.Machine, true); err != nil {
 			t.Fatal(err)
 		}
 	}
-	beat(l.nc, cp, true)
-	beat(l.nc, worker, true)
+	beat(cp)
+	beat(worker)
 	l.waitFor("both machines recorded as sending heartbeats", func() (bool, string) {
 		recs := l.records()
-		return recs[cp.task.Machine.Name].Heartbeats && recs[worker.task.Machine.Name].Heartbeats, phases(recs)
+		c, w := recs[cp.task.Machine.Name], recs[worker.task.Machine.Name]
+		return c != nil && w != nil && c.Heartbeats && w.Heartbeats, phases(recs)
 	})
 	bucket, err := l.js.Stream(t.Context(), "KV_"+wire.BucketMachines)
 	if err != nil {
@@ -119,18 +111,21 @@ func TestAFloodOfHeartbeatsCostsLittle(t *testing.T) {
 
 	flood := 2 * l.opts.HeartbeatTimeout
 	end := time.Now().Add(flood)
-	done := make(chan int)
+	flooder, _ := natstest.Connect(t, l.srv.ClientURL())
+	done := make(chan int, 1) // the flood ends at end, whether or not the test waits
 	go func() {
-		nc, _ := natstest.Connect(t, l.srv.ClientURL())
 		n := 0
 		for ; time.Now().Before(end); n++ {
-			beat(nc, worker, n%2 == 0)
+			if err := heartbeat(flooder, worker.task.Machine, n%2 == 0); err != nil {
+				t.Errorf("flood: %v", err)
+				break
+			}
 		}
-		_ = nc.Flush()
+		_ = flooder.Flush()
 		done <- n
 	}()
 	for time.Now().Before(end) {
-		beat(l.nc, cp, true)
+		beat(cp)
 		rec := l.records()[cp.task.Machine.Name]
 		if rec != nil && rec.Health != nil && !rec.Health.Healthy {
 			t.Fatalf("during the flood the control plane, which sends a heartbeat every 100ms, was recorded %s: %s", rec.Health.Reason, rec.Health.Message)

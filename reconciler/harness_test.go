@@ -229,6 +229,17 @@ func (l *loop) answer(r received, phase wire.Phase) {
 	_ = r.msg.Ack()
 }
 
+// heartbeat publishes a heartbeat for m on nc, as its node would. It
+// returns the error rather than failing the test: a flood sends from a
+// goroutine of its own.
+func heartbeat(nc *nats.Conn, m wire.Machine, healthy bool) error {
+	data, err := wire.Encode(&wire.Heartbeat{Cluster: m.Cluster, Machine: m.Name, Version: m.Version, Healthy: healthy, Time: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	return nc.Publish(wire.HeartbeatSubject(m.Cluster, m.Name), data)
+}
+
 func (l *loop) event(ev wire.Event) {
 	l.t.Helper()
 	data, err := wire.Encode(&ev)
