@@ -213,10 +213,11 @@ func (w *Writer) commit() error {
 	for p, c := range changes {
 		if c.data == nil {
 			delete(w.known, p)
-		} else {
-			w.known[p] = c.hash
+			continue
 		}
+		w.known[p] = c.hash
 	}
+	w.wrote = true
 	w.tip = h
 	w.trees = next
 	w.stats.Commits++
@@ -226,6 +227,21 @@ func (w *Writer) commit() error {
 	}
 	w.log.Debug().Str("commit", h.String()).Int("files", len(changes)).Msg("status: committed")
 	return nil
+}
+
+// pruneSums keeps the summaries of the files at tip once the others (of
+// files since rewritten by others) outnumber them. Call with w.mu held.
+func (w *Writer) pruneSums() {
+	if len(w.sums) <= 2*len(w.known)+1024 {
+		return
+	}
+	keep := make(map[plumbing.Hash]clusterSum, len(w.known))
+	for _, h := range w.known {
+		if s, ok := w.sums[h]; ok {
+			keep[h] = s
+		}
+	}
+	w.sums = keep
 }
 
 // reload makes tip the Writer's base: the file hashes it compares against
@@ -290,12 +306,14 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 			s = summarize(c)
 			ok = err == nil
 		}
+		w.mu.Lock()
 		if ok {
-			w.mu.Lock()
 			w.sums[h] = s
 			w.sumsLearnt++
-			w.mu.Unlock()
+		} else {
+			w.unreadable[h] = true
 		}
+		w.mu.Unlock()
 		sums[clusterName(p)] = &s
 	}
 	for p := range old {
@@ -306,16 +324,7 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.known, w.tip = hashes, tip
-	if len(w.sums) > 2*len(hashes)+1024 {
-		// Branches moved by others many times: keep the tip's summaries.
-		keep := make(map[plumbing.Hash]clusterSum, len(hashes))
-		for _, h := range hashes {
-			if s, ok := w.sums[h]; ok {
-				keep[h] = s
-			}
-		}
-		w.sums = keep
-	}
+	w.pruneSums()
 	for name, s := range sums {
 		_, pending := w.pending[ClusterPath(name)]
 		if _, out := w.outbox[ClusterPath(name)]; out || pending {

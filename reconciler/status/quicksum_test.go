@@ -63,6 +63,35 @@ func TestQuickSummaryAgreesWithYAMLv3(t *testing.T) {
 	}
 }
 
+// TestWrittenSumIsReadBack: the summary the Writer keeps of a file it
+// wrote is what reading that file back gives, so the summary cache may
+// hold it in place of the file.
+func TestWrittenSumIsReadBack(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 2000 {
+		c := randCluster(r)
+		c.Name = fmt.Sprintf("c-%d", i)
+		if r.IntN(4) == 0 {
+			c.Conditions = append(c.Conditions, c.Conditions...)
+		}
+		for j := range c.Conditions {
+			// Times as a daemon has them: nanoseconds, not UTC.
+			c.Conditions[j].LastTransitionTime = c.Conditions[j].LastTransitionTime.Add(time.Duration(r.IntN(1e9))).In(time.FixedZone("X", 3600))
+		}
+		data, err := EncodeCluster(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeCluster(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := sumText(writtenSum(c)), sumText(summarize(back)); g != w {
+			t.Fatalf("value %d:\nkept %s\nread %s\nfile:\n%s", i, g, w, data)
+		}
+	}
+}
+
 // BenchmarkReadSummary: what a new leader reads of one cluster's status
 // file (13 machines), line by line and with yaml.v3.
 func BenchmarkReadSummary(b *testing.B) {

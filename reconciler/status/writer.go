@@ -98,10 +98,14 @@ type Writer struct {
 	stats    Stats
 	// sums are the summaries reload used, by blob hash: read from the
 	// summary cache file (cachedSums) or computed from the file, which
-	// sumsLearnt counts.
+	// sumsLearnt counts; unreadable are the files it could not read.
+	// wrote is set once this Writer committed: the summary cache then
+	// also gets the files it wrote (saveSums).
 	sums       map[plumbing.Hash]clusterSum
 	cachedSums map[plumbing.Hash]clusterSum
 	sumsLearnt int
+	unreadable map[plumbing.Hash]bool
+	wrote      bool
 
 	beforeCAS func() // test hook: runs between building a commit and setting the ref
 
@@ -140,6 +144,20 @@ func summarize(c ClusterStatus) clusterSum {
 		s.machinePhases.add(m.Phase)
 		if m.Version != "" {
 			s.machineVersions.add(m.Version)
+		}
+	}
+	return s
+}
+
+// writtenSum is summarize of c as EncodeCluster writes it (condition times
+// to the second) without normalizing the whole status: what reading the
+// file back gives (TestWrittenSumIsReadBack), so that the summary cache
+// can keep it for a file this Writer wrote.
+func writtenSum(c ClusterStatus) clusterSum {
+	s := summarize(c)
+	for i := range s.conds {
+		if t := &s.conds[i].since; !t.IsZero() {
+			*t = t.UTC().Truncate(time.Second)
 		}
 	}
 	return s
@@ -188,7 +206,7 @@ func NewWriter(ctx context.Context, opts Options) (*Writer, error) {
 		opts: opts, ref: ref, store: opts.Repo.Storer, staged: opts.Now(),
 		log:     opts.Logger.With().Str("branch", opts.Branch).Logger(),
 		pending: map[string]change{}, outbox: map[string]change{},
-		known: map[string]plumbing.Hash{}, clusters: map[string]clusterSum{}, trees: trees{}, sums: map[plumbing.Hash]clusterSum{},
+		known: map[string]plumbing.Hash{}, clusters: map[string]clusterSum{}, trees: trees{}, sums: map[plumbing.Hash]clusterSum{}, unreadable: map[plumbing.Hash]bool{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), ready: make(chan struct{}),
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -260,7 +278,7 @@ func (w *Writer) SetCluster(c ClusterStatus, o Origin) error {
 	defer w.mu.Unlock()
 	w.stamp(&c)
 	w.stage(ClusterPath(c.Name), change{status: &c}, o)
-	w.setSum(c.Name, summarize(c))
+	w.setSum(c.Name, writtenSum(c))
 	return nil
 }
 

@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -376,9 +377,10 @@ func TestWriterEncodesWhenItCommits(t *testing.T) {
 }
 
 // TestWriterSummaryCache: a restarted Writer with a summary cache reads
-// only the status files that changed since the cache was written, and
-// keeps the same counts, creation and condition times as one that reads
-// them all; a cache of another build is not trusted.
+// only the status files that changed since the cache was written (the
+// files the last run wrote or read are in it), and keeps the same counts,
+// creation and condition times as one that reads them all; a cache of
+// another build is not trusted.
 func TestWriterSummaryCache(t *testing.T) {
 	dir := t.TempDir()
 	repo := newRepo(t, dir)
@@ -408,12 +410,24 @@ func TestWriterSummaryCache(t *testing.T) {
 		gitCLI(t, dir, "update-ref", "refs/heads/"+branch, branch+"~1") // as it was
 		return read, fleet, dev
 	}
+	// The first Writer wrote both clusters' files: it kept their
+	// summaries, so the first restart reads fleet.yaml alone.
+	read0, fleet0, dev0 := restart()
+	if read0 != 1 {
+		t.Errorf("first restart read %d files, want 1 (fleet.yaml; the summaries of the files the last run wrote are cached)", read0)
+	}
+	if err := os.Remove(opts.SumCache); err != nil {
+		t.Fatal(err)
+	}
 	read, fleet, dev := restart()
 	if read != 3 {
-		t.Errorf("first restart read %d files, want 3 (no cache yet)", read)
+		t.Errorf("restart without a cache read %d files, want 3", read)
 	}
 	if !strings.Contains(dev, "lastTransitionTime: 2026-11-20T09:00:00Z") || !strings.Contains(fleet, "clusters: 2") {
-		t.Fatalf("first restart: RollingOut's time or the counts lost:\n%s\n%s", dev, fleet)
+		t.Fatalf("restart without a cache: RollingOut's time or the counts lost:\n%s\n%s", dev, fleet)
+	}
+	if fleet0 != fleet || dev0 != dev {
+		t.Errorf("with the summaries of written files, fleet.yaml or dev-1's status differ:\n%s\n%s\nwant:\n%s\n%s", fleet0, dev0, fleet, dev)
 	}
 	read2, fleet2, dev2 := restart()
 	if read2 != 1 {
@@ -428,6 +442,23 @@ func TestWriterSummaryCache(t *testing.T) {
 	}
 	if fi, _ := os.Stat(opts.SumCache); fi.Mode().Perm() != 0o600 {
 		t.Errorf("summary cache mode %v, want 0600", fi.Mode().Perm())
+	}
+	// Every entry, of a file read or written, is what reading it gives.
+	var f sumFile
+	if _, body, ok := strings.Cut(string(data), "\n"); !ok || json.Unmarshal([]byte(body), &f) != nil {
+		t.Fatalf("summary cache does not decode:\n%s", data)
+	}
+	if len(f.Sums) < 3 {
+		t.Errorf("summary cache holds %d files, want both clusters' and dev-1's earlier one", len(f.Sums))
+	}
+	for h, j := range f.Sums {
+		c, err := DecodeCluster([]byte(gitCLI(t, dir, "cat-file", "blob", h)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := sumText(sumFromJSON(j)), sumText(summarize(c)); got != want {
+			t.Errorf("cached summary of %s:\n%s\nwant (read from the file)\n%s", h, got, want)
+		}
 	}
 	if err := os.WriteFile(opts.SumCache, []byte(strings.Replace(string(data), sumCacheMagic, sumCacheMagic+"0", 1)), 0o600); err != nil {
 		t.Fatal(err)
