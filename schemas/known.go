@@ -1,5 +1,7 @@
 package schemas
 
+import "github.com/gitfleet/gitfleet/schemas/v1alpha1"
+
 // ParseKnownGood decodes a file whose content an earlier ParseFile, of the
 // same gitfleet build, found free of errors: it returns the same objects
 // without running the schema, provider and semantic checks again, which
@@ -8,30 +10,68 @@ package schemas
 // surprise — a document that no longer decodes — falls back to ParseFile,
 // so a wrong key costs time, never a missed error.
 func ParseKnownGood(f File) ([]Object, Errors) {
-	docs, synErr := splitYAML(f.Path, f.Data)
+	objs, _, errs := ParseKnownGoodDocs(f)
+	return objs, errs
+}
+
+// KnownDoc is what ParseKnownGood decoded one object from: a cache that
+// keeps it gives the same object again without the file (DecodeKnown).
+type KnownDoc struct {
+	Kind, Name string
+	Line       int    // the document's first line
+	JSON       []byte // the document as JSON, as it was decoded into its Go type
+	Lines      Lines
+}
+
+// ParseKnownGoodDocs is ParseKnownGood that also returns each object's
+// KnownDoc; docs is nil when the file had to be parsed in full.
+func ParseKnownGoodDocs(f File) (objs []Object, docs []KnownDoc, errs Errors) {
+	split, synErr := splitYAML(f.Path, f.Data)
 	if synErr != nil {
-		return ParseFile(f)
+		objs, errs = ParseFile(f)
+		return objs, nil, errs
 	}
-	objs := make([]Object, 0, len(docs))
-	for _, d := range docs {
+	objs = make([]Object, 0, len(split))
+	docs = make([]KnownDoc, 0, len(split))
+	for _, d := range split {
 		m, ok := d.value.(map[string]any)
 		if !ok || len(d.errs) > 0 {
-			return ParseFile(f)
+			objs, errs = ParseFile(f)
+			return objs, nil, errs
 		}
 		kind, err := typeMeta(f.Path, d, m)
 		if err != nil {
-			return ParseFile(f)
+			objs, errs = ParseFile(f)
+			return objs, nil, errs
 		}
-		value, derr := decodeTyped(f.Path, d, kind, m)
+		value, js, derr := decodeTyped(f.Path, d, kind, m)
 		if derr != nil {
-			return ParseFile(f)
+			objs, errs = ParseFile(f)
+			return objs, nil, errs
 		}
 		obj := newObject(f.Path, d, kind, m)
 		obj.Invalid = false
 		obj.Value = value
 		objs = append(objs, *obj)
+		docs = append(docs, KnownDoc{Kind: kind, Name: obj.Name, Line: d.line, JSON: js, Lines: obj.Lines})
 	}
-	return objs, nil
+	return objs, docs, nil
+}
+
+// DecodeKnown returns the objects of file path from the KnownDocs
+// ParseKnownGoodDocs gave for its content: the same objects, decoded from
+// the same JSON by the same code, with Raw nil. ok is false when a
+// document does not decode; the caller then parses the file.
+func DecodeKnown(path string, docs []KnownDoc) (objs []Object, ok bool) {
+	objs = make([]Object, len(docs))
+	for i, kd := range docs {
+		v, err := decodeJSON(path, &doc{line: kd.Line}, kd.Kind, kd.JSON)
+		if err != nil || v == nil {
+			return nil, false
+		}
+		objs[i] = Object{Kind: kd.Kind, Name: kd.Name, Source: v1alpha1.Source{Path: path, Line: kd.Line}, Value: v, Lines: kd.Lines}
+	}
+	return objs, true
 }
 
 // CompilePolicies reports the policy files' own errors and returns the
@@ -49,8 +89,16 @@ func CompilePolicies(policies []File) ([]File, Errors) {
 // schema, and then drops its Raw value, as Load does: a caller then runs
 // Check without policies. It depends only on f and policies.
 func ParseFileChecked(f File, policies []File) ([]Object, Errors) {
+	objs, _, errs := ParseFileCheckedDocs(f, policies)
+	return objs, errs
+}
+
+// ParseFileCheckedDocs is ParseFileChecked that also returns each object's
+// KnownDoc when the file has no errors (nil otherwise), as
+// ParseKnownGoodDocs does.
+func ParseFileCheckedDocs(f File, policies []File) ([]Object, []KnownDoc, Errors) {
 	if policies == nil {
 		policies = []File{}
 	}
-	return parseFile(f, policies)
+	return parseFile(f, policies, true)
 }

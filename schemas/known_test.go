@@ -39,6 +39,58 @@ func TestParseKnownGoodDecodesWhatParseFileDoes(t *testing.T) {
 	}
 }
 
+// TestDecodeKnownGivesTheSameObjects: the objects decoded again from what
+// ParseKnownGoodDocs kept of each document (its JSON, lines, kind and
+// name), as the CLI's object cache does, are the objects parsing the file
+// gives (prod-1.yaml holds two documents), less the raw values the cache's
+// callers drop; and a file with errors keeps nothing.
+func TestDecodeKnownGivesTheSameObjects(t *testing.T) {
+	files := generatedFleet(t, 30)
+	n := 0
+	for _, f := range files {
+		if !strings.HasSuffix(f.Path, ".yaml") {
+			continue
+		}
+		want, docs, errs := ParseKnownGoodDocs(f)
+		if len(errs) > 0 || len(docs) != len(want) {
+			t.Fatalf("%s: %d docs for %d objects, errors %v", f.Path, len(docs), len(want), errs)
+		}
+		for i := range want {
+			want[i].Raw = nil
+		}
+		got, ok := DecodeKnown(f.Path, docs)
+		if !ok {
+			t.Fatalf("%s: DecodeKnown refused its own docs", f.Path)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: decoded again, the objects differ (-parsed +decoded):\n%s", f.Path, d)
+		}
+		// The same from a full parse, as a cold run keeps them.
+		checked, cdocs, errs := ParseFileCheckedDocs(f, nil)
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", f.Path, errs)
+		}
+		if again, ok := DecodeKnown(f.Path, cdocs); !ok || cmp.Diff(checked, again) != "" {
+			t.Errorf("%s: decoded from a full parse's docs, the objects differ (-parsed +decoded):\n%s", f.Path, cmp.Diff(checked, again))
+		}
+		n += len(got)
+	}
+	if n < 31 {
+		t.Errorf("only %d objects compared", n)
+	}
+	bad := File{Path: "clusters/x.yaml", Data: []byte("kind: Cluster\n  bad: [\n")}
+	if _, docs, errs := ParseKnownGoodDocs(bad); docs != nil || len(errs) == 0 {
+		t.Errorf("a file that does not parse kept %d docs (errors %v)", len(docs), errs)
+	}
+	invalid := File{Path: "clusters/x.yaml", Data: []byte("apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata: {name: x}\nspec: {}\n")}
+	if _, docs, errs := ParseFileCheckedDocs(invalid, nil); docs != nil || len(errs) == 0 {
+		t.Errorf("a file with errors kept %d docs (errors %v)", len(docs), errs)
+	}
+	if _, ok := DecodeKnown("clusters/x.yaml", []KnownDoc{{Kind: "Cluster", Name: "x", Line: 1, JSON: []byte("{")}}); ok {
+		t.Error("DecodeKnown took JSON that does not decode")
+	}
+}
+
 // TestParseKnownGoodFallsBack: content that does not even decode is given
 // to ParseFile, whose errors come back, whatever the caller believed.
 func TestParseKnownGoodFallsBack(t *testing.T) {

@@ -154,7 +154,7 @@ func parseAll(files []File, policies []File) ([]Object, Errors) {
 	}
 	results := make([]result, len(files))
 	parallel(len(files), func(i int) {
-		results[i].objs, results[i].errs = parseFile(files[i], policies)
+		results[i].objs, _, results[i].errs = parseFile(files[i], policies, false)
 	})
 	var objs []Object
 	var errs Errors

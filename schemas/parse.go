@@ -16,30 +16,41 @@ import (
 // per document that has a kind and a name (Invalid when it has errors) and
 // every error found, sorted. It is safe for concurrent use and depends only
 // on f, so callers may cache its result by the content's hash.
-func ParseFile(f File) ([]Object, Errors) { return parseFile(f, nil) }
+func ParseFile(f File) ([]Object, Errors) {
+	objs, _, errs := parseFile(f, nil, false)
+	return objs, errs
+}
 
 // parseFile is ParseFile that also checks each valid document against
 // policies when they are not nil, and then drops Object.Raw: Load's path,
 // where each document is encoded once and 10,000 documents' raw values
-// need not stay in memory together.
-func parseFile(f File, policies []File) ([]Object, Errors) {
-	docs, synErr := splitYAML(f.Path, f.Data)
+// need not stay in memory together. With keep, a file without errors
+// also gets each object's KnownDoc.
+func parseFile(f File, policies []File, keep bool) ([]Object, []KnownDoc, Errors) {
+	split, synErr := splitYAML(f.Path, f.Data)
 	var errs Errors
 	if synErr != nil {
 		errs = append(errs, *synErr)
 	}
 	var objs []Object
+	var docs []KnownDoc
 	c := getValidator()
 	defer putValidator(c)
-	for _, d := range docs {
+	for _, d := range split {
 		c.used++
-		obj, es := parseDoc(c, f.Path, d, policies)
+		obj, js, es := parseDoc(c, f.Path, d, policies)
 		errs = append(errs, es...)
 		if obj != nil {
 			objs = append(objs, *obj)
+			if keep {
+				docs = append(docs, KnownDoc{Kind: obj.Kind, Name: obj.Name, Line: d.line, JSON: js, Lines: obj.Lines})
+			}
 		}
 	}
-	return objs, sortErrors(errs)
+	if len(errs) > 0 {
+		docs = nil
+	}
+	return objs, docs, sortErrors(errs)
 }
 
 var kindNames = []string{
@@ -47,20 +58,22 @@ var kindNames = []string{
 	v1alpha1.KindMachineHealthCheck, v1alpha1.KindFleetConfig,
 }
 
-func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []Error) {
+// parseDoc returns the document's object, the JSON its value was decoded
+// from, and its errors.
+func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []byte, []Error) {
 	errs := d.errs
 	m, ok := d.value.(map[string]any)
 	if !ok {
-		return nil, append(errs, Error{Path: path, Line: d.line, Col: 1,
+		return nil, nil, append(errs, Error{Path: path, Line: d.line, Col: 1,
 			Message: fmt.Sprintf("not a fleet document: found %s where a YAML mapping with apiVersion and kind was expected", describe(d.value))})
 	}
 	kind, err := typeMeta(path, d, m)
 	if err != nil {
-		return nil, append(errs, *err)
+		return nil, nil, append(errs, *err)
 	}
 	if len(errs) > 0 {
 		// Duplicate keys and alias errors make the value unreliable.
-		return newObject(path, d, kind, m), errs
+		return newObject(path, d, kind, m), nil, errs
 	}
 	errs = append(errs, allowedShapes().unknownFields(kind, m, d, path)...)
 	var data cue.Value
@@ -73,7 +86,7 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []Err
 		cerrs = append(cerrs, d.errorAt(path, "", "cannot validate: "+err.Error()))
 	}
 	errs = append(errs, cerrs...)
-	value, derr := decodeTyped(path, d, kind, m)
+	value, js, derr := decodeTyped(path, d, kind, m)
 	if value != nil {
 		errs = append(errs, unrelated(semanticChecks(path, d, value), errs)...)
 	}
@@ -82,16 +95,16 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []Err
 	}
 	obj := newObject(path, d, kind, m)
 	if len(errs) > 0 {
-		return obj, errs
+		return obj, nil, errs
 	}
 	obj.Invalid = false
 	obj.Value = value
 	if policies != nil && data.Exists() {
 		errs := c.policyErrors(policies, obj, data)
 		obj.Raw = nil
-		return obj, errs
+		return obj, js, errs
 	}
-	return obj, nil
+	return obj, js, nil
 }
 
 // unrelated keeps the errors of more that are not about a field already
@@ -167,29 +180,30 @@ func newObject(path string, d *doc, kind string, m map[string]any) *Object {
 	}
 }
 
-// decodeTyped decodes a validated document into its Go type.
-func decodeTyped(path string, d *doc, kind string, m map[string]any) (any, *Error) {
+// decodeTyped decodes a validated document into its Go type, and returns
+// the JSON it decoded it from.
+func decodeTyped(path string, d *doc, kind string, m map[string]any) (any, []byte, *Error) {
 	// The document goes through JSON: appendJSON's when it can write it,
 	// and encoding/json's — keys sorted, so the first of several errors is
 	// always the same one — when it cannot or the value does not decode.
 	if b, ok := appendJSON(make([]byte, 0, 1024), m); ok {
 		if v, err := decodeJSON(path, d, kind, b); err == nil {
-			return v, nil
+			return v, b, nil
 		}
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		e := d.errorAt(path, "", "cannot decode: "+err.Error())
-		return nil, &e
+		return nil, nil, &e
 	}
 	v, err := decodeJSON(path, d, kind, b)
 	if err != nil {
 		// The value is decoded as far as it goes; callers with schema
 		// errors still run the semantic checks on it.
 		e := d.errorAt(path, "", "cannot decode: "+err.Error())
-		return v, &e
+		return v, b, &e
 	}
-	return v, nil
+	return v, b, nil
 }
 
 // decodeJSON decodes b into a new value of kind's Go type.

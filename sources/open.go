@@ -71,6 +71,9 @@ func Open(ctx context.Context, opts Options) (*Repo, error) {
 		known = loadVerdicts(opts.CacheFile)
 	}
 	r := &Repo{opts: opts, loc: loc, parsed: newParseCache(known), rendered: newRenderCache()}
+	if opts.CacheFile != "" && opts.KeepObjects {
+		r.parsed.objects = loadObjects(objectCacheFile(opts.CacheFile))
+	}
 	if !loc.remote {
 		r.gitDir, err = findGitDir(loc.path)
 		if err != nil {
@@ -194,8 +197,10 @@ func (r *Repo) Close() error {
 		return nil
 	}
 	r.closed = true
-	// The validation verdicts learnt since the last write (saveEvery).
+	// The validation verdicts learnt since the last write (saveEvery),
+	// and the objects of the files parsed.
 	_ = r.parsed.known.save()
+	_ = r.parsed.objects.save()
 	return r.storage.Close()
 }
 

@@ -28,6 +28,11 @@ type Options struct {
 	// DefaultCacheFile is the CLI's. Without it they are kept in memory
 	// for the Repo's life.
 	CacheFile string
+	// KeepObjects also keeps, beside CacheFile, what each good file was
+	// decoded into, so that a later run reads and parses only the files
+	// it has not seen (objectCache). For one-shot commands (plan): a
+	// daemon reads a revision's files once per start.
+	KeepObjects bool
 }
 
 // Verify modes.

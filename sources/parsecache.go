@@ -30,6 +30,9 @@ type parseCache struct {
 	// them at every revision, and a map lookup costs less than hashing a
 	// verdict. The ones the latest validation did not ask for are dropped.
 	clusters map[[2]string]uint64
+	// objects, when set, keeps each good file's decoded objects across
+	// processes (Options.KeepObjects).
+	objects *objectCache
 }
 
 type parsed struct {
@@ -201,12 +204,13 @@ func policiesKey(pols []schemas.File) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// has reports whether key's parse result is cached.
+// has reports whether key's parse result is cached, in memory or in the
+// object cache: its file need not be read unless parseAll finds it must.
 func (pc *parseCache) has(key string) bool {
 	pc.mu.Lock()
-	defer pc.mu.Unlock()
 	_, ok := pc.m[key]
-	return ok
+	pc.mu.Unlock()
+	return ok || pc.objects.has(key)
 }
 
 func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, load func([]*input) error) ([]*parsed, error) {
@@ -224,6 +228,31 @@ func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, 
 		}
 	}
 	pc.mu.Unlock()
+	done := todo
+	if pc.objects != nil {
+		// Good files the object cache holds are decoded from it, unread.
+		hit := make([]bool, len(todo))
+		workers.Each(len(todo), runtime.GOMAXPROCS(0), func(t int) {
+			i := todo[t]
+			if !pc.known.good(pc.known.key("parse", polKey, ins[i].key)) {
+				return
+			}
+			docs, ok := pc.objects.get(ins[i].key, polKey)
+			if !ok {
+				return
+			}
+			if objs, ok := schemas.DecodeKnown(ins[i].Path, docs); ok {
+				out[i], hit[t] = pc.result(ins[i].key, objs, nil, polKey, gen), true
+			}
+		})
+		var rest []int
+		for t, i := range todo {
+			if !hit[t] {
+				rest = append(rest, i)
+			}
+		}
+		todo = rest
+	}
 	var missing []*input
 	for _, i := range todo {
 		if ins[i].Data == nil {
@@ -238,26 +267,26 @@ func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, 
 		i := todo[t]
 		k := pc.known.key("parse", polKey, ins[i].key)
 		var objs []schemas.Object
+		var docs []schemas.KnownDoc
 		var errs schemas.Errors
 		if pc.known.good(k) {
-			objs, errs = schemas.ParseKnownGood(ins[i].File)
+			objs, docs, errs = schemas.ParseKnownGoodDocs(ins[i].File)
 			for j := range objs {
 				objs[j].Raw = nil // the policies passed it
 			}
 		} else {
-			objs, errs = schemas.ParseFileChecked(ins[i].File, pols)
+			objs, docs, errs = schemas.ParseFileCheckedDocs(ins[i].File, pols)
 		}
 		if len(errs) == 0 {
 			pc.known.add(k)
+			if docs != nil {
+				pc.objects.put(ins[i].key, polKey, docs)
+			}
 		}
-		keys := make([]string, len(objs))
-		for j, o := range objs {
-			keys[j] = ins[i].key + "#" + strconv.Itoa(o.Source.Line)
-		}
-		out[i] = &parsed{objs: objs, errs: errs, keys: keys, polKey: polKey, gen: gen}
+		out[i] = pc.result(ins[i].key, objs, errs, polKey, gen)
 	})
 	pc.mu.Lock()
-	for _, i := range todo {
+	for _, i := range done {
 		pc.m[ins[i].key] = out[i]
 	}
 	for k, p := range pc.m {
@@ -267,6 +296,16 @@ func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, 
 	}
 	pc.mu.Unlock()
 	return out, nil
+}
+
+// result is a file's parse result, each object keyed by the file's key
+// and its line.
+func (pc *parseCache) result(key string, objs []schemas.Object, errs schemas.Errors, polKey string, gen uint64) *parsed {
+	keys := make([]string, len(objs))
+	for j, o := range objs {
+		keys[j] = key + "#" + strconv.Itoa(o.Source.Line)
+	}
+	return &parsed{objs: objs, errs: errs, keys: keys, polKey: polKey, gen: gen}
 }
 
 func sortErrors(es schemas.Errors) {

@@ -16,7 +16,7 @@ import (
 // valid objects along with every error; err is for Git and I/O failures.
 // Signatures are not checked.
 func ValidateRev(ctx context.Context, dir, rev string, vo ValidateOptions) (*v1alpha1.Fleet, schemas.Errors, error) {
-	repo, err := Open(ctx, Options{Location: dir, CacheFile: vo.CacheFile})
+	repo, err := Open(ctx, Options{Location: dir, CacheFile: vo.CacheFile, KeepObjects: true})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,23 @@ import (
 	"github.com/gitfleet/gitfleet/internal/gittest"
 )
 
+// commitInitFleet commits the init fleet to a new repository on main and
+// returns it with the files.
+func commitInitFleet(t *testing.T) (*gittest.Repo, map[string]string) {
+	t.Helper()
+	files, err := fixtures.Overlay(os.DirFS(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := map[string]string{}
+	for p, data := range files {
+		init[p] = string(data)
+	}
+	work := gittest.NewRepo(t)
+	work.Commit("init", init)
+	return work, init
+}
+
 // writeInitFleet writes the init fleet to a new folder.
 func writeInitFleet(t *testing.T) string {
 	t.Helper()
@@ -243,16 +260,7 @@ func TestVerdictsBounded(t *testing.T) {
 // since when it is closed.
 func TestRepoVerdictsWrittenAtMostEvery(t *testing.T) {
 	ctx := context.Background()
-	files, err := fixtures.Overlay(os.DirFS(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	init := map[string]string{}
-	for p, data := range files {
-		init[p] = string(data)
-	}
-	work := gittest.NewRepo(t)
-	work.Commit("init", init)
+	work, init := commitInitFleet(t)
 	cache := filepath.Join(t.TempDir(), "validation")
 	r, err := Open(ctx, Options{Location: work.Dir, CacheFile: cache})
 	if err != nil {

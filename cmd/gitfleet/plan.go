@@ -66,7 +66,7 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 	// A one-shot run that reads two revisions of a fleet: let the heap
 	// grow to planFloor before collecting (internal/gcfloor).
 	defer gcfloor.Set(planFloor)()
-	report, err := previewRepo(ctx, sources.Options{Location: *repoLoc, DataDir: *dataDir, CacheFile: validationCache()}, *baseRef, *headRef, env)
+	report, err := previewRepo(ctx, sources.Options{Location: *repoLoc, DataDir: *dataDir, CacheFile: validationCache(), KeepObjects: true}, *baseRef, *headRef, env)
 	if err != nil {
 		return err
 	}

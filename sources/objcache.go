@@ -1,0 +1,256 @@
+package sources
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/gitfleet/gitfleet/internal/privfile"
+	"github.com/gitfleet/gitfleet/schemas"
+)
+
+// objectCache keeps what validation decoded each good file into
+// (schemas.KnownDoc: every document's JSON, field lines, kind and name),
+// by the file's content key, in a file beside the verdicts
+// (Options.KeepObjects: `gitfleet plan`). A later run then takes a file's
+// objects from it without reading the blob or its YAML — only the JSON
+// decode into Go types is done again — so a CI job planning one pull
+// request after another parses only the files that changed. Whether a
+// file passed the checks is still the verdicts' word: an entry is used
+// only for a file they call good under the same policies.
+//
+// The file names the build that wrote it (a file of another build is an
+// empty cache), is replaced by rename (mode 0600), and keeps the newest
+// entries up to maxObjectBytes: those this process used or added first,
+// then the rest of what is on disk when it writes.
+type objectCache struct {
+	mu    sync.Mutex
+	file  string
+	index map[string][]byte // content key -> entry (its bytes, in the file read or new)
+	mine  []string          // keys used or added by this process, in order
+	seen  map[string]bool   // keys in mine
+	added int
+}
+
+// objectMagic starts an object cache file; the build's identity follows.
+const objectMagic = "gitfleet-objects 1\n"
+
+// maxObjectBytes bounds the file: ~2.5 KiB a cluster file, so many times
+// what a fleet of 10,000 clusters needs.
+var maxObjectBytes = 128 << 20
+
+// objectCacheFile is where the objects of verdict file f are kept.
+func objectCacheFile(f string) string { return f + ".objects" }
+
+// loadObjects reads file's entries, if this very build wrote it. A missing,
+// damaged or foreign file is an empty cache.
+func loadObjects(file string) *objectCache {
+	c := &objectCache{file: file, index: map[string][]byte{}, seen: map[string]bool{}}
+	if buildIdentity() == "" {
+		c.file = "" // a build that cannot name itself keeps nothing
+		return c
+	}
+	if data, err := os.ReadFile(file); err == nil {
+		c.index = parseObjects(data)
+	}
+	return c
+}
+
+// parseObjects indexes the entries of a cache file by key; nil when the
+// file is not this build's or is damaged.
+func parseObjects(data []byte) map[string][]byte {
+	body, ok := bytes.CutPrefix(data, []byte(objectMagic+buildIdentity()+"\n"))
+	if !ok {
+		return map[string][]byte{}
+	}
+	index := map[string][]byte{}
+	for len(body) > 0 {
+		n, w := binary.Uvarint(body)
+		if w <= 0 || n > uint64(len(body)-w) {
+			return map[string][]byte{} // damaged: trust none of it
+		}
+		entry := body[w : w+int(n)]
+		body = body[w+int(n):]
+		r := reader{b: entry, ok: true}
+		if key := r.str(); r.ok {
+			index[key] = entry
+		}
+	}
+	return index
+}
+
+// has reports whether key has an entry (for any policies).
+func (c *objectCache) has(key string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.index[key]
+	return ok
+}
+
+// get returns the docs kept for key under policies polKey.
+func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	entry, ok := c.index[key]
+	c.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	r := reader{b: entry, ok: true}
+	r.str() // the key
+	if r.str() != polKey || !r.ok {
+		return nil, false
+	}
+	docs := make([]schemas.KnownDoc, r.num())
+	for i := range docs {
+		d := &docs[i]
+		d.Kind, d.Name, d.Line = r.str(), r.str(), r.num()
+		d.JSON = r.bytes()
+		d.Lines = make(schemas.Lines, r.num())
+		for j := range d.Lines {
+			d.Lines[j] = schemas.FieldPos{Field: r.str(), Line: int32(r.num()), Col: int32(r.num())}
+		}
+		if !r.ok {
+			return nil, false
+		}
+	}
+	if !r.ok || len(r.b) != 0 {
+		return nil, false
+	}
+	c.mu.Lock()
+	c.use(key)
+	c.mu.Unlock()
+	return docs, true
+}
+
+// put keeps docs for key under policies polKey.
+func (c *objectCache) put(key, polKey string, docs []schemas.KnownDoc) {
+	if c == nil || c.file == "" {
+		return
+	}
+	b := appendStr(nil, key)
+	b = appendStr(b, polKey)
+	b = binary.AppendUvarint(b, uint64(len(docs)))
+	for _, d := range docs {
+		b = appendStr(b, d.Kind)
+		b = appendStr(b, d.Name)
+		b = binary.AppendUvarint(b, uint64(d.Line))
+		b = appendStr(b, string(d.JSON))
+		b = binary.AppendUvarint(b, uint64(len(d.Lines)))
+		for _, l := range d.Lines {
+			b = appendStr(b, l.Field)
+			b = binary.AppendUvarint(b, uint64(l.Line))
+			b = binary.AppendUvarint(b, uint64(l.Col))
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.index[key] = b
+	c.use(key)
+	c.added++
+}
+
+// use records that this process used key. Called with mu held.
+func (c *objectCache) use(key string) {
+	if !c.seen[key] {
+		c.seen[key] = true
+		c.mine = append(c.mine, key)
+	}
+}
+
+// save writes the file when this process added entries: its own first,
+// then those of the file as it is now (another run may have written it
+// meanwhile), up to maxObjectBytes.
+func (c *objectCache) save() error {
+	if c == nil || c.file == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.added == 0 {
+		return nil
+	}
+	var disk map[string][]byte
+	if data, err := os.ReadFile(c.file); err == nil {
+		disk = parseObjects(data)
+	}
+	var buf bytes.Buffer
+	buf.WriteString(objectMagic + buildIdentity() + "\n")
+	written := map[string]bool{}
+	write := func(key string, entry []byte) bool {
+		if written[key] {
+			return true
+		}
+		if buf.Len()+len(entry)+binary.MaxVarintLen64 > maxObjectBytes {
+			return false
+		}
+		written[key] = true
+		buf.Write(binary.AppendUvarint(nil, uint64(len(entry))))
+		buf.Write(entry)
+		return true
+	}
+	for _, k := range c.mine {
+		if !write(k, c.index[k]) {
+			break
+		}
+	}
+	for k, e := range disk {
+		if !write(k, e) {
+			break
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(c.file), 0o700); err != nil {
+		return fmt.Errorf("object cache: %w", err)
+	}
+	if err := privfile.Write(c.file, buf.Bytes()); err != nil {
+		return fmt.Errorf("object cache: %w", err)
+	}
+	c.added = 0
+	return nil
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// reader reads an entry; ok turns false at the first thing that does not
+// fit, and stays false.
+type reader struct {
+	b  []byte
+	ok bool
+}
+
+func (r *reader) num() int {
+	if !r.ok {
+		return 0
+	}
+	n, w := binary.Uvarint(r.b)
+	if w <= 0 || n > 1<<31 {
+		r.ok, r.b = false, nil
+		return 0
+	}
+	r.b = r.b[w:]
+	return int(n)
+}
+
+func (r *reader) bytes() []byte {
+	n := r.num()
+	if !r.ok || n > len(r.b) {
+		r.ok, r.b = false, nil
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) str() string { return string(r.bytes()) }
