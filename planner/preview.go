@@ -101,12 +101,26 @@ func (r *PreviewReport) HasChanges() bool { return len(r.Clusters) > 0 }
 // observed are the machines running now (from the status branch), or nil to
 // assume every cluster of base runs exactly as base says.
 func Preview(base, head *v1alpha1.Fleet, headErrs []error, observed []ObservedMachine) *PreviewReport {
+	return PreviewKeyed(base, head, nil, nil, headErrs, observed)
+}
+
+// PreviewKeyed is Preview for fleets whose objects have content keys (as
+// ExpandReusing takes them; nil: none): a cluster of head whose inputs
+// have base's keys keeps base's expansion, so a pull request that changes
+// one cluster expands the others once.
+func PreviewKeyed(base, head *v1alpha1.Fleet, baseKey, headKey func(kind, name string) string, headErrs []error, observed []ObservedMachine) *PreviewReport {
 	r := &PreviewReport{Observed: observed != nil}
 	for _, e := range headErrs {
 		r.Errors = append(r.Errors, e.Error())
 	}
-	bd, _ := Expand(base)
-	hd, probs := Expand(head)
+	bd, _ := ExpandReusing(nil, base, baseKey)
+	var hd *Desired
+	var probs []Problem
+	if baseKey != nil && headKey != nil {
+		hd, probs = ExpandReusing(bd, head, headKey)
+	} else {
+		hd, probs = Expand(head)
+	}
 	for _, p := range probs {
 		r.Errors = append(r.Errors, p.Error())
 	}

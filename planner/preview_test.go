@@ -47,6 +47,39 @@ func TestPreviewGolden(t *testing.T) {
 	}
 }
 
+// TestPreviewKeyedIsPreview: reusing base's expansions for the clusters
+// whose inputs head did not change gives the report Preview gives, for a
+// class change (nothing reused), for one cluster changed (the rest
+// reused), and with observed machines.
+func TestPreviewKeyedIsPreview(t *testing.T) {
+	base, head := previewFleets()
+	one, _ := previewFleets()
+	one.Clusters[2].Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr(5)
+	base2 := testFleet(testClass("v1.29.4"), testCluster("c1", 1, 2), testCluster("c2", 1, 2))
+	s := newSim(t, base2)
+	s.quiet = true
+	s.run(50)
+	head2 := testFleet(testClass("v1.29.4"), testCluster("c1", 1, 2), testCluster("c2", 1, 4))
+	for name, c := range map[string]struct {
+		base, head *v1alpha1.Fleet
+		observed   []ObservedMachine
+	}{
+		"class change":   {base, head, nil},
+		"one cluster":    {base, one, nil},
+		"observed":       {base2, head2, s.observed()},
+		"nothing at all": {base, base, nil},
+	} {
+		want := Preview(c.base, c.head, nil, c.observed)
+		got := PreviewKeyed(c.base, c.head, contentKeys(c.base), contentKeys(c.head), nil, c.observed)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: keyed preview differs (-Preview +PreviewKeyed):\n%s", name, d)
+		}
+		if name == "one cluster" && (got.Totals.Changed != 1 || got.Clusters[0].Name != one.Clusters[2].Metadata.Name) {
+			t.Errorf("%s: %+v, want one cluster changed", name, got.Totals)
+		}
+	}
+}
+
 func TestPreviewWithObservedMachines(t *testing.T) {
 	base := testFleet(testClass("v1.29.4"), testCluster("c1", 1, 2))
 	s := newSim(t, base)

@@ -128,12 +128,12 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 	for _, e := range head.Errors {
 		headErrs = append(headErrs, e)
 	}
-	headFleet := head.Fleet
+	headFleet, headKey := head.Fleet, head.ObjectKey
 	if headFleet == nil {
 		// Head does not validate: report its errors, and no changes.
-		headFleet = base.Fleet
+		headFleet, headKey = base.Fleet, base.ObjectKey
 	}
-	report := planner.Preview(base.Fleet, headFleet, headErrs, observed)
+	report := planner.PreviewKeyed(base.Fleet, headFleet, base.ObjectKey, headKey, headErrs, observed)
 	report.Base = fmt.Sprintf("%s (%.7s)", baseRef, base.Commit)
 	report.Head = fmt.Sprintf("%s (%.7s)", headRef, head.Commit)
 	return report, nil
