@@ -637,6 +637,7 @@ func BenchmarkDaemonMemory10k(b *testing.B) {
 		b.ReportMetric(rss/(1<<20), "settled-rss-MiB")
 		b.ReportMetric(heap/machines, "settled-heap-B/machine")
 		b.ReportMetric(rss/machines, "settled-rss-B/machine")
+		heapProfileIfAsked(b, "memory-settled")
 		// The runtime gives freed pages back slowly (over a minute, and
 		// the minute's inventories take some again): the resident set
 		// once it has given back all it does not use.
@@ -729,6 +730,24 @@ func profileIfAsked(b *testing.B, what string) func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 		allocs("allocs-after")
+	}
+}
+
+// heapProfileIfAsked writes the heap profile (in use, after the GC the
+// caller ran) to $GITFLEET_BENCH_PROFILE-<what>-heap.pprof when that is
+// set: what holds the memory a benchmark measured.
+func heapProfileIfAsked(b *testing.B, what string) {
+	prefix := os.Getenv("GITFLEET_BENCH_PROFILE")
+	if prefix == "" {
+		return
+	}
+	f, err := os.Create(prefix + "-" + what + "-heap.pprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
 	}
 }
 
