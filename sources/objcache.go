@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -182,35 +183,47 @@ func (c *objectCache) save() error {
 	if data, err := os.ReadFile(c.file); err == nil {
 		disk = parseObjects(data)
 	}
-	var buf bytes.Buffer
-	buf.WriteString(objectMagic + buildIdentity() + "\n")
-	written := map[string]bool{}
-	write := func(key string, entry []byte) bool {
-		if written[key] {
-			return true
-		}
-		if buf.Len()+len(entry)+binary.MaxVarintLen64 > maxObjectBytes {
-			return false
-		}
-		written[key] = true
-		buf.Write(binary.AppendUvarint(nil, uint64(len(entry))))
-		buf.Write(entry)
-		return true
-	}
-	for _, k := range c.mine {
-		if !write(k, c.index[k]) {
-			break
-		}
-	}
-	for k, e := range disk {
-		if !write(k, e) {
-			break
-		}
-	}
 	if err := os.MkdirAll(filepath.Dir(c.file), 0o700); err != nil {
 		return fmt.Errorf("object cache: %w", err)
 	}
-	if err := privfile.Write(c.file, buf.Bytes()); err != nil {
+	// Written as it goes: at 10,000 clusters the file is ~20 MiB, which a
+	// cold plan would otherwise hold twice at its end.
+	err := privfile.WriteFunc(c.file, func(w io.Writer) error {
+		size := len(objectMagic) + len(buildIdentity()) + 1
+		if _, err := io.WriteString(w, objectMagic+buildIdentity()+"\n"); err != nil {
+			return err
+		}
+		written := map[string]bool{}
+		var frame []byte
+		write := func(key string, entry []byte) (bool, error) {
+			if written[key] {
+				return true, nil
+			}
+			frame = binary.AppendUvarint(frame[:0], uint64(len(entry)))
+			if size+len(frame)+len(entry) > maxObjectBytes {
+				return false, nil
+			}
+			written[key] = true
+			size += len(frame) + len(entry)
+			if _, err := w.Write(frame); err != nil {
+				return false, err
+			}
+			_, err := w.Write(entry)
+			return err == nil, err
+		}
+		for _, k := range c.mine {
+			if more, err := write(k, c.index[k]); !more {
+				return err
+			}
+		}
+		for k, e := range disk {
+			if more, err := write(k, e); !more {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("object cache: %w", err)
 	}
 	c.added = 0

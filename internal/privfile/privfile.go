@@ -3,6 +3,8 @@
 package privfile
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -12,11 +14,24 @@ import (
 // half of it; on failure the temporary file is removed and path is as it
 // was.
 func Write(path string, data []byte) error {
+	return WriteFunc(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFunc is Write of what write writes, buffered: a large file need not
+// be built in memory first.
+func WriteFunc(path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(data)
+	bw := bufio.NewWriterSize(tmp, 64<<10)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
