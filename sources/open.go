@@ -167,7 +167,7 @@ func (r *Repo) BranchRef(branch string) string {
 // blobs takes a third of the time (measured); Close releases them.
 func (r *Repo) openStorage() error {
 	fs := osfs.New(r.gitDir)
-	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
+	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRU(objectLRUSize), filesystem.Options{KeepDescriptors: true})
 	repo, err := git.Open(st, nil)
 	if err != nil {
 		st.Close()
@@ -176,6 +176,15 @@ func (r *Repo) openStorage() error {
 	r.repo, r.storage = repo, st
 	return nil
 }
+
+// objectLRUSize bounds go-git's cache of the objects read and written
+// through the store (delta bases of packs, trees, the status writer's
+// commits). go-git's default, 96 MiB, is reached by a daemon only after
+// many thousand status commits (about 1 KiB each at 10,000 clusters), and
+// then stays: more than the fleet's records. 16 MiB holds the bases a
+// revision's read needs; the status writer and the source keep their own
+// trees.
+const objectLRUSize = 16 * cache.MiByte
 
 // Location is what the repository was opened from.
 // Credentials in a URL are shown as user:***@.
