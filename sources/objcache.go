@@ -60,7 +60,7 @@ func loadObjects(file string) *objectCache {
 	return c
 }
 
-// parseObjects indexes the entries of a cache file by key; nil when the
+// parseObjects indexes the entries of a cache file by key; empty when the
 // file is not this build's or is damaged.
 func parseObjects(data []byte) map[string][]byte {
 	body, ok := bytes.CutPrefix(data, []byte(objectMagic+buildIdentity()+"\n"))
@@ -110,12 +110,12 @@ func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
 	if r.str() != polKey || !r.ok {
 		return nil, false
 	}
-	docs := make([]schemas.KnownDoc, r.num())
+	docs := make([]schemas.KnownDoc, r.count())
 	for i := range docs {
 		d := &docs[i]
 		d.Kind, d.Name, d.Line = r.str(), r.str(), r.num()
 		d.JSON = r.bytes()
-		d.Lines = make(schemas.Lines, r.num())
+		d.Lines = make(schemas.Lines, r.count())
 		for j := range d.Lines {
 			d.Lines[j] = schemas.FieldPos{Field: r.str(), Line: int32(r.num()), Col: int32(r.num())}
 		}
@@ -253,6 +253,17 @@ func (r *reader) num() int {
 	}
 	r.b = r.b[w:]
 	return int(n)
+}
+
+// count reads the length of a list that follows, which cannot have more
+// elements than bytes left: a damaged count allocates nothing large.
+func (r *reader) count() int {
+	n := r.num()
+	if n > len(r.b) {
+		r.ok, r.b = false, nil
+		return 0
+	}
+	return n
 }
 
 func (r *reader) bytes() []byte {

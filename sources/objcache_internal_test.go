@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,6 +100,16 @@ func TestObjectCacheNotTrusted(t *testing.T) {
 	}
 	if _, ok := again.get("k", "other policies"); ok {
 		t.Error("an entry was used under other policies")
+	}
+	// A count damaged inside an entry (whose frame is intact) is refused
+	// without allocating what it claims.
+	huge := appendStr(nil, "k")
+	huge = appendStr(huge, "pol")
+	huge = binary.AppendUvarint(huge, 1<<30)
+	damaged := loadObjects(filepath.Join(dir, "none"))
+	damaged.index["k"] = huge
+	if _, ok := damaged.get("k", "pol"); ok {
+		t.Error("an entry claiming 2^30 documents in a few bytes was used")
 	}
 	for name, content := range map[string]string{
 		"other build": strings.Replace(string(data), buildIdentity(), strings.Repeat("0", len(buildIdentity())), 1),
