@@ -118,9 +118,14 @@ type Target struct {
 // Variables are the values patches read for one target of cluster c:
 // the class variables (ClassVariables) and "builtin", with Cluster API's
 // builtin variables. Versions are the cluster's: what it runs once
-// converged.
+// converged. builtin is left out when no patch of cc can read it
+// (readsBuiltin): its maps were a sixth of a warm plan's CPU at 1,000
+// clusters, for classes whose patches read one variable by name.
 func Variables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, t Target) map[string]any {
 	vals := ClassVariables(cc, c)
+	if !readsBuiltin(cc) {
+		return vals
+	}
 	version := c.Spec.Topology.Version
 	if version == "" {
 		version = cc.Spec.Version
@@ -162,6 +167,30 @@ func Variables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, t Target) map[str
 	}
 	vals["builtin"] = builtin
 	return vals
+}
+
+// readsBuiltin reports whether a patch of cc may read the builtin
+// variables: a JSON patch whose valueFrom.variable is a builtin path, or
+// any template (enabledIf, valueFrom.template), which may read anything.
+// ("builtin" cannot name a class variable.)
+func readsBuiltin(cc *v1alpha1.ClusterClass) bool {
+	for _, p := range cc.Spec.Patches {
+		if p.EnabledIf != "" {
+			return true
+		}
+		for _, d := range p.Definitions {
+			for _, op := range d.JSONPatches {
+				vf := op.ValueFrom
+				if vf == nil {
+					continue
+				}
+				if root, _, _ := strings.Cut(strings.SplitN(vf.Variable, "[", 2)[0], "."); vf.Template != "" || root == "builtin" {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // Applied is one JSON patch that changed a template.

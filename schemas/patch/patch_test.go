@@ -283,3 +283,55 @@ func TestTemplatesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltinOnlyWhenRead: the builtin variables are built only for a
+// class whose patches can read them (a builtin path, any template,
+// enabledIf), and leaving them out changes no patched template.
+func TestBuiltinOnlyWhenRead(t *testing.T) {
+	for _, tc := range []struct {
+		name, patches string
+		builtin       bool
+	}{
+		{"a class variable by name", worker("p", "", `            - {op: add, path: /spec/cpus, valueFrom: {variable: cpus}}
+            - {op: add, path: /spec/pss, valueFrom: {variable: pss.enforce}}
+`), false},
+		{"literal values", worker("p", "", `            - {op: add, path: /spec/gpu, value: a100}
+`), false},
+		{"a builtin path", worker("p", "", `            - {op: add, path: /spec/cpus, valueFrom: {variable: cpus}}
+            - {op: add, path: /spec/name, valueFrom: {variable: builtin.cluster.name}}
+`), true},
+		{"a template", worker("p", "", `            - {op: add, path: /spec/memory, valueFrom: {template: "{{ .cpus }}Gi"}}
+`), true},
+		{"enabledIf", worker("p", "      enabledIf: '{{ .proxy }}'\n", `            - {op: add, path: /spec/gpu, value: a100}
+`), true},
+	} {
+		objs, errs := schemas.ParseFile(schemas.File{Path: "classes/standard.yaml", Data: []byte(class(variables, tc.patches))})
+		if len(errs) > 0 {
+			t.Fatalf("%s: class: %v", tc.name, errs)
+		}
+		cc := objs[0].Value.(*v1alpha1.ClusterClass)
+		objs, errs = schemas.ParseFile(schemas.File{Path: "clusters/dev-1.yaml", Data: []byte(cluster)})
+		if len(errs) > 0 {
+			t.Fatalf("%s: cluster: %v", tc.name, errs)
+		}
+		c := objs[0].Value.(*v1alpha1.Cluster)
+		target := patch.Target{MachineDeployment: &c.Spec.Topology.Workers.MachineDeployments[0]}
+		vars := patch.Variables(cc, c, target)
+		if _, ok := vars["builtin"]; ok != tc.builtin {
+			t.Errorf("%s: builtin variables built: %v, want %v", tc.name, ok, tc.builtin)
+		}
+		if tc.builtin {
+			continue
+		}
+		tpl := cc.Spec.Workers.MachineDeployments[0].Template
+		got, applied, failed := patch.Apply(cc, tpl, target, vars)
+		with := map[string]any{"builtin": map[string]any{"cluster": map[string]any{"name": "dev-1"}}}
+		for k, v := range vars {
+			with[k] = v
+		}
+		want, wantApplied, wantFailed := patch.Apply(cc, tpl, target, with)
+		if d := cmp.Diff(want, got); d != "" || len(applied) != len(wantApplied) || len(failed) != len(wantFailed) || len(applied) == 0 {
+			t.Errorf("%s: without builtin the patched template differs (-with +without):\n%s\napplied %v, want %v", tc.name, d, applied, wantApplied)
+		}
+	}
+}
