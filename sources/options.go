@@ -30,8 +30,8 @@ type Options struct {
 	CacheFile string
 	// KeepObjects also keeps, beside CacheFile, what each good file was
 	// decoded into, so that a later run reads and parses only the files
-	// it has not seen (objectCache). For one-shot commands (plan): a
-	// daemon reads a revision's files once per start.
+	// it has not seen (objectCache). For one-shot commands (plan,
+	// validate --rev): a daemon reads a revision's files once per start.
 	KeepObjects bool
 }
 

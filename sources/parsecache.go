@@ -242,7 +242,7 @@ func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, 
 				return
 			}
 			if objs, ok := schemas.DecodeKnown(ins[i].Path, docs); ok {
-				out[i], hit[t] = pc.result(ins[i].key, objs, nil, polKey, gen), true
+				out[i], hit[t] = newParsed(ins[i].key, objs, nil, polKey, gen), true
 			}
 		})
 		var rest []int
@@ -283,7 +283,7 @@ func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, 
 				pc.objects.put(ins[i].key, polKey, docs)
 			}
 		}
-		out[i] = pc.result(ins[i].key, objs, errs, polKey, gen)
+		out[i] = newParsed(ins[i].key, objs, errs, polKey, gen)
 	})
 	pc.mu.Lock()
 	for _, i := range done {
@@ -298,9 +298,9 @@ func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, 
 	return out, nil
 }
 
-// result is a file's parse result, each object keyed by the file's key
+// newParsed is a file's parse result, each object keyed by the file's key
 // and its line.
-func (pc *parseCache) result(key string, objs []schemas.Object, errs schemas.Errors, polKey string, gen uint64) *parsed {
+func newParsed(key string, objs []schemas.Object, errs schemas.Errors, polKey string, gen uint64) *parsed {
 	keys := make([]string, len(objs))
 	for j, o := range objs {
 		keys[j] = key + "#" + strconv.Itoa(o.Source.Line)

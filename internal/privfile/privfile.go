@@ -1,5 +1,6 @@
 // Package privfile writes files only their owner can read, whole or not
-// at all: the validation cache, the status summaries, NATS credentials.
+// at all: the validation cache and its decoded objects, the status
+// summaries, NATS credentials.
 package privfile
 
 import (
