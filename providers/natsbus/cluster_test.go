@@ -2,6 +2,7 @@ package natsbus_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -29,11 +30,38 @@ func streamReplicas(t *testing.T, js jetstream.JetStream, name string) int {
 	return info.Config.Replicas
 }
 
+// moved: the stream has a leader and want-1 current followers, and no
+// change of its peers is under way.
+func moved(info *jetstream.StreamInfo, want int) bool {
+	c := info.Cluster
+	if want == 1 {
+		return c == nil || c.Desired == nil && len(c.Replicas) == 0
+	}
+	if c == nil || c.Leader == "" || c.Desired != nil || len(c.Replicas) != want-1 {
+		return false
+	}
+	for _, p := range c.Replicas {
+		if !p.Current || p.Offline {
+			return false
+		}
+	}
+	return true
+}
+
+func clusterInfo(info *jetstream.StreamInfo) string {
+	if info == nil || info.Cluster == nil {
+		return ""
+	}
+	b, _ := json.Marshal(info.Cluster)
+	return string(b)
+}
+
 // TestReplicasOnACluster: on three routed servers, --nats-replicas 3 makes
 // every stream and bucket R3; a daemon started without the flag keeps
-// them R3 (never silently lowered); given 1, it lowers them, saying so;
-// and killing the server that leads the task stream loses no task and
-// leaves the stream and the machines bucket writable.
+// them R3 (never silently lowered); given 1, it lowers them, saying so,
+// and given 3 raises them again; and killing the server that leads the
+// task stream loses no task and leaves the stream and the machines bucket
+// writable.
 func TestReplicasOnACluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nats-servers")
@@ -59,6 +87,32 @@ func TestReplicasOnACluster(t *testing.T) {
 			}
 		}
 	}
+	start := time.Now()
+	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
+	// settled waits until every stream and bucket is kept by want servers,
+	// each caught up, with no change of replicas still moving peers: the
+	// configuration says the new count as soon as it is accepted.
+	settled := func(want int) {
+		t.Helper()
+		for _, n := range names {
+			for {
+				info, err := func() (*jetstream.StreamInfo, error) {
+					s, err := js.Stream(ctx, n)
+					if err != nil {
+						return nil, err
+					}
+					return s.Info(ctx)
+				}()
+				if err == nil && moved(info, want) {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("%s is not kept by %d servers: %v %s", n, want, err, clusterInfo(info))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
 	limits := natsbus.DefaultLimits()
 	if err := limits.EnsureReplicated(ctx, js, natsbus.Replication{Replicas: 3, Set: true}); err != nil {
 		t.Fatal(err)
@@ -72,6 +126,30 @@ func TestReplicasOnACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(3)
+	// Given explicitly, a lower count is applied, and logged; and so is a
+	// higher one. With every server up: a change of replicas moves the
+	// stream one peer at a time, and with one server down it may wait for
+	// it (lowering from 3 to 1 once went unanswered for two minutes here).
+	var logged strings.Builder
+	if err := limits.EnsureReplicated(ctx, js, natsbus.Replication{Replicas: 1, Set: true, Log: zerolog.New(&logged)}); err != nil {
+		t.Fatal(err)
+	}
+	check(1)
+	if !strings.Contains(logged.String(), `"from":3,"to":1`) {
+		t.Errorf("lowering the replicas was not logged: %s", logged.String())
+	}
+	settled(1)
+	step("lowered")
+	logged.Reset()
+	if err := limits.EnsureReplicated(ctx, js, natsbus.Replication{Replicas: 3, Set: true, Log: zerolog.New(&logged)}); err != nil {
+		t.Fatal(err)
+	}
+	check(3)
+	if !strings.Contains(logged.String(), `"from":1,"to":3`) {
+		t.Errorf("raising the replicas was not logged: %s", logged.String())
+	}
+	settled(3)
+	step("raised")
 
 	// Kill the task stream's leader: every task published stays.
 	const before = 50
@@ -89,6 +167,7 @@ func TestReplicasOnACluster(t *testing.T) {
 		t.Fatal("no server leads the task stream")
 	}
 	leader.Shutdown()
+	step("killed " + leader.Name())
 	// A new leader is elected; a publish may fail meanwhile and is retried,
 	// as the daemon retries an unacknowledged task.
 	published := before
@@ -109,6 +188,7 @@ func TestReplicasOnACluster(t *testing.T) {
 		}
 		published++
 	}
+	step("published after")
 	info, err := s.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -132,13 +212,5 @@ func TestReplicasOnACluster(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// Given explicitly, a lower count is applied, and logged.
-	var logged strings.Builder
-	if err := limits.EnsureReplicated(ctx, js, natsbus.Replication{Replicas: 1, Set: true, Log: zerolog.New(&logged)}); err != nil {
-		t.Fatal(err)
-	}
-	check(1)
-	if !strings.Contains(logged.String(), `"from":3,"to":1`) {
-		t.Errorf("lowering the replicas was not logged: %s", logged.String())
-	}
+	step("put")
 }

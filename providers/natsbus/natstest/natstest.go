@@ -168,7 +168,38 @@ func StartCluster(tb testing.TB, n int) []*server.Server {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	// Current is not enough for placement: until the meta leader has heard
+	// from every peer, a stream of n replicas is refused with "no suitable
+	// peers for placement, peer offline".
+	for !allPeersOnline(srvs) {
+		if time.Now().After(deadline) {
+			tb.Fatal("the NATS cluster's meta leader did not see every peer online within 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	return srvs
+}
+
+// allPeersOnline: some server leads the meta group and counts every other
+// server as a current, online peer.
+func allPeersOnline(srvs []*server.Server) bool {
+	for _, s := range srvs {
+		if !s.JetStreamIsLeader() {
+			continue
+		}
+		info, err := s.Jsz(&server.JSzOptions{})
+		if err != nil || info.Meta == nil {
+			return false
+		}
+		online := 0
+		for _, p := range info.Meta.Replicas {
+			if p.Current && !p.Offline {
+				online++
+			}
+		}
+		return online == len(srvs)-1
+	}
+	return false
 }
 
 // ClusterURLs lists the servers' client URLs, comma-separated.
