@@ -130,26 +130,21 @@ func TestReplicasOnACluster(t *testing.T) {
 	// higher one. With every server up: a change of replicas moves the
 	// stream one peer at a time, and with one server down it may wait for
 	// it (lowering from 3 to 1 once went unanswered for two minutes here).
-	var logged strings.Builder
-	if err := limits.EnsureReplicated(ctx, js, natsbus.Replication{Replicas: 1, Set: true, Log: zerolog.New(&logged)}); err != nil {
-		t.Fatal(err)
+	set := func(from, to int) {
+		t.Helper()
+		var logged strings.Builder
+		if err := limits.EnsureReplicated(ctx, js, natsbus.Replication{Replicas: to, Set: true, Log: zerolog.New(&logged)}); err != nil {
+			t.Fatal(err)
+		}
+		check(to)
+		if want := fmt.Sprintf(`"from":%d,"to":%d`, from, to); !strings.Contains(logged.String(), want) {
+			t.Errorf("changing the replicas from %d to %d was not logged: %s", from, to, logged.String())
+		}
+		settled(to)
+		step(fmt.Sprintf("replicas %d -> %d", from, to))
 	}
-	check(1)
-	if !strings.Contains(logged.String(), `"from":3,"to":1`) {
-		t.Errorf("lowering the replicas was not logged: %s", logged.String())
-	}
-	settled(1)
-	step("lowered")
-	logged.Reset()
-	if err := limits.EnsureReplicated(ctx, js, natsbus.Replication{Replicas: 3, Set: true, Log: zerolog.New(&logged)}); err != nil {
-		t.Fatal(err)
-	}
-	check(3)
-	if !strings.Contains(logged.String(), `"from":1,"to":3`) {
-		t.Errorf("raising the replicas was not logged: %s", logged.String())
-	}
-	settled(3)
-	step("raised")
+	set(3, 1)
+	set(1, 3)
 
 	// Kill the task stream's leader: every task published stays.
 	const before = 50
