@@ -106,7 +106,9 @@ func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
 	if !ok {
 		return nil, false
 	}
-	r := reader{b: entry, ok: true}
+	// One copy of the entry as a string: its kinds, names and field paths
+	// are slices of it, not a string each (~60 fields a cluster file).
+	r := reader{b: entry, text: string(entry), ok: true}
 	r.str() // the key
 	if r.str() != polKey || !r.ok {
 		return nil, false
@@ -237,10 +239,12 @@ func appendStr(b []byte, s string) []byte {
 }
 
 // reader reads an entry; ok turns false at the first thing that does not
-// fit, and stays false.
+// fit, and stays false. text, when set, is the whole entry as a string,
+// whose tail b is: str then slices it instead of copying.
 type reader struct {
-	b  []byte
-	ok bool
+	b    []byte
+	text string
+	ok   bool
 }
 
 func (r *reader) num() int {
@@ -278,4 +282,11 @@ func (r *reader) bytes() []byte {
 	return v
 }
 
-func (r *reader) str() string { return string(r.bytes()) }
+func (r *reader) str() string {
+	b := r.bytes()
+	if r.text == "" || len(b) == 0 {
+		return string(b)
+	}
+	end := len(r.text) - len(r.b) // b ends where what is left starts
+	return r.text[end-len(b) : end]
+}
