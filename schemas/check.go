@@ -73,8 +73,8 @@ func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Flee
 				sc.vars.close()
 			}
 		}()
-		for _, cl := range chunks[i] {
-			key, classKey := c.clusterKeys(cl)
+		for j, cl := range chunks[i] {
+			key, classKey := c.clusterKeys(c.clusterObjs[i*rotateAfter+j], cl)
 			if key != "" && known.Good(key, classKey) {
 				continue
 			}
@@ -106,14 +106,13 @@ func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Flee
 	return fleet, sortErrors(c.errs)
 }
 
-// clusterKeys are the content keys that decide cl's own checks: the
-// cluster's and its class's; "" when there is no cache, no key or no valid
+// clusterKeys are the content keys that decide cl's own checks (o is its
+// object): the cluster's and its class's; "" when there is no cache, no key or no valid
 // class.
-func (c *checker) clusterKeys(cl *v1alpha1.Cluster) (cluster, class string) {
+func (c *checker) clusterKeys(o *Object, cl *v1alpha1.Cluster) (cluster, class string) {
 	if c.known == nil {
 		return "", ""
 	}
-	o := c.objectOf(v1alpha1.KindCluster, cl.Metadata.Name)
 	co := c.objectOf(v1alpha1.KindClusterClass, cl.Spec.Topology.ClassRef.Name)
 	if o == nil || co == nil || co.Invalid || o.Key == "" || co.Key == "" {
 		return "", ""
@@ -128,6 +127,9 @@ type checker struct {
 	vars   *variables
 	// findings are patched template fields providers refuse (templates.go).
 	findings []patchFinding
+	// clusterObjs is the object of each of the fleet's clusters, in the
+	// order of fleet.Clusters (set by fleet).
+	clusterObjs []*Object
 }
 
 func (c *checker) errorAt(o *Object, field, format string, args ...any) {
@@ -194,6 +196,7 @@ func (c *checker) fleet(objs []Object) *v1alpha1.Fleet {
 			f.Classes = append(f.Classes, v)
 		case *v1alpha1.Cluster:
 			f.Clusters = append(f.Clusters, v)
+			c.clusterObjs = append(c.clusterObjs, o)
 		case *v1alpha1.MachineDeployment:
 			f.MachineDeployments = append(f.MachineDeployments, v)
 		case *v1alpha1.MachineHealthCheck:
@@ -207,10 +210,28 @@ func (c *checker) fleet(objs []Object) *v1alpha1.Fleet {
 		f.Config.Spec.StatusBranch = v1alpha1.DefaultStatusBranch
 	}
 	sortByName(f.Classes, func(x *v1alpha1.ClusterClass) string { return x.Metadata.Name })
-	sortByName(f.Clusters, func(x *v1alpha1.Cluster) string { return x.Metadata.Name })
+	c.sortClusters(f.Clusters)
 	sortByName(f.MachineDeployments, func(x *v1alpha1.MachineDeployment) string { return x.Metadata.Name })
 	sortByName(f.HealthChecks, func(x *v1alpha1.MachineHealthCheck) string { return x.Metadata.Name })
 	return f
+}
+
+// sortClusters sorts clusters by name, and clusterObjs with them. Files
+// are read in path order, which is most often name order: then there is
+// nothing to move.
+func (c *checker) sortClusters(clusters []*v1alpha1.Cluster) {
+	if slices.IsSortedFunc(clusters, func(a, b *v1alpha1.Cluster) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) }) {
+		return
+	}
+	order := make([]int, len(clusters))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(clusters[a].Metadata.Name, clusters[b].Metadata.Name) })
+	cls, objs := slices.Clone(clusters), slices.Clone(c.clusterObjs)
+	for i, j := range order {
+		clusters[i], c.clusterObjs[i] = cls[j], objs[j]
+	}
 }
 
 func sortByName[T any](s []T, name func(T) string) {

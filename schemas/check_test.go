@@ -2,6 +2,8 @@ package schemas
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -222,5 +224,72 @@ spec:
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("errors (-want +got):\n%s\nall:\n%v", d, errs)
+	}
+}
+
+// recordingKnown knows nothing and records the clusters that pass.
+type recordingKnown struct {
+	mu     sync.Mutex
+	passed []string
+}
+
+func (k *recordingKnown) Good(cluster, class string) bool { return false }
+
+func (k *recordingKnown) Add(cluster, class string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if cluster != "" {
+		k.passed = append(k.passed, cluster+" "+class)
+	}
+}
+
+// TestCheckKnownTellsEachClusterByItsOwnKey: files read out of name order
+// (sorting puts the clusters in name order); the verdict recorded for each
+// cluster is under its own object's key, and the cluster that fails its
+// checks gets none.
+func TestCheckKnownTellsEachClusterByItsOwnKey(t *testing.T) {
+	var objs []Object
+	parse := func(path, doc, key string) {
+		t.Helper()
+		os, errs := ParseFile(File{Path: path, Data: []byte(header + doc)})
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		for i := range os {
+			os[i].Key = key
+		}
+		objs = append(objs, os...)
+	}
+	parse("classes/c.yaml", `kind: ClusterClass
+metadata: {name: c}
+spec:
+  controlPlane: {machineTemplate: {provider: inmemory}}
+  workers: {machineDeployments: [{class: w, template: {provider: inmemory}}]}
+`, "key-class")
+	cluster := `kind: Cluster
+metadata: {name: %s}
+spec:
+  topology:
+    classRef: {name: c}
+    controlPlane: {replicas: 1}
+%s`
+	parse("clusters/1.yaml", fmt.Sprintf(cluster, "zeta", "    variables: [{name: undeclared, value: 1}]\n"), "key-zeta")
+	parse("clusters/2.yaml", fmt.Sprintf(cluster, "alpha", ""), "key-alpha")
+	parse("clusters/3.yaml", fmt.Sprintf(cluster, "mid", ""), "key-mid")
+	known := &recordingKnown{}
+	fleet, errs := CheckKnown(objs, nil, known)
+	if len(errs) != 1 || errs[0].Path != "clusters/1.yaml" {
+		t.Fatalf("want one error, in zeta's file; got %v", errs)
+	}
+	var names []string
+	for _, c := range fleet.Clusters {
+		names = append(names, c.Metadata.Name)
+	}
+	if d := cmp.Diff([]string{"alpha", "mid", "zeta"}, names); d != "" {
+		t.Errorf("clusters (-want +got):\n%s", d)
+	}
+	slices.Sort(known.passed)
+	if d := cmp.Diff([]string{"key-alpha key-class", "key-mid key-class"}, known.passed); d != "" {
+		t.Errorf("clusters known to pass (-want +got):\n%s", d)
 	}
 }
