@@ -19,9 +19,6 @@ type Desired struct {
 	Change  Change
 	byName  map[string]*DesiredCluster
 	byClass map[string]*DesiredClass
-	// inputs are the content keys each cluster was expanded from
-	// (ExpandReusing); absent when one is unknown.
-	inputs map[string]inputKeys
 	// members are each class's clusters, in name order, listed once by
 	// the first Rollouts: a daemon asks for them at every pass.
 	membersOnce sync.Once
@@ -113,6 +110,9 @@ type DesiredCluster struct {
 	WaveName string
 	// Problems that stop the planner from touching this cluster at all.
 	Problems []Problem
+	// inputs are the content keys the cluster was expanded from
+	// (ExpandReusing); zero when one was unknown.
+	inputs inputKeys
 }
 
 // Autoscale is the range the autoscaler annotations allow a pool.

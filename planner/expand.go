@@ -42,19 +42,23 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 		d.byClass[dc.Name] = dc
 	}
 	sort.Slice(d.Classes, func(i, j int) bool { return d.Classes[i].Name < d.Classes[j].Name })
+	var inputs []inputKeys
 	if key != nil {
-		d.inputs = clusterInputs(fleet, key)
+		inputs = clusterInputs(fleet, key)
 	}
 	reused := make(map[string]bool, len(fleet.Clusters))
 	d.byName = make(map[string]*DesiredCluster, len(fleet.Clusters))
 	d.Clusters = make([]*DesiredCluster, len(fleet.Clusters))
 	var todo []int
 	for i, c := range fleet.Clusters {
-		name := c.Metadata.Name
-		if in, ok := d.inputs[name]; ok && prev != nil && prev.inputs[name] == in && prev.byName[name] != nil {
-			d.Clusters[i] = prev.byName[name]
-			reused[name] = true
-			continue
+		if inputs != nil && inputs[i].known() && prev != nil {
+			// An expansion made from the same inputs (its own, set when
+			// it was made) is kept.
+			if pc := prev.byName[c.Metadata.Name]; pc != nil && pc.inputs == inputs[i] {
+				d.Clusters[i] = pc
+				reused[pc.Name] = true
+				continue
+			}
 		}
 		todo = append(todo, i)
 	}
@@ -64,6 +68,9 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 		for _, i := range todo[lo:hi] {
 			c := fleet.Clusters[i]
 			d.Clusters[i] = expandCluster(fleet, c, d.byClass[c.Spec.Topology.ClassRef.Name])
+			if inputs != nil {
+				d.Clusters[i].inputs = inputs[i]
+			}
 		}
 	})
 	for _, dc := range d.Clusters {
@@ -355,19 +362,33 @@ func waveOf(class *DesiredClass, labels map[string]string) (int, string) {
 // builds it for every cluster.
 type inputKeys struct{ cluster, class, extra string }
 
-// clusterInputs is, per cluster, the content keys of what its expansion
-// reads; a cluster one of whose keys is unknown is left out.
-func clusterInputs(fleet *v1alpha1.Fleet, key func(kind, name string) string) map[string]inputKeys {
-	extra := map[string][]string{} // cluster -> keys of its MDs and health checks, in fleet order
+// known: every key was known (a cluster key is never "").
+func (k inputKeys) known() bool { return k.cluster != "" }
+
+// clusterInputs is, for each of the fleet's clusters in its order, the
+// content keys of what its expansion reads; zero for a cluster one of
+// whose keys is unknown.
+func clusterInputs(fleet *v1alpha1.Fleet, key func(kind, name string) string) []inputKeys {
+	var extra map[string][]string // cluster -> keys of its MDs and health checks, in fleet order
+	if len(fleet.MachineDeployments)+len(fleet.HealthChecks) > 0 {
+		extra = map[string][]string{}
+	}
 	for _, md := range fleet.MachineDeployments {
 		extra[md.Spec.ClusterName] = append(extra[md.Spec.ClusterName], "md:"+key(v1alpha1.KindMachineDeployment, md.Metadata.Name))
 	}
 	for _, hc := range fleet.HealthChecks {
 		extra[hc.Spec.ClusterName] = append(extra[hc.Spec.ClusterName], "hc:"+key(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name))
 	}
-	out := make(map[string]inputKeys, len(fleet.Clusters))
-	for _, c := range fleet.Clusters {
-		ck, kk := key(v1alpha1.KindCluster, c.Metadata.Name), key(v1alpha1.KindClusterClass, c.Spec.Topology.ClassRef.Name)
+	classKeys := map[string]string{} // a fleet has a few classes and many clusters
+	out := make([]inputKeys, len(fleet.Clusters))
+	for i, c := range fleet.Clusters {
+		class := c.Spec.Topology.ClassRef.Name
+		kk, ok := classKeys[class]
+		if !ok {
+			kk = key(v1alpha1.KindClusterClass, class)
+			classKeys[class] = kk
+		}
+		ck := key(v1alpha1.KindCluster, c.Metadata.Name)
 		if ck == "" || kk == "" {
 			continue
 		}
@@ -375,7 +396,7 @@ func clusterInputs(fleet *v1alpha1.Fleet, key func(kind, name string) string) ma
 		if slices.ContainsFunc(more, func(p string) bool { return p == "md:" || p == "hc:" }) {
 			continue
 		}
-		out[c.Metadata.Name] = inputKeys{cluster: ck, class: kk, extra: strings.Join(more, "\x00")}
+		out[i] = inputKeys{cluster: ck, class: kk, extra: strings.Join(more, "\x00")}
 	}
 	return out
 }
