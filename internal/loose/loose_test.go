@@ -2,6 +2,7 @@ package loose
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,5 +64,33 @@ func TestReadWhatGitWrote(t *testing.T) {
 	}
 	if _, err := Read(objects, h); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Errorf("a damaged object: %v, want an error saying so", err)
+	}
+}
+
+// BenchmarkReadTree10k: reading the loose tree of a folder of 10,000
+// files, as the source does at every commit that changes one of them.
+func BenchmarkReadTree10k(b *testing.B) {
+	dir := b.TempDir()
+	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
+		b.Fatalf("git init: %v %s", err, out)
+	}
+	var list strings.Builder
+	for i := range 10000 {
+		// Distinct blob hashes, as real files have; the blobs need not exist.
+		fmt.Fprintf(&list, "100644 blob %040x\tc%05d.yaml\n", i*7919+1, i)
+	}
+	cmd := exec.Command("git", "mktree", "--missing")
+	cmd.Dir, cmd.Stdin = dir, strings.NewReader(list.String())
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := plumbing.NewHash(strings.TrimSpace(string(out)))
+	objects := filepath.Join(dir, ".git", "objects")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ReadTree(objects, h); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
