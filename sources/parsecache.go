@@ -26,10 +26,11 @@ type parseCache struct {
 	// the schema and policy checks is decoded without them next time.
 	known *verdicts
 	// clusters are the clusters whose own checks passed with their class
-	// (schemas.KnownGood), by both content keys: a daemon asks for all of
-	// them at every revision, and a map lookup costs less than hashing a
-	// verdict. The ones the latest validation did not ask for are dropped.
-	clusters map[[2]string]uint64
+	// (schemas.KnownGood), by the cluster's content key: a daemon asks for
+	// all of them at every revision, and a map lookup costs less than
+	// hashing a verdict. One class is remembered a cluster, the newest;
+	// the ones the latest validation did not ask for are dropped.
+	clusters map[string]*clusterMemo
 	// objects, when set, keeps each good file's decoded objects across
 	// processes (Options.KeepObjects).
 	objects *objectCache
@@ -46,7 +47,7 @@ type parsed struct {
 }
 
 func newParseCache(known *verdicts) *parseCache {
-	return &parseCache{m: map[string]*parsed{}, known: known, clusters: map[[2]string]uint64{}}
+	return &parseCache{m: map[string]*parsed{}, known: known, clusters: map[string]*clusterMemo{}}
 }
 
 // validate parses every input (cached ones are not parsed again), checking
@@ -153,12 +154,19 @@ type knownClusters struct {
 	gen uint64
 }
 
+// clusterMemo is a cluster that passed its own checks with class (a
+// content key), and the validation that last asked.
+type clusterMemo struct {
+	class string
+	gen   uint64
+}
+
 func (k knownClusters) Good(cluster, class string) bool {
-	key := [2]string{cluster, class}
 	k.pc.mu.Lock()
-	_, ok := k.pc.clusters[key]
+	m := k.pc.clusters[cluster]
+	ok := m != nil && m.class == class
 	if ok {
-		k.pc.clusters[key] = k.gen
+		m.gen = k.gen
 	}
 	k.pc.mu.Unlock()
 	if ok {
@@ -167,16 +175,18 @@ func (k knownClusters) Good(cluster, class string) bool {
 	if !k.pc.known.good(k.pc.known.key("check", cluster, class)) {
 		return false
 	}
-	k.pc.mu.Lock()
-	k.pc.clusters[key] = k.gen
-	k.pc.mu.Unlock()
+	k.remember(cluster, class)
 	return true
 }
 
 func (k knownClusters) Add(cluster, class string) {
 	k.pc.known.add(k.pc.known.key("check", cluster, class))
+	k.remember(cluster, class)
+}
+
+func (k knownClusters) remember(cluster, class string) {
 	k.pc.mu.Lock()
-	k.pc.clusters[[2]string{cluster, class}] = k.gen
+	k.pc.clusters[cluster] = &clusterMemo{class: class, gen: k.gen}
 	k.pc.mu.Unlock()
 }
 
@@ -184,8 +194,8 @@ func (k knownClusters) Add(cluster, class string) {
 func (k knownClusters) forget() {
 	k.pc.mu.Lock()
 	defer k.pc.mu.Unlock()
-	for key, g := range k.pc.clusters {
-		if g != k.gen {
+	for key, m := range k.pc.clusters {
+		if m.gen != k.gen {
 			delete(k.pc.clusters, key)
 		}
 	}
