@@ -107,8 +107,8 @@ func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Flee
 }
 
 // clusterKeys are the content keys that decide cl's own checks (o is its
-// object): the cluster's and its class's; "" when there is no cache, no key or no valid
-// class.
+// object): the cluster's and its class's; "" when there is no cache, no
+// key or no valid class.
 func (c *checker) clusterKeys(o *Object, cl *v1alpha1.Cluster) (cluster, class string) {
 	if c.known == nil {
 		return "", ""
