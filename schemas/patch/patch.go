@@ -38,16 +38,19 @@ func ClassVariables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster) map[string]a
 	}
 	// A class declares a handful of variables: looking each of the
 	// cluster's up in the list costs less than a map built per cluster,
-	// which a class bump at 10,000 clusters would build 10,000 times.
-	var declared map[string]bool
-	if len(decls) > 32 {
-		declared = make(map[string]bool, len(decls))
+	// which a class bump at 10,000 clusters would build 10,000 times. A
+	// class of many gets the map, so that a cluster setting many does not
+	// cost their product.
+	declared := func(name string) bool { return declares(decls, name) }
+	if len(decls) > maxListedVariables {
+		set := make(map[string]bool, len(decls))
 		for i := range decls {
-			declared[decls[i].Name] = true
+			set[decls[i].Name] = true
 		}
+		declared = func(name string) bool { return set[name] }
 	}
 	for _, v := range c.Spec.Topology.Variables {
-		if declared != nil && declared[v.Name] || declared == nil && declares(decls, v.Name) {
+		if declared(v.Name) {
 			vals[v.Name] = v.Value
 		}
 	}
@@ -60,6 +63,10 @@ func ClassVariables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster) map[string]a
 	}
 	return vals
 }
+
+// maxListedVariables is the most variables ClassVariables looks up in the
+// class's list rather than in a map.
+const maxListedVariables = 32
 
 func declares(decls []v1alpha1.ClassVariable, name string) bool {
 	for i := range decls {

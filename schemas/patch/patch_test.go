@@ -335,3 +335,27 @@ func TestBuiltinOnlyWhenRead(t *testing.T) {
 		}
 	}
 }
+
+// TestClassVariablesTakesDeclaredOnly: a cluster's value replaces the
+// class's default of a variable the class declares, and one it does not
+// declare is left out; the same for a class of a few variables (looked up
+// in its list) and one of many (in a map).
+func TestClassVariablesTakesDeclaredOnly(t *testing.T) {
+	for _, n := range []int{3, 40} {
+		cc := &v1alpha1.ClusterClass{}
+		for i := range n {
+			cc.Spec.Variables = append(cc.Spec.Variables, v1alpha1.ClassVariable{Name: fmt.Sprintf("v%d", i), Default: "default"})
+		}
+		c := &v1alpha1.Cluster{}
+		c.Spec.Topology.Variables = []v1alpha1.ClusterVariable{{Name: "v1", Value: "set"}, {Name: "undeclared", Value: "x"}}
+		got := patch.ClassVariables(cc, c)
+		want := map[string]any{}
+		for i := range n {
+			want[fmt.Sprintf("v%d", i)] = "default"
+		}
+		want["v1"] = "set"
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%d variables (-want +got):\n%s", n, d)
+		}
+	}
+}
