@@ -70,6 +70,44 @@ func TestProvidersOnOneBucketAreOneCloud(t *testing.T) {
 	}
 }
 
+// List gives each machine its own pool's labels and annotations, however
+// many machines have the same ones, and none to a machine made without.
+func TestListKeepsEachMachinesLabels(t *testing.T) {
+	p := newProvider(t, inmemory.Options{})
+	want := map[string]map[string]string{}
+	for i := range 7 {
+		name := "m-" + strconv.Itoa(i)
+		m := providertest.Machine(p, "c"+strconv.Itoa(i%2), name)
+		m.Annotations = nil
+		switch i % 3 {
+		case 0:
+			m.Labels = map[string]string{"pool": "md-0", "cluster": "c" + strconv.Itoa(i%2)}
+		case 1:
+			m.Labels = map[string]string{"pool": "md-1", "cluster": "c" + strconv.Itoa(i%2)}
+			m.Annotations = map[string]string{"note": "x"}
+		default:
+			m.Labels = nil
+		}
+		want[name] = m.Labels
+		if _, err := p.Create(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := p.List(context.Background())
+	if err != nil || len(list) != len(want) {
+		t.Fatalf("List: %d machines, %v; want %d", len(list), err, len(want))
+	}
+	for _, in := range list {
+		w := want[in.Name]
+		if len(in.Labels) != len(w) || in.Labels["pool"] != w["pool"] || in.Labels["cluster"] != w["cluster"] || in.Labels["cluster"] != in.Cluster && w != nil {
+			t.Errorf("%s/%s: labels %v, want %v", in.Cluster, in.Name, in.Labels, w)
+		}
+		if hasNote := in.Annotations["note"] == "x"; hasNote != (w["pool"] == "md-1") || len(in.Annotations) > 1 {
+			t.Errorf("%s/%s: annotations %v", in.Cluster, in.Name, in.Annotations)
+		}
+	}
+}
+
 func TestSpecOverridesDefaults(t *testing.T) {
 	p := newProvider(t, inmemory.Options{FailureRate: 0})
 	m := providertest.Machine(p, "c1", "doomed")
