@@ -188,6 +188,9 @@ func rows(b Benchmarks, p Procs) []Row {
 			if returned, ok := b.figure(mem, "returned-"+m.unit); ok {
 				r.Figure += fmt.Sprintf("; %.2f KiB settled once the runtime gave back the pages it does not use", returned/1024)
 			}
+			if peak, ok := b.figure(mem, "inventory-peak-"+m.unit); ok {
+				r.Figure += fmt.Sprintf("; %.2f KiB at its peak while the workers' inventories were taken", peak/1024)
+			}
 		}
 		out = append(out, r)
 	}
