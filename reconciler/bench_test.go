@@ -694,8 +694,8 @@ func (d *benchDaemon) waitInventories(tb testing.TB, n int) {
 func (d *benchDaemon) inventoryPeak(b *testing.B) uint64 {
 	b.Helper()
 	stop := make(chan struct{})
-	peak := make(chan uint64)
-	go func() {
+	peak := make(chan uint64, 1)
+	go func(stop <-chan struct{}) {
 		var top uint64
 		for {
 			runtime.GC()
@@ -714,9 +714,12 @@ func (d *benchDaemon) inventoryPeak(b *testing.B) uint64 {
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
-	}()
+	}(stop)
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }) }
+	defer halt() // waitInventories failed: stop collecting
 	d.waitInventories(b, 2)
-	close(stop)
+	halt()
 	return <-peak
 }
 
