@@ -1,7 +1,11 @@
 package reconciler
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,5 +159,72 @@ func TestForgedInventories(t *testing.T) {
 	case <-done:
 		t.Fatal("the leader stopped")
 	default:
+	}
+}
+
+// Three workers' reports arrive at once, more than NATS's default limit of
+// a subscription's pending messages (64 MiB) together, while the leader
+// decodes them part by part: every report is taken whole. With the
+// default, parts were dropped as a slow consumer's and their reports never
+// completed, so the machines they did not list were never found gone.
+func TestReportsAtOnceAreTakenWhole(t *testing.T) {
+	nc, _, m, done := runBareLeader(t)
+	srvURL := nc.ConnectedUrl()
+	// Plain NATS: send until the loop has subscribed.
+	malformed := func() float64 { return counter(t, m.Malformed.WithLabelValues("inventory")) }
+	for deadline := time.Now().Add(10 * time.Second); malformed() == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the leader does not take inventories")
+		}
+		if err := nc.Publish(wire.InventorySubject("inmemory", "w0"), []byte("not json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Parts of ~800 KiB (under NATS's 1 MiB message limit): 3 × 40 of
+	// them are ~94 MiB.
+	const workers, parts, perPart = 3, 40, 100
+	instances := make([]wire.Instance, perPart)
+	for i := range instances {
+		instances[i] = wire.Instance{Cluster: "c", Machine: fmt.Sprintf("c-m%03d", i), Message: strings.Repeat("x", 8000)}
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		worker := fmt.Sprintf("w%d", w+1)
+		first, err := wire.Encode(&wire.Inventory{Provider: "inmemory", Worker: worker, Report: "r", Part: 1, Parts: parts,
+			Time: time.Now(), Instances: instances})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Count(first, []byte(`"part":1,`)) != 1 {
+			t.Fatalf("cannot number the parts of %s", first[:200])
+		}
+		pc, err := nats.Connect(srvURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		wg.Go(func() {
+			for p := range parts {
+				data := bytes.Replace(first, []byte(`"part":1,`), fmt.Appendf(nil, `"part":%d,`, p), 1)
+				if err := pc.Publish(wire.InventorySubject("inmemory", worker), data); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := pc.Flush(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	taken := func() float64 { return counter(t, m.Inventories.WithLabelValues("inmemory")) }
+	for deadline := time.Now().Add(time.Minute); taken() < workers; time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-done:
+			t.Fatal("the leader stopped")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v of %d reports taken whole", taken(), workers)
+		}
 	}
 }

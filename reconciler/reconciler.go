@@ -271,6 +271,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-running:
 		}
 	})
+	if err == nil {
+		err = isub.SetPendingLimits(-1, inventoryPendingBytes)
+	}
 	if err != nil {
 		return fmt.Errorf("reconciler: inventories: %w", err)
 	}
