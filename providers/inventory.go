@@ -12,9 +12,69 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
-// inventoryPart is how many instances one inventory message carries, so a
-// report of 100,000 machines stays under NATS's 1 MiB message limit.
-const inventoryPart = 1000
+// inventoryPart is how many instances one inventory message carries at
+// most; partBytes how many bytes of them (encoded, at most), so that a
+// part stays under NATS's message limit (1 MiB by default) whatever the
+// machines' labels and annotations: 1,000 machines with 1 KiB of
+// annotations each made a part NATS refused, and the report never went out.
+const (
+	inventoryPart = 1000
+	partBytes     = 768 << 10
+)
+
+// cutParts returns where each part of a report of list ends: at most
+// inventoryPart instances and budget bytes each (one instance larger than
+// the budget is a part alone).
+func cutParts(list []Instance, budget int) []int {
+	var ends []int
+	size := 0
+	for i, in := range list {
+		n := instanceSize(in)
+		start := 0
+		if len(ends) > 0 {
+			start = ends[len(ends)-1]
+		}
+		if i > start && (i-start == inventoryPart || size+n > budget) {
+			ends = append(ends, i)
+			size = 0
+		}
+		size += n
+	}
+	if len(list) > 0 || len(ends) == 0 {
+		ends = append(ends, len(list))
+	}
+	return ends
+}
+
+// instanceSize is at least the size of the instance's JSON in a part: its
+// field names and punctuation, and every string's bytes counted six times
+// when JSON may escape them (a control character, a quote, a backslash,
+// HTML's <, > and &, anything not ASCII).
+func instanceSize(in Instance) int {
+	n := 256 // field names, quotes, commas, braces
+	for _, s := range []string{in.Cluster, in.Name, in.ProviderID, in.Version, in.Deployment, string(in.Role), in.TemplateHash, in.Reason, in.Message} {
+		n += jsonStringSize(s)
+	}
+	for _, a := range in.Addresses {
+		n += jsonStringSize(a) + 3
+	}
+	for _, m := range []map[string]string{in.Labels, in.Annotations} {
+		for k, v := range m {
+			n += jsonStringSize(k) + jsonStringSize(v) + 6
+		}
+	}
+	return n
+}
+
+func jsonStringSize(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			n += 5
+		}
+	}
+	return n
+}
 
 // inventory reports the provider's List when the worker starts, every
 // InventoryInterval and whenever a leader asks, until ctx ends. Requests
@@ -67,16 +127,20 @@ func (w *Worker) report(ctx context.Context, request string) error {
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
-	parts := max(1, (len(list)+inventoryPart-1)/inventoryPart)
+	nc := w.js.Conn()
+	// The envelope (provider, worker, report, time) is small beside a
+	// part; a server that allows less than 1 MiB gets smaller parts.
+	ends := cutParts(list, min(partBytes, max(int(nc.MaxPayload())*3/4, 16<<10)))
+	parts := len(ends)
 	id := w.o.ID + "-" + strconv.FormatInt(at.UnixNano(), 36)
 	subject := wire.InventorySubject(w.p.Name(), w.o.ID)
-	nc := w.js.Conn()
 	// One part's instances at a time: a report of 130,000 machines does not
 	// hold a second copy of the list.
 	instances := make([]wire.Instance, 0, min(len(list), inventoryPart))
-	for part := range parts {
+	start := 0
+	for part, end := range ends {
 		instances = instances[:0]
-		for _, in := range list[min(part*inventoryPart, len(list)):min((part+1)*inventoryPart, len(list))] {
+		for _, in := range list[start:end] {
 			instances = append(instances, wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment, Role: in.Role,
 				Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations, ProviderID: in.ProviderID,
 				Addresses: in.Addresses, Reason: in.Reason, Message: in.Message})
@@ -88,8 +152,9 @@ func (w *Worker) report(ctx context.Context, request string) error {
 			return err
 		}
 		if err := nc.Publish(subject, data); err != nil {
-			return fmt.Errorf("publish inventory: %w", err)
+			return fmt.Errorf("publish inventory part %d of %d (%d machines, %d bytes): %w", part, parts, end-start, len(data), err)
 		}
+		start = end
 	}
 	if err := nc.FlushTimeout(5 * time.Second); err != nil {
 		return fmt.Errorf("publish inventory: %w", err)
