@@ -2,7 +2,9 @@ package providers
 
 import (
 	"context"
+	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -108,17 +110,35 @@ func (w *Worker) handle(ctx context.Context, q queued, slot *progress, acks chan
 		w.o.Log.Error().Err(err).Str("task", task.ID).Str("cluster", task.Machine.Cluster).
 			Str("machine", task.Machine.Name).Int("attempt", attempt).Msg("task failed")
 		ev := w.event(&task, wire.PhaseFailed)
-		ev.Message = err.Error()
+		ev.Message = cutMessage(err.Error())
 		f, perr := w.publish(&ev)
 		if perr != nil {
 			w.retry(msg, &task, attempt, perr)
 			return
 		}
 		w.failed.Add(1)
-		acks <- pendingAck{msg: msg, futs: append(futs, f), term: err.Error(), taskID: task.ID}
+		acks <- pendingAck{msg: msg, futs: append(futs, f), term: ev.Message, taskID: task.ID}
 	default:
 		w.retry(msg, &task, attempt, err)
 	}
+}
+
+// maxEventMessage is how much of a provider's error a Failed event
+// carries: the event stream refuses messages over 64 KiB, and a refused
+// event left the task to be retried for as long as the stream kept it.
+const maxEventMessage = 8 << 10
+
+// cutMessage is s, cut to maxEventMessage bytes (at a character's start)
+// with how much was cut.
+func cutMessage(s string) string {
+	if len(s) <= maxEventMessage {
+		return s
+	}
+	n := maxEventMessage
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s … (%d bytes cut)", s[:n], len(s)-n)
 }
 
 func (w *Worker) retry(msg jetstream.Msg, task *wire.Task, attempt int, err error) {

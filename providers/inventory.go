@@ -143,7 +143,7 @@ func (w *Worker) report(ctx context.Context, request string) error {
 		for _, in := range list[start:end] {
 			instances = append(instances, wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment, Role: in.Role,
 				Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations, ProviderID: in.ProviderID,
-				Addresses: in.Addresses, Reason: in.Reason, Message: in.Message})
+				Addresses: in.Addresses, Reason: in.Reason, Message: cutMessage(in.Message)})
 		}
 		inv := wire.Inventory{Provider: w.p.Name(), Worker: w.o.ID, HostBound: w.hostBound, Report: id,
 			Part: part, Parts: parts, Request: request, Time: at, Instances: instances}

@@ -111,6 +111,34 @@ func TestWorkerPermanentFailureIsFailedEvent(t *testing.T) {
 	}
 }
 
+// verbose fails every Create permanently with a very long message, as a
+// cloud API that returns its whole response body might.
+type verbose struct{ providers.Provider }
+
+func (verbose) Create(context.Context, wire.Machine) (providers.Instance, error) {
+	return providers.Instance{}, providers.Permanent(errors.New("cloud API said 400: " + strings.Repeat("details ", 100<<10/8)))
+}
+
+// An error longer than an event may carry (the event stream refuses
+// messages over 64 KiB) is cut: the Failed event is stored and the task
+// ends, instead of the event being refused and the task retried for as
+// long as the stream keeps it.
+func TestWorkerCutsLongErrors(t *testing.T) {
+	e := newEnv(t)
+	w := e.startWorker(t, verbose{e.inmemory(t, inmemory.Options{})}, providers.WorkerOptions{})
+	events := e.events(t)
+	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "told", ""))
+	seen := waitPhases(t, events, wire.PhaseFailed, "c1/told")
+	last := seen["c1/told"][len(seen["c1/told"])-1]
+	if !strings.Contains(last.Message[:min(len(last.Message), 64)], "cloud API said 400: details") || len(last.Message) > 9<<10 || !strings.Contains(last.Message, "bytes cut") {
+		t.Errorf("Failed event message of %d bytes, starting %.40q; want the error's start, cut to at most 8 KiB, saying so", len(last.Message), last.Message)
+	}
+	eventually(t, "failed task terminated", func() bool { return e.taskCount(t) == 0 })
+	if s := w.Stats(); s.Failed != 1 || s.Retried != 0 {
+		t.Errorf("stats = %+v; want 1 failed, no retries", s)
+	}
+}
+
 // flaky fails its first n Creates with a transient error and counts calls.
 type flaky struct {
 	providers.Provider
