@@ -285,10 +285,46 @@ func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver 
 	} else {
 		labels[v1alpha1.LabelDeployment] = name
 	}
+	if n := machineBytes(spec, labels, annotations); n > wire.MaxMachineBytes {
+		// The pool's own field, not its replicas'.
+		at, what := strings.TrimSuffix(field, ".replicas"), "pool "+name
+		if at == "spec" {
+			at = "spec.template"
+		}
+		if role == wire.RoleControlPlane {
+			what = "the control plane"
+		}
+		dc.Problems = append(dc.Problems, problemf(src, at, "the machines of %s would carry %d KiB of spec, labels and annotations (after the class's patches); at most %d KiB fit in a task: keep large data out of machine templates",
+			what, (n+1023)>>10, wire.MaxMachineBytes>>10))
+	}
 	p := Pool{Name: name, Role: role, Replicas: replicas, Version: ver, Provider: tpl.Provider, Spec: spec,
 		FailureDomain: fd, Strategy: s, Labels: labels, Annotations: annotations, Source: src, ReplicasField: field}
 	p.TemplateHash = p.hashAt(ver)
 	return p
+}
+
+// machineBytes is what a pool's template takes in each task: its spec's
+// JSON and the labels' and annotations' keys and values as JSON strings.
+func machineBytes(spec []byte, labels, annotations map[string]string) int {
+	n := len(spec)
+	for _, m := range []map[string]string{labels, annotations} {
+		for k, v := range m {
+			n += jsonLen(k) + jsonLen(v) + 2
+		}
+	}
+	return n
+}
+
+// jsonLen is the length of s as a JSON string: quoted, with the bytes
+// encoding/json escapes written as \u00XX.
+func jsonLen(s string) int {
+	n := len(s) + 2
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			n += 5
+		}
+	}
+	return n
 }
 
 // hashAt is the template hash of a machine of this pool at version v: what a

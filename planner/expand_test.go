@@ -305,3 +305,40 @@ func TestTakenNamesAreDrawnAgain(t *testing.T) {
 		t.Errorf("wake %v; want %v", res.Wake, want)
 	}
 }
+
+// A template that would make tasks larger than the task stream takes —
+// written so, or grown by a patch — is a problem at the cluster's pool,
+// and the cluster gets no steps (its tasks would be refused forever).
+func TestExpandRefusesTemplatesLargerThanATask(t *testing.T) {
+	class := testClass("v1.30.2")
+	big := strings.Repeat("x", wire.MaxMachineBytes)
+	class.Spec.Variables = []v1alpha1.ClassVariable{{Name: "blob", Default: ""}}
+	class.Spec.Patches = []v1alpha1.ClassPatch{workerPatch("blob", "default", fromVar("/spec/blob", "blob"))}
+	grown := testCluster("grown", 3, 1)
+	grown.Spec.Topology.Variables = []v1alpha1.ClusterVariable{{Name: "blob", Value: big}}
+	small := testCluster("small", 3, 1)
+	small.Spec.Topology.Variables = []v1alpha1.ClusterVariable{{Name: "blob", Value: strings.Repeat("x", 1000)}}
+	noted := testCluster("noted", 3, 1)
+	noted.Spec.Topology.ControlPlane.Metadata.Annotations = map[string]string{"note": big}
+	d, probs := Expand(testFleet(class, grown, small, noted))
+	var got []string
+	for _, p := range probs {
+		got = append(got, p.Error())
+	}
+	want := []string{
+		"clusters/grown.yaml:1: spec.topology.workers.machineDeployments[0]: the machines of pool md would carry 129 KiB of spec, labels and annotations (after the class's patches); at most 128 KiB fit in a task: keep large data out of machine templates",
+		"clusters/noted.yaml:1: spec.topology.controlPlane: the machines of the control plane would carry 129 KiB of spec, labels and annotations (after the class's patches); at most 128 KiB fit in a task: keep large data out of machine templates",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	res := Plan(Input{Desired: d, Now: simStart, NewName: func(c, p string) string { return c + p }})
+	for _, s := range res.Steps {
+		if s.Machine.Cluster != "small" {
+			t.Errorf("a step for %s, whose tasks would be too large", s.Machine.Cluster)
+		}
+	}
+	if len(res.Steps) == 0 {
+		t.Error("no step for the cluster whose template fits")
+	}
+}

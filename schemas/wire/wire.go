@@ -449,6 +449,12 @@ type Inventory struct {
 // part, ten million machines.
 const MaxInventoryParts = 10_000
 
+// MaxMachineBytes bounds what a machine's template gives every task about
+// it — its spec, labels and annotations together, as JSON — so that a task
+// fits in the task stream (256 KiB a message) with room for the rest of
+// the task and its sealed bootstrap data.
+const MaxMachineBytes = 128 << 10
+
 // Instance is one machine as its provider has it.
 type Instance struct {
 	Cluster      string            `json:"cluster"`
