@@ -2,9 +2,7 @@ package providers
 
 import (
 	"context"
-	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -128,18 +126,8 @@ func (w *Worker) handle(ctx context.Context, q queued, slot *progress, acks chan
 // event left the task to be retried for as long as the stream kept it.
 const maxEventMessage = 8 << 10
 
-// cutMessage is s, cut to maxEventMessage bytes (at a character's start)
-// with how much was cut.
-func cutMessage(s string) string {
-	if len(s) <= maxEventMessage {
-		return s
-	}
-	n := maxEventMessage
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return fmt.Sprintf("%s … (%d bytes cut)", s[:n], len(s)-n)
-}
+// cutMessage is s as a Failed event carries it.
+func cutMessage(s string) string { return wire.Cut(s, maxEventMessage) }
 
 func (w *Worker) retry(msg jetstream.Msg, task *wire.Task, attempt int, err error) {
 	d := w.o.Backoff(attempt)

@@ -218,3 +218,34 @@ func TestDroppedHeartbeatsAreNotMissed(t *testing.T) {
 		t.Errorf("no drop for %v, yet the loop still reports %q", heartbeatsQuiet, msg)
 	}
 }
+
+// A node's heartbeat message is the node's to write, at any length NATS
+// carries (1 MiB): the record keeps its start only, as the status branch
+// and every later record write would carry it.
+func TestAHeartbeatsMessageIsCut(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 0)
+	l.start()
+	task := l.nextTasks(1)[0]
+	l.answer(task, wire.PhaseRunning)
+	l.waitRecords("Running")
+	m := task.task.Machine
+	data, err := wire.Encode(&wire.Heartbeat{Cluster: m.Cluster, Machine: m.Name, Version: m.Version, Healthy: false,
+		Message: "kubelet: " + strings.Repeat("stuck ", 100<<10/6), Time: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.nc.Publish(wire.HeartbeatSubject(m.Cluster, m.Name), data); err != nil {
+		t.Fatal(err)
+	}
+	l.waitFor("the machine recorded unhealthy", func() (bool, string) {
+		rec := l.records()[m.Name]
+		if rec == nil || rec.Health == nil {
+			return false, "no health recorded"
+		}
+		return !rec.Health.Healthy, fmt.Sprintf("healthy=%v", rec.Health.Healthy)
+	})
+	h := l.records()[m.Name].Health
+	if !strings.HasPrefix(h.Message, "kubelet: stuck") || len(h.Message) > 2<<10 || !strings.Contains(h.Message, "bytes cut") {
+		t.Errorf("recorded message of %d bytes, starting %.30q; want its start, at most 2 KiB, saying it was cut", len(h.Message), h.Message)
+	}
+}

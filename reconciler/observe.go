@@ -353,6 +353,11 @@ func (r *Reconciler) bySubject(subject string) *machine {
 	return r.lookup(cluster, name)
 }
 
+// maxHealthMessage is how much of a heartbeat's message a record keeps:
+// the node writes it, at any length NATS carries, and it goes into every
+// later write of the record and into the status branch.
+const maxHealthMessage = 1 << 10
+
 // judge records a change of a running machine's health: unhealthy when its
 // heartbeats stopped for the heartbeat timeout or the newest said so,
 // healthy again when a heartbeat says so. Status shows it whether or not a
@@ -375,7 +380,7 @@ func (r *Reconciler) judge(ctx context.Context, m *machine, now time.Time, msg s
 			want.Since, want.Message = last, "no heartbeat since this leader started"
 		}
 	case !m.healthy:
-		want = Health{Reason: ReasonNodeUnhealthy, Since: now, Message: msg}
+		want = Health{Reason: ReasonNodeUnhealthy, Since: now, Message: wire.Cut(msg, maxHealthMessage)}
 		if want.Message == "" {
 			want.Message = "its heartbeat says it is not healthy"
 		}

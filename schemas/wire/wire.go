@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // APIVersion of every message this package writes and accepts.
@@ -443,6 +444,19 @@ type Inventory struct {
 	Request   string     `json:"request,omitempty"`
 	Time      time.Time  `json:"time"`
 	Instances []Instance `json:"instances,omitempty"`
+}
+
+// Cut is s when it has at most n bytes, else its first n bytes (cut at a
+// character's start) followed by how many bytes were cut: how a message
+// too long for where it goes (an event, a record, a status file) is kept.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s … (%d bytes cut)", s[:n], len(s)-n)
 }
 
 // MaxInventoryParts bounds the parts of one report: at 1,000 machines a

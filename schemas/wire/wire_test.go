@@ -105,3 +105,22 @@ func TestDecodeSaysWhyInOrder(t *testing.T) {
 		t.Errorf("a good heartbeat: %v", err)
 	}
 }
+
+// Cut keeps short messages whole, and cuts long ones at a character's
+// start, saying how much it cut.
+func TestCut(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 5, "short"},
+		{"longer", 4, "long … (2 bytes cut)"},
+		{"héllo", 2, "h … (5 bytes cut)"}, // é is two bytes: not split
+		{"", 0, ""},
+	} {
+		if got := Cut(c.s, c.n); got != c.want {
+			t.Errorf("Cut(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
