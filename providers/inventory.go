@@ -46,13 +46,14 @@ func cutParts(list []Instance, budget int) []int {
 	return ends
 }
 
-// instanceSize is at least the size of the instance's JSON in a part: its
-// field names and punctuation, and every string's bytes counted six times
-// when JSON may escape them (a control character, a quote, a backslash,
-// HTML's <, > and &, anything not ASCII).
+// instanceSize is at least the size of the instance's JSON in a part, its
+// message cut as the part carries it: its field names and punctuation,
+// and every string's bytes counted six times when JSON may escape them (a
+// control character, a quote, a backslash, HTML's <, > and &, anything
+// not ASCII).
 func instanceSize(in Instance) int {
 	n := 256 // field names, quotes, commas, braces
-	for _, s := range []string{in.Cluster, in.Name, in.ProviderID, in.Version, in.Deployment, string(in.Role), in.TemplateHash, in.Reason, in.Message} {
+	for _, s := range []string{in.Cluster, in.Name, in.ProviderID, in.Version, in.Deployment, string(in.Role), in.TemplateHash, in.Reason, cutMessage(in.Message)} {
 		n += jsonStringSize(s)
 	}
 	for _, a := range in.Addresses {

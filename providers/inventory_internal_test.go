@@ -18,13 +18,14 @@ func TestInstanceSizeBoundsItsJSON(t *testing.T) {
 		{Cluster: "c-00001", Name: "c-00001-md-0-abcde", ProviderID: "inmemory://c-00001/c-00001-md-0-abcde", Version: "v1.31.2",
 			Deployment: "md-0", Role: wire.RoleWorker, TemplateHash: "0123456789abcdef", Addresses: []string{"10.0.0.1", "::1"},
 			Labels: map[string]string{"gitfleet.io/cluster": "c-00001", "env": "dev"}},
+		{Cluster: "c", Name: "m", Message: strings.Repeat("m", maxEventMessage+1)}, // cut, with a note longer than what it cut
 		{Cluster: odd, Name: odd, ProviderID: odd, Version: odd, Deployment: odd, Role: wire.Role(odd), TemplateHash: odd,
 			Reason: odd, Message: strings.Repeat(odd, 50), Addresses: []string{odd}, Labels: map[string]string{odd: odd},
 			Annotations: map[string]string{odd + "1": odd, odd + "2": strings.Repeat(odd, 100)}},
 	} {
 		w := wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment, Role: in.Role, Version: in.Version,
 			TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations, ProviderID: in.ProviderID,
-			Addresses: in.Addresses, Reason: in.Reason, Message: in.Message}
+			Addresses: in.Addresses, Reason: in.Reason, Message: cutMessage(in.Message)}
 		data, err := json.Marshal(w)
 		if err != nil {
 			t.Fatal(err)
