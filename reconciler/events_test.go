@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -59,9 +61,18 @@ func TestABurstOfEventsIsAppliedInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := cons.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	// An event is acknowledged once its record is written, without
+	// waiting for the server: on a loaded machine the last acks can reach
+	// it after the records are seen, so wait for them (well within the
+	// consumer's ack wait, past which they would be redelivered).
+	var info *jetstream.ConsumerInfo
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if info, err = cons.Info(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 || time.Now().After(deadline) {
+			break
+		}
 	}
 	// Every delivery is one more consumer sequence; a redelivery moves it
 	// past the stream's.
