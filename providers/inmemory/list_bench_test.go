@@ -25,11 +25,11 @@ func BenchmarkList20k(b *testing.B) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for i := range n {
-		m := providertest.Machine(p, fmt.Sprintf("c-%04d", i/13), fmt.Sprintf("c-%04d-md-0-%05d", i/13, i))
-		cluster, pool := fmt.Sprintf("c-%04d", i/13), "md-0"
+		cluster, pool, part := fmt.Sprintf("c-%04d", i/13), "md-0", "md-0"
 		if i%13 < 3 {
-			pool = ""
+			pool, part = "", "control-plane"
 		}
+		m := providertest.Machine(p, cluster, fmt.Sprintf("%s-%s-%05d", cluster, part, i))
 		labels := map[string]string{"env": "dev", "region": "eu-0", v1alpha1.LabelCluster: cluster}
 		if pool == "" {
 			labels[v1alpha1.LabelControlPlane] = "true"
