@@ -309,19 +309,7 @@ func machineBytes(spec []byte, labels, annotations map[string]string) int {
 	n := len(spec)
 	for _, m := range []map[string]string{labels, annotations} {
 		for k, v := range m {
-			n += jsonLen(k) + jsonLen(v) + 2
-		}
-	}
-	return n
-}
-
-// jsonLen is the length of s as a JSON string: quoted, with the bytes
-// encoding/json escapes written as \u00XX.
-func jsonLen(s string) int {
-	n := len(s) + 2
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			n += 5
+			n += wire.JSONStringLen(k) + wire.JSONStringLen(v) + 2
 		}
 	}
 	return n

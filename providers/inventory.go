@@ -47,31 +47,19 @@ func cutParts(list []Instance, budget int) []int {
 }
 
 // instanceSize is at least the size of the instance's JSON in a part, its
-// message cut as the part carries it: its field names and punctuation,
-// and every string's bytes counted six times when JSON may escape them (a
-// control character, a quote, a backslash, HTML's <, > and &, anything
-// not ASCII).
+// message cut as the part carries it: its field names and punctuation and
+// its strings as JSON writes them.
 func instanceSize(in Instance) int {
-	n := 256 // field names, quotes, commas, braces
+	n := 256 // field names, colons, commas, braces
 	for _, s := range []string{in.Cluster, in.Name, in.ProviderID, in.Version, in.Deployment, string(in.Role), in.TemplateHash, in.Reason, cutMessage(in.Message)} {
-		n += jsonStringSize(s)
+		n += wire.JSONStringLen(s)
 	}
 	for _, a := range in.Addresses {
-		n += jsonStringSize(a) + 3
+		n += wire.JSONStringLen(a) + 1
 	}
 	for _, m := range []map[string]string{in.Labels, in.Annotations} {
 		for k, v := range m {
-			n += jsonStringSize(k) + jsonStringSize(v) + 6
-		}
-	}
-	return n
-}
-
-func jsonStringSize(s string) int {
-	n := len(s)
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			n += 5
+			n += wire.JSONStringLen(k) + wire.JSONStringLen(v) + 2
 		}
 	}
 	return n

@@ -459,6 +459,38 @@ func Cut(s string, n int) string {
 	return fmt.Sprintf("%s … (%d bytes cut)", s[:n], len(s)-n)
 }
 
+// JSONStringLen is the length of s written as a JSON string by Encode
+// (encoding/json): quoted, with quotes, backslashes and common control
+// characters escaped in two bytes, other control characters, HTML's <, >
+// and &, U+2028, U+2029 and each invalid byte in six. What must fit in a
+// message is measured with it before the message is made.
+func JSONStringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
 // MaxInventoryParts bounds the parts of one report: at 1,000 machines a
 // part, ten million machines.
 const MaxInventoryParts = 10_000

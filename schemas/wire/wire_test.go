@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -121,6 +122,20 @@ func TestCut(t *testing.T) {
 	} {
 		if got := Cut(c.s, c.n); got != c.want {
 			t.Errorf("Cut(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
+
+// JSONStringLen is what Encode writes for a string, byte for byte.
+func TestJSONStringLen(t *testing.T) {
+	for _, s := range []string{"", "plain", "a<b>&c", "quote\" back\\ nl\n tab\t cr\r \b\f", "\x00\x01\x1f\x7f",
+		"é ☃ 𝄞", "\u2028\u2029", "bad \xff\xfe utf-8 \xe2\x82", strings.Repeat("<x>", 100)} {
+		data, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := JSONStringLen(s); got != len(data) {
+			t.Errorf("JSONStringLen(%q) = %d, json.Marshal writes %d bytes (%s)", s, got, len(data), data)
 		}
 	}
 }
