@@ -16,7 +16,7 @@
 // and, when one machine's event arrives, the cheap path for one cluster:
 //
 //	sums[name] = planner.Summarize(desired.Cluster(name), records.Cluster(name), machinesOf(name), now)
-//	gates := planner.Rollouts(desired, sums, records.Rollouts, now)
+//	gates = planner.RolloutsSince(gates, desired, sums, records.Rollouts, now) // the last pass's gates
 //	cp := planner.PlanCluster(planner.ClusterInput{Desired: desired.Cluster(name), Name: name, Machines: machinesOf(name),
 //		Record: records.Cluster(name), Gate: gates.For(name), Now: now, NewName: names})
 //

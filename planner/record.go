@@ -121,6 +121,15 @@ type RolloutFailure struct {
 	At      time.Time `json:"at"`
 }
 
+// equal reports whether two records say the same: times are compared as
+// instants, as the rollout compares them.
+func (r RolloutRecord) equal(o RolloutRecord) bool {
+	return r.Class == o.Class && r.Revision == o.Revision && r.Started.Equal(o.Started) && r.Change == o.Change &&
+		slices.EqualFunc(r.Failed, o.Failed, func(a, b RolloutFailure) bool {
+			return a.Cluster == b.Cluster && a.Reason == b.Reason && a.At.Equal(b.At)
+		})
+}
+
 func (r *RolloutRecord) failed(cluster string) bool {
 	return slices.ContainsFunc(r.Failed, func(f RolloutFailure) bool { return f.Cluster == cluster })
 }

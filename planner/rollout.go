@@ -2,6 +2,8 @@ package planner
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -10,14 +12,36 @@ import (
 // Gates is every class rollout's decision for every cluster, and the
 // rollout records after them.
 type Gates struct {
+	d       *Desired // the clusters' classes, for For
+	byClass map[string]*classGates
 	classes []ClassRollout
-	gates   map[string]Gate
 	records map[string]RolloutRecord
 	changed []string // classes whose record changed
 }
 
+// classGates is one class's decision and what it was decided on: the next
+// pass reuses it when those are the same (RolloutsSince). Never changed
+// once made, so Gates share them.
+type classGates struct {
+	class *DesiredClass
+	names []string  // the class's clusters, in name order
+	sums  []Summary // their summaries, in the same order
+	rec   RolloutRecord
+	cr    ClassRollout
+	gates map[string]Gate
+}
+
 // For returns the gate of one cluster (the zero Gate: nothing to admit).
-func (g *Gates) For(cluster string) Gate { return g.gates[cluster] }
+func (g *Gates) For(cluster string) Gate {
+	dc := g.d.Cluster(cluster)
+	if dc == nil {
+		return Gate{}
+	}
+	if cg := g.byClass[dc.Class]; cg != nil {
+		return cg.gates[cluster]
+	}
+	return Gate{}
+}
 
 // Classes returns the rollout state of every class, sorted by class.
 func (g *Gates) Classes() []ClassRollout { return g.classes }
@@ -48,12 +72,52 @@ func (g *Gates) Changed() []RolloutRecord {
 // clusters moving finish, failed ones get no steps. A cluster that is new,
 // or whose change is in its own files, is admitted at once.
 func Rollouts(d *Desired, sums map[string]Summary, records map[string]RolloutRecord, now time.Time) *Gates {
-	g := &Gates{gates: map[string]Gate{}, records: make(map[string]RolloutRecord, len(d.Classes))}
+	return RolloutsSince(nil, d, sums, records, now)
+}
+
+// RolloutsSince is Rollouts for a caller that decided before (prev; nil
+// for none): a class whose definition, clusters, their summaries and
+// rollout record are those prev decided on keeps prev's decision, the one
+// Rollouts would make again. A pass that moves one cluster of a class of
+// 10,000 then compares 10,000 summaries, and decides nothing again for
+// the fleet's other classes.
+func RolloutsSince(prev *Gates, d *Desired, sums map[string]Summary, records map[string]RolloutRecord, now time.Time) *Gates {
+	g := &Gates{d: d, byClass: make(map[string]*classGates, len(d.Classes)), records: make(map[string]RolloutRecord, len(d.Classes))}
 	byClass := d.classMembers()
 	for _, class := range d.Classes {
-		g.classes = append(g.classes, g.rollout(class, byClass[class.Name], sums, records[class.Name], d.Change, now))
+		names, rr := byClass[class.Name], records[class.Name]
+		cg := prev.reusable(class, names, sums, rr)
+		if cg == nil {
+			cg = g.rollout(class, names, sums, rr, d.Change, now)
+		}
+		g.byClass[class.Name] = cg
+		g.records[class.Name] = cg.rec
+		g.classes = append(g.classes, cg.cr)
 	}
 	return g
+}
+
+// reusable returns prev's decision for class when it was made on the same
+// inputs, else nil. The time and the change a new rollout starts with are
+// inputs only when the record is not of the class's revision, and a
+// decision's record always is.
+func (prev *Gates) reusable(class *DesiredClass, names []string, sums map[string]Summary, rr RolloutRecord) *classGates {
+	if prev == nil {
+		return nil
+	}
+	cg := prev.byClass[class.Name]
+	if cg == nil || !slices.Equal(cg.names, names) || !cg.rec.equal(rr) {
+		return nil
+	}
+	if cg.class != class && !reflect.DeepEqual(cg.class, class) {
+		return nil
+	}
+	for i, n := range names {
+		if sums[n] != cg.sums[i] {
+			return nil
+		}
+	}
+	return cg
 }
 
 // Where a cluster stands in its class's rollout.
@@ -64,7 +128,7 @@ const (
 	standPending         // not admitted; admitting it changes machines
 )
 
-func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Summary, rr RolloutRecord, change Change, now time.Time) ClassRollout {
+func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Summary, rr RolloutRecord, change Change, now time.Time) *classGates {
 	changed := false
 	if rr.Revision != class.Revision || rr.Class != class.Name {
 		rr = RolloutRecord{Class: class.Name, Revision: class.Revision, Started: now, Change: change}
@@ -93,7 +157,7 @@ func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Sum
 	if changed {
 		g.changed = append(g.changed, class.Name)
 	}
-	g.records[class.Name] = rr
+	cg := &classGates{class: class, names: names, sums: ss, rec: rr, gates: map[string]Gate{}}
 	for _, f := range rr.Failed {
 		cr.Failed = append(cr.Failed, f.Cluster)
 	}
@@ -118,7 +182,7 @@ func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Sum
 		sizes[wi]++
 		st, admit := standOf(s, &rr)
 		if admit != "" {
-			g.gates[n] = Gate{Admit: true, Revision: rev, AdmitState: admit}
+			cg.gates[n] = Gate{Admit: true, Revision: rev, AdmitState: admit}
 			state[i] = admit
 		} else {
 			state[i] = s.State
@@ -126,7 +190,7 @@ func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Sum
 		stand[i] = st
 		if cr.Halted && st == standFinished && state[i] == AdmissionFailed {
 			// Its failed machines stay for a person to look at.
-			g.gates[n] = Gate{Halted: true, Reason: fmt.Sprintf("rollout of class %s %s", class.Name, cr.Reason)}
+			cg.gates[n] = Gate{Halted: true, Reason: fmt.Sprintf("rollout of class %s %s", class.Name, cr.Reason)}
 		}
 	}
 	// Each wave's clusters, as indexes in names order, cut from one array.
@@ -176,9 +240,10 @@ func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Sum
 		}
 	}
 	for wi := range cr.Waves {
-		g.gateWave(class, &cr, wi, current, ss, names, members[wi], stand, state)
+		cg.gateWave(class, &cr, wi, current, ss, names, members[wi], stand, state)
 	}
-	return cr
+	cg.cr = cr
+	return cg
 }
 
 // standOf says where a cluster stands on revision rr.Revision, and the
@@ -216,7 +281,7 @@ func standOf(s Summary, rr *RolloutRecord) (stand int, admit string) {
 	return standPending, ""
 }
 
-func (g *Gates) gateWave(class *DesiredClass, cr *ClassRollout, wi, current int, ss []Summary, names []string, members []int, stand []int, state []string) {
+func (cg *classGates) gateWave(class *DesiredClass, cr *ClassRollout, wi, current int, ss []Summary, names []string, members []int, stand []int, state []string) {
 	w := &cr.Waves[wi]
 	slots := len(w.Clusters)
 	if mc := class.Waves[wi].MaxConcurrent; mc != nil {
@@ -244,7 +309,7 @@ func (g *Gates) gateWave(class *DesiredClass, cr *ClassRollout, wi, current int,
 		default:
 			slots--
 			w.Updating = append(w.Updating, n)
-			g.gates[n] = Gate{Admit: true, Revision: cr.Revision, AdmitState: AdmissionProgressing}
+			cg.gates[n] = Gate{Admit: true, Revision: cr.Revision, AdmitState: AdmissionProgressing}
 			continue
 		}
 		w.Waiting = append(w.Waiting, n)
@@ -255,7 +320,7 @@ func (g *Gates) gateWave(class *DesiredClass, cr *ClassRollout, wi, current int,
 			gate.Halted = true
 			gate.Reason = fmt.Sprintf("failed on an earlier revision of class %s (%s); %s", cr.Class, s.Reason, why)
 		}
-		g.gates[n] = gate
+		cg.gates[n] = gate
 	}
 	sort.Strings(w.Updating)
 }

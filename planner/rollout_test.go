@@ -440,3 +440,74 @@ func countPool(s *sim, dc *DesiredCluster, ms []ObservedMachine, pool string) (n
 	}
 	return n, ready
 }
+
+// TestRolloutsSinceReusesOnlyWhatIsTheSame: a class keeps the last
+// decision while its clusters' summaries and its record are those it was
+// decided on, and is decided again, as Rollouts would, when either moves.
+func TestRolloutsSinceReusesOnlyWhatIsTheSame(t *testing.T) {
+	other := testClass("v1.30.2")
+	other.Metadata.Name = "other"
+	f := testFleet(testClass("v1.30.2"), testCluster("a1", 1, 1), testCluster("a2", 1, 1))
+	f.Classes = append(f.Classes, other)
+	for _, n := range []string{"b1", "b2"} {
+		c := testCluster(n, 1, 1)
+		c.Spec.Topology.ClassRef.Name = "other"
+		f.Clusters = append(f.Clusters, c)
+	}
+	d, probs := Expand(f)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	now := simStart
+	sums := map[string]Summary{}
+	for _, dc := range d.Clusters {
+		sums[dc.Name] = Summarize(dc, nil, nil, now)
+	}
+	records := map[string]RolloutRecord{}
+	decide := func(prev *Gates) *Gates {
+		t.Helper()
+		g := RolloutsSince(prev, d, sums, records, now)
+		fresh := Rollouts(d, sums, records, now)
+		if diff := cmp.Diff(fresh.Classes(), g.Classes()); diff != "" {
+			t.Fatalf("classes differ from Rollouts' (-fresh +since):\n%s", diff)
+		}
+		if diff := cmp.Diff(fresh.Changed(), g.Changed()); diff != "" {
+			t.Fatalf("changed records differ from Rollouts' (-fresh +since):\n%s", diff)
+		}
+		for _, dc := range d.Clusters {
+			if fresh.For(dc.Name) != g.For(dc.Name) {
+				t.Fatalf("%s: gate %+v, Rollouts' %+v", dc.Name, g.For(dc.Name), fresh.For(dc.Name))
+			}
+		}
+		for _, rr := range g.Changed() {
+			records[rr.Class] = rr
+		}
+		return g
+	}
+	reused := func(prev, g *Gates, class string) bool { return prev.byClass[class] == g.byClass[class] }
+
+	g1 := decide(nil)
+	if len(g1.Changed()) != 2 {
+		t.Fatalf("a first decision records %d rollouts, want 2", len(g1.Changed()))
+	}
+	g2 := decide(g1)
+	if !reused(g1, g2, "standard") || !reused(g1, g2, "other") {
+		t.Fatal("nothing changed, yet a class was decided again")
+	}
+	now = now.Add(time.Minute)
+	s := sums["a1"]
+	s.Skip = true // paused
+	sums["a1"] = s
+	g3 := decide(g2)
+	if reused(g2, g3, "standard") || !reused(g2, g3, "other") {
+		t.Fatal("a summary of class standard moved: want standard decided again and other kept")
+	}
+	delete(records, "other")
+	g4 := decide(g3)
+	if !reused(g3, g4, "standard") || reused(g3, g4, "other") {
+		t.Fatal("class other's record is gone: want other decided again and standard kept")
+	}
+	if ch := g4.Changed(); len(ch) != 1 || ch[0].Class != "other" || !ch[0].Started.Equal(now) {
+		t.Fatalf("changed records %+v, want other's new rollout started %s", ch, now)
+	}
+}

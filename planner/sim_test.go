@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -45,6 +47,9 @@ type sim struct {
 	shown   map[string]string // status lines last logged
 	// recBefore are the records before this round's plan.
 	recBefore Records
+	// gates are the rollouts decided by RolloutsSince at the last round,
+	// held to what Rollouts decides afresh at every round.
+	gates *Gates
 }
 
 func (r Records) clone() Records {
@@ -150,10 +155,40 @@ func (s *sim) step() bool {
 
 // plan plans the fleet as it is now and keeps the records it changed.
 func (s *sim) plan() Result {
+	s.checkRolloutsSince()
 	res := Plan(Input{Desired: s.desired, Observed: s.observed(), Records: s.records, Now: s.now, NewName: s.newName, Backoff: s.backoff, Scale: s.scale})
 	s.last = res
 	s.keep(res.Records)
 	return res
+}
+
+// checkRolloutsSince decides the rollouts as the daemon does, from the
+// last round's decision, and fails the test when that differs in anything
+// from deciding afresh, as Plan does.
+func (s *sim) checkRolloutsSince() {
+	s.t.Helper()
+	by := groupByCluster(s.observed())
+	sums := make(map[string]Summary, len(s.desired.Clusters))
+	for _, dc := range s.desired.Clusters {
+		sums[dc.Name] = Summarize(Scaled(dc, s.scale[dc.Name]), s.records.Cluster(dc.Name), by[dc.Name], s.now)
+	}
+	fresh := Rollouts(s.desired, sums, s.records.Rollouts, s.now)
+	since := RolloutsSince(s.gates, s.desired, sums, s.records.Rollouts, s.now)
+	if diff := cmp.Diff(fresh.Classes(), since.Classes()); diff != "" {
+		s.t.Fatalf("round %d: RolloutsSince's classes differ from Rollouts' (-fresh +since):\n%s", s.round, diff)
+	}
+	if diff := cmp.Diff(fresh.Records(), since.Records()); diff != "" {
+		s.t.Fatalf("round %d: RolloutsSince's records differ from Rollouts' (-fresh +since):\n%s", s.round, diff)
+	}
+	if diff := cmp.Diff(fresh.Changed(), since.Changed()); diff != "" {
+		s.t.Fatalf("round %d: RolloutsSince's changed records differ from Rollouts' (-fresh +since):\n%s", s.round, diff)
+	}
+	for _, dc := range s.desired.Clusters {
+		if f, g := fresh.For(dc.Name), since.For(dc.Name); f != g {
+			s.t.Fatalf("round %d: cluster %s: RolloutsSince's gate %+v, Rollouts' %+v", s.round, dc.Name, g, f)
+		}
+	}
+	s.gates = since
 }
 
 // keep stores changed records; an empty cluster record is deleted.

@@ -709,7 +709,8 @@ func (r *Reconciler) step(ctx context.Context) {
 		r.sums[name] = sums[i]
 	}
 	recs := &r.decisions.records
-	gates := planner.Rollouts(r.desired, r.sums, recs.Rollouts, now)
+	// Classes whose inputs did not change keep the last pass's decision.
+	gates := planner.RolloutsSince(r.gates, r.desired, r.sums, recs.Rollouts, now)
 	if !r.saveRollouts(ctx, gates.Changed()) {
 		return // everything stays dirty; planned again on the next wake-up
 	}
@@ -764,8 +765,8 @@ func (r *Reconciler) step(ctx context.Context) {
 			if !r.saveClusterRecord(ctx, res.Record) {
 				continue // stays dirty: no step before its decision is recorded
 			}
-			if dc := r.desired.Cluster(name); dc != nil {
-				r.summarize(dc, now)
+			if dc := r.desired.Cluster(name); dc != nil && r.summarize(dc, now) {
+				moved[dc.Class] = true // the next pass looks at its class's gates
 			}
 		}
 		delete(r.dirty, name)
