@@ -23,6 +23,24 @@ type Desired struct {
 	// the first Rollouts: a daemon asks for them at every pass.
 	membersOnce sync.Once
 	members     map[string][]string
+	// changes are what ExpandReusing made anew since the expansion it
+	// was given; nil when it was given none.
+	changes *changes
+}
+
+type changes struct{ expanded, removed []string }
+
+// Changes returns, for an expansion made by ExpandReusing from an earlier
+// one, the clusters it expanded anew instead of keeping the earlier
+// expansion (added ones, and those one of whose inputs changed) and those
+// the earlier one had that it has not, each in name order. Every other
+// cluster is the earlier expansion itself. ok is false when there was no
+// earlier expansion: then every cluster is new.
+func (d *Desired) Changes() (expanded, removed []string, ok bool) {
+	if d == nil || d.changes == nil {
+		return nil, nil, false
+	}
+	return d.changes.expanded, d.changes.removed, true
 }
 
 // classMembers returns each class's clusters, in name order.

@@ -93,7 +93,40 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 	for _, dc := range d.Clusters {
 		problems = append(problems, dc.Problems...)
 	}
+	if prev != nil {
+		d.changes = changesSince(prev, d, fleet, todo)
+	}
 	return d, problems
+}
+
+// changesSince lists what d, expanded from fleet, made anew rather than
+// kept from prev (todo: the indexes in fleet.Clusters of the clusters it
+// expanded) and the clusters prev had that d has not. Clusters are
+// removed rarely: prev is walked only when the counts say some were.
+func changesSince(prev, d *Desired, fleet *v1alpha1.Fleet, todo []int) *changes {
+	ch := &changes{expanded: make([]string, len(todo))}
+	for i, t := range todo {
+		ch.expanded[i] = fleet.Clusters[t].Metadata.Name
+	}
+	slices.Sort(ch.expanded)
+	ch.expanded = slices.Compact(ch.expanded)
+	// Names are counted once each (byName's), should a fleet name two
+	// clusters alike: d keeps every cluster of prev when it has as many
+	// of them as prev has clusters.
+	added := 0
+	for _, n := range ch.expanded {
+		if prev.byName[n] == nil {
+			added++
+		}
+	}
+	if len(d.byName)-added != len(prev.byName) {
+		for _, pc := range prev.Clusters {
+			if d.byName[pc.Name] == nil {
+				ch.removed = append(ch.removed, pc.Name)
+			}
+		}
+	}
+	return ch
 }
 
 func expandClass(cc *v1alpha1.ClusterClass) *DesiredClass {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -68,6 +69,9 @@ func TestExpandReusingIsExpand(t *testing.T) {
 		{"standalone deployment moved to c4", func(f *v1alpha1.Fleet) { f.MachineDeployments[0].Spec.ClusterName = "c4" }, []string{"c1", "c4"}},
 		{"health check removed", func(f *v1alpha1.Fleet) { f.HealthChecks = nil }, []string{"c2"}},
 		{"class bumped", func(f *v1alpha1.Fleet) { f.Classes[0] = testClass("v1.30.2", "v1.29.4", "v1.30.2") }, []string{"c0", "c1", "c2", "c3", "c4", "c5"}},
+		{"cluster added", func(f *v1alpha1.Fleet) { f.Clusters = append(f.Clusters, testCluster("c6", 1, 1)) }, []string{"c6"}},
+		{"cluster removed", func(f *v1alpha1.Fleet) { f.Clusters = f.Clusters[:5] }, nil},
+		{"cluster renamed", func(f *v1alpha1.Fleet) { f.Clusters[5] = testCluster("c9", 1, 1) }, []string{"c9"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			next := reuseFleet("v1.29.4")
@@ -92,10 +96,21 @@ func TestExpandReusingIsExpand(t *testing.T) {
 			for _, n := range tc.touched {
 				touched[n] = true
 			}
+			var wantRemoved []string
+			for _, c := range prev.Clusters {
+				if got.Cluster(c.Name) == nil {
+					wantRemoved = append(wantRemoved, c.Name)
+				}
+			}
 			for _, c := range got.Clusters {
 				if same := prev.Cluster(c.Name) == c; same == touched[c.Name] {
 					t.Errorf("%s: reused %v, want %v", c.Name, same, !touched[c.Name])
 				}
+			}
+			// Changes names exactly the clusters not reused, and those gone.
+			expanded, removed, ok := got.Changes()
+			if !ok || !slices.Equal(expanded, tc.touched) || !slices.Equal(removed, wantRemoved) {
+				t.Errorf("Changes() = %v, %v, %v; want %v, %v, true", expanded, removed, ok, tc.touched, wantRemoved)
 			}
 		})
 	}

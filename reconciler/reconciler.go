@@ -606,8 +606,10 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 // many clusters were marked.
 func (r *Reconciler) markChanged(prev, next *planner.Desired) int {
 	n := len(r.dirty)
-	for _, c := range next.Clusters {
-		delete(r.gone, c.Name)
+	if len(r.gone) > 0 {
+		for _, c := range next.Clusters {
+			delete(r.gone, c.Name)
+		}
 	}
 	if prev == nil {
 		for _, c := range next.Clusters {
@@ -635,11 +637,26 @@ func (r *Reconciler) markChanged(prev, next *planner.Desired) int {
 			r.classesChanged = true
 		}
 	}
-	for _, c := range next.Clusters {
-		if old := prev.Cluster(c.Name); classes[c.Class] || old == nil || !reflect.DeepEqual(old, c) {
+	mark := func(c *planner.DesiredCluster) {
+		if old := prev.Cluster(c.Name); classes[c.Class] || old == nil || (old != c && !reflect.DeepEqual(old, c)) {
 			r.dirty[c.Name] = true
 			r.clock[c.Name] = time.Time{}
 		}
+	}
+	// Every cluster the expansion kept is the previous one itself, the
+	// same class included (a class that changed re-expands its clusters):
+	// only those it made anew are compared, not all 10,000.
+	if expanded, removed, ok := next.Changes(); ok {
+		for _, name := range expanded {
+			mark(next.Cluster(name))
+		}
+		for _, name := range removed {
+			r.dirty[name] = true
+		}
+		return len(r.dirty) - n
+	}
+	for _, c := range next.Clusters {
+		mark(c)
 	}
 	for _, c := range prev.Clusters {
 		if next.Cluster(c.Name) == nil {
