@@ -34,6 +34,9 @@ type parseCache struct {
 	// objects, when set, keeps each good file's decoded objects across
 	// processes (Options.KeepObjects).
 	objects *objectCache
+	// last is the latest validation's assembly, which the next starts
+	// from.
+	last *assembly
 }
 
 type parsed struct {
@@ -90,25 +93,17 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 			ins[i].Data = nil
 		}
 	}
-	keys := make(map[objectRef]string, len(docs))
-	errs := append(append(schemas.Errors(nil), pre...), polErrs...)
-	objs := make([]schemas.Object, 0, len(docs))
-	fleetObjs := 0
-	for _, p := range results {
-		for j, o := range p.objs {
-			keys[objectRef{o.Kind, o.Name}] = p.keys[j]
-			if e, bad := misplaced(o); bad {
-				errs = append(errs, e)
-				continue
-			}
-			o.Key = p.keys[j]
-			objs = append(objs, o)
-			if o.Kind != v1alpha1.KindFleetConfig {
-				fleetObjs++
-			}
-		}
-		errs = append(errs, p.errs...)
-	}
+	// The objects in file order with their keys: the last validation's,
+	// patched where files changed, when it can be (assembly).
+	pc.mu.Lock()
+	last := pc.last
+	pc.mu.Unlock()
+	a := assemble(last, results)
+	pc.mu.Lock()
+	pc.last = a
+	pc.mu.Unlock()
+	errs := append(append(append(schemas.Errors(nil), pre...), polErrs...), a.errors()...)
+	keys, objs, fleetObjs := a.keys, a.objs, a.fleetObjs
 	if fleetObjs == 0 && len(errs) == 0 {
 		errs = append(errs, schemas.Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
 	}

@@ -1,0 +1,155 @@
+package sources
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/gitfleet/gitfleet/schemas"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// assembly is what a validation builds from its files' parse results,
+// before the cross-object checks: the objects in file order (those
+// misplaced left out, each with its content key), the content keys by
+// kind and name, and which files have errors. A daemon's next revision
+// usually changes a file or two of 10,000: it copies the last assembly
+// and replaces those files' objects (patch) instead of going through
+// every file's objects and hashing every name again. Never changed once
+// made: revisions share its keys.
+type assembly struct {
+	results []*parsed
+	// offs[i] is where the objects of results[i] begin in objs;
+	// offs[len(results)] is len(objs).
+	offs []int
+	objs []schemas.Object
+	keys map[objectRef]string
+	// bad are the indexes of the files with errors or misplaced objects.
+	bad []int
+	// fleetObjs counts the objects other than a FleetConfig.
+	fleetObjs int
+	// unique: no two objects have the same kind and name, so a file's
+	// keys can be replaced without looking at the others.
+	unique bool
+}
+
+// maxPatched is how many changed files a validation patches the last
+// assembly for; more are assembled afresh.
+const maxPatched = 64
+
+// assemble returns the assembly of results: last's patched when results
+// differ from last's in a few files whose objects keep their kinds and
+// names (and counts), else a new one.
+func assemble(last *assembly, results []*parsed) *assembly {
+	if a := last.patch(results); a != nil {
+		return a
+	}
+	return newAssembly(results)
+}
+
+func newAssembly(results []*parsed) *assembly {
+	a := &assembly{results: results, offs: make([]int, len(results)+1),
+		keys: make(map[objectRef]string, len(results)), objs: make([]schemas.Object, 0, len(results))}
+	total := 0
+	for i, p := range results {
+		a.offs[i] = len(a.objs)
+		bad := len(p.errs) > 0
+		for j, o := range p.objs {
+			total++
+			a.keys[objectRef{o.Kind, o.Name}] = p.keys[j]
+			if _, wrong := misplaced(o); wrong {
+				bad = true
+				continue
+			}
+			o.Key = p.keys[j]
+			a.objs = append(a.objs, o)
+			if o.Kind != v1alpha1.KindFleetConfig {
+				a.fleetObjs++
+			}
+		}
+		if bad {
+			a.bad = append(a.bad, i)
+		}
+	}
+	a.offs[len(results)] = len(a.objs)
+	a.unique = len(a.keys) == total
+	return a
+}
+
+// patch returns a copy of a with the files of results that differ from
+// a's put in, or nil when that cannot be done exactly: no a, another
+// number of files, too many changed, objects of another kind, name or
+// number, or names used twice.
+func (a *assembly) patch(results []*parsed) *assembly {
+	if a == nil || !a.unique || len(a.results) != len(results) {
+		return nil
+	}
+	var changed []int
+	for i, p := range results {
+		if p == a.results[i] {
+			continue
+		}
+		if len(changed) == maxPatched || !sameNames(a.results[i], p) {
+			return nil
+		}
+		changed = append(changed, i)
+	}
+	n := &assembly{results: results, offs: a.offs, objs: a.objs, keys: a.keys, bad: a.bad, fleetObjs: a.fleetObjs, unique: true}
+	if len(changed) == 0 {
+		return n
+	}
+	n.objs = slices.Clone(a.objs)
+	n.keys = maps.Clone(a.keys)
+	n.bad = slices.DeleteFunc(slices.Clone(a.bad), func(i int) bool { _, c := slices.BinarySearch(changed, i); return c })
+	for _, i := range changed {
+		p := results[i]
+		k := n.offs[i]
+		bad := len(p.errs) > 0
+		for j, o := range p.objs {
+			n.keys[objectRef{o.Kind, o.Name}] = p.keys[j]
+			if _, wrong := misplaced(o); wrong {
+				bad = true
+				continue
+			}
+			o.Key = p.keys[j]
+			n.objs[k] = o
+			k++
+		}
+		if bad {
+			n.bad = append(n.bad, i)
+		}
+	}
+	slices.Sort(n.bad)
+	return n
+}
+
+// sameNames reports whether two parse results of a file have objects of
+// the same kinds and names in the same order, and as many kept (not
+// misplaced): the new one's objects then take the old one's places.
+func sameNames(old, cur *parsed) bool {
+	if len(old.objs) != len(cur.objs) {
+		return false
+	}
+	for j := range old.objs {
+		o, c := &old.objs[j], &cur.objs[j]
+		if o.Kind != c.Kind || o.Name != c.Name || o.Source.Path != c.Source.Path {
+			return false
+		}
+	}
+	return true
+}
+
+// errors are the assembly's files' errors, in file order: each file's
+// misplaced objects, then its parse and schema errors.
+func (a *assembly) errors() schemas.Errors {
+	var errs schemas.Errors
+	for _, i := range a.bad {
+		p := a.results[i]
+		for _, o := range p.objs {
+			if e, wrong := misplaced(o); wrong {
+				errs = append(errs, e)
+			}
+		}
+		errs = append(errs, p.errs...)
+	}
+	return errs
+}
