@@ -40,6 +40,7 @@ type parseCache struct {
 }
 
 type parsed struct {
+	key  string // the file's input key: content and path
 	objs []schemas.Object
 	errs schemas.Errors
 	keys []string // each object's content key: file key and line
@@ -224,8 +225,17 @@ func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, 
 	gen := pc.gen
 	out := make([]*parsed, len(ins))
 	var todo []int
-	for i, in := range ins {
-		if p, ok := pc.m[in.key]; ok && p.polKey == polKey {
+	for i := range ins {
+		// The entry's result first: a lookup by key hashes a long string
+		// in a map of every file, 10,000 times a commit.
+		var p *parsed
+		if e := ins[i].ent; e != nil {
+			p = e.parsed.Load()
+		}
+		if p == nil || p.key != ins[i].key || p.polKey != polKey {
+			p = pc.m[ins[i].key]
+		}
+		if p != nil && p.polKey == polKey {
 			p.gen = gen
 			out[i] = p
 		} else {
@@ -290,6 +300,11 @@ func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, 
 		}
 		out[i] = newParsed(ins[i].key, objs, errs, polKey, gen)
 	})
+	for i := range ins {
+		if e := ins[i].ent; e != nil && e.parsed.Load() != out[i] {
+			e.parsed.Store(out[i])
+		}
+	}
 	pc.mu.Lock()
 	for _, i := range done {
 		pc.m[ins[i].key] = out[i]
@@ -310,7 +325,7 @@ func newParsed(key string, objs []schemas.Object, errs schemas.Errors, polKey st
 	for j, o := range objs {
 		keys[j] = key + "#" + strconv.Itoa(o.Source.Line)
 	}
-	return &parsed{objs: objs, errs: errs, keys: keys, polKey: polKey, gen: gen}
+	return &parsed{key: key, objs: objs, errs: errs, keys: keys, polKey: polKey, gen: gen}
 }
 
 func sortErrors(es schemas.Errors) {

@@ -105,7 +105,7 @@ func (r *Repo) read(ctx context.Context, rev string, skip func(key string) bool)
 		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)
 	}
 	for i := range ins {
-		if skip != nil && skip(ins[i].key) {
+		if skip != nil && ((ins[i].ent != nil && ins[i].ent.parsed.Load() != nil) || skip(ins[i].key)) {
 			continue
 		}
 		if err := ins[i].load(); err != nil {

@@ -26,6 +26,9 @@ type input struct {
 	// origin is the source file of a kustomize-rendered input, whose
 	// lines errors are mapped back to; nil for files read as they are.
 	origin []byte
+	// ent is the snapshot entry of a file read as it is (nil for a
+	// rendered one): it remembers the file's parse result.
+	ent *entry
 }
 
 // load reads the file's content if it was not read yet.
@@ -144,7 +147,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 			e = &entry{} // not listed: read as empty, as before
 		}
 		key := e.inputKey(p)
-		if size := e.size; size != nil && (s.known == nil || !s.known(key)) && (s.fits == nil || !s.fits(e.key)) {
+		if size := e.size; size != nil && !s.parsedBefore(e, key) && (s.fits == nil || !s.fits(e.key)) {
 			n, err := size()
 			if err != nil {
 				return fmt.Errorf("read %s: %w", p, err)
@@ -164,7 +167,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 			}
 			return nil
 		}
-		out = append(out, input{File: schemas.File{Path: p}, key: key, read: e.read})
+		out = append(out, input{File: schemas.File{Path: p}, key: key, read: e.read, ent: e})
 		return nil
 	}
 	if _, ok := s.files[ConfigFile]; ok {

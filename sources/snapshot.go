@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -50,6 +51,16 @@ type entry struct {
 	blob plumbing.Hash
 	path string
 	ikey string
+	// parsed is the file's latest parse result (parseCache.parseAll sets
+	// it): an entry kept from the snapshot before finds its file's result
+	// here, not by its key in the cache's map.
+	parsed atomic.Pointer[parsed]
+}
+
+// parsedBefore reports whether the file of e, at input key key, was read
+// and parsed before.
+func (s *snapshot) parsedBefore(e *entry, key string) bool {
+	return e.parsed.Load() != nil || (s.known != nil && s.known(key))
 }
 
 // inputKey is the key of the file at p as an input: content and path.
