@@ -160,13 +160,18 @@ func ConfigFieldError(config File, field, message string) Error {
 
 // index records the first object of each kind and name and reports repeats.
 func (c *checker) index(objs []Object) {
+	// Each kind's map is made at its size: grown one object at a time, the
+	// map of 10,000 clusters is copied over a dozen times at every revision.
+	counts := map[string]int{}
+	for i := range objs {
+		counts[objs[i].Kind]++
+	}
+	for kind, n := range counts {
+		c.byKind[kind] = make(map[string]*Object, n)
+	}
 	for i := range objs {
 		o := &objs[i]
 		names := c.byKind[o.Kind]
-		if names == nil {
-			names = map[string]*Object{}
-			c.byKind[o.Kind] = names
-		}
 		if first, dup := names[o.Name]; dup {
 			if o.Kind == v1alpha1.KindFleetConfig {
 				c.errorAt(o, "kind", "a second FleetConfig (the first is at %s): keep one, in gitfleet.yaml", first.Source)

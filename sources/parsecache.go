@@ -98,6 +98,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	// patched where files changed, when it can be (assembly).
 	pc.mu.Lock()
 	last := pc.last
+	pc.last = nil // this validation's alone: its patch takes it over
 	pc.mu.Unlock()
 	a := assemble(last, results)
 	pc.mu.Lock()
