@@ -62,6 +62,17 @@ func TestFilesFollowsFleetConfigPaths(t *testing.T) {
 		t.Errorf("Files = %v, want %v", got, want)
 	}
 
+	// Folders that overlap, and a file named as well as its folder: each
+	// file once.
+	work.Commit("overlapping paths", map[string]string{"gitfleet.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: FleetConfig\nspec:\n  paths: [fleet, fleet/clusters, fleet/classes/standard.yaml, gitfleet.yaml]\n"})
+	if files, err = r.Files(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"gitfleet.yaml", "fleet/classes/other.yaml", "fleet/classes/standard.yaml", "fleet/clusters/a.yaml", "policies/limits.cue"}
+	if got := paths(files); !slices.Equal(got, want) {
+		t.Errorf("Files with overlapping paths = %v, want %v", got, want)
+	}
+
 	work.Commit("typo in paths", map[string]string{"gitfleet.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: FleetConfig\nspec:\n  paths: [fleet/clsuters]\n"})
 	rev, err := r.Revision(ctx, "main")
 	if err != nil {

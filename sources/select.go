@@ -128,16 +128,21 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		out  []input
 		errs schemas.Errors
 		seen = map[string]bool{}
+		// dedupe: a file may be listed twice (spec.paths names several
+		// folders, or a file); one folder lists each file once.
+		dedupe = true
 		// tooMany: the file limit was reached (reported once).
 		tooMany bool
 		raw     []string
 		kdirs   []string
 	)
 	addRaw := func(p string) error {
-		if seen[p] {
-			return nil
+		if dedupe {
+			if seen[p] {
+				return nil
+			}
+			seen[p] = true
 		}
-		seen[p] = true
 		// A file whose parse result is cached was read before, and one
 		// whose content fitted before fits: their size passed (asking a
 		// loose object's size opens it: 30 µs a file through go-git, a
@@ -175,6 +180,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 			return nil, nil, err
 		}
 	}
+	direct := false // a spec.paths entry names a file
 	for i, want := range fp.paths {
 		p, ok := joinRel("", strings.TrimSuffix(want, "/"))
 		field := fmt.Sprintf("spec.paths[%d]", i)
@@ -184,6 +190,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		}
 		if _, isFile := s.files[p]; isFile {
 			raw = append(raw, p)
+			direct = true
 			continue
 		}
 		matched := false
@@ -209,9 +216,16 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 	// Sized once for the files listed, not grown file by file: a
 	// revision of 10,000 clusters comes here at every commit.
 	out = slices.Grow(out, len(raw))
-	grown := make(map[string]bool, len(seen)+len(raw))
-	maps.Copy(grown, seen)
-	seen = grown
+	if len(fp.paths) == 1 && !direct {
+		// Files of one folder, none of them gitfleet.yaml (read above),
+		// and the policies below are .cue files: none is listed twice,
+		// and 10,000 files need no set of what was seen.
+		dedupe = false
+	} else {
+		grown := make(map[string]bool, len(seen)+len(raw))
+		maps.Copy(grown, seen)
+		seen = grown
+	}
 	for _, f := range raw {
 		if ks.consumed(f) {
 			continue
