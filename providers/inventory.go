@@ -27,16 +27,12 @@ const (
 // the budget is a part alone).
 func cutParts(list []Instance, budget int) []int {
 	var ends []int
-	size := 0
+	start, size := 0, 0 // the part being filled
 	for i, in := range list {
 		n := instanceSize(in)
-		start := 0
-		if len(ends) > 0 {
-			start = ends[len(ends)-1]
-		}
 		if i > start && (i-start == inventoryPart || size+n > budget) {
 			ends = append(ends, i)
-			size = 0
+			start, size = i, 0
 		}
 		size += n
 	}
