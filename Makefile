@@ -56,14 +56,24 @@ BENCH_SIZES ?= 1000,10000
 bin/cue: go.mod
 	GOBIN=$(CURDIR)/bin $(GO) install cuelang.org/go/cmd/cue@$$($(GO) list -m -f '{{.Version}}' cuelang.org/go)
 
+# OpenTofu, Terraform's fork, for the plan beside gitfleet plan's in the
+# table (internal/benchtable/tofu.go says why not Terraform). Its go.mod
+# has a replace directive, which go install refuses: it is built in its
+# module's folder in the module cache (a few minutes the first time).
+TOFU_VERSION ?= v1.10.10
+bin/tofu:
+	@mkdir -p bin
+	dir=$$(cd / && $(GO) mod download -json github.com/opentofu/opentofu@$(TOFU_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	test -n "$$dir" && cd "$$dir" && GOFLAGS=-mod=readonly $(GO) build -o $(CURDIR)/bin/tofu ./cmd/tofu
+
 .PHONY: bench
-bench: deps bin/cue ## run every benchmark, then print issue 14's figures as one table beside their goals
+bench: deps bin/cue bin/tofu ## run every benchmark, then print issue 14's figures as one table beside their goals
 	@mkdir -p bin; set -o pipefail; \
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./... | tee bin/bench.out; st=$$?; \
 	$(GO) run ./internal/benchtable -build -gotest bin/bench.out -sizes $(BENCH_SIZES) || st=1; exit $$st
 
 .PHONY: bench-table
-bench-table: deps bin/cue ## only the table of make bench: its daemon benchmarks and whole-process rows
+bench-table: deps bin/cue bin/tofu ## only the table of make bench: its daemon benchmarks and whole-process rows
 	@mkdir -p bin; set -o pipefail; \
 	$(GO) test -run '^$$' -bench '$(BENCH_TABLE)' -benchmem -benchtime $(BENCHTIME) -timeout 60m ./reconciler | tee bin/bench-table.out; st=$$?; \
 	$(GO) run ./internal/benchtable -build -gotest bin/bench-table.out -sizes $(BENCH_SIZES) || st=1; exit $$st

@@ -60,6 +60,7 @@ func TestTable(t *testing.T) {
 		{cmdValidate, 1000, cacheCold}:  {Wall: 310 * time.Millisecond, MaxRSS: 82 << 10},
 		{cmdValidate, 1000, cacheWarm}:  {Wall: 120 * time.Millisecond, MaxRSS: 70 << 10},
 		{cmdCue, 1000, ""}:              {Wall: 480 * time.Millisecond, MaxRSS: 120 << 10},
+		{cmdTofu, 1000, ""}:             {Wall: 16 * time.Second, MaxRSS: 520 << 10, Resources: 8000},
 		{cmdPlan, 1000, cacheCold}:      {Wall: 1500 * time.Millisecond, MaxRSS: 101 << 10},
 		{cmdPlan, 1000, cacheWarm}:      {Err: "gitfleet: exit status 1: base main does not validate"},
 		{cmdValidate, 10000, cacheCold}: {Wall: 2 * time.Second, MaxRSS: 190 << 10},

@@ -2,8 +2,9 @@
 // each beside its goal. It reads the Go benchmarks' output (-gotest) for
 // the daemon's rows, and measures the whole-process rows itself: on
 // generated fleet repositories, gitfleet validate and gitfleet plan of a
-// class bump with a cold and a warm validation cache, and cue vet of the
-// same cluster files, wall time and peak RSS. make bench runs it after the
+// class bump with a cold and a warm validation cache, cue vet of the same
+// cluster files and, at 1,000 clusters, OpenTofu's plan of as many
+// replacements: wall time and peak RSS. make bench runs it after the
 // benchmarks; docs/reconciler.md says how each figure is measured.
 package main
 
@@ -30,6 +31,7 @@ func run() error {
 	gitfleet := flag.String("gitfleet", "bin/gitfleet", "the gitfleet binary")
 	build := flag.Bool("build", false, "build -gitfleet from ./cmd/gitfleet first")
 	cue := flag.String("cue", "bin/cue", "the cue binary (make bin/cue)")
+	tofu := flag.String("tofu", "bin/tofu", "the OpenTofu binary (make bin/tofu), for the plan beside gitfleet plan's at 1,000 clusters")
 	schemaDir := flag.String("schemas", "schemas/cue", "the fleet's CUE schema folder, for cue vet")
 	sizesFlag := flag.String("sizes", "1000,10000", "fleet sizes (clusters) of the whole-process rows; none: skip them")
 	runs := flag.Int("runs", 3, "runs of each whole-process figure (the median wall time and the largest peak RSS are kept)")
@@ -65,7 +67,7 @@ func run() error {
 				return fmt.Errorf("go build: %w", err)
 			}
 		}
-		w := &whole{gitfleet: abs(*gitfleet), cue: abs(*cue), schemas: abs(*schemaDir), runs: *runs, procs: procs}
+		w := &whole{gitfleet: abs(*gitfleet), cue: abs(*cue), tofu: abs(*tofu), schemas: abs(*schemaDir), runs: *runs, procs: procs}
 		if *workDir == "" {
 			dir, err := os.MkdirTemp("", "benchtable-")
 			if err != nil {

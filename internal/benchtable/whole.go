@@ -17,10 +17,10 @@ import (
 
 // whole measures the whole-process rows.
 type whole struct {
-	gitfleet, cue, schemas string
-	dir                    string // generated fleets and caches
-	runs                   int
-	procs                  Procs
+	gitfleet, cue, tofu, schemas string
+	dir                          string // generated fleets and caches
+	runs                         int
+	procs                        Procs
 }
 
 // The generated clusters' folder inside a fleet, and the class bump.
@@ -74,7 +74,7 @@ func (w *whole) measure(n int) error {
 				return err
 			}
 			for _, list := range []*[]sample{&cold, &warm} {
-				*list = append(*list, runOnce(fleet, cache, c.exit, c.bin, c.args...))
+				*list = append(*list, runOnce(fleet, cacheEnv(cache), c.exit, c.bin, c.args...))
 			}
 			progress("%d clusters, %s run %d: cold %s, warm %s", n, c.name, r+1, cold[r], warm[r])
 			if err := os.RemoveAll(cache); err != nil {
@@ -84,13 +84,22 @@ func (w *whole) measure(n int) error {
 		w.procs[ProcKey{c.name, n, cacheCold}] = summarize(cold)
 		w.procs[ProcKey{c.name, n, cacheWarm}] = summarize(warm)
 	}
+	if n == tofuSize {
+		changed, replaced, err := planTotals(w.gitfleet, fleet)
+		if err != nil {
+			return err
+		}
+		if err := w.measureTofu(n, changed, replaced); err != nil {
+			return err
+		}
+	}
 	if _, err := os.Stat(w.cue); err != nil {
 		progress("no cue binary at %s (make bin/cue): cue vet not run", w.cue)
 		return nil
 	}
 	var cue []sample
 	for r := range w.runs {
-		cue = append(cue, runOnce(fleet, filepath.Join(w.dir, "cue-cache"), 0, w.cue, cueArgs...))
+		cue = append(cue, runOnce(fleet, cacheEnv(filepath.Join(w.dir, "cue-cache")), 0, w.cue, cueArgs...))
 		progress("%d clusters, cue vet run %d: %s", n, r+1, cue[r])
 	}
 	w.procs[ProcKey{cmdCue, n, ""}] = summarize(cue)
@@ -220,16 +229,20 @@ func (s sample) String() string {
 	return fmt.Sprintf("%s, %d MiB", s.wall.Round(time.Millisecond), s.maxRSS>>10)
 }
 
-// runOnce runs bin in dir with XDG_CACHE_HOME set to cache (gitfleet keeps
-// its validation cache under the user's cache directory) and returns its
-// wall time and peak RSS; it failed unless it exited with status exit.
-func runOnce(dir, cache string, exit int, bin string, args ...string) sample {
+// cacheEnv sets the user's cache directory to cache (gitfleet keeps its
+// validation cache there).
+func cacheEnv(cache string) []string { return []string{"XDG_CACHE_HOME=" + cache} }
+
+// runOnce runs bin in dir with extra in its environment and no
+// GITFLEET_CACHE, and returns its wall time and peak RSS; it failed unless
+// it exited with status exit.
+func runOnce(dir string, extra []string, exit int, bin string, args ...string) sample {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "XDG_CACHE_HOME=") || strings.HasPrefix(kv, "GITFLEET_CACHE=")
 	})
-	cmd.Env = append(env, "XDG_CACHE_HOME="+cache)
+	cmd.Env = append(env, extra...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
