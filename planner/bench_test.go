@@ -116,3 +116,42 @@ func BenchmarkExpand(b *testing.B) {
 	}
 	b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/expand")
 }
+
+// BenchmarkExpandOneClusterChanged is a daemon's one-cluster commit at
+// 10,000 clusters: ExpandReusing walks every cluster's input keys to find
+// the one that changed; ExpandChanged is told it by the source.
+func BenchmarkExpandOneClusterChanged(b *testing.B) {
+	f := testFleet(testClass("v1.30.2"))
+	keys := map[ObjectRef]string{{v1alpha1.KindClusterClass, "standard"}: "class"}
+	for i := range 10000 {
+		name := fmt.Sprintf("c%05d", i)
+		f.Clusters = append(f.Clusters, testCluster(name, 3, 10))
+		keys[ObjectRef{v1alpha1.KindCluster, name}] = "v0 " + name
+	}
+	key := func(kind, name string) string { return keys[ObjectRef{kind, name}] }
+	prev, _ := ExpandReusing(nil, f, key)
+	for _, how := range []struct {
+		name   string
+		expand func(prev *Desired, changed []ObjectRef) *Desired
+	}{
+		{"reusing", func(prev *Desired, _ []ObjectRef) *Desired { d, _ := ExpandReusing(prev, f, key); return d }},
+		{"changed", func(prev *Desired, changed []ObjectRef) *Desired {
+			d, _ := ExpandChanged(prev, f, key, changed)
+			return d
+		}},
+	} {
+		b.Run(how.name, func(b *testing.B) {
+			b.ReportAllocs()
+			d := prev
+			for i := range b.N {
+				c := f.Clusters[i%len(f.Clusters)]
+				c.Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr(10 + i%2)
+				keys[ObjectRef{v1alpha1.KindCluster, c.Metadata.Name}] = fmt.Sprintf("v%d %s", i+1, c.Metadata.Name)
+				d = how.expand(d, []ObjectRef{{v1alpha1.KindCluster, c.Metadata.Name}})
+				if expanded, _, _ := d.Changes(); len(expanded) != 1 {
+					b.Fatalf("%d clusters expanded, want 1", len(expanded))
+				}
+			}
+		})
+	}
+}

@@ -26,6 +26,9 @@ type Desired struct {
 	// changes are what ExpandReusing made anew since the expansion it
 	// was given; nil when it was given none.
 	changes *changes
+	// allKnown: every cluster was expanded with the content keys of its
+	// inputs (ExpandChanged may keep them without looking).
+	allKnown bool
 }
 
 type changes struct{ expanded, removed []string }

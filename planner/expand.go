@@ -45,6 +45,7 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 	var inputs []inputKeys
 	if key != nil {
 		inputs = clusterInputs(fleet, key)
+		d.allKnown = !slices.ContainsFunc(inputs, func(k inputKeys) bool { return !k.known() })
 	}
 	reused := make(map[string]bool, len(fleet.Clusters))
 	d.byName = make(map[string]*DesiredCluster, len(fleet.Clusters))
@@ -77,7 +78,25 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 		d.byName[dc.Name] = dc
 	}
 	sort.Slice(d.Clusters, func(i, j int) bool { return d.Clusters[i].Name < d.Clusters[j].Name })
-	problems = append(problems, addStandalone(d, fleet.MachineDeployments, reused)...)
+	problems = append(problems, addAttached(d, fleet, func(name string) bool { return !reused[name] })...)
+	for _, dc := range d.Clusters {
+		if !reused[dc.Name] {
+			checkDeploymentNames(dc)
+		}
+		problems = append(problems, dc.Problems...)
+	}
+	if prev != nil {
+		d.changes = changesSince(prev, d, fleet, todo)
+	}
+	return d, problems
+}
+
+// addAttached adds the standalone MachineDeployments and the health checks
+// to the clusters they name for which expanding says so (the others keep
+// theirs from an earlier expansion), and returns the problems of those
+// that name no cluster.
+func addAttached(d *Desired, fleet *v1alpha1.Fleet, expanding func(cluster string) bool) []Problem {
+	problems := addStandalone(d, fleet.MachineDeployments, expanding)
 	for _, hc := range fleet.HealthChecks {
 		dc := d.byName[hc.Spec.ClusterName]
 		if dc == nil {
@@ -85,18 +104,114 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 				"no Cluster named %q; set clusterName to one of the fleet's clusters", hc.Spec.ClusterName))
 			continue
 		}
-		if reused[dc.Name] {
+		if !expanding(dc.Name) {
 			continue
 		}
 		dc.HealthChecks = append(dc.HealthChecks, expandHealthCheck(hc))
 	}
+	return problems
+}
+
+// ObjectRef names an object of a fleet by kind and name.
+type ObjectRef struct{ Kind, Name string }
+
+// ExpandChanged is ExpandReusing for a fleet that differs from the one
+// prev was expanded from (with content keys, by ExpandReusing or
+// ExpandChanged) in the objects changed names alone, each still there
+// under its name: the source knows which files a commit changed. When
+// those are Clusters and nothing else, it expands them alone and keeps
+// every other cluster of prev, the same pointers, without walking the
+// fleet's clusters: a one-cluster commit of a fleet of 10,000 costs one
+// cluster's expansion. Any other change (a class, a MachineDeployment or
+// health check, a cluster added or removed, a key unknown) is
+// ExpandReusing's.
+func ExpandChanged(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name string) string, changed []ObjectRef) (*Desired, []Problem) {
+	if d, problems, ok := expandChanged(prev, fleet, key, changed); ok {
+		return d, problems
+	}
+	return ExpandReusing(prev, fleet, key)
+}
+
+func expandChanged(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name string) string, changed []ObjectRef) (*Desired, []Problem, bool) {
+	if prev == nil || !prev.allKnown || fleet == nil || key == nil || len(fleet.Clusters) != len(prev.Clusters) {
+		return nil, nil, false
+	}
+	names := make([]string, 0, len(changed))
+	for _, ref := range changed {
+		if ref.Kind != v1alpha1.KindCluster || prev.byName[ref.Name] == nil {
+			return nil, nil, false
+		}
+		names = append(names, ref.Name)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	// The changed clusters in the fleet, found by a walk that compares
+	// names only when there are any.
+	found := make([]*v1alpha1.Cluster, len(names))
+	if len(names) > 0 {
+		for _, c := range fleet.Clusters {
+			if i, ok := slices.BinarySearch(names, c.Metadata.Name); ok {
+				if found[i] != nil {
+					return nil, nil, false // named twice
+				}
+				found[i] = c
+			}
+		}
+	}
+	d := &Desired{Classes: prev.Classes, byClass: prev.byClass, allKnown: true,
+		byName: maps.Clone(prev.byName), Clusters: slices.Clone(prev.Clusters)}
+	classKept := true
+	for i, c := range found {
+		if c == nil {
+			return nil, nil, false // not in the fleet: removed, or renamed
+		}
+		class := c.Spec.Topology.ClassRef.Name
+		in := inputKeys{cluster: key(v1alpha1.KindCluster, c.Metadata.Name), class: key(v1alpha1.KindClusterClass, class),
+			extra: attachedKeys(fleet, c.Metadata.Name, key)}
+		if in.cluster == "" || in.class == "" || strings.Contains("\x00"+in.extra+"\x00", "\x00md:\x00") ||
+			strings.Contains("\x00"+in.extra+"\x00", "\x00hc:\x00") {
+			return nil, nil, false
+		}
+		old := prev.byName[names[i]]
+		if old.inputs.class != in.class {
+			return nil, nil, false // the fleet's class is not prev's
+		}
+		dc := expandCluster(fleet, c, d.byClass[class])
+		dc.inputs = in
+		classKept = classKept && dc.Class == old.Class
+		d.byName[dc.Name] = dc
+		at, _ := slices.BinarySearchFunc(d.Clusters, dc.Name, func(e *DesiredCluster, n string) int { return strings.Compare(e.Name, n) })
+		d.Clusters[at] = dc
+	}
+	problems := addAttached(d, fleet, func(name string) bool { _, ok := slices.BinarySearch(names, name); return ok })
+	for _, n := range names {
+		checkDeploymentNames(d.byName[n])
+	}
 	for _, dc := range d.Clusters {
 		problems = append(problems, dc.Problems...)
 	}
-	if prev != nil {
-		d.changes = changesSince(prev, d, fleet, todo)
+	if classKept {
+		d.membersOnce.Do(func() { d.members = prev.classMembers() })
 	}
-	return d, problems
+	d.changes = &changes{expanded: names}
+	return d, problems, true
+}
+
+// attachedKeys are the keys of the MachineDeployments and health checks
+// that name cluster, as clusterInputs joins them.
+func attachedKeys(fleet *v1alpha1.Fleet, cluster string, key func(kind, name string) string) string {
+	var more []string
+	for _, md := range fleet.MachineDeployments {
+		if md.Spec.ClusterName == cluster {
+			more = append(more, "md:"+key(v1alpha1.KindMachineDeployment, md.Metadata.Name))
+		}
+	}
+	for _, hc := range fleet.HealthChecks {
+		if hc.Spec.ClusterName == cluster {
+			more = append(more, "hc:"+key(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name))
+		}
+	}
+	return strings.Join(more, "\x00")
 }
 
 // changesSince lists what d, expanded from fleet, made anew rather than
@@ -458,7 +573,7 @@ func clusterInputs(fleet *v1alpha1.Fleet, key func(kind, name string) string) []
 	return out
 }
 
-func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, reused map[string]bool) []Problem {
+func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, expanding func(cluster string) bool) []Problem {
 	var problems []Problem
 	sorted := append([]*v1alpha1.MachineDeployment(nil), mds...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Metadata.Name < sorted[j].Metadata.Name })
@@ -469,7 +584,7 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, reused map[str
 				"no Cluster named %q; set clusterName to one of the fleet's clusters", md.Spec.ClusterName))
 			continue
 		}
-		if reused[dc.Name] {
+		if !expanding(dc.Name) {
 			continue
 		}
 		replicas := 1
@@ -492,20 +607,20 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, reused map[str
 		}
 		dc.Deployments = append(dc.Deployments, p)
 	}
-	for _, dc := range d.Clusters {
-		if reused[dc.Name] {
-			continue
-		}
-		seen := map[string]bool{}
-		for _, p := range dc.Deployments {
-			if seen[p.Name] {
-				dc.Problems = append(dc.Problems, problemf(p.Source, "metadata.name",
-					"cluster %s has two MachineDeployments named %q; rename one", dc.Name, p.Name))
-			}
-			seen[p.Name] = true
-		}
-	}
 	return problems
+}
+
+// checkDeploymentNames adds a problem to dc for each MachineDeployment
+// name it has twice (topology and standalone ones together).
+func checkDeploymentNames(dc *DesiredCluster) {
+	seen := map[string]bool{}
+	for _, p := range dc.Deployments {
+		if seen[p.Name] {
+			dc.Problems = append(dc.Problems, problemf(p.Source, "metadata.name",
+				"cluster %s has two MachineDeployments named %q; rename one", dc.Name, p.Name))
+		}
+		seen[p.Name] = true
+	}
 }
 
 func expandHealthCheck(hc *v1alpha1.MachineHealthCheck) HealthCheck {

@@ -33,6 +33,36 @@ func contentKeys(f *v1alpha1.Fleet) func(kind, name string) string {
 	return func(kind, name string) string { return keys[kind+"/"+name] }
 }
 
+// changedRefs are the objects whose content keys differ between a and b,
+// those in one of them only included, as the source names them.
+func changedRefs(a, b *v1alpha1.Fleet) []ObjectRef {
+	ka, kb := contentKeys(a), contentKeys(b)
+	var out []ObjectRef
+	seen := map[ObjectRef]bool{}
+	for _, f := range []*v1alpha1.Fleet{a, b} {
+		refs := []ObjectRef{}
+		for _, c := range f.Classes {
+			refs = append(refs, ObjectRef{v1alpha1.KindClusterClass, c.Metadata.Name})
+		}
+		for _, c := range f.Clusters {
+			refs = append(refs, ObjectRef{v1alpha1.KindCluster, c.Metadata.Name})
+		}
+		for _, md := range f.MachineDeployments {
+			refs = append(refs, ObjectRef{v1alpha1.KindMachineDeployment, md.Metadata.Name})
+		}
+		for _, hc := range f.HealthChecks {
+			refs = append(refs, ObjectRef{v1alpha1.KindMachineHealthCheck, hc.Metadata.Name})
+		}
+		for _, r := range refs {
+			if !seen[r] && ka(r.Kind, r.Name) != kb(r.Kind, r.Name) {
+				seen[r] = true
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
 func reuseFleet(classVersion string) *v1alpha1.Fleet {
 	f := testFleet(testClass(classVersion, "v1.29.4", "v1.30.2"))
 	for i := range 6 {
@@ -72,11 +102,41 @@ func TestExpandReusingIsExpand(t *testing.T) {
 		{"cluster added", func(f *v1alpha1.Fleet) { f.Clusters = append(f.Clusters, testCluster("c6", 1, 1)) }, []string{"c6"}},
 		{"cluster removed", func(f *v1alpha1.Fleet) { f.Clusters = f.Clusters[:5] }, nil},
 		{"cluster renamed", func(f *v1alpha1.Fleet) { f.Clusters[5] = testCluster("c9", 1, 1) }, []string{"c9"}},
+		{"two clusters scaled", func(f *v1alpha1.Fleet) {
+			f.Clusters[4], f.Clusters[0] = testCluster("c4", 1, 3), testCluster("c0", 5, 2)
+		}, []string{"c0", "c4"}},
+		{"a cluster with a standalone deployment scaled", func(f *v1alpha1.Fleet) { f.Clusters[1] = testCluster("c1", 3, 4) }, []string{"c1"}},
+		{"a cluster with a health check scaled", func(f *v1alpha1.Fleet) { f.Clusters[2] = testCluster("c2", 1, 2) }, []string{"c2"}},
+		{"a cluster's class made unknown", func(f *v1alpha1.Fleet) { f.Clusters[3].Spec.Topology.ClassRef.Name = "gone" }, []string{"c3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			next := reuseFleet("v1.29.4")
 			tc.change(next)
-			got, gotProblems := ExpandReusing(prev, next, contentKeys(next))
+			// ExpandChanged, told which objects changed, gives what
+			// ExpandReusing gives (checked below), the same pointers kept;
+			// it takes its own way when only clusters kept under their
+			// names changed.
+			changed := changedRefs(base, next)
+			fast := !slices.ContainsFunc(changed, func(r ObjectRef) bool {
+				return r.Kind != v1alpha1.KindCluster || prev.Cluster(r.Name) == nil || next.Cluster(r.Name) == nil
+			})
+			fast = fast && !slices.ContainsFunc(changed, func(r ObjectRef) bool { return next.Cluster(r.Name).Spec.Topology.ClassRef.Name != "standard" })
+			if _, _, ok := expandChanged(prev, next, contentKeys(next), changed); ok != fast {
+				t.Errorf("ExpandChanged of %v took its own way: %v, want %v", changed, ok, fast)
+			}
+			got, gotProblems := ExpandChanged(prev, next, contentKeys(next), changed)
+			reusing, reusingProblems := ExpandReusing(prev, next, contentKeys(next))
+			for i, c := range reusing.Clusters {
+				if same := got.Clusters[i] == prev.Cluster(c.Name); same != (c == prev.Cluster(c.Name)) {
+					t.Errorf("%s: ExpandChanged kept it %v, ExpandReusing %v", c.Name, same, !same)
+				}
+				if got.Cluster(c.Name) != got.Clusters[i] {
+					t.Errorf("%s: found by name is not the one in the list", c.Name)
+				}
+			}
+			if !reflect.DeepEqual(gotProblems, reusingProblems) {
+				t.Errorf("ExpandChanged's problems %v, ExpandReusing's %v", gotProblems, reusingProblems)
+			}
 			want, wantProblems := Expand(next)
 			if len(got.Clusters) != len(want.Clusters) {
 				t.Fatalf("%d clusters, want %d", len(got.Clusters), len(want.Clusters))

@@ -581,8 +581,20 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 		return // the same revision again (the source's first head, then its event)
 	}
 	// Clusters whose objects did not change keep their expansion (the
-	// same pointer): markChanged compares them in O(1).
-	desired, problems := planner.ExpandReusing(r.desired, rev.Fleet, rev.ObjectKey)
+	// same pointer): markChanged compares them in O(1). When the source
+	// read this revision as a change of the one applied, it names the
+	// objects that changed, and the others are not even looked at.
+	var desired *planner.Desired
+	var problems []planner.Problem
+	if changed, ok := rev.ChangedSince(r.rev); ok && r.desired != nil {
+		refs := make([]planner.ObjectRef, len(changed))
+		for i, c := range changed {
+			refs[i] = planner.ObjectRef{Kind: c.Kind, Name: c.Name}
+		}
+		desired, problems = planner.ExpandChanged(r.desired, rev.Fleet, rev.ObjectKey, refs)
+	} else {
+		desired, problems = planner.ExpandReusing(r.desired, rev.Fleet, rev.ObjectKey)
+	}
 	for _, p := range problems {
 		log.Warn().Str("problem", p.Error()).Msg("cluster blocked by the planner's rules")
 	}

@@ -3,6 +3,7 @@ package sources
 import (
 	"maps"
 	"slices"
+	"sync/atomic"
 
 	"github.com/gitfleet/gitfleet/schemas"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -31,6 +32,26 @@ type assembly struct {
 	// unique: no two objects have the same kind and name, so a file's
 	// keys can be replaced without looking at the others.
 	unique bool
+	// id numbers the assembly; from is the id of the one it was patched
+	// from (0: assembled afresh), and changed the objects whose keys
+	// differ from that one's: a revision is then a diff (ChangedSince).
+	id, from uint64
+	changed  []objectRef
+}
+
+// assemblies numbers the assemblies made.
+var assemblies atomic.Uint64
+
+// objectKeys are a revision's objects' content keys, and how they differ
+// from those of the revision its assembly was patched from.
+type objectKeys struct {
+	m        map[objectRef]string
+	id, from uint64
+	changed  []objectRef
+}
+
+func (a *assembly) objectKeys() *objectKeys {
+	return &objectKeys{m: a.keys, id: a.id, from: a.from, changed: a.changed}
 }
 
 // maxPatched is how many changed files a validation patches the last
@@ -48,7 +69,7 @@ func assemble(last *assembly, results []*parsed) *assembly {
 }
 
 func newAssembly(results []*parsed) *assembly {
-	a := &assembly{results: results, offs: make([]int, len(results)+1),
+	a := &assembly{id: assemblies.Add(1), results: results, offs: make([]int, len(results)+1),
 		keys: make(map[objectRef]string, len(results)), objs: make([]schemas.Object, 0, len(results))}
 	total := 0
 	for i, p := range results {
@@ -96,7 +117,8 @@ func (a *assembly) patch(results []*parsed) *assembly {
 		}
 		changed = append(changed, i)
 	}
-	n := &assembly{results: results, offs: a.offs, objs: a.objs, keys: a.keys, bad: a.bad, fleetObjs: a.fleetObjs, unique: true}
+	n := &assembly{id: assemblies.Add(1), from: a.id, changed: []objectRef{},
+		results: results, offs: a.offs, objs: a.objs, keys: a.keys, bad: a.bad, fleetObjs: a.fleetObjs, unique: true}
 	if len(changed) == 0 {
 		return n
 	}
@@ -107,7 +129,11 @@ func (a *assembly) patch(results []*parsed) *assembly {
 		k := n.offs[i]
 		bad := len(p.errs) > 0
 		for j, o := range p.objs {
-			n.keys[objectRef{o.Kind, o.Name}] = p.keys[j]
+			ref := objectRef{o.Kind, o.Name}
+			if a.keys[ref] != p.keys[j] {
+				n.changed = append(n.changed, ref)
+			}
+			n.keys[ref] = p.keys[j]
 			if _, wrong := misplaced(o); wrong {
 				bad = true
 				continue

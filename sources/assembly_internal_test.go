@@ -110,7 +110,47 @@ func TestAssemblyPatchIsAssembly(t *testing.T) {
 			if kind < 4 && last != nil && last.unique && len(last.results) == len(next) && &got.offs[0] != &last.offs[0] {
 				t.Fatalf("seed %d, revision %d: contents changed with names kept, yet no patch", seed, rev)
 			}
+			// A patched assembly names exactly the objects whose keys
+			// differ from the last one's; a fresh one names none.
+			switch {
+			case last != nil && got.from == last.id:
+				var diff []objectRef
+				for ref, k := range want.keys {
+					if last.keys[ref] != k {
+						diff = append(diff, ref)
+					}
+				}
+				for ref := range last.keys {
+					if _, ok := want.keys[ref]; !ok {
+						diff = append(diff, ref)
+					}
+				}
+				if !sameRefs(got.changed, diff) {
+					t.Fatalf("seed %d, revision %d (change %d): changed %v, the keys that differ %v", seed, rev, kind, got.changed, diff)
+				}
+			case got.from != 0 || got.changed != nil:
+				t.Fatalf("seed %d, revision %d: assembled afresh, yet from %d with changes %v", seed, rev, got.from, got.changed)
+			}
+			if last != nil && got.id <= last.id {
+				t.Fatalf("seed %d, revision %d: id %d after %d", seed, rev, got.id, last.id)
+			}
 			last, files = got, next
 		}
 	}
+}
+
+func sameRefs(a, b []objectRef) bool {
+	count := map[objectRef]int{}
+	for _, r := range a {
+		count[r]++
+	}
+	for _, r := range b {
+		count[r]--
+	}
+	for _, n := range count {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
 }

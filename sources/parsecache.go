@@ -59,7 +59,7 @@ func newParseCache(known *verdicts) *parseCache {
 // cross-object checks. pre are errors found while reading. It also returns
 // each object's content key.
 // load reads the content of inputs that turn out not to be cached.
-func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*input) error) (*v1alpha1.Fleet, schemas.Errors, map[objectRef]string, error) {
+func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*input) error) (*v1alpha1.Fleet, schemas.Errors, *objectKeys, error) {
 	var policies []*input
 	for i, in := range ins {
 		if strings.HasSuffix(in.Path, ".cue") {
@@ -105,7 +105,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	pc.last = a
 	pc.mu.Unlock()
 	errs := append(append(append(schemas.Errors(nil), pre...), polErrs...), a.errors()...)
-	keys, objs, fleetObjs := a.keys, a.objs, a.fleetObjs
+	keys, objs, fleetObjs := a.objectKeys(), a.objs, a.fleetObjs
 	if fleetObjs == 0 && len(errs) == 0 {
 		errs = append(errs, schemas.Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
 	}

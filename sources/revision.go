@@ -30,8 +30,8 @@ type Revision struct {
 	// Err says why the revision was rejected (errors.Is ErrInvalid,
 	// ErrUnsigned or ErrUntrusted); nil for a good revision.
 	Err error
-	// keys are the objects' content keys (ObjectKey).
-	keys map[objectRef]string
+	// keys are the objects' content keys (ObjectKey, ChangedSince).
+	keys *objectKeys
 }
 
 // ObjectKey is the content key of the revision's object of kind and name:
@@ -39,7 +39,33 @@ type Revision struct {
 // same key when it is written the same, so the planner re-expands only the
 // clusters whose objects changed (planner.ExpandReusing). "" when the
 // revision has no such object.
-func (r *Revision) ObjectKey(kind, name string) string { return r.keys[objectRef{kind, name}] }
+func (r *Revision) ObjectKey(kind, name string) string {
+	if r.keys == nil {
+		return ""
+	}
+	return r.keys.m[objectRef{kind, name}]
+}
+
+// ObjectRef names an object of a revision by kind and name.
+type ObjectRef struct{ Kind, Name string }
+
+// ChangedSince names the objects whose content keys differ from prev's,
+// when the source read this revision as a change of prev: a source
+// reading commit after commit patches the objects of the files a commit
+// changed into what it read before, and knows which they are. ok is false
+// when it did not (prev is not the revision read just before, or this one
+// was read afresh: files added or removed, many changed, names moved);
+// then only comparing every ObjectKey tells.
+func (r *Revision) ChangedSince(prev *Revision) (changed []ObjectRef, ok bool) {
+	if r == nil || prev == nil || r.keys == nil || prev.keys == nil || r.keys.from == 0 || r.keys.from != prev.keys.id {
+		return nil, false
+	}
+	changed = make([]ObjectRef, len(r.keys.changed))
+	for i, c := range r.keys.changed {
+		changed[i] = ObjectRef{c.kind, c.name}
+	}
+	return changed, true
+}
 
 // Rejected reports whether the revision must not be applied.
 func (r *Revision) Rejected() bool { return r.Err != nil }
@@ -186,7 +212,7 @@ func short(h string) string {
 
 // validate reads rev, loading only the files whose parse result is not
 // cached, and validates it.
-func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schemas.Errors, map[objectRef]string, error) {
+func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schemas.Errors, *objectKeys, error) {
 	_, ins, pre, err := r.read(ctx, rev, r.parsed.has)
 	if err != nil {
 		return nil, nil, nil, err

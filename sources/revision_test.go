@@ -132,6 +132,36 @@ func TestObjectKeys(t *testing.T) {
 	if k := two.ObjectKey("Cluster", "nope"); k != "" {
 		t.Errorf("key of a missing cluster: %q", k)
 	}
+	// Read one after the other, the second revision names what changed
+	// since the first: b alone. Not since itself, nor from the first back.
+	if changed, ok := two.ChangedSince(one); !ok || !slices.Equal(changed, []sources.ObjectRef{{Kind: "Cluster", Name: "b"}}) {
+		t.Errorf("ChangedSince = %v, %v; want [Cluster b], true", changed, ok)
+	}
+	for _, c := range []struct {
+		name      string
+		rev, prev *sources.Revision
+	}{{"itself", two, two}, {"backwards", one, two}, {"nothing before", two, nil}} {
+		if changed, ok := c.rev.ChangedSince(c.prev); ok {
+			t.Errorf("ChangedSince %s = %v, true; want false", c.name, changed)
+		}
+	}
+	// A file added: read afresh, so no diff, not even from the one before.
+	work.Commit("add c", map[string]string{"clusters/c.yaml": cluster("c")})
+	three, err := r.Revision(ctx, "main")
+	if err != nil || three.Rejected() {
+		t.Fatal(err, three.Err)
+	}
+	if changed, ok := three.ChangedSince(two); ok {
+		t.Errorf("a file added: ChangedSince = %v, true; want false", changed)
+	}
+	// The same commit read again: nothing changed.
+	again, err := r.Revision(ctx, "main")
+	if err != nil || again.Rejected() {
+		t.Fatal(err, again.Err)
+	}
+	if changed, ok := again.ChangedSince(three); !ok || len(changed) != 0 {
+		t.Errorf("the same commit again: ChangedSince = %v, %v; want none, true", changed, ok)
+	}
 }
 
 // A revision that only adds a policy checks every file again against it,
