@@ -81,13 +81,13 @@ func BenchmarkPlanVersionBump(b *testing.B) {
 func BenchmarkPlanOneCluster(b *testing.B) {
 	d, ms, recs, now := bumpFleet(10000)
 	by := groupByCluster(ms)
-	sums := map[string]Summary{}
+	sums := NewSummaries(len(d.Clusters))
 	for _, dc := range d.Clusters {
-		sums[dc.Name] = Summarize(dc, recs.Cluster(dc.Name), by[dc.Name], now)
+		sums.Set(dc.Name, Summarize(dc, recs.Cluster(dc.Name), by[dc.Name], now))
 	}
 	name := d.Clusters[5000].Name
 	newName := func(c, p string) string { return c + "-" + p + "-x" }
-	g := Rollouts(d, sums, recs.Rollouts, now)
+	g := RolloutsSince(nil, d, sums, recs.Rollouts, now)
 	for _, rr := range g.Changed() {
 		recs.Rollouts[rr.Class] = rr // saved, as the daemon saves them
 	}
@@ -95,7 +95,7 @@ func BenchmarkPlanOneCluster(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		dc := d.Cluster(name)
-		sums[name] = Summarize(dc, recs.Cluster(name), by[name], now)
+		sums.Set(name, Summarize(dc, recs.Cluster(name), by[name], now))
 		g = RolloutsSince(g, d, sums, recs.Rollouts, now)
 		PlanCluster(ClusterInput{Name: name, Desired: dc, Machines: by[name], Record: recs.Cluster(name), Gate: g.For(name), Now: now, NewName: newName})
 	}

@@ -15,7 +15,7 @@
 //
 // and, when one machine's event arrives, the cheap path for one cluster:
 //
-//	sums[name] = planner.Summarize(desired.Cluster(name), records.Cluster(name), machinesOf(name), now)
+//	sums.Set(name, planner.Summarize(desired.Cluster(name), records.Cluster(name), machinesOf(name), now)) // sums: a *planner.Summaries kept from pass to pass
 //	gates = planner.RolloutsSince(gates, desired, sums, records.Rollouts, now) // the last pass's gates
 //	cp := planner.PlanCluster(planner.ClusterInput{Desired: desired.Cluster(name), Name: name, Machines: machinesOf(name),
 //		Record: records.Cluster(name), Gate: gates.For(name), Now: now, NewName: names})

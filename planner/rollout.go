@@ -26,9 +26,69 @@ type classGates struct {
 	class *DesiredClass
 	names []string  // the class's clusters, in name order
 	sums  []Summary // their summaries, in the same order
+	// from and ver: the Summaries the decision read and the class's
+	// version there (nil: a map's, no version).
+	from  *Summaries
+	ver   uint64
 	rec   RolloutRecord
 	cr    ClassRollout
 	gates map[string]Gate
+}
+
+// Summaries are the clusters' summaries a caller keeps from pass to pass,
+// as the daemon does, with a version for each class that moves whenever a
+// summary of one of its clusters does: RolloutsSince then knows that a
+// class's summaries are the ones it decided on without comparing 10,000
+// of them. Every change goes through Set and Delete, so none is missed.
+type Summaries struct {
+	m    map[string]Summary
+	ver  map[string]uint64 // by class
+	last uint64
+}
+
+// NewSummaries returns an empty set, with room for n clusters.
+func NewSummaries(n int) *Summaries {
+	return &Summaries{m: make(map[string]Summary, n), ver: map[string]uint64{}}
+}
+
+// Get returns a cluster's summary.
+func (s *Summaries) Get(cluster string) (Summary, bool) {
+	sum, ok := s.m[cluster]
+	return sum, ok
+}
+
+func (s *Summaries) get(cluster string) Summary { return s.m[cluster] }
+
+// Set stores a cluster's summary and reports whether it differs from the
+// one stored: then the versions of its class, and of the class of the
+// summary it replaces, move.
+func (s *Summaries) Set(cluster string, sum Summary) bool {
+	old, ok := s.m[cluster]
+	if ok && old == sum {
+		return false
+	}
+	s.m[cluster] = sum
+	s.bump(sum.Class)
+	if ok && old.Class != sum.Class {
+		s.bump(old.Class)
+	}
+	return true
+}
+
+// Delete removes a cluster's summary, moving its class's version, and
+// returns it.
+func (s *Summaries) Delete(cluster string) (Summary, bool) {
+	old, ok := s.m[cluster]
+	if ok {
+		delete(s.m, cluster)
+		s.bump(old.Class)
+	}
+	return old, ok
+}
+
+func (s *Summaries) bump(class string) {
+	s.last++
+	s.ver[class] = s.last
 }
 
 // For returns the gate of one cluster (the zero Gate: nothing to admit).
@@ -72,7 +132,7 @@ func (g *Gates) Changed() []RolloutRecord {
 // clusters moving finish, failed ones get no steps. A cluster that is new,
 // or whose change is in its own files, is admitted at once.
 func Rollouts(d *Desired, sums map[string]Summary, records map[string]RolloutRecord, now time.Time) *Gates {
-	return RolloutsSince(nil, d, sums, records, now)
+	return rollouts(nil, d, func(n string) Summary { return sums[n] }, nil, records, now)
 }
 
 // RolloutsSince is Rollouts for a caller that decided before (prev; nil
@@ -81,14 +141,21 @@ func Rollouts(d *Desired, sums map[string]Summary, records map[string]RolloutRec
 // Rollouts would make again. A pass that moves one cluster of a class of
 // 10,000 then compares 10,000 summaries, and decides nothing again for
 // the fleet's other classes.
-func RolloutsSince(prev *Gates, d *Desired, sums map[string]Summary, records map[string]RolloutRecord, now time.Time) *Gates {
+func RolloutsSince(prev *Gates, d *Desired, sums *Summaries, records map[string]RolloutRecord, now time.Time) *Gates {
+	return rollouts(prev, d, sums.get, sums, records, now)
+}
+
+func rollouts(prev *Gates, d *Desired, get func(string) Summary, sums *Summaries, records map[string]RolloutRecord, now time.Time) *Gates {
 	g := &Gates{d: d, byClass: make(map[string]*classGates, len(d.Classes)), records: make(map[string]RolloutRecord, len(d.Classes))}
 	byClass := d.classMembers()
 	for _, class := range d.Classes {
 		names, rr := byClass[class.Name], records[class.Name]
 		cg := prev.reusable(class, names, sums, rr)
 		if cg == nil {
-			cg = g.rollout(class, names, sums, rr, d.Change, now)
+			cg = g.rollout(class, names, get, rr, d.Change, now)
+			if sums != nil {
+				cg.from, cg.ver = sums, sums.ver[class.Name]
+			}
 		}
 		g.byClass[class.Name] = cg
 		g.records[class.Name] = cg.rec
@@ -101,23 +168,40 @@ func RolloutsSince(prev *Gates, d *Desired, sums map[string]Summary, records map
 // inputs, else nil. The time and the change a new rollout starts with are
 // inputs only when the record is not of the class's revision, and a
 // decision's record always is.
-func (prev *Gates) reusable(class *DesiredClass, names []string, sums map[string]Summary, rr RolloutRecord) *classGates {
-	if prev == nil {
+func (prev *Gates) reusable(class *DesiredClass, names []string, sums *Summaries, rr RolloutRecord) *classGates {
+	if prev == nil || sums == nil {
 		return nil
 	}
 	cg := prev.byClass[class.Name]
-	if cg == nil || !slices.Equal(cg.names, names) || !cg.rec.equal(rr) {
+	if cg == nil || !sameNames(cg.names, names) || !cg.rec.equal(rr) {
 		return nil
 	}
 	if cg.class != class && !reflect.DeepEqual(cg.class, class) {
 		return nil
 	}
+	ver := sums.ver[class.Name]
+	if cg.from == sums && cg.ver == ver {
+		return cg // no summary of the class moved since
+	}
 	for i, n := range names {
-		if sums[n] != cg.sums[i] {
+		if sums.m[n] != cg.sums[i] {
 			return nil
 		}
 	}
-	return cg
+	// The summaries moved and came back: the same decision, at the
+	// version now.
+	again := *cg
+	again.from, again.ver = sums, ver
+	return &again
+}
+
+// sameNames: two lists of a class's clusters are the same; one list
+// shared by two expansions is not compared name by name.
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || slices.Equal(a, b)
 }
 
 // Where a cluster stands in its class's rollout.
@@ -128,7 +212,7 @@ const (
 	standPending         // not admitted; admitting it changes machines
 )
 
-func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Summary, rr RolloutRecord, change Change, now time.Time) *classGates {
+func (g *Gates) rollout(class *DesiredClass, names []string, get func(string) Summary, rr RolloutRecord, change Change, now time.Time) *classGates {
 	changed := false
 	if rr.Revision != class.Revision || rr.Class != class.Name {
 		rr = RolloutRecord{Class: class.Name, Revision: class.Revision, Started: now, Change: change}
@@ -147,7 +231,7 @@ func (g *Gates) rollout(class *DesiredClass, names []string, sums map[string]Sum
 	// is gone through at every pass that moves one of them.
 	ss := make([]Summary, len(names))
 	for i, n := range names {
-		ss[i] = sums[n]
+		ss[i] = get(n)
 		s := &ss[i]
 		if s.Revision == rev && s.State == AdmissionFailed && !s.FailedAt.Before(rr.Started) && !rr.failed(n) {
 			rr.Failed = append(append([]RolloutFailure(nil), rr.Failed...), RolloutFailure{Cluster: n, Reason: s.Reason, At: s.FailedAt})

@@ -464,9 +464,16 @@ func TestRolloutsSinceReusesOnlyWhatIsTheSame(t *testing.T) {
 		sums[dc.Name] = Summarize(dc, nil, nil, now)
 	}
 	records := map[string]RolloutRecord{}
+	var prevSums *Summaries // the summaries kept from decision to decision
 	decide := func(prev *Gates) *Gates {
 		t.Helper()
-		g := RolloutsSince(prev, d, sums, records, now)
+		if prevSums == nil {
+			prevSums = NewSummaries(len(sums))
+		}
+		for n, sum := range sums {
+			prevSums.Set(n, sum)
+		}
+		g := RolloutsSince(prev, d, prevSums, records, now)
 		fresh := Rollouts(d, sums, records, now)
 		if diff := cmp.Diff(fresh.Classes(), g.Classes()); diff != "" {
 			t.Fatalf("classes differ from Rollouts' (-fresh +since):\n%s", diff)

@@ -50,6 +50,7 @@ type sim struct {
 	// gates are the rollouts decided by RolloutsSince at the last round,
 	// held to what Rollouts decides afresh at every round.
 	gates *Gates
+	sums  *Summaries // kept from round to round, as the daemon keeps them
 }
 
 func (r Records) clone() Records {
@@ -172,8 +173,19 @@ func (s *sim) checkRolloutsSince() {
 	for _, dc := range s.desired.Clusters {
 		sums[dc.Name] = Summarize(Scaled(dc, s.scale[dc.Name]), s.records.Cluster(dc.Name), by[dc.Name], s.now)
 	}
+	if s.sums == nil {
+		s.sums = NewSummaries(len(sums))
+	}
+	for name, sum := range sums {
+		s.sums.Set(name, sum)
+	}
+	for name := range s.sums.m {
+		if _, ok := sums[name]; !ok {
+			s.sums.Delete(name)
+		}
+	}
 	fresh := Rollouts(s.desired, sums, s.records.Rollouts, s.now)
-	since := RolloutsSince(s.gates, s.desired, sums, s.records.Rollouts, s.now)
+	since := RolloutsSince(s.gates, s.desired, s.sums, s.records.Rollouts, s.now)
 	if diff := cmp.Diff(fresh.Classes(), since.Classes()); diff != "" {
 		s.t.Fatalf("round %d: RolloutsSince's classes differ from Rollouts' (-fresh +since):\n%s", s.round, diff)
 	}

@@ -137,7 +137,7 @@ type Reconciler struct {
 	// floodLogged is when a refused heartbeat was last logged (at most
 	// one line every floodLogEvery).
 	floodLogged time.Time
-	sums        map[string]planner.Summary
+	sums        *planner.Summaries
 	dirty       map[string]bool
 	gone        map[string]bool // clusters whose status file was removed
 	planSeq     int
@@ -253,7 +253,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.counts = newFleetCounts()
 	r.unsent = map[string]*machine{}
 	r.heard = r.o.Now()
-	r.sums = map[string]planner.Summary{}
+	r.sums = planner.NewSummaries(0)
 	r.scale = map[string]map[string]planner.ScaleRequest{}
 	r.dirty = map[string]bool{}
 	r.gone = map[string]bool{}
@@ -726,16 +726,14 @@ func (r *Reconciler) step(ctx context.Context) {
 		observed[name] = obs[i]
 		dc := r.desired.Cluster(name)
 		if dc == nil {
-			if s, ok := r.sums[name]; ok {
+			if s, ok := r.sums.Delete(name); ok {
 				moved[s.Class] = true // one cluster fewer in its wave
 			}
-			delete(r.sums, name)
 			continue
 		}
-		if old, ok := r.sums[name]; !ok || old != sums[i] {
+		if r.sums.Set(name, sums[i]) {
 			moved[dc.Class] = true
 		}
-		r.sums[name] = sums[i]
 	}
 	recs := &r.decisions.records
 	// Classes whose inputs did not change keep the last pass's decision.
@@ -849,9 +847,7 @@ func (r *Reconciler) releaseFloor() {
 // summarize recomputes a cluster's summary and reports whether it changed.
 func (r *Reconciler) summarize(dc *planner.DesiredCluster, now time.Time) bool {
 	sum := planner.Summarize(planner.Scaled(dc, r.scale[dc.Name]), r.decisions.records.Cluster(dc.Name), r.observed(dc.Name), now)
-	old, ok := r.sums[dc.Name]
-	r.sums[dc.Name] = sum
-	return !ok || old != sum
+	return r.sums.Set(dc.Name, sum)
 }
 
 // setWake remembers when time alone changes a cluster's plan.
