@@ -44,6 +44,16 @@ func TestInventoryOfLargeMachinesFitsInMessages(t *testing.T) {
 	for want := -1; want < 0 || len(got) < want; {
 		select {
 		case m := <-parts:
+			// A leader takes a part, then answers: until then the worker
+			// sends no other.
+			select {
+			case early := <-parts:
+				t.Fatalf("a part sent before the one before it was answered: %d bytes", len(early.Data))
+			case <-time.After(20 * time.Millisecond):
+			}
+			if err := m.Respond(nil); err != nil {
+				t.Fatal(err)
+			}
 			if len(m.Data) > int(e.nc.MaxPayload()) {
 				t.Fatalf("a part of %d bytes, more than NATS's %d", len(m.Data), e.nc.MaxPayload())
 			}

@@ -268,6 +268,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	isub, err := r.o.JS.Conn().Subscribe(wire.SubjectInventory+".>", func(m *nats.Msg) {
 		select {
 		case reports <- decodeInventory(m):
+			// Taken: the worker sends its next part (one part of each
+			// worker's report in flight, not the whole report).
+			if m.Reply != "" {
+				_ = m.Respond(nil)
+			}
 		case <-running:
 		}
 	})

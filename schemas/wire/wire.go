@@ -401,10 +401,13 @@ func (t *Task) Stale(rec *TaskRecord, rev uint64) string {
 	return ""
 }
 
-// Inventory subjects: workers publish their provider's inventory on
+// Inventory subjects: workers send their provider's inventory on
 // InventorySubject (plain NATS, not stored) when they start, every
 // inventory interval, and when a leader publishes on
-// SubjectInventoryRequest.
+// SubjectInventoryRequest. Each part is a request: the leader answers it
+// (an empty message) once it has taken the part, and the worker sends the
+// next part then, so a report is never more than a part ahead of the
+// leader.
 const (
 	SubjectInventory        = "gitfleet.inventory" // .<provider>.<worker>
 	SubjectInventoryRequest = "gitfleet.inventory-request"
