@@ -160,7 +160,6 @@ func expandChanged(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 	}
 	d := &Desired{Classes: prev.Classes, byClass: prev.byClass, allKnown: true,
 		byName: maps.Clone(prev.byName), Clusters: slices.Clone(prev.Clusters)}
-	classKept := true
 	for i, c := range found {
 		if c == nil {
 			return nil, nil, false // not in the fleet: removed, or renamed
@@ -172,13 +171,11 @@ func expandChanged(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 			strings.Contains("\x00"+in.extra+"\x00", "\x00hc:\x00") {
 			return nil, nil, false
 		}
-		old := prev.byName[names[i]]
-		if old.inputs.class != in.class {
-			return nil, nil, false // the fleet's class is not prev's
+		if prev.byName[names[i]].inputs.class != in.class {
+			return nil, nil, false // another class, or the class changed
 		}
 		dc := expandCluster(fleet, c, d.byClass[class])
 		dc.inputs = in
-		classKept = classKept && dc.Class == old.Class
 		d.byName[dc.Name] = dc
 		at, _ := slices.BinarySearchFunc(d.Clusters, dc.Name, func(e *DesiredCluster, n string) int { return strings.Compare(e.Name, n) })
 		d.Clusters[at] = dc
@@ -190,9 +187,8 @@ func expandChanged(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 	for _, dc := range d.Clusters {
 		problems = append(problems, dc.Problems...)
 	}
-	if classKept {
-		d.membersOnce.Do(func() { d.members = prev.classMembers() })
-	}
+	// Every cluster kept its class: the classes' members are prev's.
+	d.membersOnce.Do(func() { d.members = prev.classMembers() })
 	d.changes = &changes{expanded: names}
 	return d, problems, true
 }

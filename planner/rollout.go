@@ -57,7 +57,12 @@ func (s *Summaries) Get(cluster string) (Summary, bool) {
 	return sum, ok
 }
 
-func (s *Summaries) get(cluster string) Summary { return s.m[cluster] }
+func (s *Summaries) get(cluster string) Summary {
+	if s == nil {
+		return Summary{} // none kept: every cluster unsummarized
+	}
+	return s.m[cluster]
+}
 
 // Set stores a cluster's summary and reports whether it differs from the
 // one stored: then the versions of its class, and of the class of the
@@ -138,9 +143,10 @@ func Rollouts(d *Desired, sums map[string]Summary, records map[string]RolloutRec
 // RolloutsSince is Rollouts for a caller that decided before (prev; nil
 // for none): a class whose definition, clusters, their summaries and
 // rollout record are those prev decided on keeps prev's decision, the one
-// Rollouts would make again. A pass that moves one cluster of a class of
-// 10,000 then compares 10,000 summaries, and decides nothing again for
-// the fleet's other classes.
+// Rollouts would make again. sums are the caller's, kept from pass to
+// pass: a class none of whose summaries moved since (its version in sums)
+// is not looked at; one whose summaries moved is compared summary by
+// summary, and decided again only when one differs.
 func RolloutsSince(prev *Gates, d *Desired, sums *Summaries, records map[string]RolloutRecord, now time.Time) *Gates {
 	return rollouts(prev, d, sums.get, sums, records, now)
 }
