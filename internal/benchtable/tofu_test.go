@@ -109,3 +109,35 @@ func TestTofuPlansTheFleet(t *testing.T) {
 		t.Errorf("tofu plan at the state's own version: %v (want exit 0, no changes)", err)
 	}
 }
+
+// TestTofuRowWithoutTofu: OpenTofu not built, or failing, leaves the cold
+// plan's goal unjudged (—) and says so in its row, whatever gitfleet's
+// figure.
+func TestTofuRowWithoutTofu(t *testing.T) {
+	plan := Proc{Wall: 200e6, MaxRSS: 90 << 10}
+	for _, c := range []struct {
+		name   string
+		procs  Procs
+		figure string
+	}{
+		{"not built", Procs{{cmdPlan, tofuSize, cacheCold}: plan}, notRun},
+		{"failing", Procs{{cmdPlan, tofuSize, cacheCold}: plan, {cmdTofu, tofuSize, ""}: {Err: "tofu init: exit status 1"}}, "failed: tofu init: exit status 1"},
+	} {
+		var tofuRow, planRow *Row
+		rs := rows(Benchmarks{}, c.procs)
+		for i := range rs {
+			switch {
+			case rs[i].Size == clusters(tofuSize) && rs[i].What == "`gitfleet plan` of a class bump, cold cache":
+				planRow = &rs[i]
+			case rs[i].What == "OpenTofu's `tofu plan` of as many replacements (`terraform_data`)":
+				tofuRow = &rs[i]
+			}
+		}
+		if tofuRow == nil || planRow == nil {
+			t.Fatalf("%s: rows missing: %+v", c.name, rs)
+		}
+		if tofuRow.Figure != c.figure || planRow.Met != none {
+			t.Errorf("%s: OpenTofu's row %q, the cold plan's met? %q; want %q and %q", c.name, tofuRow.Figure, planRow.Met, c.figure, none)
+		}
+	}
+}

@@ -85,12 +85,14 @@ func (w *whole) measure(n int) error {
 		w.procs[ProcKey{c.name, n, cacheWarm}] = summarize(warm)
 	}
 	if n == tofuSize {
+		// What fails here fails the row, not the table.
 		changed, replaced, err := planTotals(w.gitfleet, fleet)
-		if err != nil {
-			return err
+		if err == nil {
+			err = w.measureTofu(n, changed, replaced)
 		}
-		if err := w.measureTofu(n, changed, replaced); err != nil {
-			return err
+		if err != nil {
+			progress("%d clusters, OpenTofu's plan: %v", n, err)
+			w.procs[ProcKey{cmdTofu, n, ""}] = Proc{Err: err.Error()}
 		}
 	}
 	if _, err := os.Stat(w.cue); err != nil {
