@@ -19,12 +19,12 @@ import (
 // changed once made (revisions share them); its objects are taken over
 // by the next patch, so an assembly is used by one validation at a time.
 type assembly struct {
+	objectKeys
 	results []*parsed
 	// offs[i] is where the objects of results[i] begin in objs;
 	// offs[len(results)] is len(objs).
 	offs []int
 	objs []schemas.Object
-	keys map[objectRef]string
 	// bad are the indexes of the files with errors or misplaced objects.
 	bad []int
 	// fleetObjs counts the objects other than a FleetConfig.
@@ -32,27 +32,22 @@ type assembly struct {
 	// unique: no two objects have the same kind and name, so a file's
 	// keys can be replaced without looking at the others.
 	unique bool
+}
+
+// objectKeys are the content keys of an assembly's objects by kind and
+// name, and how they differ from those of the assembly it was patched
+// from: a revision keeps them (ObjectKey, ChangedSince).
+type objectKeys struct {
+	keys map[objectRef]string
 	// id numbers the assembly; from is the id of the one it was patched
 	// from (0: assembled afresh), and changed the objects whose keys
-	// differ from that one's: a revision is then a diff (ChangedSince).
+	// differ from that one's.
 	id, from uint64
 	changed  []objectRef
 }
 
 // assemblies numbers the assemblies made.
 var assemblies atomic.Uint64
-
-// objectKeys are a revision's objects' content keys, and how they differ
-// from those of the revision its assembly was patched from.
-type objectKeys struct {
-	m        map[objectRef]string
-	id, from uint64
-	changed  []objectRef
-}
-
-func (a *assembly) objectKeys() *objectKeys {
-	return &objectKeys{m: a.keys, id: a.id, from: a.from, changed: a.changed}
-}
 
 // maxPatched is how many changed files a validation patches the last
 // assembly for; more are assembled afresh.
@@ -69,8 +64,8 @@ func assemble(last *assembly, results []*parsed) *assembly {
 }
 
 func newAssembly(results []*parsed) *assembly {
-	a := &assembly{id: assemblies.Add(1), results: results, offs: make([]int, len(results)+1),
-		keys: make(map[objectRef]string, len(results)), objs: make([]schemas.Object, 0, len(results))}
+	a := &assembly{objectKeys: objectKeys{id: assemblies.Add(1), keys: make(map[objectRef]string, len(results))},
+		results: results, offs: make([]int, len(results)+1), objs: make([]schemas.Object, 0, len(results))}
 	total := 0
 	for i, p := range results {
 		a.offs[i] = len(a.objs)
@@ -117,8 +112,8 @@ func (a *assembly) patch(results []*parsed) *assembly {
 		}
 		changed = append(changed, i)
 	}
-	n := &assembly{id: assemblies.Add(1), from: a.id, changed: []objectRef{},
-		results: results, offs: a.offs, objs: a.objs, keys: a.keys, bad: a.bad, fleetObjs: a.fleetObjs, unique: true}
+	n := &assembly{objectKeys: objectKeys{id: assemblies.Add(1), from: a.id, changed: []objectRef{}, keys: a.keys},
+		results: results, offs: a.offs, objs: a.objs, bad: a.bad, fleetObjs: a.fleetObjs, unique: true}
 	if len(changed) == 0 {
 		return n
 	}

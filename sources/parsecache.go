@@ -105,7 +105,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	pc.last = a
 	pc.mu.Unlock()
 	errs := append(append(append(schemas.Errors(nil), pre...), polErrs...), a.errors()...)
-	keys, objs, fleetObjs := a.objectKeys(), a.objs, a.fleetObjs
+	keys, objs, fleetObjs := a.objectKeys, a.objs, a.fleetObjs
 	if fleetObjs == 0 && len(errs) == 0 {
 		errs = append(errs, schemas.Error{Path: ".", Message: "no fleet objects found: add a ClusterClass and a Cluster as YAML files (gitfleet init DIR writes an example)"})
 	}
@@ -117,7 +117,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	errs = append(errs, cerrs...)
 	newSourceLines(ins).fix(errs)
 	sortErrors(errs)
-	return fleet, errs, keys, nil
+	return fleet, errs, &keys, nil
 }
 
 // compilePolicies is schemas.CompilePolicies, trusting a verdict for a

@@ -43,7 +43,7 @@ func (r *Revision) ObjectKey(kind, name string) string {
 	if r.keys == nil {
 		return ""
 	}
-	return r.keys.m[objectRef{kind, name}]
+	return r.keys.keys[objectRef{kind, name}]
 }
 
 // ObjectRef names an object of a revision by kind and name.

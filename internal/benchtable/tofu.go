@@ -20,12 +20,12 @@ import (
 // names only.
 
 const (
-	cmdTofu     = "tofu plan"
-	tofuSize    = 1000
-	tofuVar     = "k8s_version"
-	tofuFrom    = "v1.31.2"
-	tofuTo      = "v1.32.0"
-	tofuPerLine = "resource \"terraform_data\" \"c%05d\" {\n  count            = %d\n  triggers_replace = [var.%s]\n  input            = \"c%05d-${count.index}\"\n}\n"
+	cmdTofu   = "tofu plan"
+	tofuSize  = 1000
+	tofuVar   = "k8s_version"
+	tofuFrom  = "v1.31.2"
+	tofuTo    = "v1.32.0"
+	tofuBlock = "resource \"terraform_data\" \"c%05d\" {\n  count            = %d\n  triggers_replace = [var.%s]\n  input            = \"c%05d-${count.index}\"\n}\n"
 )
 
 // tofuFleet writes to dir an OpenTofu configuration of blocks
@@ -64,7 +64,7 @@ func tofuFleet(dir string, blocks, replaced int, version string) error {
 		if b < replaced%blocks {
 			count++
 		}
-		fmt.Fprintf(&tf, tofuPerLine, b, count, tofuVar, b)
+		fmt.Fprintf(&tf, tofuBlock, b, count, tofuVar, b)
 		r := resource{Mode: "managed", Type: "terraform_data", Name: fmt.Sprintf("c%05d", b),
 			Provider: `provider["terraform.io/builtin/terraform"]`, Instances: make([]instance, count)}
 		for i := range count {
