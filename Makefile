@@ -6,7 +6,12 @@ export GOFLAGS := -buildvcs=false
 GO        ?= go
 BIN       := bin/gitfleet
 DEMO      ?= .gitfleet/demo
-FUZZTIME  ?= 15s
+# Fuzz budgets are execution counts, not durations: Go's fuzz coordinator
+# can report a duration's deadline as a failure ("context deadline
+# exceeded") when a starved worker has not answered by then. Each count is
+# 5-15 s here; FUZZTIME=10m (or 1000000x) overrides all three.
+FUZZTIME  ?=
+FUZZMIN   ?= 3s
 BENCHTIME ?= 1x
 
 .DEFAULT_GOAL := help
@@ -38,9 +43,9 @@ test: deps chromium ## run every test with -race (with a short browser test wher
 	@# The fault suite's short scenarios time real processes converging: run
 	@# alone, not beside the end-to-end tests' own nodes on the same 2 cores.
 	$(GO) test -race -count=1 -timeout 15m ./faults
-	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./schemas
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZTIME) ./reconciler
-	$(GO) test -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(FUZZTIME) ./schemas
+	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(or $(FUZZTIME),4000x) -fuzzminimizetime $(FUZZMIN) ./schemas
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./reconciler
+	$(GO) test -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(or $(FUZZTIME),50000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 
 .PHONY: faults
 faults: deps ## run every fault scenario with real processes and print the lost/duplicated table
