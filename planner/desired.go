@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/layered"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -16,8 +17,11 @@ type Desired struct {
 	Classes  []*DesiredClass   // sorted by name
 	// Change is the spec commit this was read from (set by the caller): a
 	// class revision first seen here starts its rollout with it.
-	Change  Change
-	byName  map[string]*DesiredCluster
+	Change Change
+	// byName shares all but the changed clusters with the expansion
+	// it was made from (ExpandChanged): a one-cluster commit of 10,000
+	// does not copy 10,000 entries.
+	byName  *layered.Map[string, *DesiredCluster]
 	byClass map[string]*DesiredClass
 	// members are each class's clusters, in name order, listed once by
 	// the first Rollouts: a daemon asks for them at every pass.
@@ -69,7 +73,13 @@ func (d *Desired) Cluster(name string) *DesiredCluster {
 	if d == nil {
 		return nil
 	}
-	return d.byName[name]
+	return d.named(name)
+}
+
+// named is the desired cluster named name, or nil.
+func (d *Desired) named(name string) *DesiredCluster {
+	dc, _ := d.byName.Get(name)
+	return dc
 }
 
 // Class returns the desired class named name, or nil.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/layered"
 	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -31,7 +32,7 @@ func Expand(fleet *v1alpha1.Fleet) (*Desired, []Problem) { return ExpandReusing(
 // comparing pointers; a class change still re-expands all its clusters.
 // Expansions are never changed once made, so sharing them is safe.
 func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name string) string) (*Desired, []Problem) {
-	d := &Desired{byName: map[string]*DesiredCluster{}, byClass: map[string]*DesiredClass{}}
+	d := &Desired{byName: layered.New[string, *DesiredCluster](0), byClass: map[string]*DesiredClass{}}
 	if fleet == nil {
 		return d, nil
 	}
@@ -48,14 +49,14 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 		d.allKnown = !slices.ContainsFunc(inputs, func(k inputKeys) bool { return !k.known() })
 	}
 	reused := make(map[string]bool, len(fleet.Clusters))
-	d.byName = make(map[string]*DesiredCluster, len(fleet.Clusters))
+	d.byName = layered.New[string, *DesiredCluster](len(fleet.Clusters))
 	d.Clusters = make([]*DesiredCluster, len(fleet.Clusters))
 	var todo []int
 	for i, c := range fleet.Clusters {
 		if inputs != nil && inputs[i].known() && prev != nil {
 			// An expansion made from the same inputs (its own, set when
 			// it was made) is kept.
-			if pc := prev.byName[c.Metadata.Name]; pc != nil && pc.inputs == inputs[i] {
+			if pc := prev.named(c.Metadata.Name); pc != nil && pc.inputs == inputs[i] {
 				d.Clusters[i] = pc
 				reused[pc.Name] = true
 				continue
@@ -75,7 +76,7 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 		}
 	})
 	for _, dc := range d.Clusters {
-		d.byName[dc.Name] = dc
+		d.byName.Set(dc.Name, dc)
 	}
 	sort.Slice(d.Clusters, func(i, j int) bool { return d.Clusters[i].Name < d.Clusters[j].Name })
 	problems = append(problems, addAttached(d, fleet, func(name string) bool { return !reused[name] })...)
@@ -98,7 +99,7 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 func addAttached(d *Desired, fleet *v1alpha1.Fleet, expanding func(cluster string) bool) []Problem {
 	problems := addStandalone(d, fleet.MachineDeployments, expanding)
 	for _, hc := range fleet.HealthChecks {
-		dc := d.byName[hc.Spec.ClusterName]
+		dc := d.named(hc.Spec.ClusterName)
 		if dc == nil {
 			problems = append(problems, problemf(hc.Source, "spec.clusterName",
 				"no Cluster named %q; set clusterName to one of the fleet's clusters", hc.Spec.ClusterName))
@@ -138,7 +139,7 @@ func expandChanged(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 	}
 	names := make([]string, 0, len(changed))
 	for _, ref := range changed {
-		if ref.Kind != v1alpha1.KindCluster || prev.byName[ref.Name] == nil {
+		if ref.Kind != v1alpha1.KindCluster || prev.named(ref.Name) == nil {
 			return nil, nil, false
 		}
 		names = append(names, ref.Name)
@@ -159,7 +160,7 @@ func expandChanged(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 		}
 	}
 	d := &Desired{Classes: prev.Classes, byClass: prev.byClass, allKnown: true,
-		byName: maps.Clone(prev.byName), Clusters: slices.Clone(prev.Clusters)}
+		byName: prev.byName.Clone(), Clusters: slices.Clone(prev.Clusters)}
 	for i, c := range found {
 		if c == nil {
 			return nil, nil, false // not in the fleet: removed, or renamed
@@ -171,18 +172,18 @@ func expandChanged(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 			strings.Contains("\x00"+in.extra+"\x00", "\x00hc:\x00") {
 			return nil, nil, false
 		}
-		if prev.byName[names[i]].inputs.class != in.class {
+		if prev.named(names[i]).inputs.class != in.class {
 			return nil, nil, false // another class, or the class changed
 		}
 		dc := expandCluster(fleet, c, d.byClass[class])
 		dc.inputs = in
-		d.byName[dc.Name] = dc
+		d.byName.Set(dc.Name, dc)
 		at, _ := slices.BinarySearchFunc(d.Clusters, dc.Name, func(e *DesiredCluster, n string) int { return strings.Compare(e.Name, n) })
 		d.Clusters[at] = dc
 	}
 	problems := addAttached(d, fleet, func(name string) bool { _, ok := slices.BinarySearch(names, name); return ok })
 	for _, n := range names {
-		checkDeploymentNames(d.byName[n])
+		checkDeploymentNames(d.named(n))
 	}
 	for _, dc := range d.Clusters {
 		problems = append(problems, dc.Problems...)
@@ -226,13 +227,13 @@ func changesSince(prev, d *Desired, fleet *v1alpha1.Fleet, todo []int) *changes 
 	// of them as prev has clusters.
 	added := 0
 	for _, n := range ch.expanded {
-		if prev.byName[n] == nil {
+		if prev.named(n) == nil {
 			added++
 		}
 	}
-	if len(d.byName)-added != len(prev.byName) {
+	if d.byName.Len()-added != prev.byName.Len() {
 		for _, pc := range prev.Clusters {
-			if d.byName[pc.Name] == nil {
+			if d.named(pc.Name) == nil {
 				ch.removed = append(ch.removed, pc.Name)
 			}
 		}
@@ -574,7 +575,7 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, expanding func
 	sorted := append([]*v1alpha1.MachineDeployment(nil), mds...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Metadata.Name < sorted[j].Metadata.Name })
 	for _, md := range sorted {
-		dc := d.byName[md.Spec.ClusterName]
+		dc := d.named(md.Spec.ClusterName)
 		if dc == nil {
 			problems = append(problems, problemf(md.Source, "spec.clusterName",
 				"no Cluster named %q; set clusterName to one of the fleet's clusters", md.Spec.ClusterName))

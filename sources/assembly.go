@@ -1,10 +1,10 @@
 package sources
 
 import (
-	"maps"
 	"slices"
 	"sync/atomic"
 
+	"github.com/gitfleet/gitfleet/internal/layered"
 	"github.com/gitfleet/gitfleet/schemas"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
@@ -38,7 +38,9 @@ type assembly struct {
 // name, and how they differ from those of the assembly it was patched
 // from: a revision keeps them (ObjectKey, ChangedSince).
 type objectKeys struct {
-	keys map[objectRef]string
+	// keys share with the assembly patched from all but what the patch
+	// changed: a one-file commit of 10,000 does not copy 10,000 keys.
+	keys *layered.Map[objectRef, string]
 	// id numbers the assembly; from is the id of the one it was patched
 	// from (0: assembled afresh), and changed the objects whose keys
 	// differ from that one's.
@@ -64,7 +66,7 @@ func assemble(last *assembly, results []*parsed) *assembly {
 }
 
 func newAssembly(results []*parsed) *assembly {
-	a := &assembly{objectKeys: objectKeys{id: assemblies.Add(1), keys: make(map[objectRef]string, len(results))},
+	a := &assembly{objectKeys: objectKeys{id: assemblies.Add(1), keys: layered.New[objectRef, string](len(results))},
 		results: results, offs: make([]int, len(results)+1), objs: make([]schemas.Object, 0, len(results))}
 	total := 0
 	for i, p := range results {
@@ -72,7 +74,7 @@ func newAssembly(results []*parsed) *assembly {
 		bad := len(p.errs) > 0
 		for j, o := range p.objs {
 			total++
-			a.keys[objectRef{o.Kind, o.Name}] = p.keys[j]
+			a.keys.Set(objectRef{o.Kind, o.Name}, p.keys[j])
 			if _, wrong := misplaced(o); wrong {
 				bad = true
 				continue
@@ -88,7 +90,7 @@ func newAssembly(results []*parsed) *assembly {
 		}
 	}
 	a.offs[len(results)] = len(a.objs)
-	a.unique = len(a.keys) == total
+	a.unique = a.keys.Len() == total
 	return a
 }
 
@@ -117,7 +119,7 @@ func (a *assembly) patch(results []*parsed) *assembly {
 	if len(changed) == 0 {
 		return n
 	}
-	n.keys = maps.Clone(a.keys)
+	n.keys = a.keys.Clone()
 	n.bad = slices.DeleteFunc(slices.Clone(a.bad), func(i int) bool { _, c := slices.BinarySearch(changed, i); return c })
 	for _, i := range changed {
 		p := results[i]
@@ -125,10 +127,10 @@ func (a *assembly) patch(results []*parsed) *assembly {
 		bad := len(p.errs) > 0
 		for j, o := range p.objs {
 			ref := objectRef{o.Kind, o.Name}
-			if a.keys[ref] != p.keys[j] {
+			if k, _ := a.keys.Get(ref); k != p.keys[j] {
 				n.changed = append(n.changed, ref)
 			}
-			n.keys[ref] = p.keys[j]
+			n.keys.Set(ref, p.keys[j])
 			if _, wrong := misplaced(o); wrong {
 				bad = true
 				continue

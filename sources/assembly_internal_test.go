@@ -2,6 +2,7 @@ package sources
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"reflect"
 	"testing"
@@ -100,7 +101,7 @@ func TestAssemblyPatchIsAssembly(t *testing.T) {
 				what      string
 				got, want any
 			}{
-				{"objects", got.objs, want.objs}, {"keys", got.keys, want.keys}, {"errors", got.errors(), want.errors()},
+				{"objects", got.objs, want.objs}, {"keys", maps.Collect(got.keys.All()), maps.Collect(want.keys.All())}, {"errors", got.errors(), want.errors()},
 				{"fleet objects", got.fleetObjs, want.fleetObjs}, {"offsets", got.offs, want.offs}, {"unique", got.unique, want.unique},
 			} {
 				if !reflect.DeepEqual(c.got, c.want) {
@@ -115,13 +116,13 @@ func TestAssemblyPatchIsAssembly(t *testing.T) {
 			switch {
 			case last != nil && got.from == last.id:
 				var diff []objectRef
-				for ref, k := range want.keys {
-					if last.keys[ref] != k {
+				for ref, k := range want.keys.All() {
+					if lk, _ := last.keys.Get(ref); lk != k {
 						diff = append(diff, ref)
 					}
 				}
-				for ref := range last.keys {
-					if _, ok := want.keys[ref]; !ok {
+				for ref := range last.keys.All() {
+					if _, ok := want.keys.Get(ref); !ok {
 						diff = append(diff, ref)
 					}
 				}

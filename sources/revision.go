@@ -43,7 +43,8 @@ func (r *Revision) ObjectKey(kind, name string) string {
 	if r.keys == nil {
 		return ""
 	}
-	return r.keys.keys[objectRef{kind, name}]
+	k, _ := r.keys.keys.Get(objectRef{kind, name})
+	return k
 }
 
 // ObjectRef names an object of a revision by kind and name.
