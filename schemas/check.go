@@ -30,6 +30,21 @@ type KnownGood interface {
 	Add(cluster, class string)
 }
 
+// KnownGoodBatch is a KnownGood that answers many clusters at once:
+// CheckKnown asks it for a goroutine's share of the fleet in one call
+// rather than cluster by cluster (a memory behind one lock then takes it
+// 40 times for 10,000 clusters, not 10,000 times from two goroutines).
+// GoodAll sets good[i] to Good(keys[i].Cluster, keys[i].Class); a key
+// with an empty Cluster is never good.
+type KnownGoodBatch interface {
+	KnownGood
+	GoodAll(keys []ClusterKeys, good []bool)
+}
+
+// ClusterKeys are the content keys that decide a cluster's own checks:
+// the cluster's and its class's.
+type ClusterKeys struct{ Cluster, Class string }
+
 // CheckKnown is Check, skipping the own checks of each cluster that known
 // says passed with this very class (both objects' Key unchanged), and
 // telling known of each cluster that passes them now. Objects without a
@@ -73,9 +88,21 @@ func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Flee
 				sc.vars.close()
 			}
 		}()
+		keys := make([]ClusterKeys, len(chunks[i]))
+		good := make([]bool, len(chunks[i]))
 		for j, cl := range chunks[i] {
-			key, classKey := c.clusterKeys(c.clusterObjs[i*rotateAfter+j], cl)
-			if key != "" && known.Good(key, classKey) {
+			keys[j].Cluster, keys[j].Class = c.clusterKeys(c.clusterObjs[i*rotateAfter+j], cl)
+		}
+		if b, ok := known.(KnownGoodBatch); ok {
+			b.GoodAll(keys, good)
+		} else {
+			for j, k := range keys {
+				good[j] = k.Cluster != "" && known.Good(k.Cluster, k.Class)
+			}
+		}
+		for j, cl := range chunks[i] {
+			key, classKey := keys[j].Cluster, keys[j].Class
+			if good[j] {
 				continue
 			}
 			if sc.vars == nil {

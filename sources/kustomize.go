@@ -35,7 +35,7 @@ func isKustomization(name string) bool {
 func kustomizationFile(s *snapshot, dir string) string {
 	for _, n := range kustomizationNames {
 		p := path.Join(dir, n)
-		if _, ok := s.files[p]; ok {
+		if _, ok := s.files.Get(p); ok {
 			return p
 		}
 	}
@@ -177,7 +177,7 @@ func (c *closure) ref(dir, kf, key, ref string, strict bool) error {
 		}
 		return nil
 	}
-	if _, isFile := c.s.files[p]; isFile {
+	if _, isFile := c.s.files.Get(p); isFile {
 		c.files[p] = true
 		return c.checkFunction(kf, p)
 	}
@@ -271,7 +271,7 @@ func (rc *renderCache) render(s *snapshot, dir string) ([]input, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n", dir)
 	for _, f := range files {
-		fmt.Fprintf(h, "%s %s\n", f, s.files[f].key)
+		fmt.Fprintf(h, "%s %s\n", f, s.file(f).key)
 	}
 	key := hex.EncodeToString(h.Sum(nil))
 	rc.mu.Lock()

@@ -176,6 +176,29 @@ func (k knownClusters) Good(cluster, class string) bool {
 	return true
 }
 
+// GoodAll is Good for many clusters under one lock; those the memory
+// does not hold are asked of the verdicts one by one (after a restart, or
+// for a cluster that changed).
+func (k knownClusters) GoodAll(keys []schemas.ClusterKeys, good []bool) {
+	var misses []int
+	k.pc.mu.Lock()
+	for i, key := range keys {
+		if key.Cluster == "" {
+			continue
+		}
+		m := k.pc.clusters[key.Cluster]
+		if good[i] = m != nil && m.class == key.Class; good[i] {
+			m.gen = k.gen
+		} else {
+			misses = append(misses, i)
+		}
+	}
+	k.pc.mu.Unlock()
+	for _, i := range misses {
+		good[i] = k.Good(keys[i].Cluster, keys[i].Class)
+	}
+}
+
 func (k knownClusters) Add(cluster, class string) {
 	k.pc.known.add(k.pc.known.key("check", cluster, class))
 	k.remember(cluster, class)

@@ -64,7 +64,7 @@ func (fp fleetPaths) configError(field, message string) schemas.Error {
 // that does not parse yields the defaults; validation reports its errors.
 func readConfig(s *snapshot) (fleetPaths, error) {
 	fp := fleetPaths{paths: []string{""}, policies: v1alpha1.DefaultPoliciesDir}
-	if _, ok := s.files[ConfigFile]; !ok {
+	if _, ok := s.files.Get(ConfigFile); !ok {
 		return fp, nil
 	}
 	data, err := s.readFile(ConfigFile)
@@ -147,7 +147,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		// whose content fitted before fits: their size passed (asking a
 		// loose object's size opens it: 30 µs a file through go-git, a
 		// third of a second at a restart of 10,000 clusters).
-		e := s.files[p]
+		e := s.file(p)
 		if e == nil {
 			e = &entry{} // not listed: read as empty, as before
 		}
@@ -175,7 +175,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 		out = append(out, input{File: schemas.File{Path: p}, key: key, read: e.read, ent: e})
 		return nil
 	}
-	if _, ok := s.files[ConfigFile]; ok {
+	if _, ok := s.files.Get(ConfigFile); ok {
 		if err := addRaw(ConfigFile); err != nil {
 			return nil, nil, err
 		}
@@ -188,7 +188,7 @@ func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
 			errs = append(errs, fp.configError(field, fmt.Sprintf("%q leaves the repository; give a folder inside it", want)))
 			continue
 		}
-		if _, isFile := s.files[p]; isFile {
+		if _, isFile := s.files.Get(p); isFile {
 			raw = append(raw, p)
 			direct = true
 			continue

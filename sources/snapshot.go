@@ -16,6 +16,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
+	"github.com/gitfleet/gitfleet/internal/layered"
 	"github.com/gitfleet/gitfleet/internal/loose"
 )
 
@@ -23,13 +24,18 @@ import (
 // folder's — with a content key per file; contents are read on demand.
 type snapshot struct {
 	// files are the entries by path; a commit's snapshot shares the
-	// entries of the files it did not change with the one before.
-	files map[string]*entry
-	paths []string // sorted
+	// entries of the files it did not change with the one before, and
+	// the map itself (internal/layered) when no path came or went.
+	files *layered.Map[string, *entry]
+	paths []string // sorted; shared with the snapshot before while no path came or went
 	// trees are a Git tree's folders ("" for the root, else "dir/") and
 	// their tree hashes, and folders the same folders in order: a folder
 	// whose hash is the same in the next commit is not listed again.
-	trees   map[string]plumbing.Hash
+	// raw is each folder's tree as read (Git's entries, in order): the
+	// next commit's tree of the folder is compared with it entry by
+	// entry, so only the entries that differ are looked at.
+	trees   *layered.Map[string, plumbing.Hash]
+	raw     *layered.Map[string, []byte]
 	folders []string
 	// known reports whether an input key (content key and path) was read
 	// and parsed before; nil: none was.
@@ -72,8 +78,14 @@ func (e *entry) inputKey(p string) string {
 }
 
 func (s *snapshot) add(p string, e *entry) {
-	s.files[p] = e
+	s.files.Set(p, e)
 	s.paths = append(s.paths, p)
+}
+
+// file is the entry of path p, or nil.
+func (s *snapshot) file(p string) *entry {
+	e, _ := s.files.Get(p)
+	return e
 }
 
 // under lists the files at or below dir ("" is the root), in order.
@@ -94,8 +106,8 @@ func (s *snapshot) under(dir string) []string {
 func (s *snapshot) isDir(dir string) bool { return dir == "" || len(s.under(dir)) > 0 }
 
 func (s *snapshot) readFile(p string) ([]byte, error) {
-	e, ok := s.files[p]
-	if !ok {
+	e := s.file(p)
+	if e == nil {
 		return nil, fmt.Errorf("%s: %w", p, ErrNotFound)
 	}
 	data, err := e.read()
@@ -111,12 +123,24 @@ func (s *snapshot) readFile(p string) ([]byte, error) {
 // path and blob keeps its entry, and a folder whose tree did not change
 // keeps all of prev's below it: a commit that changes one file of 10,000
 // makes one new entry, not 10,000, and allocates nothing for the others.
+// When no path came or went (the common commit: files edited), the new
+// snapshot shares prev's path list and maps, and only the entries of the
+// changed folders' trees that differ from prev's are looked at
+// (changedSince); otherwise every folder that changed is listed again.
 func treeSnapshot(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*snapshot, error) {
+	if s, err := changedSince(st, tree, prev); s != nil || err != nil {
+		return s, err
+	}
+	n := 0
+	if prev != nil {
+		n = prev.files.Len()
+	}
 	w := &treeWalk{
 		st: st, dir: loose.ObjectsDir(st), prev: prev,
-		s: &snapshot{files: make(map[string]*entry, len(prevFiles(prev))), trees: map[string]plumbing.Hash{}},
+		s: &snapshot{files: layered.New[string, *entry](n), trees: layered.New[string, plumbing.Hash](0),
+			raw: layered.New[string, []byte](0)},
 	}
-	w.s.paths = make([]string, 0, len(prevFiles(prev)))
+	w.s.paths = make([]string, 0, n)
 	if err := w.walk(tree.Hash, nil); err != nil {
 		return nil, fmt.Errorf("walk tree %s: %w", tree.Hash, err)
 	}
@@ -131,6 +155,91 @@ func treeSnapshot(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*s
 	return w.s, nil
 }
 
+// changedSince is the snapshot of tree made from prev when tree has the
+// same folders and files as prev's, each of the same kind (only contents
+// changed): prev's maps are cloned and the entries that differ set in the
+// clones. nil (and no error) when it cannot be: no prev, or a path came,
+// went or changed kind somewhere.
+func changedSince(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*snapshot, error) {
+	if prev == nil || prev.trees == nil || prev.raw == nil {
+		return nil, nil
+	}
+	w := &treeWalk{st: st, dir: loose.ObjectsDir(st), prev: prev}
+	s := &snapshot{paths: prev.paths, folders: prev.folders}
+	var files []*entry
+	var trees []string
+	var hashes []plumbing.Hash
+	var raws [][]byte
+	var diff func(folder string, h plumbing.Hash) (bool, error)
+	diff = func(folder string, h plumbing.Hash) (bool, error) {
+		ph, ok := prev.trees.Get(folder)
+		if !ok {
+			return false, nil
+		}
+		if ph == h {
+			return true, nil
+		}
+		old, ok := prev.raw.Get(folder)
+		if !ok {
+			return false, nil
+		}
+		data, err := w.readTree(h)
+		if err != nil {
+			return false, err
+		}
+		trees, hashes, raws = append(trees, folder), append(hashes, h), append(raws, data)
+		cur := data
+		for len(cur) > 0 || len(old) > 0 {
+			if len(cur) == 0 || len(old) == 0 {
+				return false, nil // an entry came or went
+			}
+			mode, name, hash, rest, err := nextTreeEntry(cur)
+			if err != nil {
+				return false, fmt.Errorf("tree %s: %w", h, err)
+			}
+			omode, oname, ohash, orest, err := nextTreeEntry(old)
+			if err != nil {
+				return false, nil // the tree read before is read afresh
+			}
+			cur, old = rest, orest
+			if mode != omode || !bytes.Equal(name, oname) {
+				return false, nil
+			}
+			if hash == ohash {
+				continue
+			}
+			switch mode {
+			case filemode.Dir:
+				if ok, err := diff(folder+string(name)+"/", hash); !ok || err != nil {
+					return false, err
+				}
+			case filemode.Regular, filemode.Executable:
+				p := folder + string(name)
+				files = append(files, w.newEntry(p, hash))
+			}
+		}
+		return true, nil
+	}
+	if ok, err := diff("", tree.Hash); !ok || err != nil {
+		if err != nil {
+			err = fmt.Errorf("walk tree %s: %w", tree.Hash, err)
+		}
+		return nil, err
+	}
+	s.files, s.trees, s.raw = prev.files, prev.trees, prev.raw
+	if len(trees) > 0 {
+		s.files, s.trees, s.raw = prev.files.Clone(), prev.trees.Clone(), prev.raw.Clone()
+		for _, e := range files {
+			s.files.Set(e.path, e)
+		}
+		for i, f := range trees {
+			s.trees.Set(f, hashes[i])
+			s.raw.Set(f, raws[i])
+		}
+	}
+	return s, nil
+}
+
 type treeWalk struct {
 	st   *filesystem.Storage
 	dir  string // loose objects, "" when not on disk
@@ -141,10 +250,10 @@ type treeWalk struct {
 // walk lists tree h, at folder prefix ("" for the root, else ending in "/").
 func (w *treeWalk) walk(h plumbing.Hash, prefix []byte) error {
 	folder := string(prefix)
-	w.s.trees[folder] = h
+	w.s.trees.Set(folder, h)
 	w.s.folders = append(w.s.folders, folder)
 	if w.prev != nil && w.prev.trees != nil {
-		if ph, ok := w.prev.trees[folder]; ok && ph == h {
+		if ph, ok := w.prev.trees.Get(folder); ok && ph == h {
 			w.keep(folder)
 			return nil
 		}
@@ -153,6 +262,7 @@ func (w *treeWalk) walk(h plumbing.Hash, prefix []byte) error {
 	if err != nil {
 		return err
 	}
+	w.s.raw.Set(folder, data)
 	path := append([]byte(nil), prefix...)
 	for len(data) > 0 {
 		mode, name, hash, rest, err := nextTreeEntry(data)
@@ -169,7 +279,7 @@ func (w *treeWalk) walk(h plumbing.Hash, prefix []byte) error {
 		case filemode.Regular, filemode.Executable:
 			// string(path) in the index allocates nothing: an unchanged
 			// file costs a lookup.
-			if pe := prevFiles(w.prev)[string(path)]; pe != nil && pe.blob == hash && pe.ikey != "" {
+			if pe := w.prev.fileOrNil(string(path)); pe != nil && pe.blob == hash && pe.ikey != "" {
 				w.s.add(pe.path, pe)
 				continue
 			}
@@ -182,14 +292,21 @@ func (w *treeWalk) walk(h plumbing.Hash, prefix []byte) error {
 // keep takes prev's files and folders below folder as they are.
 func (w *treeWalk) keep(folder string) {
 	for _, p := range w.prev.under(strings.TrimSuffix(folder, "/")) {
-		w.s.add(p, w.prev.files[p])
+		w.s.add(p, w.prev.file(p))
 	}
 	below := w.prev.folders
 	for i := sort.SearchStrings(below, folder); i < len(below) && strings.HasPrefix(below[i], folder); i++ {
-		if below[i] != folder {
-			w.s.trees[below[i]] = w.prev.trees[below[i]]
-			w.s.folders = append(w.s.folders, below[i])
+		if f := below[i]; f != folder {
+			h, _ := w.prev.trees.Get(f)
+			w.s.trees.Set(f, h)
+			if data, ok := w.prev.raw.Get(f); ok {
+				w.s.raw.Set(f, data)
+			}
+			w.s.folders = append(w.s.folders, f)
 		}
+	}
+	if data, ok := w.prev.raw.Get(folder); ok {
+		w.s.raw.Set(folder, data)
 	}
 }
 
@@ -257,18 +374,19 @@ func (w *treeWalk) newEntry(path string, h plumbing.Hash) *entry {
 	}}
 }
 
-func prevFiles(prev *snapshot) map[string]*entry {
-	if prev == nil {
+// fileOrNil is the entry of path p in s, or nil (also when s is nil).
+func (s *snapshot) fileOrNil(p string) *entry {
+	if s == nil {
 		return nil
 	}
-	return prev.files
+	return s.file(p)
 }
 
 // dirSnapshot lists a working folder's regular files, skipping hidden
 // folders such as .git; a file is read when it is needed. Its key is its
 // size and modification time.
 func dirSnapshot(root string) (*snapshot, error) {
-	s := &snapshot{files: map[string]*entry{}}
+	s := &snapshot{files: layered.New[string, *entry](0)}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -84,11 +84,11 @@ func TestTreeSnapshotReusesUnchangedFiles(t *testing.T) {
 	if first == second {
 		t.Fatal("the second read kept the first snapshot")
 	}
-	b1, b2 := first.files["d/b.yaml"], second.files["d/b.yaml"]
+	b1, b2 := first.file("d/b.yaml"), second.file("d/b.yaml")
 	if b2.ikey == "" || unsafe.StringData(b1.ikey) != unsafe.StringData(b2.ikey) {
 		t.Errorf("the unchanged file got a new entry: %q, %q", b1.ikey, b2.ikey)
 	}
-	if first.files["a.yaml"].key == second.files["a.yaml"].key {
+	if first.file("a.yaml").key == second.file("a.yaml").key {
 		t.Error("the changed file kept its old content key")
 	}
 	for snap, want := range map[*snapshot]string{first: "a: 1\n", second: "a: 3\n"} {
@@ -134,7 +134,18 @@ func TestTreeSnapshotListsWhatGitHas(t *testing.T) {
 		func() { work.Git("gc", "-q", "--prune=now") },                                // every tree packed
 		func() { work.Write(map[string]string{"a/b/f.yaml": "7\n"}) },
 		func() {}, // nothing changes
+		func() { work.Write(map[string]string{"a.yaml": "11\n", "a/b/c.yaml": "333\n", "z/w.yaml": "66\n"}) }, // contents alone, three folders
+		func() { // a file becomes executable: same name, another kind
+			if err := os.Chmod(filepath.Join(work.Dir, "a.yaml"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() { work.Write(map[string]string{"a-b.yaml": "22\n"}) }, // contents alone, after a full listing
 	}
+	// The steps that change contents alone (or nothing: 6, 8): a snapshot
+	// read after the one before shares its list of paths rather than
+	// listing them again.
+	contentsOnly := map[int]bool{1: true, 6: true, 8: true, 9: true, 11: true}
 	var prev *snapshot
 	for i, step := range steps {
 		step()
@@ -172,7 +183,7 @@ func TestTreeSnapshotListsWhatGitHas(t *testing.T) {
 				t.Fatalf("step %d: %v", i, err)
 			}
 			got := map[string]string{}
-			for p, e := range snap.files {
+			for p, e := range snap.files.All() {
 				got[p] = e.key
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
@@ -180,6 +191,9 @@ func TestTreeSnapshotListsWhatGitHas(t *testing.T) {
 			}
 			if !slices.Equal(snap.paths, wantOrder) {
 				t.Errorf("step %d: paths %q; want %q", i, snap.paths, wantOrder)
+			}
+			if shared := from != nil && len(snap.paths) > 0 && &snap.paths[0] == &from.paths[0]; from != nil && shared != contentsOnly[i] {
+				t.Errorf("step %d: the snapshot shares the list of paths of the one before: %v, want %v", i, shared, contentsOnly[i])
 			}
 			for _, p := range snap.paths {
 				data, err := snap.readFile(p)

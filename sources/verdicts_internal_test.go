@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/fixtures"
 	"github.com/gitfleet/gitfleet/internal/gittest"
+	"github.com/gitfleet/gitfleet/schemas"
 )
 
 // commitInitFleet commits the init fleet to a new repository on main and
@@ -306,10 +308,9 @@ func TestSizesRemembered(t *testing.T) {
 			t.Fatal(err)
 		}
 		asked := map[string]int{}
-		for p, e := range snap.files {
+		for p, e := range snap.files.All() {
 			size := e.size
 			e.size = func() (int64, error) { asked[p]++; return size() }
-			snap.files[p] = e
 		}
 		snap.fits = func(blob string) bool { return known.good(known.key("fits", blob)) }
 		snap.fitted = func(blob string) { known.add(known.key("fits", blob)) }
@@ -322,7 +323,7 @@ func TestSizesRemembered(t *testing.T) {
 		}
 		want := map[string]int{"clusters/huge.yaml": 1}
 		if run == 0 {
-			for p := range snap.files {
+			for p := range snap.files.All() {
 				if p != "README.md" {
 					want[p] = 1
 				}
@@ -331,5 +332,36 @@ func TestSizesRemembered(t *testing.T) {
 		if d := cmp.Diff(want, asked); d != "" {
 			t.Errorf("run %d: sizes asked (-want +got):\n%s", run, d)
 		}
+	}
+}
+
+// TestGoodAllIsGood: the batch answer of the clusters' memory is, cluster
+// by cluster, what Good answers: from memory, from the verdicts alone (a
+// restart's), no for a class it did not pass with, an unknown cluster or
+// no key; and, as Good does, it marks the clusters it found as asked by
+// this validation, so forget keeps them.
+func TestGoodAllIsGood(t *testing.T) {
+	known := newVerdicts()
+	pc := newParseCache(known)
+	first := knownClusters{pc: pc, gen: 1}
+	first.Add("in-memory", "class")
+	known.add(known.key("check", "verdict-only", "class"))
+	keys := []schemas.ClusterKeys{{Cluster: "in-memory", Class: "class"}, {Cluster: "verdict-only", Class: "class"},
+		{Cluster: "in-memory", Class: "another class"}, {Cluster: "unknown", Class: "class"}, {}}
+	second := knownClusters{pc: pc, gen: 2}
+	got := make([]bool, len(keys))
+	second.GoodAll(keys, got)
+	want := []bool{true, true, false, false, false}
+	if !slices.Equal(got, want) {
+		t.Fatalf("GoodAll says %v, want %v", got, want)
+	}
+	for i, k := range keys[:4] {
+		if g := (knownClusters{pc: pc, gen: 2}).Good(k.Cluster, k.Class); g != want[i] {
+			t.Errorf("Good(%q, %q) = %v, GoodAll %v", k.Cluster, k.Class, g, want[i])
+		}
+	}
+	second.forget()
+	if pc.clusters["in-memory"] == nil || pc.clusters["verdict-only"] == nil {
+		t.Errorf("forget dropped a cluster GoodAll found good: %v", pc.clusters)
 	}
 }
