@@ -101,9 +101,6 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	pc.last = nil // this validation's alone: its patch takes it over
 	pc.mu.Unlock()
 	a := assemble(last, results)
-	pc.mu.Lock()
-	pc.last = a
-	pc.mu.Unlock()
 	errs := append(append(append(schemas.Errors(nil), pre...), polErrs...), a.errors()...)
 	keys, objs, fleetObjs := a.objectKeys, a.objs, a.fleetObjs
 	if fleetObjs == 0 && len(errs) == 0 {
@@ -114,6 +111,12 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	pc.mu.Unlock()
 	fleet, cerrs := schemas.CheckKnown(objs, nil, kc)
 	kc.forget()
+	// Only now is the assembly free for the next validation to patch:
+	// the cross-object checks read its objects, which a patch replaces in
+	// place (a validation that starts meanwhile assembles its own).
+	pc.mu.Lock()
+	pc.last = a
+	pc.mu.Unlock()
 	errs = append(errs, cerrs...)
 	newSourceLines(ins).fix(errs)
 	sortErrors(errs)

@@ -127,7 +127,9 @@ func (r *Repo) read(ctx context.Context, rev string, skip func(key string) bool)
 		snap.fits = func(blob string) bool { return known.good(known.key("fits", blob)) }
 		snap.fitted = func(blob string) { known.add(known.key("fits", blob)) }
 	}
-	ins, errs, err := collect(snap, r.rendered)
+	spare := r.spareIns
+	r.spareIns = nil
+	ins, errs, err := collect(snap, r.rendered, spare)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)
 	}
@@ -219,6 +221,14 @@ func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schem
 		return nil, nil, nil, err
 	}
 	fleet, errs, keys, err := r.parsed.validate(ins, pre, r.loadLocked)
+	// Nothing holds the inputs now (the parse results keep what they
+	// need): the next read fills the same slice.
+	clear(ins[:cap(ins)])
+	r.mu.Lock()
+	if r.spareIns == nil {
+		r.spareIns = ins[:0]
+	}
+	r.mu.Unlock()
 	if err == nil {
 		// A cache that cannot be written costs the next run time, not
 		// correctness: nothing to report.

@@ -234,3 +234,61 @@ func where(errs schemas.Errors) []string {
 	}
 	return out
 }
+
+// TestRevisionsReadAtOnce: goroutines reading revisions of one Repo at the
+// same time (a daemon's source, a plan, the dashboard) each get what a
+// read alone gets, though reads hand their buffers and listings on to one
+// another (run with -race).
+func TestRevisionsReadAtOnce(t *testing.T) {
+	ctx := context.Background()
+	work := gittest.NewRepo(t)
+	var commits []string
+	files := map[string]string{"classes/standard.yaml": classYAML}
+	for i := range 4 {
+		files[fmt.Sprintf("clusters/c%d.yaml", i)] = cluster(fmt.Sprintf("c%d", i))
+		commits = append(commits, work.Commit(fmt.Sprint("add ", i), files))
+	}
+	commits = append(commits, work.Commit("broken", map[string]string{"clusters/c0.yaml": "kind: [\n"}))
+	alone := map[string]string{}
+	describe := func(rev *sources.Revision) string {
+		if rev.Fleet == nil {
+			return fmt.Sprintf("rejected: %v", rev.Errors)
+		}
+		var names []string
+		for _, c := range rev.Fleet.Clusters {
+			names = append(names, c.Metadata.Name+"@"+rev.ObjectKey("Cluster", c.Metadata.Name))
+		}
+		return strings.Join(names, " ")
+	}
+	for _, c := range commits {
+		rev, err := open(t, work.Dir).Revision(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone[c] = describe(rev)
+	}
+	r := open(t, work.Dir)
+	done := make(chan string)
+	for g := range 4 {
+		go func() {
+			for i := range 20 {
+				c := commits[(g+i)%len(commits)]
+				rev, err := r.Revision(ctx, c)
+				if err != nil {
+					done <- err.Error()
+					return
+				}
+				if got := describe(rev); got != alone[c] {
+					done <- fmt.Sprintf("%.7s read at once: %s; alone: %s", c, got, alone[c])
+					return
+				}
+			}
+			done <- ""
+		}()
+	}
+	for range 4 {
+		if msg := <-done; msg != "" {
+			t.Error(msg)
+		}
+	}
+}

@@ -118,14 +118,15 @@ func hidden(p string) bool {
 // collect picks the files to validate from a snapshot: gitfleet.yaml, the
 // YAML files under spec.paths (folders with a kustomization rendered), and
 // the .cue files of the policies folder. Problems with spec.paths are
-// returned as validation errors against gitfleet.yaml.
-func collect(s *snapshot, rc *renderCache) ([]input, schemas.Errors, error) {
+// returned as validation errors against gitfleet.yaml. The inputs are
+// appended to buf[:0] (nil: a new slice).
+func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors, error) {
 	fp, err := readConfig(s)
 	if err != nil {
 		return nil, nil, err
 	}
 	var (
-		out  []input
+		out  = buf[:0] // buf: an emptied slice to fill, or nil
 		errs schemas.Errors
 		seen = map[string]bool{}
 		// dedupe: a file may be listed twice (spec.paths names several

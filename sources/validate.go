@@ -36,7 +36,7 @@ func ValidateDir(ctx context.Context, dir string, vo ValidateOptions) (*v1alpha1
 	if err != nil {
 		return nil, nil, err
 	}
-	ins, pre, err := collect(snap, newRenderCache())
+	ins, pre, err := collect(snap, newRenderCache(), nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("validate %s: %w", dir, err)
 	}

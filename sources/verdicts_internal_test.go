@@ -183,7 +183,7 @@ func validateWith(t *testing.T, dir string, known *verdicts) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins, pre, err := collect(snap, newRenderCache())
+	ins, pre, err := collect(snap, newRenderCache(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestSizesRemembered(t *testing.T) {
 		}
 		snap.fits = func(blob string) bool { return known.good(known.key("fits", blob)) }
 		snap.fitted = func(blob string) { known.add(known.key("fits", blob)) }
-		_, errs, err := collect(snap, newRenderCache())
+		_, errs, err := collect(snap, newRenderCache(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
