@@ -50,8 +50,54 @@ type ClusterKeys struct{ Cluster, Class string }
 // telling known of each cluster that passes them now. Objects without a
 // Key are always checked; known may be nil.
 func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Fleet, Errors) {
-	c := &checker{byKind: map[string]map[string]*Object{}, known: known}
-	c.index(objs)
+	fleet, errs, _ := CheckIndexed(objs, policies, known, nil)
+	return fleet, errs
+}
+
+// Index is the cross-object checks' index of one slice of objects: the
+// first object of each kind and name. A validation that replaces objects
+// in place, each by one of the same kind and name (an edited file of a
+// fleet of 10,000), hands the last Index to CheckIndexed, which keeps it
+// rather than hashing 10,000 names into new maps. It is never changed once
+// made.
+type Index struct {
+	at    *Object // &objs[0] of the slice it was made for
+	refs  []indexRef
+	first []bool // objs[i] is the first of its kind and name
+	// byKind maps kind and name to the first such object.
+	byKind map[string]map[string]*Object
+	// dups: some kind and name came twice (their errors name the other
+	// object's place, which an edit may move: such an index is not kept).
+	dups bool
+}
+
+type indexRef struct{ kind, name string }
+
+// fits reports whether idx was made for objs as they are now: the same
+// slice, each object of the kind and name it had.
+func (idx *Index) fits(objs []Object) bool {
+	if idx == nil || idx.dups || len(objs) == 0 || len(idx.refs) != len(objs) || idx.at != &objs[0] {
+		return false
+	}
+	for i := range objs {
+		if objs[i].Kind != idx.refs[i].kind || objs[i].Name != idx.refs[i].name {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckIndexed is CheckKnown keeping idx (from a CheckIndexed of the same
+// slice before) when it still fits the objects, and returning the index it
+// used, for the next call.
+func CheckIndexed(objs []Object, policies []File, known KnownGood, idx *Index) (*v1alpha1.Fleet, Errors, *Index) {
+	c := &checker{known: known}
+	if idx.fits(objs) {
+		c.idx = idx
+	} else {
+		c.index(objs)
+	}
+	c.byKind = c.idx.byKind
 	fleet := c.fleet(objs)
 	defer func() {
 		if c.vars != nil {
@@ -130,7 +176,7 @@ func CheckKnown(objs []Object, policies []File, known KnownGood) (*v1alpha1.Flee
 		c.checkHealthCheck(fleet, hc)
 	}
 	c.errs = append(c.errs, applyPolicies(objs, policies)...)
-	return fleet, sortErrors(c.errs)
+	return fleet, sortErrors(c.errs), c.idx
 }
 
 // clusterKeys are the content keys that decide cl's own checks (o is its
@@ -149,7 +195,8 @@ func (c *checker) clusterKeys(o *Object, cl *v1alpha1.Cluster) (cluster, class s
 
 type checker struct {
 	known  KnownGood
-	byKind map[string]map[string]*Object // kind -> name -> first object
+	idx    *Index
+	byKind map[string]map[string]*Object // kind -> name -> first object (idx's)
 	errs   Errors
 	vars   *variables
 	// findings are patched template fields providers refuse (templates.go).
@@ -193,13 +240,20 @@ func (c *checker) index(objs []Object) {
 	for i := range objs {
 		counts[objs[i].Kind]++
 	}
+	idx := &Index{refs: make([]indexRef, len(objs)), first: make([]bool, len(objs)),
+		byKind: make(map[string]map[string]*Object, len(counts))}
+	if len(objs) > 0 {
+		idx.at = &objs[0]
+	}
 	for kind, n := range counts {
-		c.byKind[kind] = make(map[string]*Object, n)
+		idx.byKind[kind] = make(map[string]*Object, n)
 	}
 	for i := range objs {
 		o := &objs[i]
-		names := c.byKind[o.Kind]
+		idx.refs[i] = indexRef{o.Kind, o.Name}
+		names := idx.byKind[o.Kind]
 		if first, dup := names[o.Name]; dup {
+			idx.dups = true
 			if o.Kind == v1alpha1.KindFleetConfig {
 				c.errorAt(o, "kind", "a second FleetConfig (the first is at %s): keep one, in gitfleet.yaml", first.Source)
 			} else {
@@ -208,7 +262,9 @@ func (c *checker) index(objs []Object) {
 			continue
 		}
 		names[o.Name] = o
+		idx.first[i] = true
 	}
+	c.idx = idx
 }
 
 func (c *checker) objectOf(kind, name string) *Object { return c.byKind[kind][name] }
@@ -218,7 +274,7 @@ func (c *checker) fleet(objs []Object) *v1alpha1.Fleet {
 	f := &v1alpha1.Fleet{}
 	for i := range objs {
 		o := &objs[i]
-		if o.Invalid || c.byKind[o.Kind][o.Name] != o {
+		if o.Invalid || !c.idx.first[i] {
 			continue
 		}
 		switch v := o.Value.(type) {

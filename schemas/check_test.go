@@ -3,6 +3,7 @@ package schemas
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -291,5 +292,69 @@ spec:
 	slices.Sort(known.passed)
 	if d := cmp.Diff([]string{"key-alpha key-class", "key-mid key-class"}, known.passed); d != "" {
 		t.Errorf("clusters known to pass (-want +got):\n%s", d)
+	}
+}
+
+// TestCheckIndexedIsCheck: objects replaced in place, as a validation of
+// an edited file replaces them, are checked with the index of the last
+// checks when it fits (same slice, same kinds and names) and give what
+// CheckKnown gives from nothing: a cluster turned invalid and back, a
+// cluster renamed (the index is made again), a name used twice (an index
+// with duplicates is not kept).
+func TestCheckIndexedIsCheck(t *testing.T) {
+	parse := func(path, doc string) Object {
+		t.Helper()
+		os, errs := ParseFile(File{Path: path, Data: []byte(header + doc)})
+		if len(errs) > 0 || len(os) != 1 {
+			t.Fatalf("%s: %d objects, %v", path, len(os), errs)
+		}
+		return os[0]
+	}
+	class := `kind: ClusterClass
+metadata: {name: c}
+spec:
+  controlPlane: {machineTemplate: {provider: inmemory}}
+  workers: {machineDeployments: [{class: w, template: {provider: inmemory}}]}
+`
+	cluster := func(name, extra string) string {
+		return fmt.Sprintf(`kind: Cluster
+metadata: {name: %s}
+spec:
+  topology:
+    classRef: {name: c}
+    controlPlane: {replicas: 1}
+%s`, name, extra)
+	}
+	objs := []Object{parse("classes/c.yaml", class), parse("clusters/a.yaml", cluster("a", "")),
+		parse("clusters/b.yaml", cluster("b", "")), parse("clusters/d.yaml", cluster("d", "")),
+		parse("checks/hc.yaml", "kind: MachineHealthCheck\nmetadata: {name: hc}\nspec: {clusterName: b}\n")}
+	_, _, idx := CheckIndexed(objs, nil, nil, nil)
+	for i, step := range []struct {
+		what string
+		at   int
+		obj  Object
+		kept bool // the index of the step before fits
+	}{
+		{"b gets an undeclared variable", 2, parse("clusters/b.yaml", cluster("b", "    variables: [{name: undeclared, value: 1}]\n")), true},
+		{"b is fixed", 2, parse("clusters/b.yaml", cluster("b", "")), true},
+		{"d is renamed e", 3, parse("clusters/d.yaml", cluster("e", "")), false},
+		{"e is renamed a: a name twice", 3, parse("clusters/d.yaml", cluster("a", "")), false},
+		{"a again, the index had duplicates", 3, parse("clusters/d.yaml", cluster("a", "    variables: [{name: undeclared, value: 2}]\n")), false},
+		{"a is renamed d", 3, parse("clusters/d.yaml", cluster("d", "")), false},
+		{"d changes", 3, parse("clusters/d.yaml", strings.Replace(cluster("d", ""), "replicas: 1", "replicas: 3", 1)), true},
+	} {
+		objs[step.at] = step.obj
+		fleet, errs, next := CheckIndexed(objs, nil, nil, idx)
+		if (next == idx) != step.kept {
+			t.Errorf("step %d (%s): index kept %v, want %v", i, step.what, next == idx, step.kept)
+		}
+		wantFleet, wantErrs := CheckKnown(objs, nil, nil)
+		if d := cmp.Diff(wantFleet, fleet); d != "" {
+			t.Errorf("step %d (%s): fleet (-fresh +indexed):\n%s", i, step.what, d)
+		}
+		if d := cmp.Diff(wantErrs, errs); d != "" {
+			t.Errorf("step %d (%s): errors (-fresh +indexed):\n%s", i, step.what, d)
+		}
+		idx = next
 	}
 }

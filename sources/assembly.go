@@ -32,6 +32,9 @@ type assembly struct {
 	// unique: no two objects have the same kind and name, so a file's
 	// keys can be replaced without looking at the others.
 	unique bool
+	// index is the cross-object checks' index of objs (nil before the
+	// first checks); a patch keeps it, and the checks verify it fits.
+	index *schemas.Index
 }
 
 // objectKeys are the content keys of an assembly's objects by kind and
@@ -115,7 +118,7 @@ func (a *assembly) patch(results []*parsed) *assembly {
 		changed = append(changed, i)
 	}
 	n := &assembly{objectKeys: objectKeys{id: assemblies.Add(1), from: a.id, changed: []objectRef{}, keys: a.keys},
-		results: results, offs: a.offs, objs: a.objs, bad: a.bad, fleetObjs: a.fleetObjs, unique: true}
+		results: results, offs: a.offs, objs: a.objs, bad: a.bad, fleetObjs: a.fleetObjs, unique: true, index: a.index}
 	if len(changed) == 0 {
 		return n
 	}

@@ -109,7 +109,10 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	pc.mu.Lock()
 	kc := knownClusters{pc: pc, gen: pc.gen}
 	pc.mu.Unlock()
-	fleet, cerrs := schemas.CheckKnown(objs, nil, kc)
+	// A patched assembly's objects are its last's, replaced in place with
+	// the same kinds and names: the index of the last checks fits them.
+	fleet, cerrs, idx := schemas.CheckIndexed(objs, nil, kc, a.index)
+	a.index = idx
 	kc.forget()
 	// Only now is the assembly free for the next validation to patch:
 	// the cross-object checks read its objects, which a patch replaces in
