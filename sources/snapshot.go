@@ -167,9 +167,12 @@ func changedSince(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*s
 	w := &treeWalk{st: st, dir: loose.ObjectsDir(st), prev: prev}
 	s := &snapshot{paths: prev.paths, folders: prev.folders}
 	var files []*entry
-	var trees []string
-	var hashes []plumbing.Hash
-	var raws [][]byte
+	type folderTree struct {
+		folder string
+		hash   plumbing.Hash
+		raw    []byte
+	}
+	var trees []folderTree // the folders whose trees changed
 	var diff func(folder string, h plumbing.Hash) (bool, error)
 	diff = func(folder string, h plumbing.Hash) (bool, error) {
 		ph, ok := prev.trees.Get(folder)
@@ -187,7 +190,7 @@ func changedSince(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*s
 		if err != nil {
 			return false, err
 		}
-		trees, hashes, raws = append(trees, folder), append(hashes, h), append(raws, data)
+		trees = append(trees, folderTree{folder, h, data})
 		cur := data
 		for len(cur) > 0 || len(old) > 0 {
 			if len(cur) == 0 || len(old) == 0 {
@@ -232,9 +235,9 @@ func changedSince(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*s
 		for _, e := range files {
 			s.files.Set(e.path, e)
 		}
-		for i, f := range trees {
-			s.trees.Set(f, hashes[i])
-			s.raw.Set(f, raws[i])
+		for _, t := range trees {
+			s.trees.Set(t.folder, t.hash)
+			s.raw.Set(t.folder, t.raw)
 		}
 	}
 	return s, nil
