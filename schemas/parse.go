@@ -79,7 +79,7 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []byt
 	var data cue.Value
 	var cerrs []Error
 	if err := safely(func() error {
-		data, cerrs = validateCUE(c, path, d, kind, m)
+		data, cerrs = validateCUE(c, path, d, kind, m, c.policiesApply(policies, kind))
 		return nil
 	}); err != nil {
 		c.used = rotateAfter // do not reuse a context CUE panicked in
@@ -99,8 +99,11 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []byt
 	}
 	obj.Invalid = false
 	obj.Value = value
-	if policies != nil && data.Exists() {
-		errs := c.policyErrors(policies, obj, data)
+	if policies != nil {
+		var errs []Error
+		if data.Exists() { // a policy constrains the kind
+			errs = c.policyErrors(policies, obj, data)
+		}
 		obj.Raw = nil
 		return obj, js, errs
 	}

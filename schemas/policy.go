@@ -117,6 +117,17 @@ func (c *compiled) policyErrors(policies []File, o *Object, data cue.Value) []Er
 	return errs
 }
 
+// policiesApply reports whether a policy of policies constrains kind, so
+// that a document of it needs its CUE value.
+func (c *compiled) policiesApply(policies []File, kind string) bool {
+	for _, f := range policies {
+		if _, ok := c.policyKinds(f)[kind]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // policyKey identifies a policy file's content without hashing it: the
 // files of one Load or Check keep their Data.
 type policyKey struct {

@@ -49,6 +49,9 @@ type compiled struct {
 	root  cue.Value
 	kinds map[string]cue.Value
 	used  int // documents validated in ctx
+	// leaves are the precheck's scalar constraints in ctx, looked up on
+	// first use
+	leaves []cue.Value
 	// policies compiled in ctx, by policy file path and content
 	policies map[policyKey]map[string]cue.Value
 }

@@ -1,0 +1,312 @@
+package schemas
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+
+	"cuelang.org/go/cue"
+)
+
+// The precheck spares CUE's unification of a document the schema accepts:
+// most of a cold validation's time at 10,000 clusters (~0.2 ms a file) went to
+// unifying valid files with their kind's definition. It walks the document
+// beside a tree of the definition's structs and lists, built once from the
+// compiled schema, and leaves each scalar to CUE itself: the scalar is unified
+// with the schema's constraint at that place (regular expressions, bounds,
+// validators such as net.IPCIDR), and the verdict is remembered by place and
+// value, since a fleet's files repeat their values (versions, counts, class
+// names, CIDR blocks) and differ mostly in names.
+//
+// It only ever accepts: a document it does not accept whole (a type
+// mismatch, a required field missing, a field the schema does not have, a
+// machine template whose spec depends on its provider) goes to CUE as before,
+// which words every error. So the precheck may be incomplete but must never
+// accept what CUE would reject (other than an unknown field, which CUE
+// reports only when nothing else is wrong and the shapes report always):
+// TestPrecheckNeverAcceptsWhatCUERejects and FuzzPrecheck hold it to that,
+// and TestPrecheckSchemaAssumptions fails when the schema gains a construct
+// the walk does not understand (a comprehension outside the machine template,
+// a builtin other than the scalar validators, a reference to a field).
+type pnode struct {
+	fields  map[string]pfield // a struct's fields; nil: not a struct
+	pattern *pnode            // a struct's [string]: T
+	open    bool              // a struct allows fields it does not name (and says nothing of them)
+	elem    *pnode            // a list's [...T]; nil: not a list
+	leaf    int               // a scalar place: index into prechecks.leaves; -1: none
+	every   valueKinds        // a leaf that accepts every value of these kinds (string, int, _)
+	opaque  bool              // CUE checks documents with a value here (a machine template)
+}
+
+type pfield struct {
+	n        *pnode
+	optional bool
+}
+
+// valueKinds are the kinds of a decoded YAML value.
+type valueKinds uint8
+
+const (
+	vNull valueKinds = 1 << iota
+	vBool
+	vInt
+	vFloat
+	vString
+	vMap
+	vList
+	vAll = vNull | vBool | vInt | vFloat | vString | vMap | vList
+)
+
+func kindOfValue(x any) valueKinds {
+	switch x.(type) {
+	case nil:
+		return vNull
+	case bool:
+		return vBool
+	case int64:
+		return vInt
+	case float64:
+		return vFloat
+	case string:
+		return vString
+	case map[string]any:
+		return vMap
+	case []any:
+		return vList
+	}
+	return 0
+}
+
+// everyOf maps the printed form of a scalar constraint to the value kinds it
+// accepts whole; any other constraint is CUE's to judge.
+var everyOf = map[string]valueKinds{
+	"_":      vAll,
+	"string": vString,
+	"bool":   vBool,
+	"int":    vInt,
+	"number": vInt | vFloat,
+}
+
+// pstep is one step of a leaf's path from its kind's definition.
+type pstep struct {
+	name     string
+	optional bool
+	sel      int // 0: field name; 1: any field ([string]); 2: any element ([...])
+}
+
+type pleaf struct {
+	kind string
+	path []pstep
+}
+
+type prechecks struct {
+	kinds  map[string]*pnode
+	leaves []pleaf
+}
+
+// leafVerdicts remembers CUE's verdict on a scalar at a leaf; it is cleared
+// when it holds maxLeafVerdicts, so memory stays bounded whatever the fleet.
+var leafVerdicts struct {
+	sync.RWMutex
+	m map[leafKey]bool
+}
+
+const maxLeafVerdicts = 1 << 16
+
+type leafKey struct {
+	leaf int
+	kind valueKinds
+	text string
+}
+
+var allPrechecks = sync.OnceValue(func() *prechecks {
+	c, err := compileSchema()
+	if err != nil {
+		panic(err) // see validators.New
+	}
+	return buildPrechecks(c.root)
+})
+
+func buildPrechecks(root cue.Value) *prechecks {
+	p := &prechecks{kinds: map[string]*pnode{}}
+	for kind, def := range kindDefs {
+		p.kinds[kind] = p.build(kind, root.LookupPath(cue.ParsePath(def)), nil, 0)
+	}
+	return p
+}
+
+func (p *prechecks) build(kind string, v cue.Value, path []pstep, depth int) *pnode {
+	n := &pnode{leaf: -1}
+	if depth > 32 || v.Err() != nil {
+		n.opaque = true
+		return n
+	}
+	switch k := v.IncompleteKind(); k {
+	case cue.StructKind:
+		if op, _ := v.Expr(); op == cue.OrOp {
+			n.opaque = true // a choice of structs: which one applies is CUE's to find
+			return n
+		}
+		it, err := v.Fields(cue.Optional(true))
+		if err != nil {
+			n.opaque = true
+			return n
+		}
+		n.fields = map[string]pfield{}
+		for it.Next() {
+			sel := it.Selector()
+			if sel.IsDefinition() || sel.PkgPath() != "" {
+				continue
+			}
+			name := sel.Unquoted()
+			n.fields[name] = pfield{n: p.build(kind, it.Value(), step(path, pstep{name: name, optional: it.IsOptional()}), depth+1), optional: it.IsOptional()}
+		}
+		if _, ok := n.fields["provider"]; ok {
+			// #MachineTemplate: spec's schema is #providers[provider],
+			// chosen by a comprehension the tree does not follow.
+			return &pnode{leaf: -1, opaque: true}
+		}
+		if pv := v.LookupPath(cue.MakePath(cue.AnyString)); pv.Exists() {
+			n.pattern = p.build(kind, pv, step(path, pstep{sel: 1}), depth+1)
+		}
+		n.open = v.Allows(cue.AnyString)
+	case cue.ListKind:
+		if op, _ := v.Expr(); op == cue.OrOp || v.LookupPath(cue.MakePath(cue.Index(0))).Exists() {
+			n.opaque = true // a choice of lists, or a list with fixed elements
+			return n
+		}
+		ev := v.LookupPath(cue.MakePath(cue.AnyIndex))
+		if !ev.Exists() {
+			n.opaque = true
+			return n
+		}
+		n.elem = p.build(kind, ev, step(path, pstep{sel: 2}), depth+1)
+	default:
+		// A scalar, or a value of several kinds (net.IPCIDR is `_` to
+		// IncompleteKind): CUE judges each scalar written here.
+		n.every = everyOf[fmt.Sprint(v)]
+		n.leaf = len(p.leaves)
+		p.leaves = append(p.leaves, pleaf{kind: kind, path: path})
+	}
+	return n
+}
+
+func step(path []pstep, s pstep) []pstep {
+	return append(path[:len(path):len(path)], s)
+}
+
+// precheck reports whether CUE would find nothing wrong with m as a kind
+// but (perhaps) fields the schema does not have; false says only that CUE
+// must look.
+func (c *compiled) precheck(kind string, m map[string]any) bool {
+	p := allPrechecks()
+	n := p.kinds[kind]
+	return n != nil && c.accepts(p, n, m)
+}
+
+func (c *compiled) accepts(p *prechecks, n *pnode, x any) bool {
+	if n.opaque {
+		return false
+	}
+	vk := kindOfValue(x)
+	if n.every&vk != 0 {
+		return true
+	}
+	switch {
+	case n.fields != nil:
+		m, ok := x.(map[string]any)
+		if !ok {
+			return false
+		}
+		for name, f := range n.fields {
+			if _, ok := m[name]; !ok && !f.optional {
+				return false // CUE says whether the schema fills it in
+			}
+		}
+		for k, v := range m {
+			f, named := n.fields[k]
+			if named && !c.accepts(p, f.n, v) {
+				return false
+			}
+			switch {
+			case n.pattern != nil:
+				if !c.accepts(p, n.pattern, v) {
+					return false
+				}
+			case !named && !n.open:
+				return false // an unknown field: CUE words the document's errors
+			}
+		}
+		return true
+	case n.elem != nil:
+		l, ok := x.([]any)
+		if !ok {
+			return false
+		}
+		for _, v := range l {
+			if !c.accepts(p, n.elem, v) {
+				return false
+			}
+		}
+		return true
+	case n.leaf >= 0:
+		return c.leafAccepts(p, n.leaf, vk, x)
+	}
+	return false
+}
+
+// leafAccepts is CUE's verdict on the scalar x at leaf, remembered.
+func (c *compiled) leafAccepts(p *prechecks, leaf int, vk valueKinds, x any) bool {
+	var text string
+	switch v := x.(type) {
+	case nil:
+	case bool:
+		text = strconv.FormatBool(v)
+	case int64:
+		text = strconv.FormatInt(v, 10)
+	case float64:
+		text = strconv.FormatFloat(v, 'g', -1, 64)
+	case string:
+		text = v
+	default:
+		return false // a map or a list where the schema has a scalar
+	}
+	key := leafKey{leaf: leaf, kind: vk, text: text}
+	leafVerdicts.RLock()
+	ok, found := leafVerdicts.m[key]
+	leafVerdicts.RUnlock()
+	if found {
+		return ok
+	}
+	if c.leaves == nil {
+		c.leaves = make([]cue.Value, len(p.leaves))
+	}
+	lv := c.leaves[leaf]
+	if !lv.Exists() {
+		l := p.leaves[leaf]
+		sels := make([]cue.Selector, len(l.path))
+		for i, s := range l.path {
+			switch s.sel {
+			case 0:
+				sels[i] = cue.Str(s.name)
+				if s.optional {
+					sels[i] = sels[i].Optional()
+				}
+			case 1:
+				sels[i] = cue.AnyString
+			default:
+				sels[i] = cue.AnyIndex
+			}
+		}
+		lv = c.kinds[l.kind].LookupPath(cue.MakePath(sels...))
+		c.leaves[leaf] = lv
+	}
+	ok = lv.Exists() && lv.Unify(c.ctx.Encode(x)).Validate(cue.Concrete(true)) == nil
+	leafVerdicts.Lock()
+	if leafVerdicts.m == nil || len(leafVerdicts.m) >= maxLeafVerdicts {
+		leafVerdicts.m = make(map[leafKey]bool, 1024)
+	}
+	leafVerdicts.m[key] = ok
+	leafVerdicts.Unlock()
+	return ok
+}

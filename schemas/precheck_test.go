@@ -1,0 +1,402 @@
+package schemas
+
+import (
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/parser"
+
+	"github.com/gitfleet/gitfleet/fixtures"
+)
+
+// richCluster and richHealthCheck write every field of their kinds, so that
+// the mutations below reach every place of the schema.
+const richCluster = `apiVersion: gitfleet.io/v1alpha1
+kind: Cluster
+metadata:
+  name: rich-1
+  labels: {env: prod, region: eu-1}
+  annotations: {owner: team-a}
+spec:
+  paused: false
+  clusterNetwork:
+    pods: {cidrBlocks: [10.244.0.0/16]}
+    services: {cidrBlocks: [10.96.0.0/12, "fd00::/108"]}
+    serviceDomain: cluster.local
+  topology:
+    classRef: {name: standard}
+    version: v1.31.2
+    controlPlane:
+      metadata: {labels: {tier: cp}}
+      replicas: 3
+      healthCheck:
+        enabled: true
+        checks:
+          nodeStartupTimeoutSeconds: 600
+          unhealthyNodeConditions:
+            - {type: Ready, status: Unknown, timeoutSeconds: 300}
+        remediation:
+          triggerIf: {unhealthyLessThanOrEqualTo: 40%}
+    workers:
+      machineDeployments:
+        - class: default-worker
+          name: md-0
+          replicas: 2
+          failureDomain: zone-a
+          metadata: {annotations: {note: x}}
+          rollout:
+            strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 25%}}
+            after: "2026-12-01T00:00:00Z"
+          deletion: {order: Oldest}
+          minReadySeconds: 10
+          machineNaming: {template: "{{ .cluster.name }}-{{ .random }}"}
+          healthCheck:
+            enabled: false
+            checks: {unhealthyNodeConditions: [{type: Ready, status: "False", timeoutSeconds: 60}]}
+            remediation: {triggerIf: {unhealthyInRange: "[1-3]"}, maxInFlight: 1}
+    variables:
+      - {name: workerCPUs, value: 4}
+      - {name: extra, value: {a: [1, 2]}}
+`
+
+const richHealthCheck = `apiVersion: gitfleet.io/v1alpha1
+kind: MachineHealthCheck
+metadata: {name: rich-1-workers}
+spec:
+  clusterName: rich-1
+  selector:
+    matchLabels: {pool: md-0}
+    matchExpressions: [{key: tier, operator: In, values: [a, b]}]
+  checks:
+    nodeStartupTimeoutSeconds: 0
+    unhealthyNodeConditions: [{type: Ready, status: Unknown, timeoutSeconds: 1}]
+  remediation: {triggerIf: {unhealthyLessThanOrEqualTo: 2}}
+`
+
+type corpusDoc struct {
+	path string
+	kind string
+	m    map[string]any
+}
+
+// precheckCorpus is every fleet document of the fixtures, good and broken,
+// and the two above.
+func precheckCorpus(t testing.TB) []corpusDoc {
+	t.Helper()
+	files := map[string][]byte{"rich/cluster.yaml": []byte(richCluster), "rich/mhc.yaml": []byte(richHealthCheck)}
+	err := filepath.WalkDir("../fixtures", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") {
+			files[p], err = os.ReadFile(p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corpusDoc
+	for _, p := range keys(files) {
+		docs, _ := splitYAML(p, files[p])
+		for _, d := range docs {
+			m, ok := d.value.(map[string]any)
+			if !ok {
+				continue
+			}
+			if kind, _ := m["kind"].(string); kindDefs[kind] != "" {
+				out = append(out, corpusDoc{path: p, kind: kind, m: m})
+			}
+		}
+	}
+	if len(out) < 50 {
+		t.Fatalf("only %d documents in the corpus", len(out))
+	}
+	return out
+}
+
+// cueVerdict is what CUE says of m as a kind, every error.
+func cueVerdict(c *compiled, kind string, m map[string]any) error {
+	return c.kinds[kind].Unify(c.ctx.Encode(m)).Validate(cue.Concrete(true), cue.All())
+}
+
+// TestPrecheckAcceptsValidDocuments: a valid document without a machine
+// template is not unified by CUE; that is the precheck's point.
+func TestPrecheckAcceptsValidDocuments(t *testing.T) {
+	c, err := compileSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for _, d := range precheckCorpus(t) {
+		if strings.Contains(d.path, "broken") {
+			continue
+		}
+		if err := cueVerdict(c, d.kind, d.m); err != nil {
+			if strings.HasPrefix(d.path, "rich/") {
+				t.Errorf("%s is meant to be valid: %v", d.path, err)
+			}
+			continue
+		}
+		got := c.precheck(d.kind, d.m)
+		if want := d.kind != "ClusterClass" && d.kind != "MachineDeployment"; got != want {
+			t.Errorf("%s (%s): precheck %v, want %v", d.path, d.kind, got, want)
+		}
+		if got {
+			accepted++
+		}
+	}
+	if accepted < 5 {
+		t.Errorf("the precheck accepted %d valid documents", accepted)
+	}
+}
+
+// TestPrecheckNeverAcceptsWhatCUERejects mutates every document of the
+// corpus many times (values swapped for others of every kind, fields
+// removed, fields added, lists and maps where scalars go) and holds the
+// precheck to its promise: whatever it accepts, CUE accepts too.
+func TestPrecheckNeverAcceptsWhatCUERejects(t *testing.T) {
+	c, err := compileSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mostly mutants of documents the precheck accepts as they are, whose
+	// one change it may or may not see; some of the others (broken ones,
+	// and those with a machine template, which CUE always checks).
+	var corpus []corpusDoc
+	for _, d := range precheckCorpus(t) {
+		n := 2
+		if c.precheck(d.kind, d.m) {
+			n = 40
+		}
+		for range n {
+			corpus = append(corpus, d)
+		}
+	}
+	names := precheckFieldNames()
+	rounds := 8
+	if testing.Short() {
+		rounds = 3
+	}
+	r := rand.New(rand.NewPCG(14, 2026))
+	accepted, rejected := 0, 0
+	for i := range len(corpus) * rounds {
+		if i%200 == 0 {
+			if c, err = compileSchema(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d := corpus[i%len(corpus)]
+		m := mutate(r, d.m, names, 1+r.IntN(3)/2)
+		if !c.precheck(d.kind, m) {
+			rejected++
+			continue
+		}
+		accepted++
+		if err := cueVerdict(c, d.kind, m); err != nil {
+			t.Errorf("%s (%s): the precheck accepted a document CUE rejects: %v\n%#v", d.path, d.kind, err, m)
+		}
+	}
+	t.Logf("%d mutants accepted, %d left to CUE", accepted, rejected)
+	if accepted < len(corpus)*rounds/10 || rejected < len(corpus)*rounds/10 {
+		t.Errorf("the mutants do not exercise both sides: %d accepted, %d left to CUE", accepted, rejected)
+	}
+}
+
+// FuzzPrecheck: any YAML document the precheck accepts, CUE accepts.
+func FuzzPrecheck(f *testing.F) {
+	for _, p := range []string{"clusters/dev-1.yaml", "clusters/prod-1.yaml", "gitfleet.yaml"} {
+		b, err := fs.ReadFile(fixtures.Init(), p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(richCluster))
+	f.Add([]byte(richHealthCheck))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		docs, _ := splitYAML("fuzz.yaml", data)
+		c := getValidator()
+		defer putValidator(c)
+		for _, d := range docs {
+			m, ok := d.value.(map[string]any)
+			if !ok || len(d.errs) > 0 {
+				continue
+			}
+			kind, _ := m["kind"].(string)
+			if kindDefs[kind] == "" {
+				continue
+			}
+			c.used++
+			if c.precheck(kind, m) {
+				if err := cueVerdict(c, kind, m); err != nil {
+					t.Fatalf("the precheck accepted a document CUE rejects: %v", err)
+				}
+			}
+		}
+	})
+}
+
+// TestPrecheckSchemaAssumptions reads the schema's sources for what the
+// precheck's walk assumes: each scalar's constraint is about that scalar
+// alone (no reference to another field, no builtin but the scalar
+// validators), and the only comprehension is the machine template's, whose
+// place the walk leaves to CUE. A schema change that breaks one fails here,
+// naming what to look at.
+func TestPrecheckSchemaAssumptions(t *testing.T) {
+	srcs, err := schemaSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scalarValidators := map[string]bool{"strings.MaxRunes": true, "net.IPCIDR": true, "time.Time": true}
+	plain := map[string]bool{"string": true, "int": true, "uint": true, "bool": true, "number": true, "float": true,
+		"bytes": true, "null": true, "_": true, "net": true, "strings": true, "time": true}
+	for _, name := range keys(srcs) {
+		f, err := parser.ParseFile(name, srcs[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stack []string // the labels of the fields around
+		skip := map[ast.Node]bool{}
+		inTemplate := func() bool { return slices.Contains(stack, "#MachineTemplate") }
+		ast.Walk(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.Package, *ast.ImportDecl, *ast.Attribute:
+				return false
+			case *ast.Field:
+				label := fmt.Sprint(n.Label)
+				if id, ok := n.Label.(*ast.Ident); ok {
+					label = id.Name
+					skip[id] = true
+				}
+				stack = append(stack, label)
+			case *ast.SelectorExpr:
+				skip[n.Sel] = true
+			case *ast.Comprehension:
+				if !inTemplate() {
+					t.Errorf("%s: a comprehension outside #MachineTemplate at %v: the precheck's tree does not follow it; "+
+						"make its place opaque in precheck.go (as the template's is)", name, n.Pos())
+				}
+			case *ast.CallExpr:
+				fn := fmt.Sprint(n.Fun)
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
+					fn = fmt.Sprintf("%v.%v", sel.X, sel.Sel)
+				}
+				if !scalarValidators[fn] {
+					t.Errorf("%s: %s at %v: the precheck leaves only scalars to CUE; if %s constrains a scalar, add it to "+
+						"scalarValidators here, otherwise make its place opaque in precheck.go", name, fn, n.Pos(), fn)
+				}
+			case *ast.Ident:
+				if !skip[n] && !plain[n.Name] && !strings.HasPrefix(n.Name, "#") && !strings.HasPrefix(n.Name, "_") && !inTemplate() {
+					t.Errorf("%s: %s at %v refers to another field: the precheck judges each scalar alone; "+
+						"make this place opaque in precheck.go", name, n.Name, n.Pos())
+				}
+			}
+			return true
+		}, func(n ast.Node) {
+			if _, ok := n.(*ast.Field); ok {
+				stack = stack[:len(stack)-1]
+			}
+		})
+	}
+}
+
+// precheckFieldNames is every field name of every kind's tree, for the
+// mutations to add.
+func precheckFieldNames() []string {
+	seen := map[string]bool{"zzz": true}
+	var walk func(n *pnode)
+	walk = func(n *pnode) {
+		if n == nil {
+			return
+		}
+		for name, f := range n.fields {
+			seen[name] = true
+			walk(f.n)
+		}
+		walk(n.pattern)
+		walk(n.elem)
+	}
+	for _, n := range allPrechecks().kinds {
+		walk(n)
+	}
+	return keys(seen)
+}
+
+// mutationValues are values of every kind, some of which fit some places.
+var mutationValues = []func() any{
+	func() any { return nil }, func() any { return true }, func() any { return false },
+	func() any { return int64(-1) }, func() any { return int64(0) }, func() any { return int64(1) },
+	func() any { return int64(3) }, func() any { return int64(10000) }, func() any { return int64(10001) },
+	func() any { return int64(2147483648) }, func() any { return 1.5 }, func() any { return 2.0 },
+	func() any { return "" }, func() any { return "v1.31.2" }, func() any { return "v1.31" },
+	func() any { return "10.0.0.0/8" }, func() any { return "10.0.0.300/8" }, func() any { return "25%" },
+	func() any { return "RollingUpdate" }, func() any { return "Oldest" }, func() any { return "Unknown" },
+	func() any { return "In" }, func() any { return "2026-12-01T00:00:00Z" }, func() any { return "ok-name" },
+	func() any { return "Not_A_Name" }, func() any { return strings.Repeat("a", 64) }, func() any { return "a.b" },
+	func() any { return "gitfleet.io/v1alpha1" }, func() any { return "Cluster" }, func() any { return "[1-3]" },
+	func() any { return "1s" }, func() any { return "3" },
+	func() any { return map[string]any{} }, func() any { return []any{} }, func() any { return []any{"x"} },
+	func() any { return []any{int64(1)} }, func() any { return map[string]any{"k": "v"} },
+	func() any { return map[string]any{"k": int64(1)} },
+}
+
+// mutate returns a deep copy of m changed in times places.
+func mutate(r *rand.Rand, m map[string]any, names []string, times int) map[string]any {
+	out := deepCopy(m).(map[string]any)
+	for range times {
+		var slots []func(op int)
+		var collect func(x any)
+		collect = func(x any) {
+			switch v := x.(type) {
+			case map[string]any:
+				for _, k := range keys(v) {
+					slots = append(slots, func(op int) {
+						switch op {
+						case 0:
+							delete(v, k)
+						case 1:
+							v[names[r.IntN(len(names))]] = mutationValues[r.IntN(len(mutationValues))]()
+						default:
+							v[k] = mutationValues[r.IntN(len(mutationValues))]()
+						}
+					})
+					collect(v[k])
+				}
+			case []any:
+				for i := range v {
+					slots = append(slots, func(op int) { v[i] = mutationValues[r.IntN(len(mutationValues))]() })
+					collect(v[i])
+				}
+			}
+		}
+		collect(out)
+		if len(slots) > 0 {
+			slots[r.IntN(len(slots))](r.IntN(4))
+		}
+	}
+	return out
+}
+
+func deepCopy(x any) any {
+	switch v := x.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = deepCopy(e)
+		}
+		return out
+	}
+	return x
+}
