@@ -186,7 +186,7 @@ func changedSince(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*s
 		if !ok {
 			return false, nil
 		}
-		data, err := w.readTree(h)
+		data, packed, err := w.readTree(h)
 		if err != nil {
 			return false, err
 		}
@@ -218,7 +218,7 @@ func changedSince(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*s
 				}
 			case filemode.Regular, filemode.Executable:
 				p := folder + string(name)
-				files = append(files, w.newEntry(p, hash))
+				files = append(files, w.newEntry(p, hash, packed))
 			}
 		}
 		return true, nil
@@ -261,7 +261,7 @@ func (w *treeWalk) walk(h plumbing.Hash, prefix []byte) error {
 			return nil
 		}
 	}
-	data, err := w.readTree(h)
+	data, packed, err := w.readTree(h)
 	if err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func (w *treeWalk) walk(h plumbing.Hash, prefix []byte) error {
 				w.s.add(pe.path, pe)
 				continue
 			}
-			w.s.add(string(path), w.newEntry(string(path), hash))
+			w.s.add(string(path), w.newEntry(string(path), hash, packed))
 		}
 	}
 	return nil
@@ -314,11 +314,12 @@ func (w *treeWalk) keep(folder string) {
 }
 
 // readTree returns tree h's raw entries: from its loose file when it is
-// one, else through go-git (a packed tree), written back in Git's form.
-func (w *treeWalk) readTree(h plumbing.Hash) ([]byte, error) {
+// one, else through go-git (a packed tree, packed true), written back in
+// Git's form.
+func (w *treeWalk) readTree(h plumbing.Hash) (_ []byte, packed bool, _ error) {
 	if w.dir != "" {
 		if data, err := loose.ReadTree(w.dir, h); !errors.Is(err, loose.ErrNotLoose) {
-			return data, err
+			return data, false, err
 		}
 	}
 	t, err := object.GetTree(w.st, h)
@@ -327,7 +328,7 @@ func (w *treeWalk) readTree(h plumbing.Hash) ([]byte, error) {
 		t, err = object.GetTree(w.st, h)
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out []byte
 	for _, e := range t.Entries {
@@ -335,7 +336,7 @@ func (w *treeWalk) readTree(h plumbing.Hash) ([]byte, error) {
 		out = append(out, 0)
 		out = append(out, e.Hash[:]...)
 	}
-	return out, nil
+	return out, true, nil
 }
 
 // nextTreeEntry splits the first entry off a tree's raw content.
@@ -362,11 +363,25 @@ func nextTreeEntry(data []byte) (mode filemode.FileMode, name []byte, hash plumb
 
 // newEntry is the entry of a file not listed before: its blob is read
 // (internal/loose) when it is needed.
-func (w *treeWalk) newEntry(path string, h plumbing.Hash) *entry {
+// newEntry is the entry of blob h at path. A blob of a packed tree is
+// most likely packed too (git packs what a commit reaches together), so
+// it is read through go-git at once rather than after looking for its
+// loose file (an open that fails, ~5 µs, twice a file); either way finds
+// it wherever it is.
+func (w *treeWalk) newEntry(path string, h plumbing.Hash, packed bool) *entry {
 	st := w.st
 	key := h.String()
-	return &entry{key: key, blob: h, path: path, ikey: key + " " + path, size: func() (int64, error) { return st.EncodedObjectSize(h) }, read: func() ([]byte, error) {
-		data, err := loose.ReadBlob(st, h)
+	return &entry{key: key, blob: h, path: path, ikey: key + " " + path, size: func() (int64, error) {
+		if packed {
+			return st.EncodedObjectSize(h)
+		}
+		return loose.BlobSize(st, h)
+	}, read: func() ([]byte, error) {
+		read := loose.ReadBlob
+		if packed {
+			read = loose.ReadGitBlob
+		}
+		data, err := read(st, h)
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
 			// git gc packed the loose object since the tree was
 			// listed: read the pack indexes again, once.

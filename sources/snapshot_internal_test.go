@@ -60,6 +60,45 @@ func TestBlobReadAfterGitGC(t *testing.T) {
 	}
 }
 
+// TestFilesOfPackedAndLooseTrees: a packed tree's files are read through
+// go-git first, a loose tree's from their loose files first; either finds
+// a file wherever it is, with its size: a commit after git gc has a loose
+// tree over packed files beside a loose new one.
+func TestFilesOfPackedAndLooseTrees(t *testing.T) {
+	work := gittest.NewRepo(t)
+	want := map[string]string{"a.yaml": "a: 1\n", "d/b.yaml": "b: 22\n"}
+	work.Commit("one", want)
+	work.Git("gc", "-q", "--prune=now")
+	r, err := Open(context.Background(), Options{Location: work.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	check := func(when string) {
+		t.Helper()
+		if _, _, _, err := r.read(context.Background(), "main", nil); err != nil {
+			t.Fatal(err)
+		}
+		snap := r.lastTree
+		for p, content := range want {
+			e := snap.file(p)
+			if e == nil {
+				t.Fatalf("%s: %s not listed", when, p)
+			}
+			if n, err := e.size(); err != nil || n != int64(len(content)) {
+				t.Errorf("%s: size of %s = %d, %v; want %d", when, p, n, err, len(content))
+			}
+			if data, err := snap.readFile(p); err != nil || string(data) != content {
+				t.Errorf("%s: %s = %q, %v; want %q", when, p, data, err, content)
+			}
+		}
+	}
+	check("packed")
+	want["d/c.yaml"] = "c: 333\n"
+	work.Commit("two", map[string]string{"d/c.yaml": want["d/c.yaml"]})
+	check("loose over packed")
+}
+
 // TestTreeSnapshotReusesUnchangedFiles: reading a commit that changes one
 // file after one that did not keeps the unchanged files' entries (no new
 // key per file and commit) and gives the changed file its new content.

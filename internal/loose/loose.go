@@ -85,6 +85,12 @@ func ReadBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
 			return data, err
 		}
 	}
+	return ReadGitBlob(s, h)
+}
+
+// ReadGitBlob returns the content of blob h through go-git, loose or
+// packed.
+func ReadGitBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
 	b, err := object.GetBlob(s, h)
 	if err != nil {
 		return nil, err
@@ -106,7 +112,33 @@ func Read(dir string, h plumbing.Hash) ([]byte, error) { return read(dir, h, "bl
 // of every entry.
 func ReadTree(dir string, h plumbing.Hash) ([]byte, error) { return read(dir, h, "tree") }
 
-func read(dir string, h plumbing.Hash, kind string) ([]byte, error) {
+// BlobSize is the size of blob h: from its loose file's header when s is
+// on disk and it is one (without inflating the rest), else go-git's.
+func BlobSize(s storer.EncodedObjectStorer, h plumbing.Hash) (int64, error) {
+	if dir := ObjectsDir(s); dir != "" {
+		o, err := open(dir, h, "blob")
+		if err == nil {
+			o.close()
+			return int64(o.size), nil
+		}
+		if !errors.Is(err, ErrNotLoose) {
+			return 0, err
+		}
+	}
+	return s.EncodedObjectSize(h)
+}
+
+// looseObject is a loose object opened and its header read.
+type looseObject struct {
+	f    *os.File
+	z    io.ReadCloser
+	head [32]byte // "blob <size>" (or "tree <size>"), a NUL, content
+	n    int      // bytes of head read
+	nul  int      // the NUL's index in head
+	size int      // the content's size, from the header
+}
+
+func open(dir string, h plumbing.Hash, kind string) (_ *looseObject, err error) {
 	hex := h.String()
 	f, err := os.Open(filepath.Join(dir, hex[:2], hex[2:]))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -115,49 +147,67 @@ func read(dir string, h plumbing.Hash, kind string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	o := &looseObject{f: f, nul: -1}
+	defer func() {
+		if err != nil {
+			o.close()
+		}
+	}()
 	src := bufio.NewReaderSize(f, 4096)
-	var z io.ReadCloser
 	if v := inflaters.Get(); v != nil {
-		z = v.(io.ReadCloser)
-		err = z.(zlib.Resetter).Reset(src, nil)
+		o.z = v.(io.ReadCloser)
+		err = o.z.(zlib.Resetter).Reset(src, nil)
 	} else {
-		z, err = zlib.NewReader(src)
+		o.z, err = zlib.NewReader(src)
 	}
 	if err != nil {
+		o.z = nil // a Reset that failed leaves it unusable
 		return nil, fmt.Errorf("object %s: %w", hex, err)
 	}
-	defer inflaters.Put(z)
-	var head [32]byte // "blob <size>" (or "tree <size>") and a NUL
-	n, nul := 0, -1
-	for nul < 0 && n < len(head) {
-		m, err := z.Read(head[n:])
-		n += m
-		nul = bytes.IndexByte(head[:n], 0)
-		if err != nil && nul < 0 {
+	for o.nul < 0 && o.n < len(o.head) {
+		m, err := o.z.Read(o.head[o.n:])
+		o.n += m
+		o.nul = bytes.IndexByte(o.head[:o.n], 0)
+		if err != nil && o.nul < 0 {
 			return nil, fmt.Errorf("object %s: %w", hex, err)
 		}
 	}
-	typ, size, ok := bytes.Cut(head[:max(nul, 0)], []byte(" "))
-	if nul < 0 || !ok || string(typ) != kind {
+	typ, size, ok := bytes.Cut(o.head[:max(o.nul, 0)], []byte(" "))
+	if o.nul < 0 || !ok || string(typ) != kind {
 		return nil, fmt.Errorf("object %s: not a %s", hex, kind)
 	}
-	want, err := strconv.Atoi(string(size))
-	if err != nil || want < 0 {
+	if o.size, err = strconv.Atoi(string(size)); err != nil || o.size < 0 {
 		return nil, fmt.Errorf("object %s: bad size %q", hex, size)
 	}
-	data := make([]byte, want)
-	got := copy(data, head[nul+1:n])
-	if got < want {
-		if _, err := io.ReadFull(z, data[got:]); err != nil {
-			return nil, fmt.Errorf("object %s: %w", hex, err)
+	return o, nil
+}
+
+func (o *looseObject) close() {
+	if o.z != nil {
+		inflaters.Put(o.z)
+		o.z = nil
+	}
+	o.f.Close()
+}
+
+func read(dir string, h plumbing.Hash, kind string) ([]byte, error) {
+	o, err := open(dir, h, kind)
+	if err != nil {
+		return nil, err
+	}
+	defer o.close()
+	data := make([]byte, o.size)
+	got := copy(data, o.head[o.nul+1:o.n])
+	if got < o.size {
+		if _, err := io.ReadFull(o.z, data[got:]); err != nil {
+			return nil, fmt.Errorf("object %s: %w", h, err)
 		}
 	}
 	sum := sha1.New()
-	sum.Write(head[:nul+1])
+	sum.Write(o.head[:o.nul+1])
 	sum.Write(data)
 	if !bytes.Equal(sum.Sum(nil), h[:]) {
-		return nil, fmt.Errorf("object %s: content does not match its hash: the object file is damaged (git fsck names what is)", hex)
+		return nil, fmt.Errorf("object %s: content does not match its hash: the object file is damaged (git fsck names what is)", h)
 	}
 	return data, nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-git/go-git/v5"
+	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 )
 
@@ -28,7 +28,7 @@ func TestReadWhatGitWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := plumbing.NewHash(strings.TrimSpace(string(out)))
-	repo, err := git.PlainOpen(dir)
+	repo, err := gogit.PlainOpen(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +65,56 @@ func TestReadWhatGitWrote(t *testing.T) {
 	if _, err := Read(objects, h); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Errorf("a damaged object: %v, want an error saying so", err)
 	}
+}
+
+// BlobSize reads a loose blob's size from its header, and asks go-git for
+// a packed one: both as git says.
+func TestBlobSizeAsGitSays(t *testing.T) {
+	dir := t.TempDir()
+	git := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Stdin = dir, strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("", "init", "-q")
+	sizes := map[plumbing.Hash]int64{}
+	for _, content := range []string{"", "x\n", strings.Repeat("kind: Cluster\n", 2000)} {
+		sizes[plumbing.NewHash(git(content, "hash-object", "-w", "--stdin"))] = int64(len(content))
+	}
+	check := func(when string) {
+		repo, err := gogit.PlainOpen(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for h, want := range sizes {
+			if got, err := BlobSize(repo.Storer, h); err != nil || got != want {
+				t.Errorf("%s: BlobSize(%s) = %d, %v; want %d", when, h, got, err, want)
+			}
+		}
+		if _, err := BlobSize(repo.Storer, plumbing.NewHash(strings.Repeat("ab", 20))); err == nil {
+			t.Errorf("%s: a missing blob has a size", when)
+		}
+	}
+	check("loose")
+	// Pack every blob (they are unreachable, so keep them) and drop the
+	// loose files.
+	var list strings.Builder
+	for h := range sizes {
+		list.WriteString(h.String() + "\n")
+	}
+	git(list.String(), "pack-objects", "-q", ".git/objects/pack/pack")
+	git("", "prune-packed")
+	for h := range sizes {
+		if _, err := Read(filepath.Join(dir, ".git", "objects"), h); !errors.Is(err, ErrNotLoose) {
+			t.Fatalf("blob %s is still loose after prune-packed: %v", h, err)
+		}
+	}
+	check("packed")
 }
 
 // BenchmarkReadTree10k: reading the loose tree of a folder of 10,000
