@@ -22,12 +22,11 @@ import (
 // mismatch, a required field missing, a field the schema does not have, a
 // machine template whose spec depends on its provider) goes to CUE as before,
 // which words every error. So the precheck may be incomplete but must never
-// accept what CUE would reject (other than an unknown field, which CUE
-// reports only when nothing else is wrong and the shapes report always):
-// TestPrecheckNeverAcceptsWhatCUERejects and FuzzPrecheck hold it to that,
-// and TestPrecheckSchemaAssumptions fails when the schema gains a construct
-// the walk does not understand (a comprehension outside the machine template,
-// a builtin other than the scalar validators, a reference to a field).
+// accept what CUE would reject: TestPrecheckNeverAcceptsWhatCUERejects and
+// FuzzPrecheck hold it to that, and TestPrecheckSchemaAssumptions fails when
+// the schema gains a construct the walk does not understand (a comprehension
+// outside the machine template, a builtin other than the scalar validators,
+// a reference to a field, a pattern other than [string]).
 type pnode struct {
 	fields  map[string]pfield // a struct's fields; nil: not a struct
 	pattern *pnode            // a struct's [string]: T

@@ -245,8 +245,11 @@ func FuzzPrecheck(f *testing.F) {
 // TestPrecheckSchemaAssumptions reads the schema's sources for what the
 // precheck's walk assumes: each scalar's constraint is about that scalar
 // alone (no reference to another field, no builtin but the scalar
-// validators), and the only comprehension is the machine template's, whose
-// place the walk leaves to CUE. A schema change that breaks one fails here,
+// validators), the only comprehension is the machine template's, whose
+// place the walk leaves to CUE, and the only pattern is [string] (another,
+// like [=~"^x"], would not be found by the walk's lookup of [string] and
+// an open struct would let its fields through unchecked). A schema change
+// that breaks one fails here,
 // naming what to look at.
 func TestPrecheckSchemaAssumptions(t *testing.T) {
 	srcs, err := schemaSources()
@@ -273,6 +276,13 @@ func TestPrecheckSchemaAssumptions(t *testing.T) {
 				if id, ok := n.Label.(*ast.Ident); ok {
 					label = id.Name
 					skip[id] = true
+				}
+				if l, ok := n.Label.(*ast.ListLit); ok {
+					// A pattern: the walk looks up [string]'s alone.
+					if id, ok := l.Elts[0].(*ast.Ident); len(l.Elts) != 1 || !ok || id.Name != "string" {
+						t.Errorf("%s: a pattern other than [string] at %v: the precheck does not look it up; "+
+							"make its struct opaque in precheck.go", name, n.Pos())
+					}
 				}
 				stack = append(stack, label)
 			case *ast.SelectorExpr:
