@@ -142,7 +142,7 @@ func (p *prechecks) build(kind string, v cue.Value, path []pstep, depth int) *pn
 	}
 	switch k := v.IncompleteKind(); k {
 	case cue.StructKind:
-		if op, _ := v.Expr(); op == cue.OrOp {
+		if isChoice(v) {
 			n.opaque = true // a choice of structs: which one applies is CUE's to find
 			return n
 		}
@@ -170,7 +170,7 @@ func (p *prechecks) build(kind string, v cue.Value, path []pstep, depth int) *pn
 		}
 		n.open = v.Allows(cue.AnyString)
 	case cue.ListKind:
-		if op, _ := v.Expr(); op == cue.OrOp || v.LookupPath(cue.MakePath(cue.Index(0))).Exists() {
+		if isChoice(v) || v.LookupPath(cue.MakePath(cue.Index(0))).Exists() {
 			n.opaque = true // a choice of lists, or a list with fixed elements
 			return n
 		}
@@ -190,13 +190,26 @@ func (p *prechecks) build(kind string, v cue.Value, path []pstep, depth int) *pn
 	return n
 }
 
+// isChoice reports whether v is a disjunction. CUE shows one in different
+// views of a value: a field that refers to a definition shows the reference
+// as its expression, and a choice of lists shows as one list once
+// evaluated; a disjunction in any view is one.
+func isChoice(v cue.Value) bool {
+	d, _ := v.Default()
+	for _, w := range []cue.Value{v, v.Eval(), d} {
+		if op, _ := w.Expr(); op == cue.OrOp {
+			return true
+		}
+	}
+	return false
+}
+
 func step(path []pstep, s pstep) []pstep {
 	return append(path[:len(path):len(path)], s)
 }
 
-// precheck reports whether CUE would find nothing wrong with m as a kind
-// but (perhaps) fields the schema does not have; false says only that CUE
-// must look.
+// precheck reports whether CUE would find nothing wrong with m as a kind;
+// false says only that CUE must look.
 func (c *compiled) precheck(kind string, m map[string]any) bool {
 	p := allPrechecks()
 	n := p.kinds[kind]

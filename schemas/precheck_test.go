@@ -12,6 +12,7 @@ import (
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/parser"
 
 	"github.com/gitfleet/gitfleet/fixtures"
@@ -313,6 +314,34 @@ func TestPrecheckSchemaAssumptions(t *testing.T) {
 				stack = stack[:len(stack)-1]
 			}
 		})
+	}
+}
+
+// TestPrecheckLeavesChoicesToCUE: a choice of structs or lists, written
+// in place or behind a definition, is CUE's to make; so is a list with
+// fixed elements.
+func TestPrecheckLeavesChoicesToCUE(t *testing.T) {
+	v := cuecontext.New().CompileString(`
+#A: {a: int}
+#B: {b: string}
+#AB: #A | #B
+behind: #AB
+inPlace: #A | #B
+withDefault: *#A | #B
+lists: [...int] | [...string]
+fixed: [int, ...string]
+`)
+	if err := v.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"behind", "inPlace", "withDefault", "lists", "fixed"} {
+		if n := new(prechecks).build("X", v.LookupPath(cue.ParsePath(f)), nil, 0); !n.opaque {
+			t.Errorf("%s: the walk would follow it (%+v)", f, n)
+		}
+	}
+	elems := cuecontext.New().CompileString("#A: {a: int}\n#B: {b: string}\n#AB: #A | #B\nl: [...#AB]\n").LookupPath(cue.ParsePath("l"))
+	if n := new(prechecks).build("X", elems, nil, 0); n.elem == nil || !n.elem.opaque {
+		t.Errorf("a list of a choice of structs: its elements would be walked (%+v)", n)
 	}
 }
 
