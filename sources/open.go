@@ -172,7 +172,8 @@ func (r *Repo) BranchRef(branch string) string {
 // blobs takes a third of the time (measured); Close releases them.
 func (r *Repo) openStorage() error {
 	fs := osfs.New(r.gitDir)
-	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRU(objectLRUSize), filesystem.Options{KeepDescriptors: true})
+	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRU(objectLRUSize),
+		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: MaxFileSize})
 	repo, err := git.Open(st, nil)
 	if err != nil {
 		st.Close()

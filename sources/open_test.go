@@ -201,9 +201,14 @@ func TestOversizedFileIsRefused(t *testing.T) {
 	big := cluster("a") + "# " + strings.Repeat("x", sources.MaxFileSize) + "\n"
 	head := work.Commit("a huge cluster file", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": big})
 	// The second read has the first's verdicts, which remember the
-	// sizes that fitted: the huge file is refused again.
+	// sizes that fitted: the huge file is refused again. The third reads
+	// it packed (a packed blob's size is asked another way), cold.
 	data := t.TempDir()
-	for _, name := range []string{"cold", "warm"} {
+	for _, name := range []string{"cold", "warm", "packed"} {
+		if name == "packed" {
+			work.Git("gc", "-q", "--prune=now")
+			data = t.TempDir()
+		}
 		r := open(t, work.Dir, func(o *sources.Options) { o.DataDir = data })
 		rev, err := r.Revision(ctx, head)
 		if err != nil {

@@ -373,7 +373,15 @@ func (w *treeWalk) newEntry(path string, h plumbing.Hash, packed bool) *entry {
 	key := h.String()
 	return &entry{key: key, blob: h, path: path, ikey: key + " " + path, size: func() (int64, error) {
 		if packed {
-			return st.EncodedObjectSize(h)
+			// The object itself: its size comes with it, and go-git's
+			// cache hands it to the read that follows. One over the
+			// storage's LargeObjectThreshold (MaxFileSize) is not
+			// inflated to tell its size.
+			o, err := st.EncodedObject(plumbing.BlobObject, h)
+			if err != nil {
+				return 0, err
+			}
+			return o.Size(), nil
 		}
 		return loose.BlobSize(st, h)
 	}, read: func() ([]byte, error) {
