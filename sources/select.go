@@ -153,8 +153,9 @@ func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors
 			e = &entry{} // not listed: read as empty, as before
 		}
 		key := e.inputKey(p)
+		var data []byte // read while its size was asked
 		if size := e.size; size != nil && !s.parsedBefore(e, key) && (s.fits == nil || !s.fits(e.key)) {
-			n, err := size()
+			n, content, err := size()
 			if err != nil {
 				return fmt.Errorf("read %s: %w", p, err)
 			}
@@ -165,6 +166,7 @@ func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors
 			if s.fitted != nil {
 				s.fitted(e.key)
 			}
+			data = content
 		}
 		if len(out) >= MaxFiles {
 			if !tooMany {
@@ -173,7 +175,7 @@ func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors
 			}
 			return nil
 		}
-		out = append(out, input{File: schemas.File{Path: p}, key: key, read: e.read, ent: e})
+		out = append(out, input{File: schemas.File{Path: p, Data: data}, key: key, read: e.read, ent: e})
 		return nil
 	}
 	if _, ok := s.files.Get(ConfigFile); ok {

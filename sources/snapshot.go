@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -49,8 +50,10 @@ type snapshot struct {
 type entry struct {
 	key  string // content hash: the blob hash in Git, sha256 on disk
 	read func() ([]byte, error)
-	// size is the file's length in bytes, known without reading it.
-	size func() (int64, error)
+	// size is the file's length in bytes, known without reading it; data
+	// is its content when finding the size read it anyway (a packed blob
+	// within the limit), else nil.
+	size func() (n int64, data []byte, err error)
 	// Of a Git tree's entry: its blob, its path and its input key
 	// (inputKey), kept so the next revision's snapshot reuses the entry
 	// of a file that did not change.
@@ -371,19 +374,29 @@ func nextTreeEntry(data []byte) (mode filemode.FileMode, name []byte, hash plumb
 func (w *treeWalk) newEntry(path string, h plumbing.Hash, packed bool) *entry {
 	st := w.st
 	key := h.String()
-	return &entry{key: key, blob: h, path: path, ikey: key + " " + path, size: func() (int64, error) {
-		if packed {
-			// The object itself: its size comes with it, and go-git's
-			// cache hands it to the read that follows. One over the
-			// storage's LargeObjectThreshold (MaxFileSize) is not
-			// inflated to tell its size.
-			o, err := st.EncodedObject(plumbing.BlobObject, h)
-			if err != nil {
-				return 0, err
-			}
-			return o.Size(), nil
+	return &entry{key: key, blob: h, path: path, ikey: key + " " + path, size: func() (int64, []byte, error) {
+		if !packed {
+			n, err := loose.BlobSize(st, h)
+			return n, nil, err
 		}
-		return loose.BlobSize(st, h)
+		// The object itself: its size comes with it, and so does its
+		// content, which the caller keeps rather than finding the blob
+		// in the pack again. One over the storage's LargeObjectThreshold
+		// (MaxFileSize) is not inflated to tell its size.
+		o, err := st.EncodedObject(plumbing.BlobObject, h)
+		if err != nil {
+			return 0, nil, err
+		}
+		if o.Size() > MaxFileSize {
+			return o.Size(), nil, nil
+		}
+		r, err := o.Reader()
+		if err != nil {
+			return 0, nil, err
+		}
+		defer r.Close()
+		data, err := io.ReadAll(r)
+		return int64(len(data)), data, err
 	}, read: func() ([]byte, error) {
 		read := loose.ReadBlob
 		if packed {
@@ -433,7 +446,7 @@ func dirSnapshot(root string) (*snapshot, error) {
 		}
 		key := fmt.Sprintf("%d-%d", fi.Size(), fi.ModTime().UnixNano())
 		size := fi.Size()
-		s.add(filepath.ToSlash(rel), &entry{key: key, size: func() (int64, error) { return size, nil }, read: func() ([]byte, error) { return os.ReadFile(p) }})
+		s.add(filepath.ToSlash(rel), &entry{key: key, size: func() (int64, []byte, error) { return size, nil, nil }, read: func() ([]byte, error) { return os.ReadFile(p) }})
 		return nil
 	})
 	if err != nil {

@@ -85,8 +85,8 @@ func TestFilesOfPackedAndLooseTrees(t *testing.T) {
 			if e == nil {
 				t.Fatalf("%s: %s not listed", when, p)
 			}
-			if n, err := e.size(); err != nil || n != int64(len(content)) {
-				t.Errorf("%s: size of %s = %d, %v; want %d", when, p, n, err, len(content))
+			if n, data, err := e.size(); err != nil || n != int64(len(content)) || (data != nil && string(data) != content) {
+				t.Errorf("%s: size of %s = %d (content %q), %v; want %d", when, p, n, data, err, len(content))
 			}
 			if data, err := snap.readFile(p); err != nil || string(data) != content {
 				t.Errorf("%s: %s = %q, %v; want %q", when, p, data, err, content)

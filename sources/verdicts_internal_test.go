@@ -310,7 +310,7 @@ func TestSizesRemembered(t *testing.T) {
 		asked := map[string]int{}
 		for p, e := range snap.files.All() {
 			size := e.size
-			e.size = func() (int64, error) { asked[p]++; return size() }
+			e.size = func() (int64, []byte, error) { asked[p]++; return size() }
 		}
 		snap.fits = func(blob string) bool { return known.good(known.key("fits", blob)) }
 		snap.fitted = func(blob string) { known.add(known.key("fits", blob)) }
