@@ -364,19 +364,23 @@ func nextTreeEntry(data []byte) (mode filemode.FileMode, name []byte, hash plumb
 	return filemode.FileMode(m), data[:nul], hash, data[nul+1+len(hash):], nil
 }
 
-// newEntry is the entry of a file not listed before: its blob is read
-// (internal/loose) when it is needed.
-// newEntry is the entry of blob h at path. A blob of a packed tree is
-// most likely packed too (git packs what a commit reaches together), so
-// it is read through go-git at once rather than after looking for its
-// loose file (an open that fails, ~5 µs, twice a file); either way finds
-// it wherever it is.
+// newEntry is the entry of a file not listed before, blob h at path: its
+// blob is read (internal/loose) when it is needed. A blob of a packed tree
+// is most likely packed too (git packs what a commit reaches together), so
+// it is asked of go-git at once rather than after looking for its loose
+// file (an open that fails, ~5 µs, twice a file); either way finds it
+// wherever it is. A lookup that misses after git gc repacked reads the
+// pack indexes again, once.
 func (w *treeWalk) newEntry(path string, h plumbing.Hash, packed bool) *entry {
 	st := w.st
 	key := h.String()
 	return &entry{key: key, blob: h, path: path, ikey: key + " " + path, size: func() (int64, []byte, error) {
 		if !packed {
 			n, err := loose.BlobSize(st, h)
+			if errors.Is(err, plumbing.ErrObjectNotFound) {
+				st.Reindex()
+				n, err = loose.BlobSize(st, h)
+			}
 			return n, nil, err
 		}
 		// The object itself: its size comes with it, and so does its
@@ -384,6 +388,10 @@ func (w *treeWalk) newEntry(path string, h plumbing.Hash, packed bool) *entry {
 		// in the pack again. One over the storage's LargeObjectThreshold
 		// (MaxFileSize) is not inflated to tell its size.
 		o, err := st.EncodedObject(plumbing.BlobObject, h)
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			st.Reindex()
+			o, err = st.EncodedObject(plumbing.BlobObject, h)
+		}
 		if err != nil {
 			return 0, nil, err
 		}

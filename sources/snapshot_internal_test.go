@@ -20,9 +20,9 @@ import (
 )
 
 // TestBlobReadAfterGitGC: git gc packs and prunes the loose objects between
-// the listing of a tree and the reading of its files (a 10,000-file commit
-// sets off git gc --auto in the background); the read finds them in the
-// new pack.
+// the listing of a tree and the asking of its files' sizes and contents (a
+// 10,000-file commit sets off git gc --auto in the background); both find
+// them in the new pack.
 func TestBlobReadAfterGitGC(t *testing.T) {
 	work := gittest.NewRepo(t)
 	work.Commit("one", map[string]string{"a.yaml": "a: 1\n", "b.yaml": "b: 2\n"})
@@ -54,6 +54,9 @@ func TestBlobReadAfterGitGC(t *testing.T) {
 	}
 	work.Git("gc", "-q", "--prune=now")
 	for _, p := range []string{"a.yaml", "b.yaml"} {
+		if n, _, err := snap.file(p).size(); err != nil || n != 5 {
+			t.Errorf("size of %s after gc: %d, %v", p, n, err)
+		}
 		if data, err := snap.readFile(p); err != nil || len(data) != 5 {
 			t.Errorf("%s after gc: %q, %v", p, data, err)
 		}
