@@ -112,6 +112,10 @@ var leafVerdicts struct {
 
 const maxLeafVerdicts = 1 << 16
 
+// maxLeafText is the longest value whose verdict is kept (a name is at most
+// 253 characters).
+const maxLeafText = 256
+
 type leafKey struct {
 	leaf int
 	kind valueKinds
@@ -314,6 +318,9 @@ func (c *compiled) leafAccepts(p *prechecks, leaf int, vk valueKinds, x any) boo
 		c.leaves[leaf] = lv
 	}
 	ok = lv.Exists() && lv.Unify(c.ctx.Encode(x)).Validate(cue.Concrete(true)) == nil
+	if len(text) > maxLeafText {
+		return ok // not kept: the memory would follow the values' sizes
+	}
 	leafVerdicts.Lock()
 	if leafVerdicts.m == nil || len(leafVerdicts.m) >= maxLeafVerdicts {
 		leafVerdicts.m = make(map[leafKey]bool, 1024)
