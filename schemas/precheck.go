@@ -20,7 +20,7 @@ import (
 //
 // It only ever accepts: a document it does not accept whole (a type
 // mismatch, a required field missing, a field the schema does not have, a
-// machine template whose spec depends on its provider) goes to CUE as before,
+// machine template of a provider gitfleet does not know) goes to CUE as before,
 // which words every error. So the precheck may be incomplete but must never
 // accept what CUE would reject: TestPrecheckNeverAcceptsWhatCUERejects and
 // FuzzPrecheck hold it to that, and TestPrecheckSchemaAssumptions fails when
@@ -34,7 +34,12 @@ type pnode struct {
 	elem    *pnode            // a list's [...T]; nil: not a list
 	leaf    int               // a scalar place: index into prechecks.leaves; -1: none
 	every   valueKinds        // a leaf that accepts every value of these kinds (string, int, _)
-	opaque  bool              // CUE checks documents with a value here (a machine template)
+	opaque  bool              // CUE checks documents with a value here
+	// A machine template's spec schemas by provider: #MachineTemplate
+	// picks spec's schema with a comprehension on provider, which the
+	// walk mirrors (TestPrecheckSchemaAssumptions holds the definition to
+	// the form mirrored).
+	providers map[string]*pnode
 }
 
 type pfield struct {
@@ -90,17 +95,18 @@ var everyOf = map[string]valueKinds{
 type pstep struct {
 	name     string
 	optional bool
-	sel      int // 0: field name; 1: any field ([string]); 2: any element ([...])
+	sel      int // 0: field name; 1: any field ([string]); 2: any element ([...]); 3: a definition
 }
 
 type pleaf struct {
-	kind string
+	kind string // "": the path is from the schema's root
 	path []pstep
 }
 
 type prechecks struct {
-	kinds  map[string]*pnode
-	leaves []pleaf
+	kinds     map[string]*pnode
+	providers map[string]*pnode // #providers' specs
+	leaves    []pleaf
 }
 
 // leafVerdicts remembers CUE's verdict on a scalar at a leaf; it is cleared
@@ -131,7 +137,12 @@ var allPrechecks = sync.OnceValue(func() *prechecks {
 })
 
 func buildPrechecks(root cue.Value) *prechecks {
-	p := &prechecks{kinds: map[string]*pnode{}}
+	p := &prechecks{kinds: map[string]*pnode{}, providers: map[string]*pnode{}}
+	it, err := root.LookupPath(cue.MakePath(cue.Def("#providers"))).Fields()
+	for err == nil && it.Next() {
+		name := it.Selector().Unquoted()
+		p.providers[name] = p.build("", it.Value(), []pstep{{name: "#providers", sel: 3}, {name: name}}, 0)
+	}
 	for kind, def := range kindDefs {
 		p.kinds[kind] = p.build(kind, root.LookupPath(cue.ParsePath(def)), nil, 0)
 	}
@@ -165,9 +176,9 @@ func (p *prechecks) build(kind string, v cue.Value, path []pstep, depth int) *pn
 			n.fields[name] = pfield{n: p.build(kind, it.Value(), step(path, pstep{name: name, optional: it.IsOptional()}), depth+1), optional: it.IsOptional()}
 		}
 		if _, ok := n.fields["provider"]; ok {
-			// #MachineTemplate: spec's schema is #providers[provider],
-			// chosen by a comprehension the tree does not follow.
-			return &pnode{leaf: -1, opaque: true}
+			// #MachineTemplate: spec's schema is #providers[provider].
+			n.providers = p.providers
+			return n
 		}
 		if pv := v.LookupPath(cue.MakePath(cue.AnyString)); pv.Exists() {
 			n.pattern = p.build(kind, pv, step(path, pstep{sel: 1}), depth+1)
@@ -229,6 +240,8 @@ func (c *compiled) accepts(p *prechecks, n *pnode, x any) bool {
 		return true
 	}
 	switch {
+	case n.providers != nil:
+		return c.acceptsTemplate(p, n, x)
 	case n.fields != nil:
 		m, ok := x.(map[string]any)
 		if !ok {
@@ -271,6 +284,36 @@ func (c *compiled) accepts(p *prechecks, n *pnode, x any) bool {
 	return false
 }
 
+// acceptsTemplate mirrors #MachineTemplate: provider is a string, and
+// spec, optional, is #providers[provider]'s when gitfleet knows the
+// provider (an unknown one goes to CUE, as does any other field).
+func (c *compiled) acceptsTemplate(p *prechecks, n *pnode, x any) bool {
+	m, ok := x.(map[string]any)
+	if !ok {
+		return false
+	}
+	prov, ok := m["provider"].(string)
+	if !ok || !c.accepts(p, n.fields["provider"].n, prov) {
+		return false
+	}
+	spec := n.providers[prov]
+	if spec == nil {
+		return false
+	}
+	for k, v := range m {
+		switch k {
+		case "provider":
+		case "spec":
+			if !c.accepts(p, spec, v) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // leafAccepts is CUE's verdict on the scalar x at leaf, remembered.
 func (c *compiled) leafAccepts(p *prechecks, leaf int, vk valueKinds, x any) bool {
 	var text string
@@ -310,11 +353,17 @@ func (c *compiled) leafAccepts(p *prechecks, leaf int, vk valueKinds, x any) boo
 				}
 			case 1:
 				sels[i] = cue.AnyString
-			default:
+			case 2:
 				sels[i] = cue.AnyIndex
+			default:
+				sels[i] = cue.Def(s.name)
 			}
 		}
-		lv = c.kinds[l.kind].LookupPath(cue.MakePath(sels...))
+		base := c.root
+		if l.kind != "" {
+			base = c.kinds[l.kind]
+		}
+		lv = base.LookupPath(cue.MakePath(sels...))
 		c.leaves[leaf] = lv
 	}
 	ok = lv.Exists() && lv.Unify(c.ctx.Encode(x)).Validate(cue.Concrete(true)) == nil
