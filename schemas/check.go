@@ -388,7 +388,7 @@ func (c *checker) checkHealthCheck(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHe
 	if cond < 0 {
 		return
 	}
-	silent := allowedShapes().silent
+	silent := silentProviders()
 	for _, p := range selected {
 		if silent[p.provider] {
 			c.errorAt(o, fmt.Sprintf("spec.checks.unhealthyNodeConditions[%d]", cond),

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"cuelang.org/go/cue"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -165,6 +166,39 @@ func TestProviderSpecs(t *testing.T) {
 		_, errs := ParseFile(md(tc.provider, tc.spec))
 		if d := cmp.Diff(tc.want, errLines(errs)); d != "" {
 			t.Errorf("%s %s (-want +got):\n%s", tc.provider, tc.spec, d)
+		}
+	}
+}
+
+// TestSilentProviders holds the providers read as sending no heartbeats
+// from the schema's syntax to what the compiled schema's attributes say,
+// and to the one the schema declares today.
+func TestSilentProviders(t *testing.T) {
+	c, err := compileSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := map[string]bool{}
+	it, err := c.root.LookupPath(cue.ParsePath("#providers")).Fields(cue.Definitions(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.Next() {
+		if a := it.Value().Attribute("heartbeats"); a.Err() == nil {
+			if v, err := a.String(0); err == nil && v == "none" {
+				compiled[it.Selector().Unquoted()] = true
+			}
+		}
+	}
+	if d := cmp.Diff(compiled, silentProviders()); d != "" {
+		t.Errorf("silent providers, compiled (-) and read from the syntax (+):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]bool{"inmemory": true}, compiled); d != "" {
+		t.Errorf("silent providers (-want +got):\n%s", d)
+	}
+	for p, want := range map[string]bool{"inmemory": false, "local": true, "docker": true} {
+		if got := SendsHeartbeats(p); got != want {
+			t.Errorf("SendsHeartbeats(%q) = %v, want %v", p, got, want)
 		}
 	}
 }

@@ -281,7 +281,7 @@ func checkHealthRules(add addFunc, field string, h v1alpha1.HealthRules) {
 // would be found unhealthy once the timeout passed, and replaced over and
 // over.
 func checkSilent(add addFunc, field, what, provider string, h *v1alpha1.HealthRules) {
-	if !allowedShapes().silent[provider] {
+	if !silentProviders()[provider] {
 		return
 	}
 	for i, u := range h.Checks.UnhealthyNodeConditions {

@@ -23,13 +23,10 @@ type shape struct {
 type shapes struct {
 	kinds     map[string]*shape
 	providers map[string]*shape
-	// silent are the providers whose machines send no heartbeats
-	// (@heartbeats(none) on their schema).
-	silent map[string]bool
 }
 
 func buildShapes(root cue.Value) *shapes {
-	s := &shapes{kinds: map[string]*shape{}, providers: map[string]*shape{}, silent: map[string]bool{}}
+	s := &shapes{kinds: map[string]*shape{}, providers: map[string]*shape{}}
 	for kind, def := range kindDefs {
 		s.kinds[kind] = shapeOf(root.LookupPath(cue.ParsePath(def)), 0)
 	}
@@ -37,11 +34,6 @@ func buildShapes(root cue.Value) *shapes {
 	for it != nil && it.Next() {
 		name := it.Selector().Unquoted()
 		s.providers[name] = shapeOf(it.Value(), 0)
-		if a := it.Value().Attribute("heartbeats"); a.Err() == nil {
-			if v, err := a.String(0); err == nil && v == "none" {
-				s.silent[name] = true
-			}
-		}
 	}
 	return s
 }
@@ -193,7 +185,7 @@ func ProviderFields(provider string) (fields []string, ok bool) {
 
 // SendsHeartbeats reports whether provider's machines send heartbeats (so
 // a missed one means something).
-func SendsHeartbeats(provider string) bool { return !allowedShapes().silent[provider] }
+func SendsHeartbeats(provider string) bool { return !silentProviders()[provider] }
 
 // Providers lists the providers gitfleet knows, sorted.
 func Providers() []string { return keys(allowedShapes().providers) }
