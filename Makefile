@@ -9,7 +9,7 @@ DEMO      ?= .gitfleet/demo
 # Fuzz budgets are execution counts, not durations: Go's fuzz coordinator
 # can report a duration's deadline as a failure ("context deadline
 # exceeded") when a starved worker has not answered by then. Each count is
-# 5-15 s here; FUZZTIME=10m (or 1000000x) overrides all four.
+# 5-15 s here; FUZZTIME=10m (or 1000000x) overrides them all.
 FUZZTIME  ?=
 FUZZMIN   ?= 3s
 BENCHTIME ?= 1x
@@ -47,6 +47,7 @@ test: deps chromium ## run every test with -race (with a short browser test wher
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./reconciler
 	$(GO) test -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(or $(FUZZTIME),50000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzPrecheck$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./schemas
+	$(GO) test -run '^$$' -fuzz '^FuzzValueCodec$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 
 .PHONY: faults
 faults: deps ## run every fault scenario with real processes and print the lost/duplicated table

@@ -105,3 +105,54 @@ func generatedFleet(tb testing.TB, n int) []File {
 	}
 	return files
 }
+
+// BenchmarkDecodeKnown reads the objects of 1,000 generated cluster files
+// back as a warm `gitfleet plan` does, from the object cache's bytes
+// (codec), beside decoding the same documents' JSON into the same types
+// (json), which the cache kept before the codec.
+func BenchmarkDecodeKnown(b *testing.B) {
+	files := generatedFleet(b, 1000)
+	var docs [][]KnownDoc
+	var paths []string
+	var jsons [][]byte
+	var kinds []string
+	for _, f := range files {
+		_, d, errs := ParseKnownGoodDocs(f)
+		if len(errs) > 0 || d == nil {
+			continue
+		}
+		docs, paths = append(docs, d), append(paths, f.Path)
+		split, _ := splitYAML(f.Path, f.Data)
+		for _, sd := range split {
+			m := sd.value.(map[string]any)
+			kind, _ := m["kind"].(string)
+			_, js, derr := decodeTyped(f.Path, sd, kind, m)
+			if derr != nil {
+				b.Fatal(derr)
+			}
+			jsons, kinds = append(jsons, js), append(kinds, kind)
+		}
+	}
+	b.Run("codec", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for i, d := range docs {
+				if _, ok := DecodeKnown(paths[i], d); !ok {
+					b.Fatal("not decoded")
+				}
+			}
+		}
+		b.ReportMetric(float64(len(jsons)*b.N)/b.Elapsed().Seconds(), "objects/s")
+	})
+	b.Run("json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for i, js := range jsons {
+				if _, err := decodeJSON("c.yaml", &doc{line: 1}, kinds[i], js); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(len(jsons)*b.N)/b.Elapsed().Seconds(), "objects/s")
+	})
+}

@@ -19,8 +19,18 @@ func ParseKnownGood(f File) ([]Object, Errors) {
 type KnownDoc struct {
 	Kind, Name string
 	Line       int    // the document's first line
-	JSON       []byte // the document as JSON, as it was decoded into its Go type
+	Encoded    []byte // the decoded Go value, in the value codec's bytes (codec.go)
 	Lines      Lines
+}
+
+// newKnownDoc keeps obj, decoded from the document at line; ok is false
+// when its value cannot be encoded.
+func newKnownDoc(obj *Object, line int) (KnownDoc, bool) {
+	enc, err := encodeValue(nil, obj.Value)
+	if err != nil {
+		return KnownDoc{}, false
+	}
+	return KnownDoc{Kind: obj.Kind, Name: obj.Name, Line: line, Encoded: enc, Lines: obj.Lines}, true
 }
 
 // ParseKnownGoodDocs is ParseKnownGood that also returns each object's
@@ -44,7 +54,7 @@ func ParseKnownGoodDocs(f File) (objs []Object, docs []KnownDoc, errs Errors) {
 			objs, errs = ParseFile(f)
 			return objs, nil, errs
 		}
-		value, js, derr := decodeTyped(f.Path, d, kind, m)
+		value, _, derr := decodeTyped(f.Path, d, kind, m)
 		if derr != nil {
 			objs, errs = ParseFile(f)
 			return objs, nil, errs
@@ -53,20 +63,26 @@ func ParseKnownGoodDocs(f File) (objs []Object, docs []KnownDoc, errs Errors) {
 		obj.Invalid = false
 		obj.Value = value
 		objs = append(objs, *obj)
-		docs = append(docs, KnownDoc{Kind: kind, Name: obj.Name, Line: d.line, JSON: js, Lines: obj.Lines})
+		if docs != nil {
+			if kd, ok := newKnownDoc(obj, d.line); ok {
+				docs = append(docs, kd)
+			} else {
+				docs = nil // not kept: the file is parsed next time
+			}
+		}
 	}
 	return objs, docs, nil
 }
 
 // DecodeKnown returns the objects of file path from the KnownDocs
-// ParseKnownGoodDocs gave for its content: the same objects, decoded from
-// the same JSON by the same code, with Raw nil. ok is false when a
+// ParseKnownGoodDocs gave for its content: the same objects, their values
+// read back from the value codec's bytes, with Raw nil. ok is false when a
 // document does not decode; the caller then parses the file.
 func DecodeKnown(path string, docs []KnownDoc) (objs []Object, ok bool) {
 	objs = make([]Object, len(docs))
 	for i, kd := range docs {
-		v, err := decodeJSON(path, &doc{line: kd.Line}, kd.Kind, kd.JSON)
-		if err != nil || v == nil {
+		v := newKindValue(kd.Kind, v1alpha1.Source{Path: path, Line: kd.Line})
+		if v == nil || decodeValue(v, kd.Encoded) != nil {
 			return nil, false
 		}
 		objs[i] = Object{Kind: kd.Kind, Name: kd.Name, Source: v1alpha1.Source{Path: path, Line: kd.Line}, Value: v, Lines: kd.Lines}

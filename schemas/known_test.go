@@ -86,8 +86,8 @@ func TestDecodeKnownGivesTheSameObjects(t *testing.T) {
 	if _, docs, errs := ParseFileCheckedDocs(invalid, nil); docs != nil || len(errs) == 0 {
 		t.Errorf("a file with errors kept %d docs (errors %v)", len(docs), errs)
 	}
-	if _, ok := DecodeKnown("clusters/x.yaml", []KnownDoc{{Kind: "Cluster", Name: "x", Line: 1, JSON: []byte("{")}}); ok {
-		t.Error("DecodeKnown took JSON that does not decode")
+	if _, ok := DecodeKnown("clusters/x.yaml", []KnownDoc{{Kind: "Cluster", Name: "x", Line: 1, Encoded: []byte("{")}}); ok {
+		t.Error("DecodeKnown took bytes that do not decode")
 	}
 }
 

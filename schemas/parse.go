@@ -38,16 +38,20 @@ func parseFile(f File, policies []File, keep bool) ([]Object, []KnownDoc, Errors
 	defer putValidator(c)
 	for _, d := range split {
 		c.used++
-		obj, js, es := parseDoc(c, f.Path, d, policies)
+		obj, _, es := parseDoc(c, f.Path, d, policies)
 		errs = append(errs, es...)
 		if obj != nil {
 			objs = append(objs, *obj)
-			if keep {
-				docs = append(docs, KnownDoc{Kind: obj.Kind, Name: obj.Name, Line: d.line, JSON: js, Lines: obj.Lines})
+			if keep && len(errs) == 0 {
+				if kd, ok := newKnownDoc(obj, d.line); ok {
+					docs = append(docs, kd)
+				} else {
+					keep = false // not kept: the file is parsed next time
+				}
 			}
 		}
 	}
-	if len(errs) > 0 {
+	if len(errs) > 0 || !keep {
 		docs = nil
 	}
 	return objs, docs, sortErrors(errs)
@@ -211,25 +215,30 @@ func decodeTyped(path string, d *doc, kind string, m map[string]any) (any, []byt
 
 // decodeJSON decodes b into a new value of kind's Go type.
 func decodeJSON(path string, d *doc, kind string, b []byte) (any, error) {
-	src := v1alpha1.Source{Path: path, Line: d.line}
-	var v any
-	switch kind {
-	case v1alpha1.KindFleetConfig:
-		v = &v1alpha1.FleetConfig{Source: src}
-	case v1alpha1.KindClusterClass:
-		v = &v1alpha1.ClusterClass{Source: src}
-	case v1alpha1.KindCluster:
-		v = &v1alpha1.Cluster{Source: src}
-	case v1alpha1.KindMachineDeployment:
-		v = &v1alpha1.MachineDeployment{Source: src}
-	case v1alpha1.KindMachineHealthCheck:
-		v = &v1alpha1.MachineHealthCheck{Source: src}
-	}
+	v := newKindValue(kind, v1alpha1.Source{Path: path, Line: d.line})
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	err := dec.Decode(v)
 	fixNumbers(v)
 	return v, err
+}
+
+// newKindValue is a pointer to a new value of kind's Go type, its Source
+// set; nil for a kind that has none.
+func newKindValue(kind string, src v1alpha1.Source) any {
+	switch kind {
+	case v1alpha1.KindFleetConfig:
+		return &v1alpha1.FleetConfig{Source: src}
+	case v1alpha1.KindClusterClass:
+		return &v1alpha1.ClusterClass{Source: src}
+	case v1alpha1.KindCluster:
+		return &v1alpha1.Cluster{Source: src}
+	case v1alpha1.KindMachineDeployment:
+		return &v1alpha1.MachineDeployment{Source: src}
+	case v1alpha1.KindMachineHealthCheck:
+		return &v1alpha1.MachineHealthCheck{Source: src}
+	}
+	return nil
 }
 
 // describe names a decoded value for a message: "Clustr" quoted, a number as
