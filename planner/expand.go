@@ -3,7 +3,6 @@ package planner
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -406,7 +405,7 @@ func topologyHealth(name string, labels map[string]string, class *v1alpha1.Healt
 // class's first, each later one's keys over the earlier ones', gitfleet's
 // own labels over all.
 func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver string, tpl v1alpha1.MachineTemplate, fd string, s Strategy, src v1alpha1.Source, field string, meta ...v1alpha1.MachineMetadata) Pool {
-	spec, err := json.Marshal(tpl.Spec)
+	spec, err := wire.MarshalJSON(tpl.Spec)
 	if err != nil {
 		dc.Problems = append(dc.Problems, problemf(src, field, "machine spec cannot be written as JSON: %v", err))
 	}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // appendJSON appends v — a document as docBuilder builds it: maps with
@@ -60,25 +62,13 @@ func appendJSON(b []byte, v any) (_ []byte, ok bool) {
 	return b, false
 }
 
-// appendFloat writes f as encoding/json does: plain decimals between 1e-6
-// and 1e21, exponents outside, a one-digit negative exponent without its
-// leading zero.
+// appendFloat writes f as encoding/json does; ok is false for a NaN or an
+// infinity, which it refuses.
 func appendFloat(b []byte, f float64) ([]byte, bool) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return b, false
 	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b, true
+	return wire.AppendFloat(b, f), true
 }
 
 // appendString writes s as a JSON string; ok is false when s is not UTF-8
