@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -36,14 +37,16 @@ func RenderText(w io.Writer, r *PreviewReport) error {
 	} else {
 		fmt.Fprintf(&b, "%s\n\n", summaryLine(r))
 	}
-	for i := range r.Clusters {
-		c := &r.Clusters[i]
-		fmt.Fprintf(&b, "%s %s (%s)\n", changeMark(c.Change), c.Name, c.Change)
-		for _, line := range clusterLines(c) {
-			fmt.Fprintf(&b, "    %s\n", line)
+	// Each range of clusters is written on its own goroutine (a class
+	// change at 1,000 clusters is ~300 KB of text), then joined in order.
+	parts := make([]strings.Builder, len(r.Clusters))
+	inParallel(len(r.Clusters), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			writeClusterText(&parts[i], &r.Clusters[i])
 		}
-		writeTextDiff(&b, diffLines(c.Diff, c.Name))
-		b.WriteString("\n")
+	})
+	for i := range parts {
+		b.WriteString(parts[i].String())
 	}
 	for _, u := range r.Untouched {
 		fmt.Fprintf(&b, "= %s (unchanged)\n    why: %s\n", u.Name, u.Reason)
@@ -56,6 +59,16 @@ func RenderText(w io.Writer, r *PreviewReport) error {
 	b.WriteString(mergeFooter(r) + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeClusterText writes a changed cluster's block.
+func writeClusterText(b *strings.Builder, c *ClusterChange) {
+	b.WriteString(changeMark(c.Change) + " " + c.Name + " (" + c.Change + ")\n")
+	for _, line := range clusterLines(c) {
+		b.WriteString("    " + line + "\n")
+	}
+	writeTextDiff(b, diffLines(c.Diff, c.Name))
+	b.WriteString("\n")
 }
 
 // writeTextDiff indents a cluster's field diff under a "diff:" line.
@@ -195,12 +208,12 @@ func waveText(c *ClusterChange) string {
 }
 
 func poolText(p PoolChange) string {
-	s := fmt.Sprintf("%s: %d → %s", p.Name, p.FromReplicas, plural(p.ToReplicas, "machine"))
+	s := p.Name + ": " + strconv.Itoa(p.FromReplicas) + " → " + plural(p.ToReplicas, "machine")
 	if p.FromReplicas == p.ToReplicas {
-		s = fmt.Sprintf("%s: %s", p.Name, plural(p.ToReplicas, "machine"))
+		s = p.Name + ": " + plural(p.ToReplicas, "machine")
 	}
 	if p.Replaced > 0 {
-		s += fmt.Sprintf(", %d replaced", p.Replaced)
+		s += ", " + strconv.Itoa(p.Replaced) + " replaced"
 		if p.OnDelete {
 			s += " when deleted (OnDelete)"
 		}
@@ -357,7 +370,7 @@ func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // warnings are every cluster's warnings, each prefixed with its cluster.
