@@ -447,9 +447,21 @@ func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver 
 	return p
 }
 
-// machineBytes is what a pool's template takes in each task: its spec's
-// JSON and the labels' and annotations' keys and values as JSON strings.
+// machineBytes is what a pool's template takes in each task, or a bound of
+// it no larger than wire.MaxMachineBytes: its spec's JSON and the labels'
+// and annotations' keys and values as JSON strings.
+// Its bound first: a JSON string takes at most six bytes a byte and its
+// quotes, so most pools are known to fit without measuring every label.
 func machineBytes(spec []byte, labels, annotations map[string]string) int {
+	bound := len(spec)
+	for _, m := range []map[string]string{labels, annotations} {
+		for k, v := range m {
+			bound += 6*(len(k)+len(v)) + 6
+		}
+	}
+	if bound <= wire.MaxMachineBytes {
+		return bound
+	}
 	n := len(spec)
 	for _, m := range []map[string]string{labels, annotations} {
 		for k, v := range m {
@@ -464,12 +476,14 @@ func machineBytes(spec []byte, labels, annotations map[string]string) int {
 // there are nor their labels and annotations (a change of those replaces
 // no machine, as Cluster API updates metadata in place).
 func (p *Pool) hashAt(v string) string {
-	h := sha256.New()
-	for _, s := range []string{v, p.Provider, string(p.Spec), p.FailureDomain} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil)[:5])
+	// Each part followed by a zero byte, hashed at once.
+	var buf [256]byte
+	b := append(append(buf[:0], v...), 0)
+	b = append(append(b, p.Provider...), 0)
+	b = append(append(b, p.Spec...), 0)
+	b = append(append(b, p.FailureDomain...), 0)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:5])
 }
 
 func resolveStrategy(s *v1alpha1.MachineDeploymentStrategy, replicas int) Strategy {
