@@ -214,8 +214,11 @@ func assumeConverged(dc *DesiredCluster) []ObservedMachine {
 		n += p.Replicas
 	}
 	ms := make([]ObservedMachine, 0, n)
-	pools := append([]Pool{dc.ControlPlane}, dc.Deployments...)
-	for _, p := range pools {
+	for i := -1; i < len(dc.Deployments); i++ {
+		p := &dc.ControlPlane
+		if i >= 0 {
+			p = &dc.Deployments[i]
+		}
 		for range p.Replicas {
 			ms = append(ms, ObservedMachine{Cluster: dc.Name, Deployment: p.Name, Role: p.Role,
 				Version: p.Version, TemplateHash: p.TemplateHash, Phase: wire.PhaseRunning})

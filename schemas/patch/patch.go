@@ -566,7 +566,7 @@ func ParsePointer(s string) (Pointer, error) {
 func (p Pointer) Dotted() string {
 	var b strings.Builder
 	for i, s := range p {
-		if _, err := strconv.Atoi(s); err == nil && i > 0 || s == "-" {
+		if i > 0 && mayBeNumber(s) && isInt(s) || s == "-" {
 			b.WriteString("[" + s + "]")
 			continue
 		}
@@ -576,6 +576,18 @@ func (p Pointer) Dotted() string {
 		b.WriteString(s)
 	}
 	return b.String()
+}
+
+// mayBeNumber is false for a segment strconv.Atoi would refuse at its
+// first byte, which it would refuse with an allocated error: most
+// segments are field names.
+func mayBeNumber(s string) bool {
+	return s != "" && (s[0] >= '0' && s[0] <= '9' || (s[0] == '+' || s[0] == '-') && len(s) > 1)
+}
+
+func isInt(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
 }
 
 // apply performs op at p in doc. add creates missing objects on the way

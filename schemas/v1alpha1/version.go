@@ -19,13 +19,20 @@ func ParseVersion(s string) (Version, bool) {
 	if i := strings.IndexAny(rest, "-+"); i >= 0 {
 		rest = rest[:i]
 	}
-	parts := strings.Split(rest, ".")
-	if len(parts) != 3 {
-		return Version{}, false
-	}
+	// Three parts between dots, cut without a slice: versions are parsed
+	// for every pool of every cluster a plan expands.
 	var n [3]int
-	for i, p := range parts {
-		v, err := strconv.Atoi(p)
+	for i := range n {
+		part := rest
+		if i < len(n)-1 {
+			var ok bool
+			if part, rest, ok = strings.Cut(rest, "."); !ok {
+				return Version{}, false
+			}
+		} else if strings.Contains(part, ".") {
+			return Version{}, false
+		}
+		v, err := strconv.Atoi(part)
 		if err != nil || v < 0 {
 			return Version{}, false
 		}
