@@ -47,8 +47,9 @@ func encodeValue(b []byte, v any) ([]byte, error) {
 }
 
 // decodeValue reads b, which encodeValue wrote from a value of dst's
-// type, into *dst (a pointer to a zero or partly set value).
-func decodeValue(dst any, b []byte) error {
+// type, into *dst (a pointer to a zero or partly set value). Decoded
+// strings are slices of b.
+func decodeValue(dst any, b string) error {
 	rv := reflect.ValueOf(dst)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("%w: %T is not a pointer", errCodec, dst)
@@ -57,8 +58,7 @@ func decodeValue(dst any, b []byte) error {
 	if err != nil {
 		return err
 	}
-	// One string of the whole input: decoded strings are slices of it.
-	r := &codecReader{s: string(b)}
+	r := &codecReader{s: b}
 	c.dec(r, rv.Elem())
 	if r.err == nil && r.i != len(r.s) {
 		r.fail("%d bytes left over", len(r.s)-r.i)

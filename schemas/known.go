@@ -19,7 +19,7 @@ func ParseKnownGood(f File) ([]Object, Errors) {
 type KnownDoc struct {
 	Kind, Name string
 	Line       int    // the document's first line
-	Encoded    []byte // the decoded Go value, in the value codec's bytes (codec.go)
+	Encoded    string // the decoded Go value, in the value codec's bytes (codec.go)
 	Lines      Lines
 }
 
@@ -30,7 +30,7 @@ func newKnownDoc(obj *Object, line int) (KnownDoc, bool) {
 	if err != nil {
 		return KnownDoc{}, false
 	}
-	return KnownDoc{Kind: obj.Kind, Name: obj.Name, Line: line, Encoded: enc, Lines: obj.Lines}, true
+	return KnownDoc{Kind: obj.Kind, Name: obj.Name, Line: line, Encoded: string(enc), Lines: obj.Lines}, true
 }
 
 // ParseKnownGoodDocs is ParseKnownGood that also returns each object's

@@ -86,7 +86,7 @@ func TestDecodeKnownGivesTheSameObjects(t *testing.T) {
 	if _, docs, errs := ParseFileCheckedDocs(invalid, nil); docs != nil || len(errs) == 0 {
 		t.Errorf("a file with errors kept %d docs (errors %v)", len(docs), errs)
 	}
-	if _, ok := DecodeKnown("clusters/x.yaml", []KnownDoc{{Kind: "Cluster", Name: "x", Line: 1, Encoded: []byte("{")}}); ok {
+	if _, ok := DecodeKnown("clusters/x.yaml", []KnownDoc{{Kind: "Cluster", Name: "x", Line: 1, Encoded: "{"}}); ok {
 		t.Error("DecodeKnown took bytes that do not decode")
 	}
 }

@@ -117,7 +117,7 @@ func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
 	for i := range docs {
 		d := &docs[i]
 		d.Kind, d.Name, d.Line = r.str(), r.str(), r.num()
-		d.Encoded = r.bytes()
+		d.Encoded = r.str()
 		d.Lines = make(schemas.Lines, r.count())
 		for j := range d.Lines {
 			d.Lines[j] = schemas.FieldPos{Field: r.str(), Line: int32(r.num()), Col: int32(r.num())}
@@ -147,7 +147,7 @@ func (c *objectCache) put(key, polKey string, docs []schemas.KnownDoc) {
 		b = appendStr(b, d.Kind)
 		b = appendStr(b, d.Name)
 		b = binary.AppendUvarint(b, uint64(d.Line))
-		b = appendStr(b, string(d.Encoded))
+		b = appendStr(b, d.Encoded)
 		b = binary.AppendUvarint(b, uint64(len(d.Lines)))
 		for _, l := range d.Lines {
 			b = appendStr(b, l.Field)

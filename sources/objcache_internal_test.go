@@ -85,7 +85,7 @@ func TestObjectCacheSkipsSeenFiles(t *testing.T) {
 func TestObjectCacheNotTrusted(t *testing.T) {
 	dir := t.TempDir()
 	good := loadObjects(filepath.Join(dir, "good"))
-	docs := []schemas.KnownDoc{{Kind: "Cluster", Name: "c", Line: 1, Encoded: []byte(`{"metadata":{"name":"c"}}`), Lines: schemas.Lines{{Field: "metadata.name", Line: 3, Col: 3}}}}
+	docs := []schemas.KnownDoc{{Kind: "Cluster", Name: "c", Line: 1, Encoded: `{"metadata":{"name":"c"}}`, Lines: schemas.Lines{{Field: "metadata.name", Line: 3, Col: 3}}}}
 	good.put("k", "pol", docs)
 	if err := good.save(); err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestObjectCacheBounded(t *testing.T) {
 	maxObjectBytes = 4 << 10
 	file := filepath.Join(t.TempDir(), "objects")
 	doc := func(name string) []schemas.KnownDoc {
-		return []schemas.KnownDoc{{Kind: "Cluster", Name: name, Line: 1, Encoded: []byte(strings.Repeat("x", 200))}}
+		return []schemas.KnownDoc{{Kind: "Cluster", Name: name, Line: 1, Encoded: strings.Repeat("x", 200)}}
 	}
 	a, b := loadObjects(file), loadObjects(file)
 	a.put("a", "", doc("a"))
