@@ -1,12 +1,12 @@
 package sources
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/gitfleet/gitfleet/internal/privfile"
@@ -31,7 +31,7 @@ import (
 type objectCache struct {
 	mu    sync.Mutex
 	file  string
-	index map[string][]byte // content key -> entry (its bytes, in the file read or new)
+	index map[string]string // content key -> entry (a slice of the file read, or new)
 	mine  []string          // keys used or added by this process, in order
 	seen  map[string]bool   // keys in mine
 	added int
@@ -50,36 +50,38 @@ func objectCacheFile(f string) string { return f + ".objects" }
 // loadObjects reads file's entries, if this very build wrote it. A missing,
 // damaged or foreign file is an empty cache.
 func loadObjects(file string) *objectCache {
-	c := &objectCache{file: file, index: map[string][]byte{}, seen: map[string]bool{}}
+	c := &objectCache{file: file, index: map[string]string{}, seen: map[string]bool{}}
 	if buildIdentity() == "" {
 		c.file = "" // a build that cannot name itself keeps nothing
 		return c
 	}
 	if data, err := os.ReadFile(file); err == nil {
-		c.index = parseObjects(data)
+		// One string of the whole file: entries, their keys and what get
+		// hands out (kinds, names, field paths, encoded values) are
+		// slices of it, not a copy each.
+		c.index = parseObjects(string(data))
 	}
 	return c
 }
 
 // parseObjects indexes the entries of a cache file by key; empty when the
 // file is not this build's or is damaged.
-func parseObjects(data []byte) map[string][]byte {
-	body, ok := bytes.CutPrefix(data, []byte(objectMagic+buildIdentity()+"\n"))
+func parseObjects(data string) map[string]string {
+	body, ok := strings.CutPrefix(data, objectMagic+buildIdentity()+"\n")
 	if !ok {
-		return map[string][]byte{}
+		return map[string]string{}
 	}
-	index := map[string][]byte{}
-	for len(body) > 0 {
-		n, w := binary.Uvarint(body)
-		if w <= 0 || n > uint64(len(body)-w) {
-			return map[string][]byte{} // damaged: trust none of it
-		}
-		entry := body[w : w+int(n)]
-		body = body[w+int(n):]
-		r := reader{b: entry, ok: true}
-		if key := r.str(); r.ok {
+	index := map[string]string{}
+	r := reader{s: body, ok: true}
+	for r.ok && len(r.s) > 0 {
+		entry := r.str()
+		e := reader{s: entry, ok: true}
+		if key := e.str(); r.ok && e.ok {
 			index[key] = entry
 		}
+	}
+	if !r.ok {
+		return map[string]string{} // damaged: trust none of it
 	}
 	return index
 }
@@ -106,9 +108,9 @@ func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
 	if !ok {
 		return nil, false
 	}
-	// One copy of the entry as a string: its kinds, names and field paths
-	// are slices of it, not a string each (~60 fields a cluster file).
-	r := reader{b: entry, text: string(entry), ok: true}
+	// Its kinds, names and field paths (~60 a cluster file) are slices of
+	// the entry, not a string each.
+	r := reader{s: entry, ok: true}
 	r.str() // the key
 	if r.str() != polKey || !r.ok {
 		return nil, false
@@ -126,7 +128,7 @@ func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
 			return nil, false
 		}
 	}
-	if !r.ok || len(r.b) != 0 {
+	if !r.ok || len(r.s) != 0 {
 		return nil, false
 	}
 	c.mu.Lock()
@@ -157,7 +159,7 @@ func (c *objectCache) put(key, polKey string, docs []schemas.KnownDoc) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.index[key] = b
+	c.index[key] = string(b)
 	c.use(key)
 	c.added++
 }
@@ -182,9 +184,9 @@ func (c *objectCache) save() error {
 	if c.added == 0 {
 		return nil
 	}
-	var disk map[string][]byte
+	var disk map[string]string
 	if data, err := os.ReadFile(c.file); err == nil {
-		disk = parseObjects(data)
+		disk = parseObjects(string(data))
 	}
 	if err := os.MkdirAll(filepath.Dir(c.file), 0o700); err != nil {
 		return fmt.Errorf("object cache: %w", err)
@@ -198,7 +200,7 @@ func (c *objectCache) save() error {
 		}
 		written := map[string]bool{}
 		var frame []byte
-		write := func(key string, entry []byte) (bool, error) {
+		write := func(key, entry string) (bool, error) {
 			if written[key] {
 				return true, nil
 			}
@@ -211,7 +213,7 @@ func (c *objectCache) save() error {
 			if _, err := w.Write(frame); err != nil {
 				return false, err
 			}
-			_, err := w.Write(entry)
+			_, err := io.WriteString(w, entry)
 			return err == nil, err
 		}
 		for _, k := range c.mine {
@@ -239,54 +241,53 @@ func appendStr(b []byte, s string) []byte {
 }
 
 // reader reads an entry; ok turns false at the first thing that does not
-// fit, and stays false. text, when set, is the whole entry as a string,
-// whose tail b is: str then slices it instead of copying.
+// fit, and stays false. What str returns is a slice of s.
 type reader struct {
-	b    []byte
-	text string
-	ok   bool
+	s  string
+	ok bool
 }
 
 func (r *reader) num() int {
 	if !r.ok {
 		return 0
 	}
-	n, w := binary.Uvarint(r.b)
-	if w <= 0 || n > 1<<31 {
-		r.ok, r.b = false, nil
-		return 0
+	var n uint64
+	for i, shift := 0, uint(0); ; i, shift = i+1, shift+7 {
+		if i == len(r.s) || i == binary.MaxVarintLen64 || n > 1<<31 {
+			r.ok, r.s = false, ""
+			return 0
+		}
+		c := r.s[i]
+		n |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			if n > 1<<31 {
+				r.ok, r.s = false, ""
+				return 0
+			}
+			r.s = r.s[i+1:]
+			return int(n)
+		}
 	}
-	r.b = r.b[w:]
-	return int(n)
 }
 
 // count reads the length of a list that follows, which cannot have more
 // elements than bytes left: a damaged count allocates nothing large.
 func (r *reader) count() int {
 	n := r.num()
-	if n > len(r.b) {
-		r.ok, r.b = false, nil
+	if n > len(r.s) {
+		r.ok, r.s = false, ""
 		return 0
 	}
 	return n
 }
 
-func (r *reader) bytes() []byte {
-	n := r.num()
-	if !r.ok || n > len(r.b) {
-		r.ok, r.b = false, nil
-		return nil
-	}
-	v := r.b[:n:n]
-	r.b = r.b[n:]
-	return v
-}
-
 func (r *reader) str() string {
-	b := r.bytes()
-	if r.text == "" || len(b) == 0 {
-		return string(b)
+	n := r.num()
+	if !r.ok || n > len(r.s) {
+		r.ok, r.s = false, ""
+		return ""
 	}
-	end := len(r.text) - len(r.b) // b ends where what is left starts
-	return r.text[end-len(b) : end]
+	v := r.s[:n]
+	r.s = r.s[n:]
+	return v
 }

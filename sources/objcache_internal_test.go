@@ -107,7 +107,7 @@ func TestObjectCacheNotTrusted(t *testing.T) {
 	huge = appendStr(huge, "pol")
 	huge = binary.AppendUvarint(huge, 1<<30)
 	damaged := loadObjects(filepath.Join(dir, "none"))
-	damaged.index["k"] = huge
+	damaged.index["k"] = string(huge)
 	if _, ok := damaged.get("k", "pol"); ok {
 		t.Error("an entry claiming 2^30 documents in a few bytes was used")
 	}
