@@ -42,9 +42,15 @@ func RenderText(w io.Writer, r *PreviewReport) error {
 	parts := make([]strings.Builder, len(r.Clusters))
 	inParallel(len(r.Clusters), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
+			parts[i].Grow(512) // a changed cluster's block is ~300 bytes
 			writeClusterText(&parts[i], &r.Clusters[i])
 		}
 	})
+	n := 0
+	for i := range parts {
+		n += parts[i].Len()
+	}
+	b.Grow(n + 4096)
 	for i := range parts {
 		b.WriteString(parts[i].String())
 	}
