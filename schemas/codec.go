@@ -12,19 +12,19 @@ import (
 )
 
 // The value codec writes an object's decoded Go value as compact bytes
-// that read back into an equal value (reflect.DeepEqual) several times
-// faster than its JSON decodes: a warm `gitfleet plan` reads every file's
-// objects from the object cache, and decoding their JSON was the largest
-// part of its time.
+// that read back into an equal value several times faster than its JSON
+// decodes: a warm `gitfleet plan` reads every file's objects from the
+// object cache, and decoding their JSON was the largest part of its time.
 //
 // The bytes follow the Go types' layout field by field, with no names or
 // types in them: only the build that wrote them can read them, which the
 // object cache ensures (it names its build and is empty to any other).
 // Exported fields are written in order except those JSON skips (`json:"-"`,
 // which decoding sets itself: an object's Source); unexported ones, which
-// JSON never fills, stay zero. A type with binary marshalling methods
-// (time.Time) is written by them; one that decodes its own JSON and has
-// unexported fields is refused. An `any` holds what decoded JSON holds
+// JSON never fills, stay zero. Refused: an embedded unexported struct
+// (JSON fills its exported fields), and a type that decodes its own JSON
+// into unexported fields; a type with binary marshalling methods
+// (time.Time) is written by them. An `any` holds what decoded JSON holds
 // there: nil, bool, string, int64, float64, map[string]any or []any;
 // anything else fails the encoding, and the file is then not cached.
 // Damaged bytes fail the decoding, never panic: the caller parses the
@@ -261,6 +261,11 @@ func buildCodec(t reflect.Type, building map[reflect.Type]*typeCodec) (*typeCode
 		var fields []field
 		for i := range t.NumField() {
 			f := t.Field(i)
+			if f.Anonymous && !f.IsExported() && f.Tag.Get("json") != "-" {
+				// JSON fills an unexported embedded struct's exported
+				// fields, which the codec cannot set.
+				return nil, fmt.Errorf("%w: %s embeds the unexported %s", errCodec, t, f.Type)
+			}
 			if !f.IsExported() || f.Tag.Get("json") == "-" {
 				continue
 			}

@@ -50,6 +50,10 @@ type readsOwnJSON struct{ n int }
 
 func (r *readsOwnJSON) UnmarshalJSON(b []byte) error { r.n = len(b); return nil }
 
+// embedded is promoted into the struct that embeds it by JSON, which fills
+// its exported field, but the codec cannot set it.
+type embedded struct{ X int }
+
 type codecSample struct {
 	B      bool
 	I      int
@@ -135,6 +139,7 @@ func TestValueCodecRefuses(t *testing.T) {
 		&struct{ C chan int }{},
 		&struct{ E error }{},
 		&struct{ R readsOwnJSON }{},
+		&struct{ embedded }{},
 		codecSample{},
 		(*codecSample)(nil),
 	} {
