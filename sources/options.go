@@ -33,6 +33,10 @@ type Options struct {
 	// it has not seen (objectCache). For one-shot commands (plan,
 	// validate --rev): a daemon reads a revision's files once per start.
 	KeepObjects bool
+	// Files, if set, is told how many files each revision read lists
+	// before they are parsed (plan sizes its garbage-collection floor by
+	// it, as validate does with ValidateOptions.Files).
+	Files func(n int)
 }
 
 // Verify modes.

@@ -220,6 +220,9 @@ func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schem
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if r.opts.Files != nil {
+		r.opts.Files(len(ins))
+	}
 	fleet, errs, keys, err := r.parsed.validate(ins, pre, r.loadLocked)
 	// Nothing holds the inputs now (the parse results keep what they
 	// need): the next read fills the same slice.

@@ -39,6 +39,32 @@ func TestRevisionNamesFileAndLineOfABrokenFile(t *testing.T) {
 	}
 }
 
+// TestRevisionTellsItsFileCount: Options.Files hears how many files each
+// revision read lists (plan sizes its collector by it): those the fleet's
+// paths select, not the repository's.
+func TestRevisionTellsItsFileCount(t *testing.T) {
+	work := gittest.NewRepo(t)
+	work.Commit("fleet", map[string]string{
+		"gitfleet.yaml":       "apiVersion: gitfleet.io/v1alpha1\nkind: FleetConfig\nspec:\n  paths: [clusters]\n",
+		"clusters/a.yaml":     cluster("a"),
+		"clusters/b.yaml":     cluster("b"),
+		"docs/readme.yaml":    "not: selected\n",
+		"policies/limits.cue": "package policies\n",
+	})
+	var told []int
+	r := open(t, work.Dir, func(o *sources.Options) { o.Files = func(n int) { told = append(told, n) } })
+	if _, err := r.Revision(context.Background(), "main"); err != nil {
+		t.Fatal(err)
+	}
+	work.Commit("one more", map[string]string{"clusters/c.yaml": cluster("c")})
+	if _, err := r.Revision(context.Background(), "main"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{4, 5}; !slices.Equal(told, want) {
+		t.Errorf("Files was told %v, want %v (gitfleet.yaml, the clusters, the policy)", told, want)
+	}
+}
+
 func TestFilesFollowsFleetConfigPaths(t *testing.T) {
 	ctx := context.Background()
 	work := gittest.NewRepo(t)
