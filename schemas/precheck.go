@@ -106,6 +106,7 @@ type pleaf struct {
 type prechecks struct {
 	kinds     map[string]*pnode
 	providers map[string]*pnode // #providers' specs
+	template  *pnode            // #MachineTemplate, for a patched template alone
 	leaves    []pleaf
 }
 
@@ -146,6 +147,7 @@ func buildPrechecks(root cue.Value) *prechecks {
 	for kind, def := range kindDefs {
 		p.kinds[kind] = p.build(kind, root.LookupPath(cue.ParsePath(def)), nil, 0)
 	}
+	p.template = p.build("", root.LookupPath(cue.MakePath(cue.Def("#MachineTemplate"))), []pstep{{name: "#MachineTemplate", sel: 3}}, 0)
 	return p
 }
 
@@ -229,6 +231,13 @@ func (c *compiled) precheck(kind string, m map[string]any) bool {
 	p := allPrechecks()
 	n := p.kinds[kind]
 	return n != nil && c.accepts(p, n, m)
+}
+
+// precheckTemplate is precheck for a machine template alone
+// ({provider, spec}, as #MachineTemplate): a class's patched template.
+func (c *compiled) precheckTemplate(m map[string]any) bool {
+	p := allPrechecks()
+	return p.template.providers != nil && c.accepts(p, p.template, m)
 }
 
 func (c *compiled) accepts(p *prechecks, n *pnode, x any) bool {

@@ -228,6 +228,75 @@ func TestPrecheckNeverAcceptsWhatCUERejects(t *testing.T) {
 	}
 }
 
+// TestPrecheckTemplateNeverAcceptsWhatCUERejects holds the precheck of a
+// machine template alone (a class's patched template, which validation
+// checks for every cluster) to the same promise, over every template of the
+// corpus's classes and MachineDeployments and many mutants of each; and it
+// must accept the valid ones of known providers, or it spares nothing.
+func TestPrecheckTemplateNeverAcceptsWhatCUERejects(t *testing.T) {
+	c, err := compileSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := c.root.LookupPath(cue.MakePath(cue.Def("#MachineTemplate")))
+	verdict := func(m map[string]any) error {
+		return def.Unify(c.ctx.Encode(m)).Validate(cue.Concrete(true), cue.All())
+	}
+	var templates []map[string]any
+	var find func(x any)
+	find = func(x any) {
+		switch v := x.(type) {
+		case map[string]any:
+			if _, ok := v["provider"].(string); ok {
+				templates = append(templates, v)
+				return
+			}
+			for _, k := range keys(v) {
+				find(v[k])
+			}
+		case []any:
+			for _, e := range v {
+				find(e)
+			}
+		}
+	}
+	for _, d := range precheckCorpus(t) {
+		find(d.m)
+	}
+	valid := 0
+	for _, m := range templates {
+		// An unknown provider's template is CUE's (and validation reports
+		// the provider before it checks a spec).
+		if _, known := allPrechecks().providers[m["provider"].(string)]; known && verdict(m) == nil {
+			valid++
+			if !c.precheckTemplate(m) {
+				t.Errorf("a valid template left to CUE: %#v", m)
+			}
+		}
+	}
+	if valid < 5 {
+		t.Fatalf("only %d valid templates in the corpus", valid)
+	}
+	names := precheckFieldNames()
+	r := rand.New(rand.NewPCG(27, 11))
+	accepted, rejected := 0, 0
+	for i := range len(templates) * 200 {
+		m := mutate(r, templates[i%len(templates)], names, 1+r.IntN(3)/2)
+		if !c.precheckTemplate(m) {
+			rejected++
+			continue
+		}
+		accepted++
+		if err := verdict(m); err != nil {
+			t.Errorf("the precheck accepted a template CUE rejects: %v\n%#v", err, m)
+		}
+	}
+	t.Logf("%d templates, %d mutants accepted, %d left to CUE", len(templates), accepted, rejected)
+	if accepted < len(templates)*20 || rejected < len(templates)*20 {
+		t.Errorf("the mutants do not exercise both sides: %d accepted, %d left to CUE", accepted, rejected)
+	}
+}
+
 // FuzzPrecheck: any YAML document the precheck accepts, CUE accepts.
 func FuzzPrecheck(f *testing.F) {
 	for _, p := range []string{"clusters/dev-1.yaml", "clusters/prod-1.yaml", "gitfleet.yaml"} {

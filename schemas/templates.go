@@ -205,6 +205,9 @@ func (vs *variables) checkSpec(sh *shapes, prov *shape, tpl v1alpha1.MachineTemp
 	}
 	err := safely(func() error {
 		data := map[string]any{"provider": tpl.Provider, "spec": tpl.Spec}
+		if vs.v.precheckTemplate(data) {
+			return nil // CUE would find nothing wrong (precheck.go)
+		}
 		v := vs.v.root.LookupPath(cue.ParsePath("#MachineTemplate")).Unify(vs.ctx.Encode(data))
 		verr := v.Validate(cue.Concrete(true), cue.All())
 		if verr == nil {
