@@ -1,10 +1,10 @@
 package schemas
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // A class's patches write template fields from variables, so a patch to a
@@ -168,10 +169,12 @@ func (vs *variables) specViolations(tpl v1alpha1.MachineTemplate) []specViolatio
 	if !ok || tpl.Spec == nil {
 		return nil // an unknown provider is reported where it is written
 	}
-	// Clusters of a class mostly expand to the same few templates.
-	key, err := json.Marshal(tpl)
+	// Clusters of a class mostly expand to the same few templates: keyed
+	// by provider (length first, so no two keys run together) and spec.
+	spec, err := wire.MarshalJSON(tpl.Spec)
+	key := strconv.Itoa(len(tpl.Provider)) + ":" + tpl.Provider + string(spec)
 	if err == nil {
-		if out, ok := vs.specs[string(key)]; ok {
+		if out, ok := vs.specs[key]; ok {
 			return out
 		}
 	}
@@ -180,7 +183,7 @@ func (vs *variables) specViolations(tpl v1alpha1.MachineTemplate) []specViolatio
 		if vs.specs == nil {
 			vs.specs = map[string][]specViolation{}
 		}
-		vs.specs[string(key)] = out
+		vs.specs[key] = out
 	}
 	return out
 }
