@@ -250,19 +250,46 @@ func bucketConfigs() []jetstream.KeyValueConfig {
 	}
 }
 
-// Attempts runs f with up to 10 s for each attempt, again while an
-// attempt times out and ctx has time left: a JetStream API request made
-// while a cluster elects its meta leader can go unanswered, and asking
-// again is answered.
+// Attempts runs f with up to 10 s for each attempt, again while ctx has
+// time left and an attempt timed out or its stream could not be placed
+// for a peer the meta leader counts offline: a JetStream API request made
+// while a cluster elects its meta leader can go unanswered, and a stream
+// of three replicas asked while a server of three restarts, or while the
+// leader has not heard from one for a moment on a loaded machine, is
+// refused; asking again is answered. Any other error is returned at once.
 func Attempts(ctx context.Context, f func(context.Context) error) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := f(actx)
 		cancel()
-		if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+		case placementRefused(err):
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(placementRetry):
+			}
+		default:
 			return err
 		}
 	}
+}
+
+// placementRetry is how long Attempts waits before asking again for a
+// stream that could not be placed.
+var placementRetry = 250 * time.Millisecond
+
+// jsErrClusterNoPeers is the server's "no suitable peers for placement"
+// (JSClusterNoPeersErr).
+const jsErrClusterNoPeers jetstream.ErrorCode = 10005
+
+func placementRefused(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jsErrClusterNoPeers
 }
 
 func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
