@@ -130,8 +130,9 @@ func TestLeaseSurvivesANATSNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		leases[id] = NewLease(kv, id, natsbus.LeaderTTL, log)
-		go func() { _ = leases[id].Run(t.Context(), l.run(id)) }()
+		lease := NewLease(kv, id, natsbus.LeaderTTL, log)
+		leases[id] = lease
+		go func() { _ = lease.Run(t.Context(), l.run(id)) }()
 	}
 	deadline := time.Now().Add(natsbus.LeaderTTL)
 	for l.get() == "" {
