@@ -9,6 +9,8 @@ import (
 	"math"
 	"reflect"
 	"sync"
+
+	"github.com/gitfleet/gitfleet/internal/varint"
 )
 
 // The value codec writes an object's decoded Go value as compact bytes
@@ -428,25 +430,13 @@ func (r *codecReader) byte() byte {
 }
 
 func (r *codecReader) uvarint() uint64 {
-	var x uint64
-	var s uint
-	for n := 0; ; n++ {
-		if r.i >= len(r.s) || n == binary.MaxVarintLen64 {
-			r.fail("bad varint")
-			return 0
-		}
-		c := r.s[r.i]
-		r.i++
-		if c < 0x80 {
-			if n == binary.MaxVarintLen64-1 && c > 1 {
-				r.fail("varint overflows")
-				return 0
-			}
-			return x | uint64(c)<<s
-		}
-		x |= uint64(c&0x7f) << s
-		s += 7
+	v, n := varint.Uvarint(r.s[r.i:])
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
 	}
+	r.i += n
+	return v
 }
 
 func (r *codecReader) varint() int64 {

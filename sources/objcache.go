@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/gitfleet/gitfleet/internal/privfile"
+	"github.com/gitfleet/gitfleet/internal/varint"
 	"github.com/gitfleet/gitfleet/schemas"
 )
 
@@ -251,23 +252,13 @@ func (r *reader) num() int {
 	if !r.ok {
 		return 0
 	}
-	var n uint64
-	for i, shift := 0, uint(0); ; i, shift = i+1, shift+7 {
-		if i == len(r.s) || i == binary.MaxVarintLen64 || n > 1<<31 {
-			r.ok, r.s = false, ""
-			return 0
-		}
-		c := r.s[i]
-		n |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			if n > 1<<31 {
-				r.ok, r.s = false, ""
-				return 0
-			}
-			r.s = r.s[i+1:]
-			return int(n)
-		}
+	n, w := varint.Uvarint(r.s)
+	if w <= 0 || n > 1<<31 {
+		r.ok, r.s = false, ""
+		return 0
 	}
+	r.s = r.s[w:]
+	return int(n)
 }
 
 // count reads the length of a list that follows, which cannot have more
