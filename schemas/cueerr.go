@@ -13,14 +13,12 @@ import (
 
 // validateCUE unifies the document with its kind's schema in c's context
 // and turns every violation into an Error at the user's line. It returns
-// the document encoded in c's context, for policies, when needData. A
-// document the precheck accepts is not unified: CUE would find nothing.
-func validateCUE(c *compiled, path string, d *doc, kind string, m map[string]any, needData bool) (cue.Value, []Error) {
+// the document encoded in c's context when it encoded it (policies use it),
+// else the zero value: a document the precheck accepts is not unified, or
+// encoded, since CUE would find nothing.
+func validateCUE(c *compiled, path string, d *doc, kind string, m map[string]any) (cue.Value, []Error) {
 	if c.precheck(kind, m) {
-		if !needData {
-			return cue.Value{}, nil
-		}
-		return c.ctx.Encode(m), nil
+		return cue.Value{}, nil
 	}
 	data := c.ctx.Encode(m)
 	v := c.kinds[kind].Unify(data)

@@ -83,7 +83,7 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []byt
 	var data cue.Value
 	var cerrs []Error
 	if err := safely(func() error {
-		data, cerrs = validateCUE(c, path, d, kind, m, c.policiesApply(policies, kind))
+		data, cerrs = validateCUE(c, path, d, kind, m)
 		return nil
 	}); err != nil {
 		c.used = rotateAfter // do not reuse a context CUE panicked in
@@ -104,12 +104,9 @@ func parseDoc(c *compiled, path string, d *doc, policies []File) (*Object, []byt
 	obj.Invalid = false
 	obj.Value = value
 	if policies != nil {
-		var errs []Error
-		if data.Exists() { // a policy constrains the kind
-			errs = c.policyErrors(policies, obj, data)
-		}
+		perrs := c.policyErrors(policies, obj, data)
 		obj.Raw = nil
-		return obj, js, errs
+		return obj, js, perrs
 	}
 	return obj, js, nil
 }

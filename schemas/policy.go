@@ -1,8 +1,10 @@
 package schemas
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"cuelang.org/go/cue"
@@ -31,27 +33,17 @@ func applyPolicies(objs []Object, policies []File) []Error {
 		defer putValidator(c)
 		for j := range chunks[i] {
 			o := &chunks[i][j]
-			if o.Invalid || o.Raw == nil || !c.hasPolicyFor(good, o.Kind) {
+			if o.Invalid || o.Raw == nil || !c.policiesApply(good, o.Kind) {
 				continue
 			}
 			c.used++
-			results[i] = append(results[i], c.policyErrors(good, o, c.ctx.Encode(o.Raw))...)
+			results[i] = append(results[i], c.policyErrors(good, o, cue.Value{})...)
 		}
 	})
 	for _, r := range results {
 		errs = append(errs, r...)
 	}
 	return errs
-}
-
-// hasPolicyFor reports whether some policy speaks about kind.
-func (c *compiled) hasPolicyFor(policies []File, kind string) bool {
-	for _, f := range policies {
-		if _, ok := c.policyKinds(f)[kind]; ok {
-			return true
-		}
-	}
-	return false
 }
 
 // compilePolicies reports the policy files' own errors and returns the
@@ -93,61 +85,95 @@ func safely(f func() error) (err error) {
 	return f()
 }
 
-// policyErrors checks one valid object, encoded as data in c's context,
-// against every policy.
+// policyErrors checks one valid object against every policy. data is the
+// object encoded in c's context, or the zero value: it is encoded when a
+// policy must see it whole.
 func (c *compiled) policyErrors(policies []File, o *Object, data cue.Value) []Error {
 	var errs []Error
+	var key []byte
 	for _, f := range policies {
-		p, ok := c.policyKinds(f)[o.Kind]
+		e := c.policy(f)
+		p, ok := e.kinds[o.Kind]
 		if !ok {
 			continue
 		}
+		// A projection the policy accepted before answers for the
+		// object without CUE.
+		remember := false
+		if fp := e.feet[o.Kind]; fp != nil {
+			key, remember = fp.key(acceptKey(key[:0], &e.digest, o.Kind), o.Raw)
+			if remember && accepted(key) {
+				continue
+			}
+		}
+		policyUnifications.Add(1)
 		err := safely(func() error {
+			if !data.Exists() {
+				data = c.ctx.Encode(o.Raw)
+			}
 			u := p.Unify(data)
 			if err := u.Validate(cue.Concrete(true)); err != nil {
 				errs = append(errs, policyViolations(f.Path, o, u, err)...)
+				remember = false
 			}
 			return nil
 		})
 		if err != nil {
 			c.used = rotateAfter // do not reuse a context CUE panicked in
 			errs = append(errs, objectError(o, "", fmt.Sprintf("policy %s could not be evaluated: %v", f.Path, err)))
+			continue
+		}
+		if remember {
+			rememberAccepted(key)
 		}
 	}
 	return errs
 }
 
-// policiesApply reports whether a policy of policies constrains kind, so
-// that a document of it needs its CUE value.
+// policyUnifications counts the objects unified with a policy, for tests.
+var policyUnifications atomic.Int64
+
+// policiesApply reports whether a policy of policies constrains kind.
 func (c *compiled) policiesApply(policies []File, kind string) bool {
 	for _, f := range policies {
-		if _, ok := c.policyKinds(f)[kind]; ok {
+		if _, ok := c.policy(f).kinds[kind]; ok {
 			return true
 		}
 	}
 	return false
 }
 
-// policyKey identifies a policy file's content without hashing it: the
-// files of one Load or Check keep their Data.
+// policyKey identifies a policy file without hashing it: the files of one
+// Load or Check keep their Data. The entry keeps a copy of the content it
+// was compiled from, so a file whose memory is reused holds no stale entry.
 type policyKey struct {
 	path string
 	data *byte
 	n    int
 }
 
-// policyKinds compiles a policy file into c's context once.
-func (c *compiled) policyKinds(f File) map[string]cue.Value {
+// policyEntry is a policy file compiled into a context.
+type policyEntry struct {
+	data   string
+	digest [sha256.Size]byte
+	kinds  map[string]cue.Value  // the policy's value for each kind
+	feet   map[string]*footprint // the places of a document each kind's policy sees, where known
+}
+
+// policy compiles a policy file into c's context once.
+func (c *compiled) policy(f File) *policyEntry {
 	key := policyKey{f.Path, unsafe.SliceData(f.Data), len(f.Data)}
-	if k, ok := c.policies[key]; ok {
-		return k
+	if e, ok := c.policies[key]; ok && e.data == string(f.Data) {
+		return e
 	}
 	if c.policies == nil {
-		c.policies = map[policyKey]map[string]cue.Value{}
+		c.policies = map[policyKey]*policyEntry{}
 	}
-	k, _ := policyKinds(f.Path, c.ctx.CompileBytes(f.Data, cue.Filename(f.Path)))
-	c.policies[key] = k
-	return k
+	e := &policyEntry{data: string(f.Data), digest: sha256.Sum256(f.Data)}
+	e.kinds, _ = policyKinds(f.Path, c.ctx.CompileBytes(f.Data, cue.Filename(f.Path)))
+	e.feet = policyFootprints(f.Path, f.Data)
+	c.policies[key] = e
+	return e
 }
 
 func chunk[T any](s []T, n int) [][]T {

@@ -299,7 +299,22 @@ func TestPrecheckTemplateNeverAcceptsWhatCUERejects(t *testing.T) {
 
 // FuzzPrecheck: any YAML document the precheck accepts, CUE accepts.
 func FuzzPrecheck(f *testing.F) {
-	for _, p := range []string{"clusters/dev-1.yaml", "clusters/prod-1.yaml", "gitfleet.yaml"} {
+	addDocumentSeeds(f, "clusters/dev-1.yaml", "clusters/prod-1.yaml", "gitfleet.yaml")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		eachFuzzedDocument(data, func(c *compiled, kind string, m map[string]any) {
+			if c.precheck(kind, m) {
+				if err := cueVerdict(c, kind, m); err != nil {
+					t.Fatalf("the precheck accepted a document CUE rejects: %v", err)
+				}
+			}
+		})
+	})
+}
+
+// addDocumentSeeds seeds f with the named files of gitfleet init's fleet
+// and the rich documents above.
+func addDocumentSeeds(f *testing.F, initFiles ...string) {
+	for _, p := range initFiles {
 		b, err := fs.ReadFile(fixtures.Init(), p)
 		if err != nil {
 			f.Fatal(err)
@@ -309,27 +324,26 @@ func FuzzPrecheck(f *testing.F) {
 	f.Add([]byte(richCluster))
 	f.Add([]byte(richHealthCheck))
 	f.Add([]byte(richMachineDeployment))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		docs, _ := splitYAML("fuzz.yaml", data)
-		c := getValidator()
-		defer putValidator(c)
-		for _, d := range docs {
-			m, ok := d.value.(map[string]any)
-			if !ok || len(d.errs) > 0 {
-				continue
-			}
-			kind, _ := m["kind"].(string)
-			if kindDefs[kind] == "" {
-				continue
-			}
-			c.used++
-			if c.precheck(kind, m) {
-				if err := cueVerdict(c, kind, m); err != nil {
-					t.Fatalf("the precheck accepted a document CUE rejects: %v", err)
-				}
-			}
+}
+
+// eachFuzzedDocument calls fn, in a pooled context, with each document of
+// data that is a mapping of a fleet kind, decoded without errors.
+func eachFuzzedDocument(data []byte, fn func(c *compiled, kind string, m map[string]any)) {
+	docs, _ := splitYAML("fuzz.yaml", data)
+	c := getValidator()
+	defer putValidator(c)
+	for _, d := range docs {
+		m, ok := d.value.(map[string]any)
+		if !ok || len(d.errs) > 0 {
+			continue
 		}
-	})
+		kind, _ := m["kind"].(string)
+		if kindDefs[kind] == "" {
+			continue
+		}
+		c.used++
+		fn(c, kind, m)
+	}
 }
 
 // TestPrecheckSchemaAssumptions reads the schema's sources for what the

@@ -101,7 +101,7 @@ type compiled struct {
 	// first use
 	leaves []cue.Value
 	// policies compiled in ctx, by policy file path and content
-	policies map[policyKey]map[string]cue.Value
+	policies map[policyKey]*policyEntry
 }
 
 func compileSchema() (*compiled, error) {
