@@ -2,10 +2,16 @@ package schemas
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/literal"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
 )
 
 // The precheck spares CUE's unification of a document the schema accepts:
@@ -99,8 +105,9 @@ type pstep struct {
 }
 
 type pleaf struct {
-	kind string // "": the path is from the schema's root
-	path []pstep
+	kind   string // "": the path is from the schema's root
+	path   []pstep
+	native *nativeLeaf // the constraint, checked in Go, for a string; nil: CUE checks it
 }
 
 type prechecks struct {
@@ -202,7 +209,7 @@ func (p *prechecks) build(kind string, v cue.Value, path []pstep, depth int) *pn
 		// IncompleteKind): CUE judges each scalar written here.
 		n.every = everyOf[fmt.Sprint(v)]
 		n.leaf = len(p.leaves)
-		p.leaves = append(p.leaves, pleaf{kind: kind, path: path})
+		p.leaves = append(p.leaves, pleaf{kind: kind, path: path, native: nativeCheck(v)})
 	}
 	return n
 }
@@ -325,6 +332,11 @@ func (c *compiled) acceptsTemplate(p *prechecks, n *pnode, x any) bool {
 
 // leafAccepts is CUE's verdict on the scalar x at leaf, remembered.
 func (c *compiled) leafAccepts(p *prechecks, leaf int, vk valueKinds, x any) bool {
+	if n := p.leaves[leaf].native; n != nil {
+		if s, ok := x.(string); ok {
+			return n.accepts(s)
+		}
+	}
 	var text string
 	switch v := x.(type) {
 	case nil:
@@ -346,6 +358,22 @@ func (c *compiled) leafAccepts(p *prechecks, leaf int, vk valueKinds, x any) boo
 	if found {
 		return ok
 	}
+	lv := c.leafValue(p, leaf)
+	ok = lv.Exists() && lv.Unify(c.ctx.Encode(x)).Validate(cue.Concrete(true)) == nil
+	if len(text) > maxLeafText {
+		return ok // not kept: the memory would follow the values' sizes
+	}
+	leafVerdicts.Lock()
+	if leafVerdicts.m == nil || len(leafVerdicts.m) >= maxLeafVerdicts {
+		leafVerdicts.m = make(map[leafKey]bool, 1024)
+	}
+	leafVerdicts.m[key] = ok
+	leafVerdicts.Unlock()
+	return ok
+}
+
+// leafValue is leaf's constraint in c's context, looked up on first use.
+func (c *compiled) leafValue(p *prechecks, leaf int) cue.Value {
 	if c.leaves == nil {
 		c.leaves = make([]cue.Value, len(p.leaves))
 	}
@@ -375,15 +403,107 @@ func (c *compiled) leafAccepts(p *prechecks, leaf int, vk valueKinds, x any) boo
 		lv = base.LookupPath(cue.MakePath(sels...))
 		c.leaves[leaf] = lv
 	}
-	ok = lv.Exists() && lv.Unify(c.ctx.Encode(x)).Validate(cue.Concrete(true)) == nil
-	if len(text) > maxLeafText {
-		return ok // not kept: the memory would follow the values' sizes
+	return lv
+}
+
+// nativeLeaf is a string constraint made only of regular expressions and
+// rune counts (a name's, a label's, a version's), checked in Go: a fleet's
+// names are all different, so remembering CUE's verdicts on them spared
+// nothing, and unifying each with its constraint was the most of a cold
+// validation's precheck. CUE matches =~ and !~ with Go's regexp and counts
+// strings.MinRunes and MaxRunes in runes, as this does;
+// TestNativeLeavesAreCUEs and FuzzNativeLeaves hold each such leaf to CUE's
+// verdict.
+type nativeLeaf struct {
+	match, noMatch     []*regexp.Regexp
+	minRunes, maxRunes int // -1: no bound
+}
+
+func (n *nativeLeaf) accepts(s string) bool {
+	if n.minRunes >= 0 || n.maxRunes >= 0 {
+		r := utf8.RuneCountInString(s)
+		if (n.minRunes >= 0 && r < n.minRunes) || (n.maxRunes >= 0 && r > n.maxRunes) {
+			return false
+		}
 	}
-	leafVerdicts.Lock()
-	if leafVerdicts.m == nil || len(leafVerdicts.m) >= maxLeafVerdicts {
-		leafVerdicts.m = make(map[leafKey]bool, 1024)
+	for _, re := range n.match {
+		if !re.MatchString(s) {
+			return false
+		}
 	}
-	leafVerdicts.m[key] = ok
-	leafVerdicts.Unlock()
-	return ok
+	for _, re := range n.noMatch {
+		if re.MatchString(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// nativeCheck reads v's constraint as CUE prints it and returns it when it is
+// a conjunction of string, =~ and !~ with a literal, and strings.MinRunes
+// or strings.MaxRunes of an integer; nil for any other.
+func nativeCheck(v cue.Value) *nativeLeaf {
+	e, err := parser.ParseExpr("leaf", fmt.Sprint(v))
+	if err != nil {
+		return nil
+	}
+	n := &nativeLeaf{minRunes: -1, maxRunes: -1}
+	var read func(e ast.Expr) bool
+	read = func(e ast.Expr) bool {
+		switch x := e.(type) {
+		case *ast.BinaryExpr:
+			return x.Op == token.AND && read(x.X) && read(x.Y)
+		case *ast.Ident:
+			return x.Name == "string"
+		case *ast.UnaryExpr:
+			lit, ok := x.X.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING || (x.Op != token.MAT && x.Op != token.NMAT) {
+				return false
+			}
+			pat, err := literal.Unquote(lit.Value)
+			if err != nil {
+				return false
+			}
+			re, err := regexp.Compile(pat)
+			if err != nil {
+				return false
+			}
+			if x.Op == token.MAT {
+				n.match = append(n.match, re)
+			} else {
+				n.noMatch = append(n.noMatch, re)
+			}
+			return true
+		case *ast.CallExpr:
+			sel, ok := x.Fun.(*ast.SelectorExpr)
+			if !ok || len(x.Args) != 1 {
+				return false
+			}
+			pkg, ok := sel.X.(*ast.Ident)
+			lit, isLit := x.Args[0].(*ast.BasicLit)
+			if !ok || pkg.Name != "strings" || !isLit || lit.Kind != token.INT {
+				return false
+			}
+			k, err := strconv.Atoi(lit.Value)
+			if err != nil || k < 0 {
+				return false
+			}
+			switch name, _, _ := ast.LabelName(sel.Sel); name {
+			case "MinRunes":
+				n.minRunes = max(n.minRunes, k)
+			case "MaxRunes":
+				if n.maxRunes < 0 || k < n.maxRunes {
+					n.maxRunes = k
+				}
+			default:
+				return false
+			}
+			return true
+		}
+		return false
+	}
+	if !read(e) || len(n.match)+len(n.noMatch) == 0 && n.minRunes < 0 && n.maxRunes < 0 {
+		return nil
+	}
+	return n
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -562,4 +563,98 @@ func deepCopy(x any) any {
 		return out
 	}
 	return x
+}
+
+// nativeLeafValues are strings at and around the edges of the schema's
+// string constraints: names, labels, versions, durations, percentages.
+func nativeLeafValues(t testing.TB, corpus bool) []string {
+	vals := []string{"", "a", "a-", "-a", "a-b", "a.b", "a..b", ".a", "a.", "A", "aB", "a_b", "a b", "a\n", "\na",
+		"é", "ａ", "a\u0301", "0", "9x", "x9", "v1.31.2", "v1.31", "v1.31.2-rc.1", "V1.31.2", "v01.2.3", "1.31.2",
+		"10s", "1.5h", "1h30m", "3µs", "3us", "s", "25%", "100%", "%", "25 %", "[1-3]", "[1-]", "x_y", "_x", "9x",
+		"aé", "a.b-c.d", strings.Repeat("a", 62), strings.Repeat("a", 63), strings.Repeat("a", 64),
+		strings.Repeat("é", 63), strings.Repeat("é", 64), strings.Repeat("a", 252), strings.Repeat("a", 253),
+		strings.Repeat("a", 254), strings.Repeat("a.", 126) + "a", strings.Repeat("a.", 127) + "a",
+		strings.Repeat("é", 253), strings.Repeat("é", 254)}
+	if !corpus {
+		return vals
+	}
+	for _, d := range precheckCorpus(t) {
+		var walk func(x any)
+		walk = func(x any) {
+			switch v := x.(type) {
+			case string:
+				vals = append(vals, v)
+			case map[string]any:
+				for k, e := range v {
+					vals = append(vals, k)
+					walk(e)
+				}
+			case []any:
+				for _, e := range v {
+					walk(e)
+				}
+			}
+		}
+		walk(d.m)
+	}
+	return vals
+}
+
+// nativeVerdicts compares each native leaf's verdict on s with CUE's.
+func nativeVerdicts(t testing.TB, c *compiled, p *prechecks, s string) {
+	for i, l := range p.leaves {
+		if l.native == nil {
+			continue
+		}
+		lv := c.leafValue(p, i)
+		want := lv.Unify(c.ctx.Encode(s)).Validate(cue.Concrete(true)) == nil
+		if got := l.native.accepts(s); got != want {
+			t.Fatalf("leaf %v of %s (%v): Go says %v of %q, CUE %v", l.path, l.kind, lv, got, s, want)
+		}
+	}
+}
+
+// TestNativeLeavesAreCUEs: a string constraint checked in Go gives CUE's
+// verdict on every string of the fixtures and the edges of each constraint;
+// and the schema's names, labels and versions are checked in Go, or the
+// cold validation of a fleet unifies each name.
+func TestNativeLeavesAreCUEs(t *testing.T) {
+	c, err := compileSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := allPrechecks()
+	native := map[string]bool{}
+	for _, l := range p.leaves {
+		if l.native != nil {
+			native[l.kind+" "+fmt.Sprint(l.path)] = true
+		}
+	}
+	for _, want := range []string{"Cluster [{metadata false 0} {name false 0}]", "ClusterClass [{spec false 0} {version true 0}]",
+		"MachineHealthCheck [{spec false 0} {clusterName false 0}]"} {
+		if !native[want] {
+			t.Errorf("%s is not checked in Go; native leaves: %v", want, keys(native))
+		}
+	}
+	t.Logf("%d of %d leaves checked in Go", len(native), len(p.leaves))
+	for _, s := range nativeLeafValues(t, true) {
+		nativeVerdicts(t, c, p, s)
+	}
+}
+
+// FuzzNativeLeaves: for any string, each native leaf's verdict is CUE's.
+func FuzzNativeLeaves(f *testing.F) {
+	for _, s := range nativeLeafValues(f, false) {
+		f.Add(s)
+	}
+	p := allPrechecks()
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return // a YAML string is UTF-8
+		}
+		c := getValidator()
+		defer putValidator(c)
+		c.used++
+		nativeVerdicts(t, c, p, s)
+	})
 }
