@@ -20,6 +20,7 @@ func validateCUE(c *compiled, path string, d *doc, kind string, m map[string]any
 	if c.precheck(kind, m) {
 		return cue.Value{}, nil
 	}
+	c.used++
 	data := c.ctx.Encode(m)
 	v := c.kinds[kind].Unify(data)
 	err := v.Validate(cue.Concrete(true), cue.All())

@@ -37,7 +37,6 @@ func parseFile(f File, policies []File, keep bool) ([]Object, []KnownDoc, Errors
 	c := getValidator()
 	defer putValidator(c)
 	for _, d := range split {
-		c.used++
 		obj, _, es := parseDoc(c, f.Path, d, policies)
 		errs = append(errs, es...)
 		if obj != nil {

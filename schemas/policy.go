@@ -36,7 +36,6 @@ func applyPolicies(objs []Object, policies []File) []Error {
 			if o.Invalid || o.Raw == nil || !c.policiesApply(good, o.Kind) {
 				continue
 			}
-			c.used++
 			results[i] = append(results[i], c.policyErrors(good, o, cue.Value{})...)
 		}
 	})
@@ -107,6 +106,7 @@ func (c *compiled) policyErrors(policies []File, o *Object, data cue.Value) []Er
 			}
 		}
 		policyUnifications.Add(1)
+		c.used++
 		err := safely(func() error {
 			if !data.Exists() {
 				data = c.ctx.Encode(o.Raw)

@@ -359,6 +359,7 @@ func (c *compiled) leafAccepts(p *prechecks, leaf int, vk valueKinds, x any) boo
 		return ok
 	}
 	lv := c.leafValue(p, leaf)
+	c.used++
 	ok = lv.Exists() && lv.Unify(c.ctx.Encode(x)).Validate(cue.Concrete(true)) == nil
 	if len(text) > maxLeafText {
 		return ok // not kept: the memory would follow the values' sizes
