@@ -50,6 +50,7 @@ test: deps chromium ## run every test with -race (with a short browser test wher
 	$(GO) test -run '^$$' -fuzz '^FuzzValueCodec$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyProjection$$' -fuzztime $(or $(FUZZTIME),5000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzNativeLeaves$$' -fuzztime $(or $(FUZZTIME),20000x) -fuzzminimizetime $(FUZZMIN) ./schemas
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDirect$$' -fuzztime $(or $(FUZZTIME),20000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 
 .PHONY: faults
 faults: deps ## run every fault scenario with real processes and print the lost/duplicated table

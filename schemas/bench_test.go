@@ -126,7 +126,7 @@ func BenchmarkDecodeKnown(b *testing.B) {
 		for _, sd := range split {
 			m := sd.value.(map[string]any)
 			kind, _ := m["kind"].(string)
-			_, js, derr := decodeTyped(f.Path, sd, kind, m)
+			_, js, derr := decodeViaJSON(f.Path, sd, kind, m)
 			if derr != nil {
 				b.Fatal(derr)
 			}

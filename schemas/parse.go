@@ -183,9 +183,17 @@ func newObject(path string, d *doc, kind string, m map[string]any) *Object {
 	}
 }
 
-// decodeTyped decodes a validated document into its Go type, and returns
-// the JSON it decoded it from.
+// decodeTyped decodes a validated document into its Go type, directly when
+// it can (decodeDirect), else through its JSON, which it returns.
 func decodeTyped(path string, d *doc, kind string, m map[string]any) (any, []byte, *Error) {
+	if v, ok := decodeDirect(path, d, kind, m); ok {
+		return v, nil, nil
+	}
+	return decodeViaJSON(path, d, kind, m)
+}
+
+// decodeViaJSON is decodeTyped through the document's JSON.
+func decodeViaJSON(path string, d *doc, kind string, m map[string]any) (any, []byte, *Error) {
 	// The document goes through JSON: appendJSON's when it can write it,
 	// and encoding/json's — keys sorted, so the first of several errors is
 	// always the same one — when it cannot or the value does not decode.
