@@ -55,6 +55,7 @@ func compilePolicies(policies []File) (good []File, errs []Error) {
 	defer putValidator(c)
 	for _, f := range policies {
 		var es []Error
+		c.used++
 		err := safely(func() error {
 			pv := c.ctx.CompileBytes(f.Data, cue.Filename(f.Path))
 			if err := pv.Err(); err != nil {
@@ -170,6 +171,7 @@ func (c *compiled) policy(f File) *policyEntry {
 		c.policies = map[policyKey]*policyEntry{}
 	}
 	e := &policyEntry{data: string(f.Data), digest: sha256.Sum256(f.Data)}
+	c.used++ // the policy is built in the context, as a document is
 	e.kinds, _ = policyKinds(f.Path, c.ctx.CompileBytes(f.Data, cue.Filename(f.Path)))
 	e.feet = policyFootprints(f.Path, f.Data)
 	c.policies[key] = e

@@ -438,3 +438,53 @@ func FuzzPolicyProjection(f *testing.F) {
 		})
 	})
 }
+
+// TestContextsCountWhatTheyBuild: a CUE context counts the values built in
+// it, so that it is dropped before it grows without bound (rotateAfter),
+// and only those: compiling a policy file counts (a daemon's revisions
+// bring the same policy in new memory each time); a document whose
+// scalars the precheck judged before, and whose projection the policy
+// accepted before, does not.
+func TestContextsCountWhatTheyBuild(t *testing.T) {
+	c, err := compileSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := footPolicySource(t, 0)
+	f := File{Path: "policies/prod.cue", Data: src}
+	c.policy(f)
+	used := c.used
+	if used != 1 {
+		t.Errorf("compiling a policy counted %d", used)
+	}
+	if c.policy(f); c.used != used {
+		t.Errorf("the same policy file compiled again")
+	}
+	if c.policy(File{Path: f.Path, Data: slices.Clone(src)}); c.used != used+1 {
+		t.Errorf("a policy file in new memory was not counted: %d, want %d", c.used, used+1)
+	}
+	b, err := fs.ReadFile(fixtures.Init(), "clusters/prod-1.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, _ := splitYAML("clusters/prod-1.yaml", b)
+	m := docs[0].value.(map[string]any)
+	if !c.precheck("Cluster", m) {
+		t.Fatal("the precheck refused a valid cluster")
+	}
+	used = c.used // its scalars judged once, its name in Go
+	if c.precheck("Cluster", m); c.used != used {
+		t.Errorf("the precheck of a valid cluster it judged before built %d values", c.used-used)
+	}
+	o := &Object{Kind: "Cluster", Raw: m}
+	if errs := c.policyErrors([]File{f}, o, cue.Value{}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	used = c.used
+	for range 10 {
+		c.policyErrors([]File{f}, o, cue.Value{})
+	}
+	if c.used != used {
+		t.Errorf("an accepted projection built %d values in 10 checks", c.used-used)
+	}
+}
