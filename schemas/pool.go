@@ -4,14 +4,15 @@ import (
 	"sync"
 )
 
-// rotateAfter is how many values (documents, policies' objects, the
-// precheck's scalars) one cue.Context builds before it is dropped: a context
-// keeps every value built in it, so a long-lived one grows without bound
-// (measured: memory grows with every document). Compiling the schema takes
-// ~1 ms, so a short life costs little and keeps memory flat. A document the
-// precheck and the policies' remembered verdicts answer for builds nothing
-// and does not count: a cold validation of 10,000 clusters compiled the
-// schema 40 times when every document counted.
+// rotateAfter is how many values (documents, policy files and the objects
+// unified with them, the precheck's scalars) one cue.Context builds before
+// it is dropped: a context keeps every value built in it, so a long-lived
+// one grows without bound (measured: memory grows with every document).
+// Compiling the schema takes ~1 ms, so a short life costs little and keeps
+// memory flat. A document the precheck and the policies' remembered
+// verdicts answer for builds nothing and does not count: a cold validation
+// of 10,000 clusters compiled the schema 40 times when every document
+// counted.
 const rotateAfter = 250
 
 // validators hands each goroutine a compiled schema of its own; a cue.Context
