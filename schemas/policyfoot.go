@@ -365,25 +365,6 @@ func (r *footReader) ref(id *ast.Ident, sels []string) {
 	r.at(p).whole = true
 }
 
-// project returns the document's values at the footprint's places: what a
-// policy with this footprint sees of x.
-func (fp *footprint) project(x any) any {
-	if fp.whole {
-		return x
-	}
-	m, ok := x.(map[string]any)
-	if !ok {
-		return x
-	}
-	out := map[string]any{}
-	for _, name := range fp.names {
-		if v, ok := m[name]; ok {
-			out[name] = fp.kids[name].project(v)
-		}
-	}
-	return out
-}
-
 // maxProjectionKey bounds a remembered projection's size: a policy that
 // keeps large values whole is unified with each document, as before.
 const maxProjectionKey = 4 << 10

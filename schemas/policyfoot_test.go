@@ -137,6 +137,25 @@ func (fp *footprint) String() string {
 	return "{" + strings.Join(parts, " ") + "}"
 }
 
+// project returns the document's values at the footprint's places: what a
+// policy with this footprint sees of x, the value whose encoding key is.
+func (fp *footprint) project(x any) any {
+	if fp.whole {
+		return x
+	}
+	m, ok := x.(map[string]any)
+	if !ok {
+		return x
+	}
+	out := map[string]any{}
+	for _, name := range fp.names {
+		if v, ok := m[name]; ok {
+			out[name] = fp.kids[name].project(v)
+		}
+	}
+	return out
+}
+
 // TestPolicyFootprints: each kind's footprint is the places its policy
 // names, and a policy the reading does not follow has none.
 func TestPolicyFootprints(t *testing.T) {
