@@ -62,7 +62,7 @@ func rows(b Benchmarks, p Procs) []Row {
 		r.Figure = notRun
 		if ok50 && ok99 {
 			r.Figure = fmt.Sprintf("p50 %s, p99 %s", ms(p50), ms(p99))
-			// Of which git add + commit, and the daemon after git's exit.
+			// Of which git commit -a, and the daemon after git's exit.
 			g50, okg := b.figure(name, "git-p50-ms")
 			d50, okd50 := b.figure(name, "daemon-p50-ms")
 			d99, okd99 := b.figure(name, "daemon-p99-ms")
