@@ -53,6 +53,10 @@ type Repo struct {
 	// read takes it (nil then, so a concurrent read makes its own) and a
 	// validation hands its own back when done. Under mu.
 	spareIns []input
+	// listing is the inputs of the latest validation when they list
+	// lastTree and may be patched for the next commit. Under mu.
+	listing  *listing
+	patches  int // reads that patched a listing (tests count them)
 	rendered *renderCache
 }
 

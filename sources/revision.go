@@ -82,7 +82,7 @@ func (r *Revision) Subject() string {
 // kustomization rendered in place of its sources, and the policy .cue
 // files. Nothing is checked out.
 func (r *Repo) Files(ctx context.Context, rev string) ([]schemas.File, error) {
-	_, ins, _, err := r.read(ctx, rev, nil)
+	_, ins, _, _, _, err := r.read(ctx, rev, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -95,29 +95,34 @@ func (r *Repo) Files(ctx context.Context, rev string) ([]schemas.File, error) {
 
 // read resolves rev and collects its inputs under the repository lock. It
 // loads the content of every input that skip (may be nil) does not cover.
-func (r *Repo) read(ctx context.Context, rev string, skip func(key string) bool) (*object.Commit, []input, schemas.Errors, error) {
+//
+// listed is the snapshot the inputs were listed from, and patchable says
+// whether the next read may patch them (collectListing): a validation
+// keeps them for it (Repo.listing).
+func (r *Repo) read(ctx context.Context, rev string, skip func(key string) bool) (_ *object.Commit, _ []input, _ schemas.Errors, listed *snapshot, patchable bool, _ error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, false, err
 	}
 	if err := r.lock(); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, false, err
 	}
 	defer r.mu.Unlock()
 	h, err := r.resolveLocked(rev)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, false, err
 	}
 	c, err := r.commitLocked(h)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, false, err
 	}
 	tree, err := c.Tree()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)
+		return nil, nil, nil, nil, false, fmt.Errorf("read %s: %w", h, err)
 	}
-	snap, err := treeSnapshot(r.storage, tree, r.lastTree)
+	prev := r.lastTree
+	snap, err := treeSnapshot(r.storage, tree, prev)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, false, err
 	}
 	r.lastTree = snap
 	snap.known = skip
@@ -129,19 +134,33 @@ func (r *Repo) read(ctx context.Context, rev string, skip func(key string) bool)
 	}
 	spare := r.spareIns
 	r.spareIns = nil
-	ins, errs, err := collect(snap, r.rendered, spare)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read %s: %w", h, err)
+	var ins []input
+	var errs schemas.Errors
+	patchable = false
+	if last := r.listing; last != nil && last.snap == prev {
+		ins, patchable, err = patchListing(snap, last, spare)
+		if err != nil {
+			return nil, nil, nil, nil, false, fmt.Errorf("read %s: %w", h, err)
+		}
+		if patchable {
+			r.patches++
+		}
+	}
+	if !patchable {
+		ins, errs, patchable, err = collectListing(snap, r.rendered, spare)
+		if err != nil {
+			return nil, nil, nil, nil, false, fmt.Errorf("read %s: %w", h, err)
+		}
 	}
 	for i := range ins {
 		if skip != nil && ((ins[i].ent != nil && ins[i].ent.parsed.Load() != nil) || skip(ins[i].key)) {
 			continue
 		}
 		if err := ins[i].load(); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, false, err
 		}
 	}
-	return c, ins, errs, nil
+	return c, ins, errs, snap, patchable, nil
 }
 
 // Revision resolves rev, verifies its signature when Options.Verify is
@@ -216,7 +235,7 @@ func short(h string) string {
 // validate reads rev, loading only the files whose parse result is not
 // cached, and validates it.
 func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schemas.Errors, *objectKeys, error) {
-	_, ins, pre, err := r.read(ctx, rev, r.parsed.has)
+	_, ins, pre, listed, patchable, err := r.read(ctx, rev, r.parsed.has)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -224,12 +243,27 @@ func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schem
 		r.opts.Files(len(ins))
 	}
 	fleet, errs, keys, err := r.parsed.validate(ins, pre, r.loadLocked)
-	// Nothing holds the inputs now (the parse results keep what they
-	// need): the next read fills the same slice.
-	clear(ins[:cap(ins)])
+	// Nothing else holds the inputs now (the parse results keep what
+	// they need, and validation let go of the contents): they are the
+	// listing the next read patches when they list the tree it starts
+	// from, else the slice it fills.
 	r.mu.Lock()
-	if r.spareIns == nil {
-		r.spareIns = ins[:0]
+	keep := patchable && err == nil && r.lastTree == listed
+	if old := r.listing; old != nil && (keep || old.snap != r.lastTree) {
+		// Replaced, or no longer of the tree the next read starts from.
+		r.listing = nil
+		clear(old.ins[:cap(old.ins)])
+		if r.spareIns == nil {
+			r.spareIns = old.ins[:0]
+		}
+	}
+	if keep {
+		r.listing = &listing{snap: listed, ins: ins}
+	} else {
+		clear(ins[:cap(ins)])
+		if r.spareIns == nil {
+			r.spareIns = ins[:0]
+		}
 	}
 	r.mu.Unlock()
 	if err == nil {

@@ -121,9 +121,17 @@ func hidden(p string) bool {
 // returned as validation errors against gitfleet.yaml. The inputs are
 // appended to buf[:0] (nil: a new slice).
 func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors, error) {
+	ins, errs, _, err := collectListing(s, rc, buf)
+	return ins, errs, err
+}
+
+// collectListing is collect, saying too whether the listing can be
+// patched for the next commit (patchListing): nothing in it was rendered
+// by kustomize and nothing was wrong with it.
+func collectListing(s *snapshot, rc *renderCache, buf []input) (_ []input, _ schemas.Errors, patchable bool, _ error) {
 	fp, err := readConfig(s)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	var (
 		out  = buf[:0] // buf: an emptied slice to fill, or nil
@@ -152,21 +160,13 @@ func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors
 		if e == nil {
 			e = &entry{} // not listed: read as empty, as before
 		}
-		key := e.inputKey(p)
-		var data []byte // read while its size was asked
-		if size := e.size; size != nil && !s.parsedBefore(e, key) && (s.fits == nil || !s.fits(e.key)) {
-			n, content, err := size()
-			if err != nil {
-				return fmt.Errorf("read %s: %w", p, err)
-			}
-			if n > MaxFileSize {
-				errs = append(errs, schemas.Error{Path: p, Message: fmt.Sprintf("the file is %d bytes: fleet files are read up to %d (%s); split it into smaller files", n, MaxFileSize, humanBytes(MaxFileSize))})
-				return nil
-			}
-			if s.fitted != nil {
-				s.fitted(e.key)
-			}
-			data = content
+		in, tooBig, err := s.inputOf(p, e)
+		if err != nil {
+			return err
+		}
+		if tooBig != nil {
+			errs = append(errs, *tooBig)
+			return nil
 		}
 		if len(out) >= MaxFiles {
 			if !tooMany {
@@ -175,12 +175,12 @@ func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors
 			}
 			return nil
 		}
-		out = append(out, input{File: schemas.File{Path: p, Data: data}, key: key, read: e.read, ent: e})
+		out = append(out, in)
 		return nil
 	}
 	if _, ok := s.files.Get(ConfigFile); ok {
 		if err := addRaw(ConfigFile); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	direct := false // a spec.paths entry names a file
@@ -214,7 +214,7 @@ func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors
 	}
 	ks, err := planKustomizations(s, kdirs)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	// Sized once for the files listed, not grown file by file: a
 	// revision of 10,000 clusters comes here at every commit.
@@ -234,7 +234,7 @@ func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors
 			continue
 		}
 		if err := addRaw(f); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	for _, dir := range ks.roots {
@@ -251,7 +251,7 @@ func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors
 		for _, f := range s.under(pol) {
 			if path.Ext(f) == ".cue" && path.Dir(f) == pol {
 				if err := addRaw(f); err != nil {
-					return nil, nil, err
+					return nil, nil, false, err
 				}
 				found++
 			}
@@ -268,7 +268,36 @@ func collect(s *snapshot, rc *renderCache, buf []input) ([]input, schemas.Errors
 			errs = append(errs, fp.configError("spec.policies", fmt.Sprintf("%q holds no .cue file, so no policy would apply: fix the path, or remove spec.policies to use %s/", fp.policies, v1alpha1.DefaultPoliciesDir)))
 		}
 	}
-	return out, errs, nil
+	// Each file's place in the listing, for the next commit's patch.
+	for i := range out {
+		if e := out[i].ent; e != nil {
+			e.place = int32(i + 1)
+		}
+	}
+	return out, errs, len(errs) == 0 && len(kdirs) == 0, nil
+}
+
+// inputOf is the input of the file at p, whose entry is e: its size is
+// checked unless it was parsed or found to fit before (asking a loose
+// object's size opens it), and a file over MaxFileSize is not an input
+// but the error tooBig.
+func (s *snapshot) inputOf(p string, e *entry) (in input, tooBig *schemas.Error, err error) {
+	key := e.inputKey(p)
+	var data []byte // read while its size was asked
+	if size := e.size; size != nil && !s.parsedBefore(e, key) && (s.fits == nil || !s.fits(e.key)) {
+		n, content, err := size()
+		if err != nil {
+			return input{}, nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		if n > MaxFileSize {
+			return input{}, &schemas.Error{Path: p, Message: fmt.Sprintf("the file is %d bytes: fleet files are read up to %d (%s); split it into smaller files", n, MaxFileSize, humanBytes(MaxFileSize))}, nil
+		}
+		if s.fitted != nil {
+			s.fitted(e.key)
+		}
+		data = content
+	}
+	return input{File: schemas.File{Path: p, Data: data}, key: key, read: e.read, ent: e}, nil, nil
 }
 
 // Limits on what a revision may make the daemon read: a fleet file (a YAML

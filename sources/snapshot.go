@@ -38,6 +38,11 @@ type snapshot struct {
 	trees   *layered.Map[string, plumbing.Hash]
 	raw     *layered.Map[string, []byte]
 	folders []string
+	// patched says the snapshot was made from the one before it when
+	// only contents changed (changedSince): the same paths, with the
+	// entries in edited new. A snapshot listed anew is not patched.
+	patched bool
+	edited  []*entry
 	// known reports whether an input key (content key and path) was read
 	// and parsed before; nil: none was.
 	known func(key string) bool
@@ -64,6 +69,11 @@ type entry struct {
 	// it): an entry kept from the snapshot before finds its file's result
 	// here, not by its key in the cache's map.
 	parsed atomic.Pointer[parsed]
+	// place is 1 + the file's index in the inputs of the repository's
+	// latest listing, 0 if none (collect sets it, under the repository
+	// lock); only a listing whose input at that index is this entry
+	// trusts it (patchListing).
+	place int32
 }
 
 // parsedBefore reports whether the file of e, at input key key, was read
@@ -233,6 +243,7 @@ func changedSince(st *filesystem.Storage, tree *object.Tree, prev *snapshot) (*s
 		return nil, err
 	}
 	s.files, s.trees, s.raw = prev.files, prev.trees, prev.raw
+	s.patched, s.edited = true, files
 	if len(trees) > 0 {
 		s.files, s.trees, s.raw = prev.files.Clone(), prev.trees.Clone(), prev.raw.Clone()
 		for _, e := range files {

@@ -79,7 +79,7 @@ func TestFilesOfPackedAndLooseTrees(t *testing.T) {
 	defer r.Close()
 	check := func(when string) {
 		t.Helper()
-		if _, _, _, err := r.read(context.Background(), "main", nil); err != nil {
+		if _, _, _, _, _, err := r.read(context.Background(), "main", nil); err != nil {
 			t.Fatal(err)
 		}
 		snap := r.lastTree
@@ -115,7 +115,7 @@ func TestTreeSnapshotReusesUnchangedFiles(t *testing.T) {
 	defer r.Close()
 	snapshotOf := func() *snapshot {
 		t.Helper()
-		if _, _, _, err := r.read(context.Background(), "main", nil); err != nil {
+		if _, _, _, _, _, err := r.read(context.Background(), "main", nil); err != nil {
 			t.Fatal(err)
 		}
 		return r.lastTree
