@@ -69,6 +69,11 @@ type Index struct {
 	// dups: some kind and name came twice (their errors name the other
 	// object's place, which an edit may move: such an index is not kept).
 	dups bool
+	// clusters are the indexes of the Clusters among the objects (the
+	// first of each name), in name order; nil until fleet needs them.
+	// Names do not change while the index fits, so neither does their
+	// order: a commit of 10,000 clusters does not sort them again.
+	clusters []int32
 }
 
 type indexRef struct{ kind, name string }
@@ -272,6 +277,16 @@ func (c *checker) objectOf(kind, name string) *Object { return c.byKind[kind][na
 // fleet collects the valid objects, first of each name, sorted by name.
 func (c *checker) fleet(objs []Object) *v1alpha1.Fleet {
 	f := &v1alpha1.Fleet{}
+	order := c.idx.clusterOrder(objs)
+	f.Clusters = make([]*v1alpha1.Cluster, 0, len(order))
+	c.clusterObjs = make([]*Object, 0, len(order))
+	for _, i := range order {
+		o := &objs[i]
+		if v, ok := o.Value.(*v1alpha1.Cluster); ok && !o.Invalid {
+			f.Clusters = append(f.Clusters, v)
+			c.clusterObjs = append(c.clusterObjs, o)
+		}
+	}
 	for i := range objs {
 		o := &objs[i]
 		if o.Invalid || !c.idx.first[i] {
@@ -282,9 +297,6 @@ func (c *checker) fleet(objs []Object) *v1alpha1.Fleet {
 			f.Config = *v
 		case *v1alpha1.ClusterClass:
 			f.Classes = append(f.Classes, v)
-		case *v1alpha1.Cluster:
-			f.Clusters = append(f.Clusters, v)
-			c.clusterObjs = append(c.clusterObjs, o)
 		case *v1alpha1.MachineDeployment:
 			f.MachineDeployments = append(f.MachineDeployments, v)
 		case *v1alpha1.MachineHealthCheck:
@@ -298,28 +310,29 @@ func (c *checker) fleet(objs []Object) *v1alpha1.Fleet {
 		f.Config.Spec.StatusBranch = v1alpha1.DefaultStatusBranch
 	}
 	sortByName(f.Classes, func(x *v1alpha1.ClusterClass) string { return x.Metadata.Name })
-	c.sortClusters(f.Clusters)
 	sortByName(f.MachineDeployments, func(x *v1alpha1.MachineDeployment) string { return x.Metadata.Name })
 	sortByName(f.HealthChecks, func(x *v1alpha1.MachineHealthCheck) string { return x.Metadata.Name })
 	return f
 }
 
-// sortClusters sorts clusters by name, and clusterObjs with them. Files
-// are read in path order, which is most often name order: then there is
-// nothing to move.
-func (c *checker) sortClusters(clusters []*v1alpha1.Cluster) {
-	if slices.IsSortedFunc(clusters, func(a, b *v1alpha1.Cluster) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) }) {
-		return
+// clusterOrder is idx.clusters, worked out the first time. Files are read
+// in path order, which is most often name order: then nothing is sorted.
+func (idx *Index) clusterOrder(objs []Object) []int32 {
+	if idx.clusters != nil {
+		return idx.clusters
 	}
-	order := make([]int, len(clusters))
-	for i := range order {
-		order[i] = i
+	order := make([]int32, 0, len(idx.byKind[v1alpha1.KindCluster]))
+	for i := range objs {
+		if idx.first[i] && objs[i].Kind == v1alpha1.KindCluster {
+			order = append(order, int32(i))
+		}
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(clusters[a].Metadata.Name, clusters[b].Metadata.Name) })
-	cls, objs := slices.Clone(clusters), slices.Clone(c.clusterObjs)
-	for i, j := range order {
-		clusters[i], c.clusterObjs[i] = cls[j], objs[j]
+	byName := func(a, b int32) int { return cmp.Compare(objs[a].Name, objs[b].Name) }
+	if !slices.IsSortedFunc(order, byName) {
+		slices.SortFunc(order, byName)
 	}
+	idx.clusters = order
+	return order
 }
 
 func sortByName[T any](s []T, name func(T) string) {
