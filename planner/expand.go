@@ -145,18 +145,17 @@ func expandChanged(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	// The changed clusters in the fleet, found by a walk that compares
-	// names only when there are any.
+	// The changed clusters in the fleet, which lists them by name
+	// (v1alpha1.Fleet): found by a search, not a walk of 10,000. One not
+	// found there, or named twice, is expanded the long way.
 	found := make([]*v1alpha1.Cluster, len(names))
-	if len(names) > 0 {
-		for _, c := range fleet.Clusters {
-			if i, ok := slices.BinarySearch(names, c.Metadata.Name); ok {
-				if found[i] != nil {
-					return nil, nil, false // named twice
-				}
-				found[i] = c
-			}
+	byName := func(c *v1alpha1.Cluster, name string) int { return strings.Compare(c.Metadata.Name, name) }
+	for i, name := range names {
+		at, ok := slices.BinarySearchFunc(fleet.Clusters, name, byName)
+		if !ok || (at+1 < len(fleet.Clusters) && fleet.Clusters[at+1].Metadata.Name == name) {
+			return nil, nil, false
 		}
+		found[i] = fleet.Clusters[at]
 	}
 	d := &Desired{Classes: prev.Classes, byClass: prev.byClass, allKnown: true,
 		byName: prev.byName.Clone(), Clusters: slices.Clone(prev.Clusters)}
