@@ -74,6 +74,25 @@ type Index struct {
 	// Names do not change while the index fits, so neither does their
 	// order: a commit of 10,000 clusters does not sort them again.
 	clusters []int32
+	// good is, by object, the keys with which a Cluster's own checks last
+	// passed (nil until a check with a KnownGood): while the cluster's and
+	// its class's keys are those, it is good again without asking known.
+	// An index is only ever handed back with the same known.
+	good []goodMemo
+}
+
+// goodMemo is a cluster's key, its class object and that object's key, as
+// they were when the cluster's own checks passed.
+type goodMemo struct {
+	cluster  string
+	class    *Object
+	classKey string
+}
+
+// passed reports whether o is the cluster m remembers, with its class as
+// it was.
+func (m *goodMemo) passed(o *Object) bool {
+	return m.cluster != "" && m.cluster == o.Key && !m.class.Invalid && m.class.Key == m.classKey
 }
 
 type indexRef struct{ kind, name string }
@@ -132,6 +151,13 @@ func CheckIndexed(objs []Object, policies []File, known KnownGood, idx *Index) (
 	// goroutine with its own errors and CUE context.
 	chunks := chunk(fleet.Clusters, rotateAfter)
 	subs := make([]*checker, len(chunks))
+	var memo []goodMemo
+	if known != nil {
+		if len(c.idx.good) != len(objs) {
+			c.idx.good = make([]goodMemo, len(objs))
+		}
+		memo = c.idx.good
+	}
 	parallel(len(chunks), func(i int) {
 		sc := &checker{byKind: c.byKind}
 		defer func() {
@@ -139,30 +165,50 @@ func CheckIndexed(objs []Object, policies []File, known KnownGood, idx *Index) (
 				sc.vars.close()
 			}
 		}()
-		keys := make([]ClusterKeys, len(chunks[i]))
-		good := make([]bool, len(chunks[i]))
-		for j, cl := range chunks[i] {
-			keys[j].Cluster, keys[j].Class = c.clusterKeys(c.clusterObjs[i*rotateAfter+j], cl)
+		// The clusters the memo does not vouch for (at a commit of one
+		// cluster of 10,000, one), their keys, and what known says.
+		var todo []int
+		var keys []ClusterKeys
+		for j := range chunks[i] {
+			k := i*rotateAfter + j
+			if memo != nil && memo[c.clusterAt[k]].passed(c.clusterObjs[k]) {
+				continue
+			}
+			todo = append(todo, j)
+		}
+		keys = make([]ClusterKeys, len(todo))
+		good := make([]bool, len(todo))
+		for t, j := range todo {
+			keys[t].Cluster, keys[t].Class = c.clusterKeys(c.clusterObjs[i*rotateAfter+j], chunks[i][j])
 		}
 		if b, ok := known.(KnownGoodBatch); ok {
 			b.GoodAll(keys, good)
 		} else {
-			for j, k := range keys {
-				good[j] = k.Cluster != "" && known.Good(k.Cluster, k.Class)
+			for t, k := range keys {
+				good[t] = k.Cluster != "" && known.Good(k.Cluster, k.Class)
 			}
 		}
-		for j, cl := range chunks[i] {
-			key, classKey := keys[j].Cluster, keys[j].Class
-			if good[j] {
-				continue
+		for t, j := range todo {
+			cl, k := chunks[i][j], i*rotateAfter+j
+			key, classKey := keys[t].Cluster, keys[t].Class
+			passed := good[t]
+			if !passed {
+				if sc.vars == nil {
+					sc.vars = newVariables()
+				}
+				errs, findings := len(sc.errs), len(sc.findings)
+				sc.checkCluster(cl)
+				passed = key != "" && len(sc.errs) == errs && len(sc.findings) == findings
+				if passed {
+					known.Add(key, classKey)
+				}
 			}
-			if sc.vars == nil {
-				sc.vars = newVariables()
-			}
-			errs, findings := len(sc.errs), len(sc.findings)
-			sc.checkCluster(cl)
-			if key != "" && len(sc.errs) == errs && len(sc.findings) == findings {
-				known.Add(key, classKey)
+			if memo != nil {
+				m := goodMemo{}
+				if passed {
+					m = goodMemo{cluster: key, class: c.objectOf(v1alpha1.KindClusterClass, cl.Spec.Topology.ClassRef.Name), classKey: classKey}
+				}
+				memo[c.clusterAt[k]] = m
 			}
 		}
 		subs[i] = sc
@@ -207,8 +253,10 @@ type checker struct {
 	// findings are patched template fields providers refuse (templates.go).
 	findings []patchFinding
 	// clusterObjs is the object of each of the fleet's clusters, in the
-	// order of fleet.Clusters (set by fleet).
+	// order of fleet.Clusters (set by fleet), and clusterAt its index
+	// among the objects.
 	clusterObjs []*Object
+	clusterAt   []int32
 }
 
 func (c *checker) errorAt(o *Object, field, format string, args ...any) {
@@ -280,11 +328,13 @@ func (c *checker) fleet(objs []Object) *v1alpha1.Fleet {
 	order := c.idx.clusterOrder(objs)
 	f.Clusters = make([]*v1alpha1.Cluster, 0, len(order))
 	c.clusterObjs = make([]*Object, 0, len(order))
+	c.clusterAt = make([]int32, 0, len(order))
 	for _, i := range order {
 		o := &objs[i]
 		if v, ok := o.Value.(*v1alpha1.Cluster); ok && !o.Invalid {
 			f.Clusters = append(f.Clusters, v)
 			c.clusterObjs = append(c.clusterObjs, o)
+			c.clusterAt = append(c.clusterAt, i)
 		}
 	}
 	for i := range objs {

@@ -300,13 +300,25 @@ spec:
 // checks when it fits (same slice, same kinds and names) and give what
 // CheckKnown gives from nothing: a cluster turned invalid and back, a
 // cluster renamed (the index is made again), a name used twice (an index
-// with duplicates is not kept).
+// with duplicates is not kept). With a known that remembers verdicts, as
+// a daemon's validations do, the index also remembers which clusters
+// passed: a class edited so that clusters that passed fail, and back, is
+// checked as from nothing.
 func TestCheckIndexedIsCheck(t *testing.T) {
+	for _, remember := range []bool{false, true} {
+		t.Run(fmt.Sprintf("known=%v", remember), func(t *testing.T) { checkIndexedIsCheck(t, remember) })
+	}
+}
+
+func checkIndexedIsCheck(t *testing.T, remember bool) {
 	parse := func(path, doc string) Object {
 		t.Helper()
 		os, errs := ParseFile(File{Path: path, Data: []byte(header + doc)})
 		if len(errs) > 0 || len(os) != 1 {
 			t.Fatalf("%s: %d objects, %v", path, len(os), errs)
+		}
+		if remember {
+			os[0].Key = path + "\x00" + doc // a content key, as sources sets
 		}
 		return os[0]
 	}
@@ -316,6 +328,7 @@ spec:
   controlPlane: {machineTemplate: {provider: inmemory}}
   workers: {machineDeployments: [{class: w, template: {provider: inmemory}}]}
 `
+	requiring := class + "  variables: [{name: undeclared, constraint: int, required: true}]\n"
 	cluster := func(name, extra string) string {
 		return fmt.Sprintf(`kind: Cluster
 metadata: {name: %s}
@@ -325,10 +338,16 @@ spec:
     controlPlane: {replicas: 1}
 %s`, name, extra)
 	}
+	var known KnownGood
+	fresh := func() KnownGood { return nil }
+	if remember {
+		known = &rememberingKnown{good: map[[2]string]bool{}}
+		fresh = func() KnownGood { return &rememberingKnown{good: map[[2]string]bool{}} }
+	}
 	objs := []Object{parse("classes/c.yaml", class), parse("clusters/a.yaml", cluster("a", "")),
 		parse("clusters/b.yaml", cluster("b", "")), parse("clusters/d.yaml", cluster("d", "")),
 		parse("checks/hc.yaml", "kind: MachineHealthCheck\nmetadata: {name: hc}\nspec: {clusterName: b}\n")}
-	_, _, idx := CheckIndexed(objs, nil, nil, nil)
+	_, _, idx := CheckIndexed(objs, nil, known, nil)
 	for i, step := range []struct {
 		what string
 		at   int
@@ -336,7 +355,11 @@ spec:
 		kept bool // the index of the step before fits
 	}{
 		{"b gets an undeclared variable", 2, parse("clusters/b.yaml", cluster("b", "    variables: [{name: undeclared, value: 1}]\n")), true},
+		{"the class requires the variable only b sets", 0, parse("classes/c.yaml", requiring), true},
+		{"the class requires it no more", 0, parse("classes/c.yaml", class), true},
 		{"b is fixed", 2, parse("clusters/b.yaml", cluster("b", "")), true},
+		{"the class requires it again", 0, parse("classes/c.yaml", requiring), true},
+		{"and no more", 0, parse("classes/c.yaml", class), true},
 		{"d is renamed e", 3, parse("clusters/d.yaml", cluster("e", "")), false},
 		{"e is renamed a: a name twice", 3, parse("clusters/d.yaml", cluster("a", "")), false},
 		{"a again, the index had duplicates", 3, parse("clusters/d.yaml", cluster("a", "    variables: [{name: undeclared, value: 2}]\n")), false},
@@ -344,11 +367,11 @@ spec:
 		{"d changes", 3, parse("clusters/d.yaml", strings.Replace(cluster("d", ""), "replicas: 1", "replicas: 3", 1)), true},
 	} {
 		objs[step.at] = step.obj
-		fleet, errs, next := CheckIndexed(objs, nil, nil, idx)
+		fleet, errs, next := CheckIndexed(objs, nil, known, idx)
 		if (next == idx) != step.kept {
 			t.Errorf("step %d (%s): index kept %v, want %v", i, step.what, next == idx, step.kept)
 		}
-		wantFleet, wantErrs := CheckKnown(objs, nil, nil)
+		wantFleet, wantErrs := CheckKnown(objs, nil, fresh())
 		if d := cmp.Diff(wantFleet, fleet); d != "" {
 			t.Errorf("step %d (%s): fleet (-fresh +indexed):\n%s", i, step.what, d)
 		}
@@ -357,4 +380,23 @@ spec:
 		}
 		idx = next
 	}
+}
+
+// rememberingKnown remembers the verdicts it is told, as a daemon's
+// validation cache does.
+type rememberingKnown struct {
+	mu   sync.Mutex
+	good map[[2]string]bool
+}
+
+func (k *rememberingKnown) Good(cluster, class string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.good[[2]string{cluster, class}]
+}
+
+func (k *rememberingKnown) Add(cluster, class string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.good[[2]string{cluster, class}] = true
 }

@@ -111,9 +111,16 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	pc.mu.Unlock()
 	// A patched assembly's objects are its last's, replaced in place with
 	// the same kinds and names: the index of the last checks fits them.
+	prevIdx := a.index
 	fleet, cerrs, idx := schemas.CheckIndexed(objs, nil, kc, a.index)
 	a.index = idx
-	kc.forget()
+	// A kept index vouches for the clusters that passed before, which
+	// known is not asked about again (so not told they are still in
+	// use): forget only when the index was made anew, or when what is
+	// remembered outgrows the fleet.
+	if idx != prevIdx || kc.crowded(len(fleet.Clusters)) {
+		kc.forget()
+	}
 	// Only now is the assembly free for the next validation to patch:
 	// the cross-object checks read its objects, which a patch replaces in
 	// place (a validation that starts meanwhile assembles its own).
@@ -214,6 +221,14 @@ func (k knownClusters) remember(cluster, class string) {
 	k.pc.mu.Lock()
 	k.pc.clusters[cluster] = &clusterMemo{class: class, gen: k.gen}
 	k.pc.mu.Unlock()
+}
+
+// crowded reports whether the clusters remembered are many more than a
+// fleet of n.
+func (k knownClusters) crowded(n int) bool {
+	k.pc.mu.Lock()
+	defer k.pc.mu.Unlock()
+	return len(k.pc.clusters) > 2*n+1024
 }
 
 // forget drops the clusters validation gen did not ask about.
