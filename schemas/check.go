@@ -168,18 +168,16 @@ func CheckIndexed(objs []Object, policies []File, known KnownGood, idx *Index) (
 		// The clusters the memo does not vouch for (at a commit of one
 		// cluster of 10,000, one), their keys, and what known says.
 		var todo []int
-		var keys []ClusterKeys
 		for j := range chunks[i] {
-			k := i*rotateAfter + j
-			if memo != nil && memo[c.clusterAt[k]].passed(c.clusterObjs[k]) {
+			if at := c.clusterAt[i*rotateAfter+j]; memo != nil && memo[at].passed(&objs[at]) {
 				continue
 			}
 			todo = append(todo, j)
 		}
-		keys = make([]ClusterKeys, len(todo))
+		keys := make([]ClusterKeys, len(todo))
 		good := make([]bool, len(todo))
 		for t, j := range todo {
-			keys[t].Cluster, keys[t].Class = c.clusterKeys(c.clusterObjs[i*rotateAfter+j], chunks[i][j])
+			keys[t].Cluster, keys[t].Class = c.clusterKeys(&objs[c.clusterAt[i*rotateAfter+j]], chunks[i][j])
 		}
 		if b, ok := known.(KnownGoodBatch); ok {
 			b.GoodAll(keys, good)
@@ -252,11 +250,9 @@ type checker struct {
 	vars   *variables
 	// findings are patched template fields providers refuse (templates.go).
 	findings []patchFinding
-	// clusterObjs is the object of each of the fleet's clusters, in the
-	// order of fleet.Clusters (set by fleet), and clusterAt its index
-	// among the objects.
-	clusterObjs []*Object
-	clusterAt   []int32
+	// clusterAt is the index among the objects of each of the fleet's
+	// clusters, in the order of fleet.Clusters (set by fleet).
+	clusterAt []int32
 }
 
 func (c *checker) errorAt(o *Object, field, format string, args ...any) {
@@ -327,13 +323,11 @@ func (c *checker) fleet(objs []Object) *v1alpha1.Fleet {
 	f := &v1alpha1.Fleet{}
 	order := c.idx.clusterOrder(objs)
 	f.Clusters = make([]*v1alpha1.Cluster, 0, len(order))
-	c.clusterObjs = make([]*Object, 0, len(order))
 	c.clusterAt = make([]int32, 0, len(order))
 	for _, i := range order {
 		o := &objs[i]
 		if v, ok := o.Value.(*v1alpha1.Cluster); ok && !o.Invalid {
 			f.Clusters = append(f.Clusters, v)
-			c.clusterObjs = append(c.clusterObjs, o)
 			c.clusterAt = append(c.clusterAt, i)
 		}
 	}

@@ -54,11 +54,10 @@ func patchListing(snap *snapshot, last *listing, buf []input) (_ []input, ok boo
 			return nil, false, nil
 		}
 		ins[i] = in
-	}
-	for _, e := range snap.edited {
-		if old := last.snap.file(e.path); old != nil && old.place != 0 {
-			e.place = old.place
-		}
+		// The new entry takes the old one's place. Should the patch
+		// fail after this, collect lists the same snapshot and gives it
+		// the same place.
+		e.place = old.place
 	}
 	return ins, true, nil
 }
