@@ -254,55 +254,112 @@ func TestWebhookSignatures(t *testing.T) {
 }
 
 // TestWebhookConcurrencyCap: requests beyond MaxWebhookRequests in
-// progress get 503 at once instead of queueing.
+// progress get 503 at once instead of queueing, even one whose own body is
+// still coming; the held ones are served when their bodies end.
 func TestWebhookConcurrencyCap(t *testing.T) {
 	h, err := sources.NewWebhook([]byte("s3cret"), "main", func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	// The handler reads a body only once it holds a slot, so a first read
+	// says the request holds one: the test waits for every held request's
+	// before it asks for one more (a probe sent earlier could take the slot
+	// of a held request not yet in, which then got the 503).
+	reading := make(chan struct{}, 4*sources.MaxWebhookRequests)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = &firstRead{ReadCloser: r.Body, first: reading}
+		h.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
-	// Requests whose bodies never end hold their slots.
+	post := func(body io.Reader) (int, error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+sources.WebhookPath, body)
+		req.Header.Set(sources.HeaderGitLab, "s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	// Requests whose bodies never end hold their slots. The deferred release
+	// runs before srv.Close, which waits for every handler: a failing test
+	// ends instead of hanging.
 	var held []*io.PipeWriter
-	var wg sync.WaitGroup
+	release := func() {
+		for _, pw := range held {
+			_, _ = pw.Write([]byte(`"ref":"refs/heads/main"}`))
+			pw.Close()
+		}
+		held = nil
+	}
+	defer release()
+	codes := make(chan int, sources.MaxWebhookRequests+1)
 	for range sources.MaxWebhookRequests {
 		pr, pw := io.Pipe()
 		held = append(held, pw)
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+sources.WebhookPath, pr)
-			req.Header.Set(sources.HeaderGitLab, "s3cret")
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
+			code, err := post(pr)
+			if err != nil {
+				t.Errorf("held request: %v", err)
 			}
+			codes <- code
 		}()
 		if _, err := pw.Write([]byte("{")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+sources.WebhookPath, strings.NewReader(`{"ref":"refs/heads/main"}`))
-		req.Header.Set(sources.HeaderGitLab, "s3cret")
-		resp, err := http.DefaultClient.Do(req)
+	for i := range sources.MaxWebhookRequests {
+		select {
+		case <-reading:
+		case code := <-codes:
+			t.Fatalf("a held request was answered %d before its body ended", code)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of %d held requests reached the handler in 30 s", i, sources.MaxWebhookRequests)
+		}
+	}
+	// One more whose body never ends is refused without waiting for it.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() {
+		code, err := post(pr)
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("request over the cap: %v", err)
 		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			break
+		codes <- code
+	}()
+	_, _ = pw.Write([]byte("{"))
+	select {
+	case code := <-codes:
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("with %d requests held, a slow one got %d, want 503", sources.MaxWebhookRequests, code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("with %d requests held, another got %d, want 503", sources.MaxWebhookRequests, resp.StatusCode)
-		}
-		time.Sleep(20 * time.Millisecond)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("with %d requests held, a slow one got no answer in 30 s; want 503 at once", sources.MaxWebhookRequests)
 	}
-	for _, pw := range held {
-		_, _ = pw.Write([]byte(`"ref":"refs/heads/main"}`))
-		pw.Close()
+	if code, err := post(strings.NewReader(`{"ref":"refs/heads/main"}`)); err != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("with %d requests held, another got %d (%v), want 503", sources.MaxWebhookRequests, code, err)
 	}
-	wg.Wait()
+	release()
+	for range sources.MaxWebhookRequests {
+		if code := <-codes; code != http.StatusAccepted {
+			t.Errorf("a held request got %d once its body ended, want 202", code)
+		}
+	}
+	if code, err := post(strings.NewReader(`{"ref":"refs/heads/main"}`)); err != nil || code != http.StatusAccepted {
+		t.Errorf("with the held requests served, a new one got %d (%v), want 202", code, err)
+	}
+}
+
+// firstRead signals once on the first Read of a request's body.
+type firstRead struct {
+	io.ReadCloser
+	once  sync.Once
+	first chan<- struct{}
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.once.Do(func() { f.first <- struct{}{} })
+	return f.ReadCloser.Read(p)
 }
 
 func TestFailingRemoteIsReportedAndRecovers(t *testing.T) {

@@ -86,6 +86,10 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
 	default:
+		// Closing the connection sends the answer now: otherwise the server
+		// first reads what is left of the body (up to 256 KiB), which a slow
+		// sender would make it wait for.
+		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("%d webhook requests in progress already", MaxWebhookRequests), http.StatusServiceUnavailable)
 		return
