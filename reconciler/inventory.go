@@ -61,6 +61,11 @@ type inventory struct {
 	providers map[string]*heard   // provider → workers heard from
 	suspects  map[string]int      // record key → request that must confirm it
 	orphans   map[string]*orphan  // record key →
+	// removed is when each record removed in the last listAge went: a
+	// report whose List began before that may still list its machine,
+	// which is no orphan.
+	removed   map[string]time.Time
+	lastPrune time.Time
 
 	// rebuild is set while a leader that found the machines bucket empty
 	// adopts what the providers have instead of planning.
@@ -122,13 +127,40 @@ type report struct {
 	provider, worker string
 	hostBound        bool
 	seq              int // the request it answers, 0 when none of ours
+	// began is when the worker's List began, on the leader's clock as far
+	// as it can tell (began, below): what changed after it is judged by a
+	// later report.
+	began time.Time
+}
+
+// listAge is the longest a worker's List takes (its timeout), and so how
+// long before a report's first part arrives its List may have begun.
+const listAge = time.Minute
+
+// clockSlack is how far a worker's clock is taken to be from the
+// leader's: a machine whose record changed within it of a List's start
+// is judged by a later report.
+const clockSlack = time.Second
+
+// began is when a report's List began on the leader's clock: the time the
+// worker says it began (inv.Time), but no later than the first part's
+// arrival and no earlier than listAge before it, whatever the worker's
+// clock says.
+func began(said, first time.Time) time.Time {
+	switch {
+	case said.After(first):
+		return first
+	case said.Before(first.Add(-listAge)):
+		return first.Add(-listAge)
+	}
+	return said
 }
 
 func newInventory() inventory {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return inventory{epoch: hex.EncodeToString(b), parts: map[string]*partial{},
-		providers: map[string]*heard{}, suspects: map[string]int{}, orphans: map[string]*orphan{}}
+		providers: map[string]*heard{}, suspects: map[string]int{}, orphans: map[string]*orphan{}, removed: map[string]time.Time{}}
 }
 
 // next is the sequence number of the next request: suspects made now are
@@ -220,7 +252,8 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 	p := iv.parts[id]
 	if p == nil {
 		p = &partial{first: now, parts: inv.Parts, got: map[int]bool{}, listed: map[string]listing{},
-			rep: report{provider: inv.Provider, worker: inv.Worker, hostBound: inv.HostBound, seq: iv.requestSeq(inv.Request)}}
+			rep: report{provider: inv.Provider, worker: inv.Worker, hostBound: inv.HostBound, seq: iv.requestSeq(inv.Request),
+				began: began(inv.Time, now)}}
 		iv.parts[id] = p
 	}
 	if p.parts != inv.Parts || p.got[inv.Part] || p.rep.hostBound != inv.HostBound {
@@ -272,6 +305,9 @@ func (r *Reconciler) listedInstance(ctx context.Context, rep *report, mkey strin
 		r.adopt(ctx, rep, in)
 		return false
 	}
+	if at, ok := iv.removed[mkey]; m == nil && ok && at.After(rep.began.Add(-clockSlack)) {
+		return false // deleted while the List ran: a later report judges it
+	}
 	o := iv.orphans[key]
 	switch {
 	case o == nil:
@@ -318,6 +354,13 @@ func (r *Reconciler) reportDone(ctx context.Context, rep *report, listed map[str
 				delete(iv.suspects, key)
 				continue
 			}
+			if rec.Running.After(rep.began.Add(-clockSlack)) {
+				// Running since the List began: the List may have come
+				// before the machine. Suspecting it would ask every
+				// worker for another report, and while machines keep
+				// coming, one report after another.
+				continue
+			}
 			after, suspected := iv.suspects[key]
 			switch {
 			case !suspected:
@@ -328,6 +371,7 @@ func (r *Reconciler) reportDone(ctx context.Context, rep *report, listed map[str
 			}
 		}
 	}
+	iv.pruneRemoved(r.o.Now())
 	changed := false
 	for key, o := range iv.orphans {
 		if _, still := listed[o.machineKey()]; !still && covers(o.provider, o.worker) {
@@ -336,6 +380,20 @@ func (r *Reconciler) reportDone(ctx context.Context, rep *report, listed map[str
 		}
 	}
 	return changed
+}
+
+// pruneRemoved forgets the removals no report still in the making can
+// predate, at most once a second.
+func (iv *inventory) pruneRemoved(now time.Time) {
+	if now.Sub(iv.lastPrune) < time.Second {
+		return
+	}
+	iv.lastPrune = now
+	for key, at := range iv.removed {
+		if now.Sub(at) > listAge+clockSlack {
+			delete(iv.removed, key)
+		}
+	}
 }
 
 // markMissing records a Running machine that its provider no longer has

@@ -396,6 +396,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-tick.C:
 			r.checkTime(ctx)
 			r.checkOrphans(ctx)
+			r.inv.pruneRemoved(r.o.Now())
 			r.requestInventory()
 			if r.o.Status != nil {
 				r.health.Report(ProblemStatus, r.o.Status.Err())
@@ -558,8 +559,10 @@ func (r *Reconciler) remove(cluster, name string) {
 			delete(r.machines, cluster)
 		}
 	}
-	delete(r.unsent, recordKey(cluster, name))
-	delete(r.inv.suspects, recordKey(cluster, name))
+	key := recordKey(cluster, name)
+	delete(r.unsent, key)
+	delete(r.inv.suspects, key)
+	r.inv.removed[key] = r.o.Now()
 	r.dirty[cluster] = true
 }
 

@@ -1,0 +1,128 @@
+package reconciler
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// TestReportsJudgeWhatPredatesTheirList: a report judges only what was
+// so before the worker's List began. A machine that turned Running after
+// it, or whose record went after it, is judged by a later report: neither
+// is suspected, so no report is asked for. (Suspecting them made a fleet
+// whose machines keep coming ask for one 130,000-machine report after
+// another.) What was so before the List is judged as ever, on the
+// leader's clock whatever the worker's says.
+func TestReportsJudgeWhatPredatesTheirList(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.ClientURL())
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	now := t0
+	r, err := New(Options{JS: js, Log: zerolog.Nop(), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := func(name string, since time.Time) {
+		r.put(&machine{rec: &Record{Cluster: "c1", Name: name, Provider: "inmemory", Phase: wire.PhaseRunning,
+			Role: wire.RoleWorker, Deployment: "md-0", Running: since}})
+	}
+	n := 0
+	// report sends a one-part report of listed, whose List the worker
+	// says began at listed, arriving now.
+	report := func(said time.Time, listed ...string) {
+		t.Helper()
+		n++
+		inv := wire.Inventory{Provider: "inmemory", Worker: "w1", Report: "r" + string(rune('a'+n)), Parts: 1, Time: said}
+		for _, m := range listed {
+			inv.Instances = append(inv.Instances, wire.Instance{Cluster: "c1", Machine: m, Deployment: "md-0", Role: wire.RoleWorker})
+		}
+		r.handleInventory(t.Context(), inventoryPart{subject: wire.InventorySubject("inmemory", "w1"), inv: inv})
+	}
+	reset := func() {
+		r.inv = newInventory()
+		r.machines = map[string]map[string]*machine{}
+		r.counts = newFleetCounts()
+		r.dirty, r.clock, r.unsent = map[string]bool{}, map[string]time.Time{}, map[string]*machine{}
+	}
+
+	for _, tc := range []struct {
+		name string
+		said time.Time // the List's start, as the worker says it
+		// Running since, relative to t0 (the report's arrival)
+		old, fresh time.Duration
+		suspects   []string
+	}{
+		{"clocks agree", t0.Add(-3 * time.Second), -10 * time.Minute, -2 * time.Second, []string{"old"}},
+		{"a fresh machine is judged by the next report", t0.Add(-3 * time.Second), -10 * time.Minute, -500 * time.Millisecond, []string{"old"}},
+		{"Running before the List began", t0.Add(-3 * time.Second), -10 * time.Minute, -5 * time.Second, []string{"fresh", "old"}},
+		{"worker's clock an hour ahead", t0.Add(time.Hour), -10 * time.Minute, -500 * time.Millisecond, []string{"old"}},
+		{"worker's clock a day behind", t0.Add(-24 * time.Hour), -10 * time.Minute, -30 * time.Second, []string{"old"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reset()
+			now = t0
+			running("old", t0.Add(tc.old))
+			running("fresh", t0.Add(tc.fresh))
+			running("listed", t0.Add(-time.Hour))
+			seq := r.inv.seq
+			report(tc.said, "listed")
+			var got []string
+			for _, m := range []string{"fresh", "old"} {
+				if _, ok := r.inv.suspects[recordKey("c1", m)]; ok {
+					got = append(got, m)
+				}
+			}
+			if !slices.Equal(got, tc.suspects) {
+				t.Fatalf("suspected %v, want %v", got, tc.suspects)
+			}
+			if asked := r.inv.want || r.inv.seq > seq; asked != (len(got) > 0) {
+				t.Errorf("a report asked for: %v, with suspects %v", asked, got)
+			}
+		})
+	}
+
+	t.Run("nothing fresh asks for nothing", func(t *testing.T) {
+		reset()
+		now = t0
+		running("fresh", t0.Add(-time.Second/2))
+		running("listed", t0.Add(-time.Hour))
+		seq := r.inv.seq
+		report(t0.Add(-3*time.Second), "listed")
+		now = now.Add(2 * time.Second) // past requestInventory's once a second
+		report(t0.Add(-time.Second), "listed", "fresh")
+		if len(r.inv.suspects) != 0 || r.inv.want || r.inv.seq != seq {
+			t.Fatalf("suspects %v, want %v, requests %d → %d: a machine newer than the List was suspected", r.inv.suspects, r.inv.want, seq, r.inv.seq)
+		}
+	})
+
+	t.Run("a record removed while the List ran is no orphan", func(t *testing.T) {
+		reset()
+		now = t0.Add(-2 * time.Second)
+		running("deleted", t0.Add(-time.Hour))
+		running("listed", t0.Add(-time.Hour))
+		r.remove("c1", "deleted") // its delete finished 2 s before the report came
+		now = t0
+		seq := r.inv.seq
+		report(t0.Add(-3*time.Second), "listed", "deleted")
+		if len(r.inv.orphans) != 0 || r.inv.want || r.inv.seq != seq {
+			t.Fatalf("orphans %v (report due: %v): a machine deleted while the List ran was suspected", r.inv.orphans, r.inv.want)
+		}
+		// A List that began after the record went does list an orphan.
+		now = t0.Add(10 * time.Second)
+		report(t0.Add(5*time.Second), "listed", "deleted")
+		if r.inv.orphans[recordKey("c1", "deleted")] == nil || r.inv.seq == seq {
+			t.Fatalf("orphans %v: a machine listed after its record went is an orphan suspect", r.inv.orphans)
+		}
+		// Removals are forgotten once no List can predate them.
+		now = t0.Add(listAge + 2*clockSlack)
+		r.inv.pruneRemoved(now)
+		if len(r.inv.removed) != 0 {
+			t.Errorf("%d removals kept past listAge", len(r.inv.removed))
+		}
+	})
+}
