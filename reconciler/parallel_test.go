@@ -19,7 +19,7 @@ func TestLargePassesOnEveryCore(t *testing.T) {
 	const n = 2 * parallelMin
 	repo := newBenchRepo(t, n)
 	d := startBenchDaemon(t, repo.dir, 1)
-	d.waitRunning(t, n*13, 5*time.Minute)
+	d.waitRunning(t, n*13, 5*time.Minute, 250*time.Millisecond)
 	d.stop()
 	d.startDaemon(t)
 	deadline := time.Now().Add(time.Minute)

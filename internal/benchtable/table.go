@@ -69,6 +69,13 @@ func rows(b Benchmarks, p Procs) []Row {
 			if okg && okd50 && okd99 {
 				r.Figure += fmt.Sprintf(" (git itself p50 %s; the daemon after it p50 %s, p99 %s)", ms(g50), ms(d50), ms(d99))
 			}
+			// The same commits made in a burst, each 20 ms after the
+			// last one's task.
+			b50, okb50 := b.figure(name, "burst-p50-ms")
+			b99, okb99 := b.figure(name, "burst-p99-ms")
+			if okb50 && okb99 {
+				r.Figure += fmt.Sprintf("; in a burst p50 %s, p99 %s", ms(b50), ms(b99))
+			}
 		}
 		if n == 10000 {
 			r.Goal = "p99 ≤ 50 ms"
