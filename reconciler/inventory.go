@@ -221,6 +221,13 @@ type inventoryPart struct {
 const inventoryPendingBytes = 1 << 30
 
 func decodeInventory(m *nats.Msg) inventoryPart {
+	var inv wire.Inventory
+	if fastDecodeInventory(m.Data, &inv, newInterner()) {
+		if err := wire.CheckInventory(&inv); err != nil {
+			return inventoryPart{subject: m.Subject, err: err}
+		}
+		return inventoryPart{subject: m.Subject, inv: inv}
+	}
 	inv, err := wire.DecodeInventory(m.Data)
 	return inventoryPart{subject: m.Subject, inv: inv, err: err}
 }

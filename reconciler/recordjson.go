@@ -28,45 +28,15 @@ import (
 // records then cost no allocation but their own name, task and times.
 func fastDecodeRecord(data []byte, r *Record, in *interner) bool {
 	s := scanner{b: data, in: in}
-	if !s.consume('{') {
-		return false
-	}
-	var seen uint64
-	if s.consume('}') {
-		return s.end()
-	}
-	for {
-		key, ok := s.plainString()
-		if !ok || !s.consume(':') {
-			return false
-		}
-		bit, ok := recordKeys[string(key)]
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		if !s.field(string(key), r) {
-			return false
-		}
-		if s.consume(',') {
-			continue
-		}
-		return s.consume('}') && s.end()
-	}
+	return s.object(recordKeys, func(key string) bool { return s.field(key, r) }) && s.end()
 }
 
 // recordKeys are the JSON names of Record's fields, each with a bit for
 // "seen".
-var recordKeys = func() map[string]uint64 {
-	m := map[string]uint64{}
-	for i, k := range []string{"name", "cluster", "deployment", "role", "provider", "version", "templateHash",
-		"labels", "annotations", "spec", "failureDomain", "init", "phase", "reason", "message", "created",
-		"running", "joined", "providerID", "addresses", "worker", "taskID", "attempt", "published", "health",
-		"sourceCommit", "planID", "cause", "heartbeats"} {
-		m[k] = 1 << i
-	}
-	return m
-}()
+var recordKeys = keyBits("name", "cluster", "deployment", "role", "provider", "version", "templateHash",
+	"labels", "annotations", "spec", "failureDomain", "init", "phase", "reason", "message", "created",
+	"running", "joined", "providerID", "addresses", "worker", "taskID", "attempt", "published", "health",
+	"sourceCommit", "planID", "cause", "heartbeats")
 
 // field decodes the value of key into r.
 func (s *scanner) field(key string, r *Record) bool {
@@ -215,6 +185,53 @@ func (s *scanner) sharedMap(m *map[string]string) bool {
 	}
 	s.in.maps[string(raw)] = *m
 	return true
+}
+
+// jsonKeys are the JSON names of a struct's fields, each with its own bit
+// for "seen" (at most 64).
+type jsonKeys map[string]jsonKey
+
+type jsonKey struct {
+	name string
+	bit  uint64
+}
+
+func keyBits(names ...string) jsonKeys {
+	m := jsonKeys{}
+	for i, k := range names {
+		m[k] = jsonKey{k, 1 << i}
+	}
+	return m
+}
+
+// object reads an object whose keys are among keys, each at most once,
+// handing each key's value to field (with the key's own string, so
+// reading a key allocates nothing).
+func (s *scanner) object(keys jsonKeys, field func(key string) bool) bool {
+	if !s.consume('{') {
+		return false
+	}
+	if s.consume('}') {
+		return true
+	}
+	var seen uint64
+	for {
+		raw, ok := s.plainString()
+		if !ok || !s.consume(':') {
+			return false
+		}
+		k, ok := keys[string(raw)]
+		if !ok || seen&k.bit != 0 {
+			return false
+		}
+		seen |= k.bit
+		if !field(k.name) {
+			return false
+		}
+		if !s.consume(',') {
+			return s.consume('}')
+		}
+	}
 }
 
 func (s *scanner) space() {

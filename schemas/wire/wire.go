@@ -528,18 +528,27 @@ func DecodeInventory(data []byte) (Inventory, error) {
 	if err := decode(data, &inv); err != nil {
 		return Inventory{}, err
 	}
+	if err := CheckInventory(&inv); err != nil {
+		return Inventory{}, err
+	}
+	return inv, nil
+}
+
+// CheckInventory is DecodeInventory's check of what a part holds, for a
+// reader that decoded it another way.
+func CheckInventory(inv *Inventory) error {
 	switch {
 	case inv.Provider == "" || inv.Worker == "" || inv.Report == "":
-		return Inventory{}, fmt.Errorf("%w: inventory needs provider, worker and report", ErrMalformed)
+		return fmt.Errorf("%w: inventory needs provider, worker and report", ErrMalformed)
 	case inv.Parts < 1 || inv.Parts > MaxInventoryParts || inv.Part < 0 || inv.Part >= inv.Parts:
-		return Inventory{}, fmt.Errorf("%w: inventory %s: part %d of %d", ErrMalformed, inv.Report, inv.Part, inv.Parts)
+		return fmt.Errorf("%w: inventory %s: part %d of %d", ErrMalformed, inv.Report, inv.Part, inv.Parts)
 	}
 	for _, in := range inv.Instances {
 		if in.Cluster == "" || in.Machine == "" {
-			return Inventory{}, fmt.Errorf("%w: inventory %s: an instance without cluster or machine", ErrMalformed, inv.Report)
+			return fmt.Errorf("%w: inventory %s: an instance without cluster or machine", ErrMalformed, inv.Report)
 		}
 	}
-	return inv, nil
+	return nil
 }
 
 // DecodeInventoryRequest parses an inventory request.
