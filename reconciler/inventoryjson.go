@@ -58,24 +58,12 @@ func (s *scanner) inventoryField(key string, inv *wire.Inventory) bool {
 
 // instances reads an array of instances into a new slice.
 func (s *scanner) instances(l *[]wire.Instance) bool {
-	if !s.consume('[') {
-		return false
-	}
 	out := []wire.Instance{}
-	if !s.consume(']') {
-		for {
-			out = append(out, wire.Instance{})
-			if !s.instance(&out[len(out)-1]) {
-				return false
-			}
-			if s.consume(',') {
-				continue
-			}
-			if !s.consume(']') {
-				return false
-			}
-			break
-		}
+	if !s.array(func() bool {
+		out = append(out, wire.Instance{})
+		return s.instance(&out[len(out)-1])
+	}) {
+		return false
 	}
 	*l = out
 	return true

@@ -394,28 +394,34 @@ func (s *scanner) stringMap(m *map[string]string) bool {
 
 // strings reads an array of strings.
 func (s *scanner) strings(l *[]string) bool {
-	if !s.consume('[') {
-		return false
-	}
 	out := []string{}
-	if !s.consume(']') {
-		for {
-			v, ok := s.str()
-			if !ok {
-				return false
-			}
-			out = append(out, v)
-			if s.consume(',') {
-				continue
-			}
-			if !s.consume(']') {
-				return false
-			}
-			break
-		}
+	if !s.array(func() bool {
+		v, ok := s.str()
+		out = append(out, v)
+		return ok
+	}) {
+		return false
 	}
 	*l = out
 	return true
+}
+
+// array reads an array, handing each element to item.
+func (s *scanner) array(item func() bool) bool {
+	if !s.consume('[') {
+		return false
+	}
+	if s.consume(']') {
+		return true
+	}
+	for {
+		if !item() {
+			return false
+		}
+		if !s.consume(',') {
+			return s.consume(']')
+		}
+	}
 }
 
 // rawValue returns the next value, an object or array, as it is; the
