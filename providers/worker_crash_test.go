@@ -44,6 +44,8 @@ func TestWorkerLostMidCreateIsRedelivered(t *testing.T) {
 	if len(list) != 1 {
 		t.Errorf("machines after the redelivery: %v; want exactly one", list)
 	}
+	// A task is counted once its event is published: just after it.
+	eventually(t, "the task counted", func() bool { return w2.Stats().Succeeded >= 1 })
 	if s := w2.Stats(); s.Succeeded != 1 {
 		t.Errorf("second worker stats %+v; want it to finish the task", s)
 	}

@@ -166,6 +166,8 @@ func TestWorkerRetriesTransientErrors(t *testing.T) {
 	events := e.events(t)
 	e.publish(t, task(wire.OpCreate, inmemory.Name, "c1", "m-1", ""))
 	waitPhases(t, events, wire.PhaseRunning, "c1/m-1")
+	// A task is counted once its event is published: just after it.
+	eventually(t, "the task counted", func() bool { return w.Stats().Succeeded >= 1 })
 	if s := w.Stats(); s.Retried != 2 || s.Succeeded != 1 {
 		t.Errorf("stats = %+v; want 2 retries then success", s)
 	}
