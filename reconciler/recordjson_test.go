@@ -82,10 +82,16 @@ func FuzzDecodeRecord(f *testing.F) {
 // true when the fast path read it.
 func checkRecordDecoding(t *testing.T, data []byte) bool {
 	t.Helper()
-	var fast, ref Record
-	ok := fastDecodeRecord(data, &fast, nil)
-	var shared Record
-	if okShared := fastDecodeRecord(data, &shared, newInterner()); okShared != ok {
+	return checkFastDecoding(t, data, fastDecodeRecord)
+}
+
+// checkFastDecoding compares a fast decoder, with and without an
+// interner, with encoding/json on data; true when the fast path read it.
+func checkFastDecoding[T any](t *testing.T, data []byte, decode func([]byte, *T, *interner) bool) bool {
+	t.Helper()
+	var fast, shared, ref T
+	ok := decode(data, &fast, nil)
+	if okShared := decode(data, &shared, newInterner()); okShared != ok {
 		t.Errorf("%q: the fast path with an interner read it: %v, without: %v", data, okShared, ok)
 	} else if d := cmp.Diff(fast, shared); ok && d != "" {
 		t.Errorf("%q: the fast path with an interner differs (-without +with):\n%s", data, d)
