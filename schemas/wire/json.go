@@ -55,25 +55,14 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 		if x == nil {
 			return append(b, "null"...), nil
 		}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
+		var buf [16]string
 		b = append(b, '{')
-		for i, k := range keys {
+		for i, k := range sortedKeys(buf[:0], x) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			if plainString(k) {
-				b = appendPlain(b, k)
-			} else {
-				key, _ := json.Marshal(k) // a string always encodes
-				b = append(b, key...)
-			}
-			b = append(b, ':')
 			var err error
-			if b, err = appendJSON(b, x[k]); err != nil {
+			if b, err = appendJSON(append(appendString(b, k), ':'), x[k]); err != nil {
 				return nil, err
 			}
 		}
@@ -84,6 +73,15 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, out...), nil
+}
+
+// sortedKeys appends m's keys to keys, sorted as Marshal sorts a map's.
+func sortedKeys[V any](keys []string, m map[string]V) []string {
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // plainString reports whether s is written as itself between quotes:

@@ -341,6 +341,9 @@ func Encode(v any) ([]byte, error) {
 		m.APIVersion = APIVersion
 	case *Inventory:
 		m.APIVersion = APIVersion
+		if b, ok := appendInventory(make([]byte, 0, 256+320*len(m.Instances)), m); ok {
+			return b, nil
+		}
 	case *InventoryRequest:
 		m.APIVersion = APIVersion
 	case *JoinReview:
