@@ -1,11 +1,14 @@
 package reconciler
 
-import "github.com/gitfleet/gitfleet/schemas/wire"
+import (
+	"github.com/gitfleet/gitfleet/internal/jsonscan"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
 
 // A leader decodes every worker's inventory each minute: at 130,000
 // machines, 130 parts of 1,000 a worker, which encoding/json's reflection
 // took ~400 ms of CPU to read. fastDecodeInventory reads the shape a
-// worker's encoding has with the record's scanner, under the same rule as
+// worker's encoding has with the record's reader (internal/jsonscan), under the same rule as
 // fastDecodeRecord: anything else (an unknown or repeated key, a null, a
 // key in another case, another apiVersion) makes it give up, and
 // wire.DecodeInventory decides, with its own errors. FuzzDecodeInventory
@@ -16,52 +19,52 @@ import "github.com/gitfleet/gitfleet/schemas/wire"
 // The machines of a part share, through in, the strings and labels they
 // have alike.
 func fastDecodeInventory(data []byte, inv *wire.Inventory, in *interner) bool {
-	s := scanner{b: data, in: in}
-	return s.object(inventoryKeys, func(key string) bool { return s.inventoryField(key, inv) }) &&
-		s.end() && inv.APIVersion == wire.APIVersion
+	s := jsonscan.New(data, in.scanner())
+	return s.Object(inventoryKeys, func(key string) bool { return inventoryField(&s, key, inv) }) &&
+		s.End() && inv.APIVersion == wire.APIVersion
 }
 
 // inventoryKeys and instanceKeys are the JSON names of wire.Inventory's
 // and wire.Instance's fields, each with a bit for "seen".
-var inventoryKeys = keyBits("apiVersion", "provider", "worker", "hostBound", "report", "part", "parts",
+var inventoryKeys = jsonscan.KeyBits("apiVersion", "provider", "worker", "hostBound", "report", "part", "parts",
 	"request", "time", "instances")
 
-var instanceKeys = keyBits("cluster", "machine", "deployment", "role", "version", "templateHash", "labels",
+var instanceKeys = jsonscan.KeyBits("cluster", "machine", "deployment", "role", "version", "templateHash", "labels",
 	"annotations", "providerID", "addresses", "reason", "message")
 
-func (s *scanner) inventoryField(key string, inv *wire.Inventory) bool {
+func inventoryField(s *jsonscan.Scanner, key string, inv *wire.Inventory) bool {
 	var ok bool
 	switch key {
 	case "apiVersion":
-		inv.APIVersion, ok = s.shared()
+		inv.APIVersion, ok = s.Shared()
 	case "provider":
-		inv.Provider, ok = s.shared()
+		inv.Provider, ok = s.Shared()
 	case "worker":
-		inv.Worker, ok = s.shared()
+		inv.Worker, ok = s.Shared()
 	case "report":
-		inv.Report, ok = s.str()
+		inv.Report, ok = s.Str()
 	case "request":
-		inv.Request, ok = s.str()
+		inv.Request, ok = s.Str()
 	case "hostBound":
-		return s.boolean(&inv.HostBound)
+		return s.Bool(&inv.HostBound)
 	case "part":
-		return s.integer(&inv.Part)
+		return s.Int(&inv.Part)
 	case "parts":
-		return s.integer(&inv.Parts)
+		return s.Int(&inv.Parts)
 	case "time":
-		return s.time(&inv.Time)
+		return s.Time(&inv.Time)
 	case "instances":
-		return s.instances(&inv.Instances)
+		return instances(s, &inv.Instances)
 	}
 	return ok
 }
 
 // instances reads an array of instances into a new slice.
-func (s *scanner) instances(l *[]wire.Instance) bool {
+func instances(s *jsonscan.Scanner, l *[]wire.Instance) bool {
 	out := []wire.Instance{}
-	if !s.array(func() bool {
+	if !s.Array(func() bool {
 		out = append(out, wire.Instance{})
-		return s.instance(&out[len(out)-1])
+		return instance(s, &out[len(out)-1])
 	}) {
 		return false
 	}
@@ -69,36 +72,36 @@ func (s *scanner) instances(l *[]wire.Instance) bool {
 	return true
 }
 
-func (s *scanner) instance(in *wire.Instance) bool {
-	return s.object(instanceKeys, func(key string) bool {
+func instance(s *jsonscan.Scanner, in *wire.Instance) bool {
+	return s.Object(instanceKeys, func(key string) bool {
 		var ok bool
 		switch key {
 		case "cluster":
-			in.Cluster, ok = s.shared()
+			in.Cluster, ok = s.Shared()
 		case "machine":
-			in.Machine, ok = s.str()
+			in.Machine, ok = s.Str()
 		case "deployment":
-			in.Deployment, ok = s.shared()
+			in.Deployment, ok = s.Shared()
 		case "role":
 			var v string
-			v, ok = s.shared()
+			v, ok = s.Shared()
 			in.Role = wire.Role(v)
 		case "version":
-			in.Version, ok = s.shared()
+			in.Version, ok = s.Shared()
 		case "templateHash":
-			in.TemplateHash, ok = s.shared()
+			in.TemplateHash, ok = s.Shared()
 		case "labels":
-			ok = s.sharedMap(&in.Labels)
+			ok = s.SharedMap(&in.Labels)
 		case "annotations":
-			ok = s.sharedMap(&in.Annotations)
+			ok = s.SharedMap(&in.Annotations)
 		case "providerID":
-			in.ProviderID, ok = s.str()
+			in.ProviderID, ok = s.Str()
 		case "addresses":
-			ok = s.strings(&in.Addresses)
+			ok = s.Strings(&in.Addresses)
 		case "reason":
-			in.Reason, ok = s.shared()
+			in.Reason, ok = s.Shared()
 		case "message":
-			in.Message, ok = s.str()
+			in.Message, ok = s.Str()
 		}
 		return ok
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unique"
 
+	"github.com/gitfleet/gitfleet/internal/jsonscan"
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -213,15 +214,22 @@ func (m *machine) observed() planner.ObservedMachine {
 type interner struct {
 	labels map[string]map[string]string
 	specs  map[string]json.RawMessage
-	// Of the fast decoder (fastDecodeRecord): strings, and labels and
-	// annotations by their encoding.
-	strs map[string]string
-	maps map[string]map[string]string
+	// Of the fast decoders (fastDecodeRecord, fastDecodeInventory):
+	// strings, and labels and annotations by their encoding.
+	scan *jsonscan.Interner
 }
 
 func newInterner() *interner {
 	return &interner{labels: map[string]map[string]string{}, specs: map[string]json.RawMessage{},
-		strs: map[string]string{}, maps: map[string]map[string]string{}}
+		scan: jsonscan.NewInterner()}
+}
+
+// scanner is what the fast decoders share through: nil for no interner.
+func (in *interner) scanner() *jsonscan.Interner {
+	if in == nil {
+		return nil
+	}
+	return in.scan
 }
 
 func (in *interner) record(r *Record) {

@@ -3,10 +3,8 @@ package reconciler
 import (
 	"bytes"
 	"encoding/json"
-	"time"
-	"unicode/utf8"
-	"unique"
 
+	"github.com/gitfleet/gitfleet/internal/jsonscan"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -27,19 +25,19 @@ import (
 // alike are shared as they are read, from their encoded bytes: most
 // records then cost no allocation but their own name, task and times.
 func fastDecodeRecord(data []byte, r *Record, in *interner) bool {
-	s := scanner{b: data, in: in}
-	return s.object(recordKeys, func(key string) bool { return s.field(key, r) }) && s.end()
+	s := jsonscan.New(data, in.scanner())
+	return s.Object(recordKeys, func(key string) bool { return recordField(&s, in, key, r) }) && s.End()
 }
 
 // recordKeys are the JSON names of Record's fields, each with a bit for
 // "seen".
-var recordKeys = keyBits("name", "cluster", "deployment", "role", "provider", "version", "templateHash",
+var recordKeys = jsonscan.KeyBits("name", "cluster", "deployment", "role", "provider", "version", "templateHash",
 	"labels", "annotations", "spec", "failureDomain", "init", "phase", "reason", "message", "created",
 	"running", "joined", "providerID", "addresses", "worker", "taskID", "attempt", "published", "health",
 	"sourceCommit", "planID", "cause", "heartbeats")
 
-// field decodes the value of key into r.
-func (s *scanner) field(key string, r *Record) bool {
+// recordField decodes the value of key into r.
+func recordField(s *jsonscan.Scanner, in *interner, key string, r *Record) bool {
 	var str *string
 	switch key {
 	case "name":
@@ -49,7 +47,7 @@ func (s *scanner) field(key string, r *Record) bool {
 	case "deployment":
 		str = &r.Deployment
 	case "role":
-		v, ok := s.str()
+		v, ok := s.Str()
 		r.Role = wire.Role(v)
 		return ok
 	case "provider":
@@ -61,7 +59,7 @@ func (s *scanner) field(key string, r *Record) bool {
 	case "failureDomain":
 		str = &r.FailureDomain
 	case "phase":
-		v, ok := s.str()
+		v, ok := s.Str()
 		r.Phase = wire.Phase(v)
 		return ok
 	case "reason":
@@ -81,39 +79,39 @@ func (s *scanner) field(key string, r *Record) bool {
 	case "cause":
 		str = &r.Cause
 	case "labels":
-		return s.sharedMap(&r.Labels)
+		return s.SharedMap(&r.Labels)
 	case "annotations":
-		return s.sharedMap(&r.Annotations)
+		return s.SharedMap(&r.Annotations)
 	case "spec":
-		raw, ok := s.rawValue()
+		raw, ok := s.RawValue()
 		if !ok {
 			return false
 		}
-		if s.in == nil {
+		if in == nil {
 			r.Spec = bytes.Clone(raw)
-		} else if r.Spec, ok = s.in.specs[string(raw)]; !ok {
+		} else if r.Spec, ok = in.specs[string(raw)]; !ok {
 			r.Spec = bytes.Clone(raw)
-			s.in.specs[string(r.Spec)] = r.Spec
+			in.specs[string(r.Spec)] = r.Spec
 		}
 		return true
 	case "init":
-		return s.boolean(&r.Init)
+		return s.Bool(&r.Init)
 	case "heartbeats":
-		return s.boolean(&r.Heartbeats)
+		return s.Bool(&r.Heartbeats)
 	case "created":
-		return s.time(&r.Created)
+		return s.Time(&r.Created)
 	case "running":
-		return s.time(&r.Running)
+		return s.Time(&r.Running)
 	case "joined":
-		return s.time(&r.Joined)
+		return s.Time(&r.Joined)
 	case "published":
-		return s.time(&r.Published)
+		return s.Time(&r.Published)
 	case "attempt":
-		return s.integer(&r.Attempt)
+		return s.Int(&r.Attempt)
 	case "addresses":
-		return s.strings(&r.Addresses)
+		return s.Strings(&r.Addresses)
 	case "health":
-		raw, ok := s.rawValue()
+		raw, ok := s.RawValue()
 		if !ok || raw[0] != '{' {
 			return false // a null is encoding/json's to read
 		}
@@ -127,329 +125,11 @@ func (s *scanner) field(key string, r *Record) bool {
 		return false
 	}
 	if key == "name" || key == "taskID" || key == "providerID" {
-		v, ok := s.str() // the machine's own
+		v, ok := s.Str() // the machine's own
 		*str = v
 		return ok
 	}
-	v, ok := s.shared()
+	v, ok := s.Shared()
 	*str = v
 	return ok
-}
-
-type scanner struct {
-	b  []byte
-	i  int
-	in *interner // nil: nothing shared
-}
-
-// shared is str for a string machines have alike (cluster, version,
-// cause): the interner's copy.
-func (s *scanner) shared() (string, bool) {
-	if s.in == nil {
-		return s.str()
-	}
-	tok, plain, ok := s.quoted()
-	if !ok || !plain {
-		s.i -= len(tok)
-		return s.str()
-	}
-	body := tok[1 : len(tok)-1]
-	if v, ok := s.in.strs[string(body)]; ok {
-		return v, true
-	}
-	v := unique.Make(string(body)).Value()
-	s.in.strs[v] = v
-	return v, true
-}
-
-// sharedMap is stringMap for labels and annotations: one map for every
-// record whose encoding of it is the same bytes (encoding/json writes a
-// map's keys sorted). The map is never changed in place (Record.clone).
-func (s *scanner) sharedMap(m *map[string]string) bool {
-	if s.in == nil {
-		return s.stringMap(m)
-	}
-	start := s.i
-	raw, ok := s.rawValue()
-	if !ok || raw[0] != '{' {
-		return false
-	}
-	if shared, ok := s.in.maps[string(raw)]; ok {
-		*m = shared
-		return true
-	}
-	end := s.i
-	s.i = start
-	if !s.stringMap(m) || s.i != end {
-		return false
-	}
-	s.in.maps[string(raw)] = *m
-	return true
-}
-
-// jsonKeys are the JSON names of a struct's fields, each with its own bit
-// for "seen" (at most 64).
-type jsonKeys map[string]jsonKey
-
-type jsonKey struct {
-	name string
-	bit  uint64
-}
-
-func keyBits(names ...string) jsonKeys {
-	m := jsonKeys{}
-	for i, k := range names {
-		m[k] = jsonKey{k, 1 << i}
-	}
-	return m
-}
-
-// object reads an object whose keys are among keys, each at most once,
-// handing each key's value to field (with the key's own string, so
-// reading a key allocates nothing).
-func (s *scanner) object(keys jsonKeys, field func(key string) bool) bool {
-	if !s.consume('{') {
-		return false
-	}
-	if s.consume('}') {
-		return true
-	}
-	var seen uint64
-	for {
-		raw, ok := s.plainString()
-		if !ok || !s.consume(':') {
-			return false
-		}
-		k, ok := keys[string(raw)]
-		if !ok || seen&k.bit != 0 {
-			return false
-		}
-		seen |= k.bit
-		if !field(k.name) {
-			return false
-		}
-		if !s.consume(',') {
-			return s.consume('}')
-		}
-	}
-}
-
-func (s *scanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// consume skips white space and c, if c is next.
-func (s *scanner) consume(c byte) bool {
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-// end: nothing but white space is left.
-func (s *scanner) end() bool {
-	s.space()
-	return s.i == len(s.b)
-}
-
-// quoted returns the next string token with its quotes, and whether its
-// body is plain: no escapes, no control characters, valid UTF-8.
-func (s *scanner) quoted() (tok []byte, plain, ok bool) {
-	s.space()
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
-		return nil, false, false
-	}
-	start := s.i
-	plain = true
-	for j := s.i + 1; j < len(s.b); j++ {
-		switch c := s.b[j]; {
-		case c == '"':
-			s.i = j + 1
-			tok = s.b[start:s.i]
-			return tok, plain && utf8.Valid(tok), true
-		case c == '\\':
-			plain = false
-			j++ // the escaped byte cannot end the string
-		case c < 0x20:
-			return nil, false, false // invalid JSON: encoding/json says so
-		}
-	}
-	return nil, false, false
-}
-
-// plainString is a string without escapes (a key), without its quotes.
-func (s *scanner) plainString() ([]byte, bool) {
-	tok, plain, ok := s.quoted()
-	if !ok || !plain {
-		return nil, false
-	}
-	return tok[1 : len(tok)-1], true
-}
-
-// str decodes a string; one with escapes or invalid UTF-8 is unquoted by
-// encoding/json.
-func (s *scanner) str() (string, bool) {
-	tok, plain, ok := s.quoted()
-	if !ok {
-		return "", false
-	}
-	if plain {
-		return string(tok[1 : len(tok)-1]), true
-	}
-	var v string
-	if json.Unmarshal(tok, &v) != nil {
-		return "", false
-	}
-	return v, true
-}
-
-func (s *scanner) time(t *time.Time) bool {
-	tok, plain, ok := s.quoted()
-	return ok && plain && t.UnmarshalJSON(tok) == nil
-}
-
-func (s *scanner) boolean(b *bool) bool {
-	s.space()
-	switch {
-	case bytes.HasPrefix(s.b[s.i:], []byte("true")):
-		*b, s.i = true, s.i+4
-	case bytes.HasPrefix(s.b[s.i:], []byte("false")):
-		*b, s.i = false, s.i+5
-	default:
-		return false
-	}
-	return true
-}
-
-// integer reads a whole number of up to 9 digits (an attempt count).
-func (s *scanner) integer(n *int) bool {
-	s.space()
-	neg := s.i < len(s.b) && s.b[s.i] == '-'
-	if neg {
-		s.i++
-	}
-	start, v := s.i, 0
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' && s.i-start < 9 {
-		v = v*10 + int(s.b[s.i]-'0')
-		s.i++
-	}
-	digits := s.i - start
-	if digits == 0 || (digits > 1 && s.b[start] == '0') {
-		return false
-	}
-	if s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '.', 'e', 'E', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-			return false
-		}
-	}
-	if neg {
-		v = -v
-	}
-	*n = v
-	return true
-}
-
-// stringMap reads an object of strings into a new map.
-func (s *scanner) stringMap(m *map[string]string) bool {
-	if !s.consume('{') {
-		return false
-	}
-	out := map[string]string{}
-	if !s.consume('}') {
-		for {
-			k, ok := s.str()
-			if !ok || !s.consume(':') {
-				return false
-			}
-			v, ok := s.str()
-			if !ok {
-				return false
-			}
-			if _, dup := out[k]; dup {
-				return false
-			}
-			out[k] = v
-			if s.consume(',') {
-				continue
-			}
-			if !s.consume('}') {
-				return false
-			}
-			break
-		}
-	}
-	*m = out
-	return true
-}
-
-// strings reads an array of strings.
-func (s *scanner) strings(l *[]string) bool {
-	out := []string{}
-	if !s.array(func() bool {
-		v, ok := s.str()
-		out = append(out, v)
-		return ok
-	}) {
-		return false
-	}
-	*l = out
-	return true
-}
-
-// array reads an array, handing each element to item.
-func (s *scanner) array(item func() bool) bool {
-	if !s.consume('[') {
-		return false
-	}
-	if s.consume(']') {
-		return true
-	}
-	for {
-		if !item() {
-			return false
-		}
-		if !s.consume(',') {
-			return s.consume(']')
-		}
-	}
-}
-
-// rawValue returns the next value, an object or array, as it is; the
-// caller gets it only when it is valid JSON.
-func (s *scanner) rawValue() ([]byte, bool) {
-	s.space()
-	if s.i >= len(s.b) || (s.b[s.i] != '{' && s.b[s.i] != '[') {
-		return nil, false
-	}
-	start, depth := s.i, 0
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '"':
-			if _, _, ok := s.quoted(); !ok {
-				return nil, false
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				s.i++
-				raw := s.b[start:s.i]
-				return raw, json.Valid(raw)
-			}
-		}
-		s.i++
-	}
-	return nil, false
 }
