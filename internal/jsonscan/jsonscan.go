@@ -72,7 +72,9 @@ func (s *Scanner) SharedMap(m *map[string]string) bool {
 		return s.StringMap(m)
 	}
 	start := s.i
-	raw, ok := s.RawValue()
+	// Not checked as JSON first: the same bytes as a map read before are
+	// as valid as they were, and new ones are read in full below.
+	raw, ok := s.extent()
 	if !ok || raw[0] != '{' {
 		return false
 	}
@@ -330,6 +332,13 @@ func (s *Scanner) Array(item func() bool) bool {
 // RawValue returns the next value, an object or array, as it is; the
 // caller gets it only when it is valid JSON.
 func (s *Scanner) RawValue() ([]byte, bool) {
+	raw, ok := s.extent()
+	return raw, ok && json.Valid(raw)
+}
+
+// extent is RawValue unchecked: the next object or array as far as its
+// brackets and strings say, which may not be valid JSON.
+func (s *Scanner) extent() ([]byte, bool) {
 	s.space()
 	if s.i >= len(s.b) || (s.b[s.i] != '{' && s.b[s.i] != '[') {
 		return nil, false
@@ -348,8 +357,7 @@ func (s *Scanner) RawValue() ([]byte, bool) {
 			depth--
 			if depth == 0 {
 				s.i++
-				raw := s.b[start:s.i]
-				return raw, json.Valid(raw)
+				return s.b[start:s.i], true
 			}
 		}
 		s.i++
