@@ -2,7 +2,9 @@ package status
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,18 +31,41 @@ func benchDir(b *testing.B) string {
 // changed, fleet.yaml recounted) on a branch of 10,000 cluster files, in a
 // repository on disk (loose objects, zlib) and in memory (an in-memory
 // clone). ms/commit is Flush alone; ms/set is SetCluster (encoding) alone.
+// On disk, KiB/commit is what each commit adds to the repository's
+// objects (loose, as the writer leaves them until a `git gc`).
 func BenchmarkWriterCommit10kClusters(b *testing.B) {
-	b.Run("disk", func(b *testing.B) { benchCommits(b, newRepo(b, benchDir(b))) })
+	b.Run("disk", func(b *testing.B) {
+		dir := benchDir(b)
+		objects := func() int64 { return treeBytes(b, filepath.Join(dir, ".git", "objects")) }
+		benchCommits(b, newRepo(b, dir), objects)
+	})
 	b.Run("memory", func(b *testing.B) {
 		r, err := git.Init(memory.NewStorage(), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		benchCommits(b, r)
+		benchCommits(b, r, nil)
 	})
 }
 
-func benchCommits(b *testing.B, repo *git.Repository) {
+// treeBytes is the size of the files under dir.
+func treeBytes(b *testing.B, dir string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		n += info.Size()
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+func benchCommits(b *testing.B, repo *git.Repository, objects func() int64) {
 	const clusters = 10_000
 	w := newWriter(b, Options{Repo: repo, Interval: time.Hour})
 	start := time.Now()
@@ -51,6 +76,10 @@ func benchCommits(b *testing.B, repo *git.Repository) {
 	first := time.Since(start) // reported at the end: ResetTimer drops metrics reported before it
 	const perIter = 50
 	var set, commit time.Duration
+	var before int64
+	if objects != nil {
+		before = objects()
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for j := range perIter {
@@ -72,6 +101,9 @@ func benchCommits(b *testing.B, repo *git.Repository) {
 	b.ReportMetric(float64(commit.Microseconds())/1000/ops, "ms/commit")
 	b.ReportMetric(float64(set.Microseconds())/1000/ops, "ms/set")
 	b.ReportMetric(float64(first.Milliseconds()), "ms/first-commit-10k")
+	if objects != nil {
+		b.ReportMetric(float64(objects()-before)/1024/ops, "KiB/commit")
+	}
 	if got := w.Stats().Commits; got != 1+b.N*perIter {
 		b.Fatalf("%d commits, want %d", got, 1+b.N*perIter)
 	}

@@ -69,6 +69,10 @@ func (w *Writer) Flush(ctx context.Context) error {
 			w.log.Debug().Msg("status: branch moved while committing; rebuilding on top")
 			continue
 		}
+		if w.reindexed(err) {
+			w.log.Debug().Err(err).Msg("status: an object was packed under the writer; read the packs again")
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -92,6 +96,21 @@ func (w *Writer) Flush(ctx context.Context) error {
 		w.log.Debug().Err(err).Msg("status: push rejected; fetched and rebuilding on top")
 	}
 	return fmt.Errorf("status commit: gave up after %d attempts: %w", maxAttempts, err)
+}
+
+// reindexed says whether err is an object the writer knows that go-git
+// did not find, and if so has go-git read the repository's pack indexes
+// again, so that trying once more finds it. git gc (by hand, or git's own
+// gc --auto in a user's repository as they commit) packs the loose objects
+// the writer wrote and removes them; go-git does not see a new pack until
+// it is told to look.
+func (w *Writer) reindexed(err error) bool {
+	r, ok := w.store.(interface{ Reindex() })
+	if !ok || !errors.Is(err, plumbing.ErrObjectNotFound) {
+		return false
+	}
+	r.Reindex()
+	return true
 }
 
 // fenced asks Options.Fence whether this writer may still write.

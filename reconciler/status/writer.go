@@ -238,7 +238,9 @@ func (w *Writer) start(ctx context.Context) error {
 		return err
 	}
 	w.loadSums()
-	err = w.reload(tip)
+	if err = w.reload(tip); w.reindexed(err) {
+		err = w.reload(tip)
+	}
 	w.mu.Lock()
 	w.cachedSums = nil // what the tip did not use is of no use
 	w.mu.Unlock()

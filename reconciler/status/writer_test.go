@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -465,5 +466,43 @@ func TestWriterSummaryCache(t *testing.T) {
 	}
 	if read, _, _ := restart(); read != 3 {
 		t.Errorf("with a cache of another build: read %d files, want 3", read)
+	}
+}
+
+// TestWriterGoesOnAfterGitGC: `git gc` run on the daemon's repository
+// while the writer runs (docs/operations.md advises it for large fleets)
+// packs the trees and blobs the writer keeps by hash and removes their
+// loose files; the writer's next commits build on them all the same, and
+// the branch is sound.
+func TestWriterGoesOnAfterGitGC(t *testing.T) {
+	dir := t.TempDir()
+	repo := newRepo(t, dir)
+	w := newWriter(t, Options{Repo: repo, Interval: time.Hour})
+	for i := range 30 {
+		w.SetCluster(cluster(fmt.Sprintf("c%02d", i), 3, "Running"), origin)
+	}
+	flush(t, w)
+	for round := range 3 {
+		gitCLI(t, dir, "gc", "-q", "--prune=now")
+		if loose := gitCLI(t, dir, "count-objects"); !strings.HasPrefix(loose, "0 objects") {
+			t.Fatalf("round %d: git gc left loose objects: %s", round, loose)
+		}
+		// An unchanged cluster, a changed one, a new one and a removed one.
+		w.SetCluster(cluster("c00", 3, "Running"), origin)
+		w.SetCluster(cluster(fmt.Sprintf("c%02d", 1+round), 4, "Provisioning"), origin)
+		w.SetCluster(cluster(fmt.Sprintf("n%02d", round), 2, "Provisioning"), origin)
+		w.DeleteCluster(fmt.Sprintf("c%02d", 20+round), origin)
+		flush(t, w)
+		if got := gitCLI(t, dir, "show", branch+":"+ClusterPath(fmt.Sprintf("c%02d", 1+round))); !strings.Contains(got, "phase: Provisioning") {
+			t.Errorf("round %d: the changed cluster's file after git gc:\n%s", round, got)
+		}
+		files := strings.Fields(gitCLI(t, dir, "ls-tree", "--name-only", branch+":"+ClustersDir))
+		if len(files) != 30 { // one new, one removed each round
+			t.Errorf("round %d: %d cluster files, want 30", round, len(files))
+		}
+	}
+	gitCLI(t, dir, "fsck", "--strict", "--no-dangling")
+	if n := commitCount(t, dir, branch); n != 4 {
+		t.Errorf("%d status commits, want 4", n)
 	}
 }
