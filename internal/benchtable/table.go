@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 )
@@ -274,9 +275,14 @@ func ms(v float64) string {
 	return fmt.Sprintf("%.1f ms", v)
 }
 
+// seconds writes a time under a second in milliseconds, never rounded up
+// to 1000 ms: a time just under a 1 s goal must read as under it.
 func seconds(s float64) string {
-	if s < 1 {
-		return fmt.Sprintf("%.0f ms", s*1000)
+	switch v := s * 1000; {
+	case v < 999.5:
+		return fmt.Sprintf("%.0f ms", v)
+	case s < 1:
+		return fmt.Sprintf("%.1f ms", math.Floor(v*10)/10)
 	}
 	return fmt.Sprintf("%.2f s", s)
 }
