@@ -31,10 +31,13 @@ type intent struct {
 // same attempt again (same message ID, deduplicated) instead of inventing
 // another machine; a save that fails changes nothing, and the cluster is
 // planned again.
-func (r *Reconciler) intend(s planner.Step, planID string) *intent {
+func (r *Reconciler) intend(s planner.Step, planID string, shapes *shapes) *intent {
 	m := s.Machine
 	cur := r.lookup(m.Cluster, m.Name)
 	var next *Record
+	// The planner words a cause afresh for each step ("md-0 has 3 of 10
+	// machines"); the records of a pass share one copy of each.
+	cause := unique.Make(s.Reason).Value()
 	switch s.Op {
 	case wire.OpCreate:
 		if cur != nil {
@@ -45,34 +48,33 @@ func (r *Reconciler) intend(s planner.Step, planID string) *intent {
 				Msg("not creating a machine under a name a machine of the cluster has")
 			return nil
 		}
-		next = &Record{
-			Name: m.Name, Cluster: m.Cluster, Deployment: m.Deployment, Role: m.Role,
-			Provider: m.Provider, Version: m.Version, TemplateHash: m.TemplateHash, Labels: m.Labels, Annotations: m.Annotations,
-			Spec: m.Spec, FailureDomain: m.FailureDomain, Phase: wire.PhasePending, Created: r.o.Now(),
-		}
+		sh := Shape{Cluster: m.Cluster, Deployment: m.Deployment, Role: m.Role, Provider: m.Provider,
+			Version: m.Version, TemplateHash: m.TemplateHash, Labels: m.Labels, Annotations: m.Annotations,
+			Spec: m.Spec, PlanID: planID, Cause: cause}
 		if r.rev != nil {
-			next.SourceCommit = r.rev.Commit
+			sh.SourceCommit = r.rev.Commit
 		}
+		next = &Record{Name: m.Name, Shape: shapes.share(sh), FailureDomain: m.FailureDomain,
+			Phase: wire.PhasePending, Created: r.o.Now()}
 		next.Init = m.Role == wire.RoleControlPlane && !r.hasControlPlane(m.Cluster)
 	case wire.OpDelete:
 		if cur == nil || cur.rec.Phase == wire.PhaseDeleting {
 			return nil
 		}
 		next = cur.rec.clone()
-		next.Phase = wire.PhaseDeleting
-		if next.SourceCommit == "" && r.rev != nil {
-			next.SourceCommit = r.rev.Commit
+		sh := *cur.rec.Shape
+		sh.PlanID, sh.Cause = planID, cause
+		if sh.SourceCommit == "" && r.rev != nil {
+			sh.SourceCommit = r.rev.Commit
 		}
+		next.Shape = shapes.share(sh)
+		next.Phase = wire.PhaseDeleting
 	default:
 		return nil
 	}
 	next.TaskID = taskID(s.Op, m.Cluster, m.Name)
 	next.Attempt = 1
 	next.Published = r.o.Now()
-	next.PlanID = planID
-	// The planner words a cause afresh for each step ("md-0 has 3 of 10
-	// machines"); the records of a pass share one copy of each.
-	next.Cause = unique.Make(s.Reason).Value()
 	r.log.Info().Str(logCluster, m.Cluster).Str(logMachine, m.Name).Str("op", string(s.Op)).
 		Str("reason", s.Reason).Msg("publishing task")
 	var rev uint64
@@ -80,6 +82,21 @@ func (r *Reconciler) intend(s planner.Step, planID string) *intent {
 		rev = cur.rev
 	}
 	return &intent{cur: cur, next: next, save: r.store.SaveAsync(next.key(), next, rev)}
+}
+
+// shapes shares the shapes of one cluster's steps in a pass: the creates
+// of a pool get one, and so do the deletes of machines that had one alike.
+type shapes []*Shape
+
+// share returns the shape of ss equal to sh, adding sh when there is none.
+func (ss *shapes) share(sh Shape) *Shape {
+	for _, s := range *ss {
+		if s.equal(&sh) {
+			return s
+		}
+	}
+	*ss = append(*ss, &sh)
+	return &sh
 }
 
 // carryOut waits for the pass's saves; each record stored is put in

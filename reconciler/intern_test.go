@@ -2,9 +2,13 @@ package reconciler
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // TestInternerSharesWhatMachinesHaveAlike: two records read from the store
@@ -12,8 +16,8 @@ import (
 // keep their values.
 func TestInternerSharesWhatMachinesHaveAlike(t *testing.T) {
 	decode := func(name string) *Record {
-		data, _ := json.Marshal(&Record{Name: name, Cluster: "c", Deployment: "md-0", Version: "v1.31.2",
-			Labels: map[string]string{"a": "1", "b": "2"}, Spec: json.RawMessage(`{"cpus":2}`)})
+		data, _ := json.Marshal(&Record{Name: name, Shape: &Shape{Cluster: "c", Deployment: "md-0", Version: "v1.31.2",
+			Labels: map[string]string{"a": "1", "b": "2"}, Spec: json.RawMessage(`{"cpus":2}`)}})
 		r, err := decodeRecord("c."+name, data)
 		if err != nil {
 			t.Fatal(err)
@@ -43,8 +47,8 @@ func TestInternerSharesWhatMachinesHaveAlike(t *testing.T) {
 func TestDecodingSharesWhatMachinesHaveAlike(t *testing.T) {
 	in := newInterner()
 	decode := func(name string, labels map[string]string) *Record {
-		data, _ := json.Marshal(&Record{Name: name, Cluster: "c", Deployment: "md-0", Version: "v1.31.2",
-			Labels: labels, Spec: json.RawMessage(`{"cpus":2}`)})
+		data, _ := json.Marshal(&Record{Name: name, Shape: &Shape{Cluster: "c", Deployment: "md-0", Version: "v1.31.2",
+			Labels: labels, Spec: json.RawMessage(`{"cpus":2}`)}})
 		r, err := decodeShared("c."+name, data, in)
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +67,76 @@ func TestDecodingSharesWhatMachinesHaveAlike(t *testing.T) {
 	if unsafe.StringData(a.Version) != unsafe.StringData(b.Version) {
 		t.Error("two machines of a pool keep a version string each")
 	}
+	if a.Shape != b.Shape || a.Shape == other.Shape {
+		t.Error("two machines of a pool keep a shape each, or a machine with other labels shares theirs")
+	}
 	if len(other.Labels) != 1 || len(a.Labels) != 2 || a.Labels["b"] != "2" || string(b.Spec) != `{"cpus":2}` || b.Name != "m2" {
 		t.Errorf("values changed: %v %v %s %s", a.Labels, other.Labels, b.Spec, b.Name)
+	}
+}
+
+// TestAMachinesVersionIsItsOwn: the records of a pool made in one pass
+// share their shape; a worker that reports another version for one of
+// them changes that machine's record alone, not the version its pool's
+// other machines are recorded at (which would have the planner replace
+// them as if they had drifted).
+func TestAMachinesVersionIsItsOwn(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 3)
+	l.start()
+	l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
+	tasks := l.nextTasks(3) // the workers, once the control plane runs
+	l.waitRecords("Pending Pending Pending Running")
+
+	odd := tasks[0]
+	ev := wire.Event{TaskID: odd.task.ID, Attempt: odd.task.Attempt, Cluster: "c1", Machine: odd.task.Machine.Name,
+		Phase: wire.PhaseRunning, Version: "v1.31.3", ProviderID: "test://odd", Time: time.Now().UTC()}
+	l.event(ev)
+	_ = odd.msg.Ack()
+	l.waitFor("the odd machine's record", func() (bool, string) {
+		r := l.records()[odd.task.Machine.Name]
+		return r != nil && r.Version == "v1.31.3", fmt.Sprint(r)
+	})
+	// Their next records are built on what memory holds of them: a
+	// progress event carries no version of its own.
+	for _, task := range tasks[1:] {
+		l.answer(task, wire.PhaseProvisioning)
+	}
+	for _, task := range tasks[1:] {
+		name := task.task.Machine.Name
+		l.waitFor(name+" provisioning", func() (bool, string) {
+			r := l.records()[name]
+			return r != nil && r.Phase == wire.PhaseProvisioning, fmt.Sprint(r)
+		})
+		if r := l.records()[name]; r.Version != "v1.31.2" {
+			t.Errorf("%s is recorded at %s after another machine of its pool reported v1.31.3; want v1.31.2", name, r.Version)
+		}
+	}
+
+	// The same for a version a running machine's heartbeat reports.
+	for _, task := range tasks[1:] {
+		l.answer(task, wire.PhaseRunning)
+	}
+	l.waitRecords("Running Running Running Running")
+	first, second := tasks[1].task.Machine, tasks[2].task.Machine
+	first.Version = "v1.31.4"
+	second.Version = "" // a heartbeat that names no version
+	recorded := func(m wire.Machine) func() (bool, string) {
+		return func() (bool, string) {
+			r := l.records()[m.Name]
+			return r != nil && r.Heartbeats, fmt.Sprint(r)
+		}
+	}
+	if err := heartbeat(l.nc, first, true); err != nil {
+		t.Fatal(err)
+	}
+	l.waitFor("the first heartbeat recorded", recorded(first))
+	if err := heartbeat(l.nc, second, true); err != nil {
+		t.Fatal(err)
+	}
+	l.waitFor("the second heartbeat recorded", recorded(second))
+	recs := l.records()
+	if recs[first.Name].Version != "v1.31.4" || recs[second.Name].Version != "v1.31.2" {
+		t.Errorf("after heartbeats of v1.31.4 and of no version, %s is recorded at %s and %s at %s; want v1.31.4 and v1.31.2",
+			first.Name, recs[first.Name].Version, second.Name, recs[second.Name].Version)
 	}
 }

@@ -432,11 +432,12 @@ func (r *Reconciler) markMissing(ctx context.Context, m *machine, rep *report, i
 // (or Failed, when the provider says it is dead) from now.
 func (r *Reconciler) adopt(ctx context.Context, rep *report, in wire.Instance) {
 	now := r.o.Now()
-	rec := &Record{Name: in.Machine, Cluster: in.Cluster, Deployment: in.Deployment, Role: in.Role,
+	// A shape of its own, so set below without touching another's.
+	rec := &Record{Name: in.Machine, Shape: &Shape{Cluster: in.Cluster, Deployment: in.Deployment, Role: in.Role,
 		Provider: rep.provider, Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations,
+		Cause: "record rebuilt from the provider's inventory after the store was lost"},
 		ProviderID: in.ProviderID, Addresses: in.Addresses, Worker: rep.worker, Phase: wire.PhaseRunning,
-		Created: now, TaskID: taskID(wire.OpCreate, in.Cluster, in.Machine), Attempt: 1, Published: now,
-		Cause: "record rebuilt from the provider's inventory after the store was lost"}
+		Created: now, TaskID: taskID(wire.OpCreate, in.Cluster, in.Machine), Attempt: 1, Published: now}
 	if rec.Role == "" {
 		rec.Role = wire.RoleWorker
 		if in.Deployment == "" {

@@ -36,8 +36,8 @@ func BenchmarkInventory130k(b *testing.B) {
 		ms := map[string]*machine{}
 		for i := range perCluster {
 			name := fmt.Sprintf("%s-md-0-%05d", cluster, i)
-			ms[name] = &machine{rec: &Record{Cluster: cluster, Name: name, Provider: "inmemory", Phase: wire.PhaseRunning,
-				Deployment: "md-0", Role: wire.RoleWorker, Version: "v1.31.2", Worker: "w1"}}
+			ms[name] = &machine{rec: &Record{Name: name, Shape: &Shape{Cluster: cluster, Provider: "inmemory",
+				Deployment: "md-0", Role: wire.RoleWorker, Version: "v1.31.2"}, Phase: wire.PhaseRunning, Worker: "w1"}}
 			instances = append(instances, wire.Instance{Cluster: cluster, Machine: name, Deployment: "md-0", Role: wire.RoleWorker,
 				Version: "v1.31.2", TemplateHash: "0123456789abcdef", Labels: labels, ProviderID: "inmemory://" + name,
 				Addresses: []string{"10.0.0.1"}})

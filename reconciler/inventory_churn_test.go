@@ -28,8 +28,8 @@ func TestReportsJudgeWhatPredatesTheirList(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := func(name string, since time.Time) {
-		r.put(&machine{rec: &Record{Cluster: "c1", Name: name, Provider: "inmemory", Phase: wire.PhaseRunning,
-			Role: wire.RoleWorker, Deployment: "md-0", Running: since}})
+		r.put(&machine{rec: &Record{Name: name, Shape: &Shape{Cluster: "c1", Provider: "inmemory",
+			Role: wire.RoleWorker, Deployment: "md-0"}, Phase: wire.PhaseRunning, Running: since}})
 	}
 	n := 0
 	// report sends a one-part report of listed, whose List the worker

@@ -275,8 +275,9 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 			rec.Running = r.o.Now().UTC()
 		}
 	}
-	if ev.Phase == wire.PhaseRunning {
-		set(&rec.Version, ev.Version)
+	if ev.Phase == wire.PhaseRunning && ev.Version != "" && ev.Version != rec.Version {
+		rec.reshape(func(sh *Shape) { sh.Version = ev.Version })
+		changed = true
 	}
 	if rec.Message != ev.Message {
 		rec.Message, changed = ev.Message, true
@@ -328,8 +329,8 @@ func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
 	if !m.rec.Heartbeats || (m.rec.Phase == wire.PhaseRunning && hb.Version != "" && m.rec.Version != hb.Version) {
 		next := m.rec.clone()
 		next.Heartbeats = true
-		if m.rec.Phase == wire.PhaseRunning && hb.Version != "" {
-			next.Version = hb.Version
+		if m.rec.Phase == wire.PhaseRunning && hb.Version != "" && hb.Version != next.Version {
+			next.reshape(func(sh *Shape) { sh.Version = hb.Version })
 		}
 		m = r.commit(ctx, m, next)
 		if m == nil {

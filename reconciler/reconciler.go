@@ -806,8 +806,9 @@ func (r *Reconciler) step(ctx context.Context) {
 		}
 		delete(r.dirty, name)
 		r.metrics.ClustersPlanned.Inc()
+		var shapes shapes
 		for _, s := range res.Steps {
-			if in := r.intend(s, planID); in != nil {
+			if in := r.intend(s, planID, &shapes); in != nil {
 				intents = append(intents, in)
 			}
 		}

@@ -1,9 +1,11 @@
 package reconciler
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -26,20 +28,19 @@ import (
 // (clone), saved with compare-and-set on the revision it replaces, and only
 // then swapped into memory.
 type Record struct {
-	Name          string            `json:"name"`
-	Cluster       string            `json:"cluster"`
-	Deployment    string            `json:"deployment,omitempty"` // worker pool; "" for the control plane
-	Role          wire.Role         `json:"role"`
-	Provider      string            `json:"provider"`
-	Version       string            `json:"version"`
-	TemplateHash  string            `json:"templateHash"`
-	Labels        map[string]string `json:"labels,omitempty"`
-	Annotations   map[string]string `json:"annotations,omitempty"`
-	Spec          json.RawMessage   `json:"spec,omitempty"`
-	FailureDomain string            `json:"failureDomain,omitempty"`
+	Name string `json:"name"`
+	// Shape is shared by the records of a pool made in one pass, and by
+	// the records read at start that have it alike: never changed in
+	// place (reshape).
+	*Shape
+	FailureDomain string `json:"failureDomain,omitempty"`
 	// Init: the cluster's first control-plane machine, which initialises
 	// it (kubeadm init); every other machine joins.
 	Init bool `json:"init,omitempty"`
+	// Heartbeats says the machine sends heartbeats (it sent one), so their
+	// absence means something. Machines of providers without heartbeats
+	// (inmemory) are judged by inventory alone.
+	Heartbeats bool `json:"heartbeats,omitempty"`
 
 	Phase wire.Phase `json:"phase"`
 	// Reason is a CamelCase word for why the machine is in its phase when
@@ -73,6 +74,24 @@ type Record struct {
 	// Health is the machine's health as last judged from its heartbeats;
 	// recorded only when it changes.
 	Health *Health `json:"health,omitempty"`
+}
+
+// Shape is what a machine's record has alike with the other machines of
+// its pool that one planning pass made: the intent (pool, role, provider,
+// version, template, labels, spec) and where it came from (commit, plan,
+// cause). A pool's records share one, which saves most of a record's size
+// (docs/reconciler.md, "Memory per machine"); a record whose shape
+// changes gets a new one (reshape).
+type Shape struct {
+	Cluster      string            `json:"cluster"`
+	Deployment   string            `json:"deployment,omitempty"` // worker pool; "" for the control plane
+	Role         wire.Role         `json:"role"`
+	Provider     string            `json:"provider"`
+	Version      string            `json:"version"`
+	TemplateHash string            `json:"templateHash"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	Spec         json.RawMessage   `json:"spec,omitempty"`
 
 	SourceCommit string `json:"sourceCommit,omitempty"`
 	PlanID       string `json:"planID,omitempty"`
@@ -81,11 +100,24 @@ type Record struct {
 	// written to the status branch, so Git alone tells why a machine came
 	// or went.
 	Cause string `json:"cause,omitempty"`
+}
 
-	// Heartbeats says the machine sends heartbeats (it sent one), so their
-	// absence means something. Machines of providers without heartbeats
-	// (inmemory) are judged by inventory alone.
-	Heartbeats bool `json:"heartbeats,omitempty"`
+// reshape gives r, a copy being built (clone), its own copy of its shape,
+// changed by set: the shape r shared stays as it was.
+func (r *Record) reshape(set func(*Shape)) {
+	sh := *r.Shape
+	set(&sh)
+	r.Shape = &sh
+}
+
+// equal reports whether s and o say the same.
+func (s *Shape) equal(o *Shape) bool {
+	return s.Cluster == o.Cluster && s.Deployment == o.Deployment && s.Role == o.Role &&
+		s.Provider == o.Provider && s.Version == o.Version && s.TemplateHash == o.TemplateHash &&
+		s.SourceCommit == o.SourceCommit && s.PlanID == o.PlanID && s.Cause == o.Cause &&
+		maps.Equal(s.Labels, o.Labels) && maps.Equal(s.Annotations, o.Annotations) &&
+		bytes.Equal(s.Spec, o.Spec) && (s.Spec == nil) == (o.Spec == nil) &&
+		(s.Labels == nil) == (o.Labels == nil) && (s.Annotations == nil) == (o.Annotations == nil)
 }
 
 // Health is a recorded health judgement, as Cluster API's Healthy
@@ -157,15 +189,18 @@ func decodeRecord(key string, data []byte) (*Record, error) { return decodeShare
 // decodeShared is decodeRecord sharing, with in (when not nil), what the
 // machines of a pool have alike with the records in decoded before.
 func decodeShared(key string, data []byte, in *interner) (*Record, error) {
-	var r Record
+	r := Record{Shape: &Shape{}}
 	if !fastDecodeRecord(data, &r, in) {
-		r = Record{}
+		r = Record{Shape: &Shape{}}
 		if err := json.Unmarshal(data, &r); err != nil {
 			return nil, fmt.Errorf("machine record %s: %w", key, err)
 		}
 		if in != nil {
 			in.record(&r)
 		}
+	}
+	if in != nil {
+		r.Shape = in.shape(r.Shape)
 	}
 	if r.Name == "" || r.Cluster == "" || recordKey(r.Cluster, r.Name) != key {
 		return nil, fmt.Errorf("machine record %s: names another machine (%s/%s)", key, r.Cluster, r.Name)
@@ -214,6 +249,7 @@ func (m *machine) observed() planner.ObservedMachine {
 type interner struct {
 	labels map[string]map[string]string
 	specs  map[string]json.RawMessage
+	shapes map[shapeKey]*Shape
 	// Of the fast decoders (fastDecodeRecord, fastDecodeInventory):
 	// strings, and labels and annotations by their encoding.
 	scan *jsonscan.Interner
@@ -221,7 +257,7 @@ type interner struct {
 
 func newInterner() *interner {
 	return &interner{labels: map[string]map[string]string{}, specs: map[string]json.RawMessage{},
-		scan: jsonscan.NewInterner()}
+		shapes: map[shapeKey]*Shape{}, scan: jsonscan.NewInterner()}
 }
 
 // scanner is what the fast decoders share through: nil for no interner.
@@ -230,6 +266,28 @@ func (in *interner) scanner() *jsonscan.Interner {
 		return nil
 	}
 	return in.scan
+}
+
+// shapeKey finds a shape among those decoded before: its strings, and its
+// labels, annotations and spec by identity, which the interner has made
+// one for records that have them alike.
+type shapeKey struct {
+	strings                   [9]string
+	labels, annotations, spec uintptr
+	specLen                   int
+}
+
+// shape returns the shape decoded before that is the same as sh, or sh.
+func (in *interner) shape(sh *Shape) *Shape {
+	k := shapeKey{strings: [...]string{sh.Cluster, sh.Deployment, string(sh.Role), sh.Provider, sh.Version,
+		sh.TemplateHash, sh.SourceCommit, sh.PlanID, sh.Cause},
+		labels: reflect.ValueOf(sh.Labels).Pointer(), annotations: reflect.ValueOf(sh.Annotations).Pointer(),
+		spec: reflect.ValueOf(sh.Spec).Pointer(), specLen: len(sh.Spec)}
+	if s, ok := in.shapes[k]; ok {
+		return s
+	}
+	in.shapes[k] = sh
+	return sh
 }
 
 func (in *interner) record(r *Record) {

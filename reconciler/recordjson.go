@@ -38,6 +38,13 @@ var recordKeys = jsonscan.KeyBits("name", "cluster", "deployment", "role", "prov
 
 // recordField decodes the value of key into r.
 func recordField(s *jsonscan.Scanner, in *interner, key string, r *Record) bool {
+	switch key {
+	case "cluster", "deployment", "role", "provider", "version", "templateHash", "labels", "annotations", "spec",
+		"sourceCommit", "planID", "cause":
+		if r.Shape == nil {
+			r.Shape = &Shape{} // as encoding/json does: at the shape's first field
+		}
+	}
 	var str *string
 	switch key {
 	case "name":

@@ -14,17 +14,18 @@ func recordSamples(tb testing.TB) [][]byte {
 	tb.Helper()
 	at := time.Date(2026, 11, 25, 18, 0, 0, 123456789, time.UTC)
 	recs := []*Record{
-		{Name: "c1-md-0-abcde", Cluster: "c1", Deployment: "md-0", Role: "worker", Provider: "inmemory",
+		{Name: "c1-md-0-abcde", Shape: &Shape{Cluster: "c1", Deployment: "md-0", Role: "worker", Provider: "inmemory",
 			Version: "v1.31.2", TemplateHash: "3f2a", Labels: map[string]string{"pool": "md-0", "tier": "web"},
-			Spec: json.RawMessage(`{"cpus":2,"disk":{"size":"20Gi"},"tags":["a","b\"c"]}`), Phase: "Running",
+			Spec:         json.RawMessage(`{"cpus":2,"disk":{"size":"20Gi"},"tags":["a","b\"c"]}`),
+			SourceCommit: "0123456789abcdef", PlanID: "0123456-7", Cause: "scale up md-0 from 2 to 3"}, Phase: "Running",
 			Created: at, Running: at.Add(time.Second), Addresses: []string{"10.0.0.1", "fd00::1"},
-			Worker: "w1", TaskID: "create.c1.c1-md-0-abcde", Attempt: 3, Published: at, Heartbeats: true,
-			SourceCommit: "0123456789abcdef", PlanID: "0123456-7", Cause: "scale up md-0 from 2 to 3"},
-		{Name: "c1-cp-xyz12", Cluster: "c1", Role: "control-plane", Provider: "local", Version: "v1.31.2",
+			Worker: "w1", TaskID: "create.c1.c1-md-0-abcde", Attempt: 3, Published: at, Heartbeats: true},
+		{Name: "c1-cp-xyz12", Shape: &Shape{Cluster: "c1", Role: "control-plane", Provider: "local", Version: "v1.31.2",
+			Annotations: map[string]string{}},
 			Init: true, Phase: "Failed", Reason: "MachineMissing", Message: "exit status 1: \"kubeadm\" <failed> & é \u2028",
-			Annotations: map[string]string{}, Addresses: []string{}, Created: at, Joined: at,
+			Addresses: []string{}, Created: at, Joined: at,
 			Health: &Health{Healthy: false, Reason: ReasonHeartbeatMissing, Message: "no heartbeat for 31s", Since: at}},
-		{Name: "m", Cluster: "c"},
+		{Name: "m", Shape: &Shape{Cluster: "c"}},
 	}
 	var out [][]byte
 	for _, r := range recs {
