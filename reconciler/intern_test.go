@@ -140,3 +140,17 @@ func TestAMachinesVersionIsItsOwn(t *testing.T) {
 			first.Name, recs[first.Name].Version, second.Name, recs[second.Name].Version)
 	}
 }
+
+// TestIsRecordKey: the check a start makes of every record's key agrees
+// with the key itself.
+func TestIsRecordKey(t *testing.T) {
+	for _, c := range [][3]string{
+		{"c1.m1", "c1", "m1"}, {"c1.m1", "c1", "m2"}, {"c1.m1", "c", "1.m1"}, {"c.1.m1", "c.1", "m1"},
+		{"c.1.m1", "c", "1.m1"}, {"c1m1", "c1", "m1"}, {"c1.m1x", "c1", "m1"}, {"xc1.m1", "c1", "m1"},
+		{".", "", ""}, {"", "", ""}, {"c1.", "c1", ""}, {"é.m", "é", "m"},
+	} {
+		if got, want := isRecordKey(c[0], c[1], c[2]), c[0] == recordKey(c[1], c[2]); got != want {
+			t.Errorf("isRecordKey(%q, %q, %q) = %v, want %v", c[0], c[1], c[2], got, want)
+		}
+	}
+}

@@ -144,6 +144,13 @@ func (r *Record) key() string { return recordKey(r.Cluster, r.Name) }
 
 func recordKey(cluster, machine string) string { return wire.RecordKey(cluster, machine) }
 
+// isRecordKey reports whether key is recordKey(cluster, machine) without
+// making that string: a start checks every record it reads.
+func isRecordKey(key, cluster, machine string) bool {
+	return len(key) == len(cluster)+1+len(machine) && strings.HasPrefix(key, cluster) &&
+		key[len(cluster)] == '.' && strings.HasSuffix(key, machine)
+}
+
 // clone returns a copy whose fields may be set without changing r.
 func (r *Record) clone() *Record {
 	c := *r
@@ -189,9 +196,9 @@ func decodeRecord(key string, data []byte) (*Record, error) { return decodeShare
 // decodeShared is decodeRecord sharing, with in (when not nil), what the
 // machines of a pool have alike with the records in decoded before.
 func decodeShared(key string, data []byte, in *interner) (*Record, error) {
-	r := Record{Shape: &Shape{}}
+	r := Record{Shape: in.blankShape()}
 	if !fastDecodeRecord(data, &r, in) {
-		r = Record{Shape: &Shape{}}
+		r = Record{Shape: in.blankShape()}
 		if err := json.Unmarshal(data, &r); err != nil {
 			return nil, fmt.Errorf("machine record %s: %w", key, err)
 		}
@@ -202,7 +209,7 @@ func decodeShared(key string, data []byte, in *interner) (*Record, error) {
 	if in != nil {
 		r.Shape = in.shape(r.Shape)
 	}
-	if r.Name == "" || r.Cluster == "" || recordKey(r.Cluster, r.Name) != key {
+	if r.Name == "" || r.Cluster == "" || !isRecordKey(key, r.Cluster, r.Name) {
 		return nil, fmt.Errorf("machine record %s: names another machine (%s/%s)", key, r.Cluster, r.Name)
 	}
 	return &r, nil
@@ -250,6 +257,9 @@ type interner struct {
 	labels map[string]map[string]string
 	specs  map[string]json.RawMessage
 	shapes map[shapeKey]*Shape
+	// scratch is the shape a record is decoded into; shape copies it
+	// only when no shape decoded before is the same.
+	scratch Shape
 	// Of the fast decoders (fastDecodeRecord, fastDecodeInventory):
 	// strings, and labels and annotations by their encoding.
 	scan *jsonscan.Interner
@@ -277,7 +287,18 @@ type shapeKey struct {
 	specLen                   int
 }
 
-// shape returns the shape decoded before that is the same as sh, or sh.
+// blankShape is the shape to decode a record into: the interner's
+// scratch, or a new one without an interner.
+func (in *interner) blankShape() *Shape {
+	if in == nil {
+		return &Shape{}
+	}
+	in.scratch = Shape{}
+	return &in.scratch
+}
+
+// shape returns the shape decoded before that is the same as sh, or sh
+// (a copy of it, when sh is the scratch).
 func (in *interner) shape(sh *Shape) *Shape {
 	k := shapeKey{strings: [...]string{sh.Cluster, sh.Deployment, string(sh.Role), sh.Provider, sh.Version,
 		sh.TemplateHash, sh.SourceCommit, sh.PlanID, sh.Cause},
@@ -285,6 +306,10 @@ func (in *interner) shape(sh *Shape) *Shape {
 		spec: reflect.ValueOf(sh.Spec).Pointer(), specLen: len(sh.Spec)}
 	if s, ok := in.shapes[k]; ok {
 		return s
+	}
+	if sh == &in.scratch {
+		c := *sh
+		sh = &c
 	}
 	in.shapes[k] = sh
 	return sh
