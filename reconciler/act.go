@@ -31,7 +31,7 @@ type intent struct {
 // same attempt again (same message ID, deduplicated) instead of inventing
 // another machine; a save that fails changes nothing, and the cluster is
 // planned again.
-func (r *Reconciler) intend(s planner.Step, planID string, shapes *shapes) *intent {
+func (r *Reconciler) intend(s planner.Step, planID string, alike *shapes) *intent {
 	m := s.Machine
 	cur := r.lookup(m.Cluster, m.Name)
 	var next *Record
@@ -54,7 +54,7 @@ func (r *Reconciler) intend(s planner.Step, planID string, shapes *shapes) *inte
 		if r.rev != nil {
 			sh.SourceCommit = r.rev.Commit
 		}
-		next = &Record{Name: m.Name, Shape: shapes.share(sh), FailureDomain: m.FailureDomain,
+		next = &Record{Name: m.Name, Shape: alike.share(sh), FailureDomain: m.FailureDomain,
 			Phase: wire.PhasePending, Created: r.o.Now()}
 		next.Init = m.Role == wire.RoleControlPlane && !r.hasControlPlane(m.Cluster)
 	case wire.OpDelete:
@@ -67,7 +67,7 @@ func (r *Reconciler) intend(s planner.Step, planID string, shapes *shapes) *inte
 		if sh.SourceCommit == "" && r.rev != nil {
 			sh.SourceCommit = r.rev.Commit
 		}
-		next.Shape = shapes.share(sh)
+		next.Shape = alike.share(sh)
 		next.Phase = wire.PhaseDeleting
 	default:
 		return nil

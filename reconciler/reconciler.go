@@ -806,9 +806,9 @@ func (r *Reconciler) step(ctx context.Context) {
 		}
 		delete(r.dirty, name)
 		r.metrics.ClustersPlanned.Inc()
-		var shapes shapes
+		var alike shapes // the cluster's steps share their records' shapes
 		for _, s := range res.Steps {
-			if in := r.intend(s, planID, &shapes); in != nil {
+			if in := r.intend(s, planID, &alike); in != nil {
 				intents = append(intents, in)
 			}
 		}
