@@ -47,7 +47,6 @@ test: deps chromium ## run every test with -race (with a short browser test wher
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./reconciler
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInventory$$' -fuzztime $(or $(FUZZTIME),20000x) -fuzzminimizetime $(FUZZMIN) ./reconciler
 	$(GO) test -run '^$$' -fuzz '^FuzzEncodeInventory$$' -fuzztime $(or $(FUZZTIME),20000x) -fuzzminimizetime $(FUZZMIN) ./schemas/wire
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeListed$$' -fuzztime $(or $(FUZZTIME),20000x) -fuzzminimizetime $(FUZZMIN) ./providers/inmemory
 	$(GO) test -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(or $(FUZZTIME),50000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzPrecheck$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzValueCodec$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./schemas

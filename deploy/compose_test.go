@@ -131,17 +131,17 @@ func TestCompose(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kv, err := js.KeyValue(ctx, inmemory.Bucket)
+	provider, err := inmemory.New(ctx, js, inmemory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := kv.Keys(ctx)
+	list, err := provider.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cloud []string
-	for _, k := range keys {
-		cloud = append(cloud, k)
+	for _, in := range list {
+		cloud = append(cloud, in.Cluster+"."+in.Name)
 	}
 	sort.Strings(cloud)
 	if strings.Join(cloud, " ") != strings.Join(want, " ") {

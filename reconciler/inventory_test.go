@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,13 +22,14 @@ import (
 
 // cloudFleet is one cluster of inmemory machines (one control-plane
 // machine, two workers) on a real NATS server, with a real worker whose
-// cloud is the inmemory provider's KV bucket: the test changes that
-// bucket as something outside gitfleet would change a cloud.
+// cloud is the inmemory provider's KV bucket: the test changes that cloud
+// through a provider of its own, as someone outside gitfleet would change
+// a cloud.
 type cloudFleet struct {
 	t     *testing.T
 	repo  *benchRepo
 	js    jetstream.JetStream
-	cloud jetstream.KeyValue // what the provider has
+	cloud *inmemory.Provider // another client of the worker's cloud
 	recs  jetstream.KeyValue // the daemon's records
 }
 
@@ -52,7 +52,7 @@ func newCloudFleet(t *testing.T) *cloudFleet {
 		t.Fatal(err)
 	}
 	go func() { _ = w.Run(ctx) }()
-	if f.cloud, err = f.js.KeyValue(ctx, inmemory.Bucket); err != nil {
+	if f.cloud, err = inmemory.New(ctx, f.js, inmemory.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if f.recs, err = f.js.KeyValue(ctx, wire.BucketMachines); err != nil {
@@ -61,14 +61,17 @@ func newCloudFleet(t *testing.T) *cloudFleet {
 	return f
 }
 
-// machines lists the names of what the cloud has.
+// machines lists what the cloud has, as "cluster.name".
 func (f *cloudFleet) machines() []string {
-	keys, err := f.cloud.Keys(f.t.Context())
-	if err != nil && err != jetstream.ErrNoKeysFound {
+	list, err := f.cloud.List(f.t.Context())
+	if err != nil {
 		f.t.Fatal(err)
 	}
-	slices.Sort(keys)
-	return keys
+	var out []string
+	for _, in := range list {
+		out = append(out, in.Cluster+"."+in.Name)
+	}
+	return out
 }
 
 // records reads the daemon's machine records.
@@ -143,7 +146,8 @@ func TestInventoryReplacesMissingMachine(t *testing.T) {
 			break
 		}
 	}
-	if err := f.cloud.Delete(t.Context(), lost); err != nil {
+	cluster, name, _ := strings.Cut(lost, ".")
+	if err := f.cloud.Delete(t.Context(), wire.Machine{Cluster: cluster, Name: name, Provider: inmemory.Name}); err != nil {
 		t.Fatal(err)
 	}
 	f.wait("the lost machine recorded missing", func() bool {
@@ -184,10 +188,8 @@ func TestInventoryOrphans(t *testing.T) {
 			})
 			f.wait("three Running machines", f.converged)
 			fleet := f.machines()
-			// The inmemory cloud's own record of a machine.
-			stray, _ := json.Marshal(map[string]any{"machine": wire.Machine{Name: "stray-1", Cluster: "c1",
-				Role: wire.RoleWorker, Deployment: "md-0", Provider: "inmemory"}, "created": time.Now()})
-			if _, err := f.cloud.Create(t.Context(), "c1.stray-1", stray); err != nil {
+			stray := wire.Machine{Name: "stray-1", Cluster: "c1", Role: wire.RoleWorker, Deployment: "md-0", Provider: inmemory.Name}
+			if _, err := f.cloud.Create(t.Context(), stray); err != nil {
 				t.Fatal(err)
 			}
 			gauge := m.Orphans.WithLabelValues("inmemory")

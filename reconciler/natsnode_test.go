@@ -84,13 +84,17 @@ func TestSurvivesANATSNode(t *testing.T) {
 	want := machinesAt(t, g, "v1.32.0", DefaultTaskTimeout+time.Minute)
 	t.Logf("the rollout finished %s after the kill", time.Since(killed).Round(time.Second))
 
-	kv, err := js.KeyValue(ctx, inmemory.Bucket)
+	cloud, err := inmemory.New(ctx, js, inmemory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := kv.Keys(ctx)
+	list, err := cloud.List(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var keys []string
+	for _, in := range list {
+		keys = append(keys, in.Cluster+"."+in.Name)
 	}
 	sort.Strings(keys)
 	if strings.Join(keys, " ") != strings.Join(want, " ") {

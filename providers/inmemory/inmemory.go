@@ -9,19 +9,23 @@
 package inmemory
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gitfleet/gitfleet/bootstrap"
-	"github.com/gitfleet/gitfleet/internal/jsonscan"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -66,6 +70,10 @@ type Provider struct {
 	kv   jetstream.KeyValue
 	js   jetstream.JetStream
 	nc   *nats.Conn // asks the leader to review machines' bootstrap tokens
+	// legacy is true when the bucket held machines under keys of their
+	// own as the provider started: Create looks for them too.
+	legacy bool
+	writes clusterWrites
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -86,19 +94,141 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Provider, 
 	if err != nil {
 		return nil, fmt.Errorf("inmemory: bucket %s: %w", opts.Bucket, err)
 	}
-	return &Provider{opts: opts, kv: kv, js: js, nc: js.Conn()}, nil
+	p := &Provider{opts: opts, kv: kv, js: js, nc: js.Conn()}
+	legacy, err := p.hasLegacy(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inmemory: bucket %s: %w", opts.Bucket, err)
+	}
+	p.legacy = legacy
+	return p, nil
+}
+
+// hasLegacy reports whether the bucket holds a machine under a key of its
+// own ("<cluster>.<machine>"), as the provider wrote them before. Deleted
+// keys leave a marker, which is not one.
+func (p *Provider) hasLegacy(ctx context.Context) (bool, error) {
+	stream := "KV_" + p.kv.Bucket()
+	cons, err := p.js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy,
+		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy, FilterSubject: "$KV." + p.kv.Bucket() + ".*.*",
+		MemoryStorage: true, InactiveThreshold: time.Minute})
+	if err != nil {
+		return false, err
+	}
+	defer p.deleteConsumer(ctx, stream, cons)
+	if cons.CachedInfo().NumPending == 0 {
+		return false, nil
+	}
+	for {
+		found, done := false, false
+		err := fetch(ctx, cons, func(msg jetstream.Msg) {
+			found = found || msg.Headers().Get("KV-Operation") == ""
+		}, &done)
+		if err != nil || found || done {
+			return found, err
+		}
+	}
+}
+
+func (p *Provider) deleteConsumer(ctx context.Context, stream string, cons jetstream.Consumer) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = p.js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name)
 }
 
 // Name implements providers.Provider.
 func (p *Provider) Name() string { return Name }
 
-// record is one machine in the bucket.
+// The cloud keeps one key a cluster: its value (cloudCluster) holds the
+// cluster's machines in groups of those alike (everything but the name).
+// A key a machine cost the embedded NATS server an entry of its subject
+// index for every machine, and every inventory read one message a
+// machine; a key a cluster costs a thirteenth of that at 13 machines a
+// cluster (docs/providers.md). Writes to a cluster's key are
+// compare-and-set, so providers in any number of processes are one cloud,
+// and the writes one process makes to one cluster at the same time are
+// made together (clusterWrites).
+//
+// Keys of the form "<cluster>.<machine>" (record) are what the provider
+// wrote before: List reports them, Delete removes them, and Create finds
+// them when the bucket had any as the provider started (legacy).
+
+// cloudCluster is the value of a cluster's key.
+type cloudCluster struct {
+	Groups []group `json:"groups"`
+}
+
+// group is machines of one cluster that have everything but their names
+// alike (pool, role, version, template, labels, annotations).
+type group struct {
+	Machine  wire.Machine `json:"machine"` // no name, no spec
+	Machines []member     `json:"machines"`
+}
+
+// member is one machine of a group.
+type member struct {
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+}
+
+// find returns the machine named name; false: the cluster has none.
+func (c *cloudCluster) find(name string) (wire.Machine, bool) {
+	for _, g := range c.Groups {
+		for _, m := range g.Machines {
+			if m.Name == name {
+				out := g.Machine
+				out.Name = name
+				return out, true
+			}
+		}
+	}
+	return wire.Machine{}, false
+}
+
+// add puts m in the group of the machines like it.
+func (c *cloudCluster) add(m wire.Machine, created time.Time) {
+	name := m.Name
+	m.Name, m.Spec, m.Bootstrap = "", nil, nil
+	for i := range c.Groups {
+		if alike(c.Groups[i].Machine, m) {
+			c.Groups[i].Machines = append(c.Groups[i].Machines, member{Name: name, Created: created})
+			return
+		}
+	}
+	c.Groups = append(c.Groups, group{Machine: m, Machines: []member{{Name: name, Created: created}}})
+}
+
+// remove takes the machine named name out; false: the cluster had none.
+func (c *cloudCluster) remove(name string) bool {
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		for j := range g.Machines {
+			if g.Machines[j].Name == name {
+				g.Machines = slices.Delete(g.Machines, j, j+1)
+				if len(g.Machines) == 0 {
+					c.Groups = slices.Delete(c.Groups, i, i+1)
+				}
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// alike reports whether two nameless machines would be one group.
+func alike(a, b wire.Machine) bool {
+	return a.Cluster == b.Cluster && a.Role == b.Role && a.Deployment == b.Deployment && a.Version == b.Version &&
+		a.Provider == b.Provider && a.FailureDomain == b.FailureDomain && a.TemplateHash == b.TemplateHash &&
+		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
+}
+
+// record is one machine under a key of its own, as the provider wrote
+// machines before it kept one key a cluster.
 type record struct {
 	Machine wire.Machine `json:"machine"`
 	Created time.Time    `json:"created"`
 }
 
-func key(cluster, name string) string { return cluster + "." + name }
+func legacyKey(cluster, name string) string { return cluster + "." + name }
 
 func (p *Provider) settings(m wire.Machine) (Options, error) {
 	var s Spec
@@ -126,8 +256,36 @@ func instance(m wire.Machine) providers.Instance {
 		Version: m.Version, Deployment: m.Deployment, Role: m.Role, TemplateHash: m.TemplateHash, Labels: m.Labels, Annotations: m.Annotations}
 }
 
-// get reads a machine; ok is false when the cloud does not have it.
-func (p *Provider) get(ctx context.Context, k string) (wire.Machine, bool, error) {
+// readCluster reads a cluster's key: its machines and the key's revision
+// (0: the cloud has no machine of the cluster under it).
+func (p *Provider) readCluster(ctx context.Context, cluster string) (cloudCluster, uint64, error) {
+	return p.readClusterIf(ctx, cluster, nil)
+}
+
+// readClusterIf is readCluster, which decodes the value only if it has
+// the bytes want (nil: always); a value without them reads as no machine.
+func (p *Provider) readClusterIf(ctx context.Context, cluster string, want []byte) (cloudCluster, uint64, error) {
+	e, err := p.kv.Get(ctx, cluster)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return cloudCluster{}, 0, nil
+	}
+	if err != nil {
+		return cloudCluster{}, 0, providers.Transient(fmt.Errorf("inmemory: read %s: %w", cluster, err))
+	}
+	if want != nil && !bytes.Contains(e.Value(), want) {
+		return cloudCluster{}, e.Revision(), nil
+	}
+	var c cloudCluster
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return cloudCluster{}, 0, providers.Permanent(fmt.Errorf("inmemory: cluster %s's machines: %w", cluster, err))
+	}
+	return c, e.Revision(), nil
+}
+
+// getLegacy reads a machine under a key of its own; ok is false when the
+// cloud has no such key.
+func (p *Provider) getLegacy(ctx context.Context, cluster, name string) (wire.Machine, bool, error) {
+	k := legacyKey(cluster, name)
 	e, err := p.kv.Get(ctx, k)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return wire.Machine{}, false, nil
@@ -142,14 +300,36 @@ func (p *Provider) get(ctx context.Context, k string) (wire.Machine, bool, error
 	return r.Machine, true, nil
 }
 
+// get reads a machine; ok is false when the cloud does not have it. A
+// machine under a key of its own is looked for when withLegacy is true.
+//
+// The cluster's value is decoded only when it has the bytes a machine of
+// that name is written as (names are tokens, which JSON writes as they
+// are): the lookup before every create no longer decodes the cluster's
+// every machine. Another writer's spacing would only make Create look
+// further: its write reads the value whole (writeCluster).
+func (p *Provider) get(ctx context.Context, cluster, name string, withLegacy bool) (m wire.Machine, ok, legacy bool, err error) {
+	c, _, err := p.readClusterIf(ctx, cluster, []byte(`"name":"`+name+`"`))
+	if err != nil {
+		return wire.Machine{}, false, false, err
+	}
+	if m, ok := c.find(name); ok {
+		return m, true, false, nil
+	}
+	if !withLegacy {
+		return wire.Machine{}, false, false, nil
+	}
+	m, ok, err = p.getLegacy(ctx, cluster, name)
+	return m, ok, ok, err
+}
+
 // Create implements providers.Provider: the machine is written with
 // compare-and-set, so concurrent creates by any workers make one machine.
 func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instance, error) {
 	if !wire.ValidToken(m.Cluster) || !wire.ValidToken(m.Name) {
 		return providers.Instance{}, providers.Permanent(fmt.Errorf("inmemory: %q/%q is not usable as a machine name", m.Cluster, m.Name))
 	}
-	k := key(m.Cluster, m.Name)
-	if have, ok, err := p.get(ctx, k); err != nil || ok {
+	if have, ok, _, err := p.get(ctx, m.Cluster, m.Name, p.legacy); err != nil || ok {
 		return instance(have), err
 	}
 	o, err := p.settings(m)
@@ -166,19 +346,13 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 		return providers.Instance{}, err
 	}
 	stored := m
-	stored.Spec = nil // the cloud keeps what List reports, not the request
-	data, err := json.Marshal(record{Machine: stored, Created: time.Now().UTC()})
-	if err != nil {
-		return providers.Instance{}, providers.Permanent(err)
+	stored.Spec, stored.Bootstrap = nil, nil // the cloud keeps what List reports, not the request
+	w := &clusterWrite{add: &stored, name: m.Name, created: time.Now().UTC()}
+	if err := p.writes.apply(ctx, p, m.Cluster, w); err != nil {
+		return providers.Instance{}, err
 	}
-	if _, err := p.kv.Create(ctx, k, data); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			have, ok, gerr := p.get(ctx, k)
-			if gerr == nil && ok {
-				return instance(have), nil
-			}
-		}
-		return providers.Instance{}, providers.Transient(fmt.Errorf("inmemory: create %s: %w", k, err))
+	if w.found {
+		return instance(w.have), nil // another create made it first
 	}
 	return instance(stored), nil
 }
@@ -225,8 +399,7 @@ func (p *Provider) join(ctx context.Context, m wire.Machine) error {
 
 // Delete implements providers.Provider.
 func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
-	k := key(m.Cluster, m.Name)
-	_, ok, err := p.get(ctx, k)
+	_, ok, legacy, err := p.get(ctx, m.Cluster, m.Name, true)
 	if err != nil || !ok {
 		return err
 	}
@@ -237,10 +410,14 @@ func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
 	if err := sleep(ctx, delay(o)); err != nil {
 		return err
 	}
-	if err := p.kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return providers.Transient(fmt.Errorf("inmemory: delete %s: %w", k, err))
+	if legacy {
+		k := legacyKey(m.Cluster, m.Name)
+		if err := p.kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return providers.Transient(fmt.Errorf("inmemory: delete %s: %w", k, err))
+		}
+		return nil
 	}
-	return nil
+	return p.writes.apply(ctx, p, m.Cluster, &clusterWrite{name: m.Name})
 }
 
 // List implements providers.Provider; sorted by cluster, then name.
@@ -257,8 +434,7 @@ func (p *Provider) List(ctx context.Context) ([]providers.Instance, error) {
 	}
 	// Every value, fetched listBatch at a time: a watch of the bucket
 	// would take all of them as fast as the server sends them, and hold
-	// them until they are decoded (at 130,000 machines, ~140 MB for a
-	// moment every inventory). The bucket keeps one value a key (New
+	// them until they are decoded. The bucket keeps one value a key (New
 	// makes it so), so every message is a key's newest.
 	stream := "KV_" + p.kv.Bucket()
 	cons, err := p.js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy,
@@ -266,15 +442,35 @@ func (p *Provider) List(ctx context.Context) ([]providers.Instance, error) {
 	if err != nil {
 		return fail(err)
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = p.js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name)
-	}()
-	out := make([]providers.Instance, 0, st.Values())
-	in := jsonscan.NewInterner()
+	defer p.deleteConsumer(ctx, stream, cons)
+	var out []providers.Instance
+	prefix := "$KV." + p.kv.Bucket() + "."
+	add := func(msg jetstream.Msg) {
+		// A deleted or purged key's marker has a KV-Operation.
+		if msg.Headers().Get("KV-Operation") != "" {
+			return
+		}
+		key := strings.TrimPrefix(msg.Subject(), prefix)
+		if strings.Contains(key, ".") {
+			if m, ok := decodeLegacy(msg.Data()); ok {
+				out = append(out, instance(m))
+			}
+			return
+		}
+		var c cloudCluster
+		if json.Unmarshal(msg.Data(), &c) != nil {
+			return // not the provider's: left out, as a record that is no record
+		}
+		for _, g := range c.Groups {
+			for _, m := range g.Machines {
+				i := instance(g.Machine)
+				i.Name, i.ProviderID = m.Name, "inmemory://"+g.Machine.Cluster+"/"+m.Name
+				out = append(out, i)
+			}
+		}
+	}
 	for done := false; !done; {
-		if done, err = fetchInstances(ctx, cons, in, &out); err != nil {
+		if err := fetch(ctx, cons, add, &done); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -290,142 +486,57 @@ func (p *Provider) List(ctx context.Context) ([]providers.Instance, error) {
 	return out, nil
 }
 
-// fetchInstances fetches up to listBatch records and adds their machines
-// to out, sharing through in what machines have alike; done is true once
-// the last record of the bucket was read.
-func fetchInstances(ctx context.Context, cons jetstream.Consumer, in *jsonscan.Interner, out *[]providers.Instance) (done bool, _ error) {
+// fetch fetches up to listBatch messages of cons and hands each to f;
+// done is set once the last message was read.
+func fetch(ctx context.Context, cons jetstream.Consumer, f func(jetstream.Msg), done *bool) error {
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	batch, err := cons.Fetch(listBatch, jetstream.FetchContext(fctx))
 	if err != nil {
-		return false, err
+		return err
 	}
 	got := 0
 	for msg := range batch.Messages() {
 		got++
 		md, err := msg.Metadata()
 		if err != nil {
-			return false, err
+			return err
 		}
-		// A deleted or purged key's marker has a KV-Operation.
-		if msg.Headers().Get("KV-Operation") == "" {
-			if m, ok := decodeListed(msg.Data(), in); ok {
-				*out = append(*out, instance(m))
-			}
-		}
+		f(msg)
 		if md.NumPending == 0 {
-			return true, nil // the last record: a batch that is not full ends only at its timeout
+			*done = true // the last message: a batch that is not full ends only at its timeout
+			return nil
 		}
 	}
 	if err := batch.Error(); err != nil && (got == 0 || !errors.Is(err, context.DeadlineExceeded)) {
-		return false, err
+		return err
 	}
-	return false, nil
+	return nil
 }
 
-// listBatch is how many machines List fetches at once.
+// listBatch is how many keys List fetches at once.
 const listBatch = 500
 
-// listed is what List reads of a record: the machine's spec and the
-// record's creation time are skipped.
-type listed struct {
-	Machine struct {
-		Name         string          `json:"name"`
-		Cluster      string          `json:"cluster"`
-		Role         wire.Role       `json:"role"`
-		Deployment   string          `json:"deployment"`
-		Version      string          `json:"version"`
-		TemplateHash string          `json:"templateHash"`
-		Labels       json.RawMessage `json:"labels"`
-		Annotations  json.RawMessage `json:"annotations"`
-	} `json:"machine"`
-}
-
-// Every inventory reads every record of the bucket (130,000 at 10,000
-// clusters, every minute), which with encoding/json's reflection was ~80 %
-// of List's CPU. decodeListed reads the shape the provider writes (a
-// record of the machine and its creation time) with internal/jsonscan,
-// and hands anything else to encoding/json (decodeListedJSON), whose
-// result is the reference: FuzzDecodeListed checks that whatever the fast
-// path reads, encoding/json reads the same.
-//
-// Through in, the machines of a List share what a pool's machines have
-// alike (cluster, pool, version, template hash, labels, annotations), read
-// once from their encoded bytes. Without it, every inventory of 130,000
-// machines held a labels map and five strings for each (~80 MiB of maps
-// alone) for as long as the report took. The maps are shared, so callers
-// of List must not change them (none does: they are copied into wire
-// messages).
-
-// decodeListed decodes a record's machine; false: not a record (it is
-// left out of the list).
-func decodeListed(data []byte, in *jsonscan.Interner) (wire.Machine, bool) {
-	if m, ok := fastListed(data, in); ok {
-		return m, true
+// decodeLegacy decodes a machine under a key of its own; false: not a
+// record (it is left out of the list). Labels or annotations that are not
+// an object of strings are left out.
+func decodeLegacy(data []byte) (wire.Machine, bool) {
+	var r struct {
+		Machine struct {
+			Name         string          `json:"name"`
+			Cluster      string          `json:"cluster"`
+			Role         wire.Role       `json:"role"`
+			Deployment   string          `json:"deployment"`
+			Version      string          `json:"version"`
+			TemplateHash string          `json:"templateHash"`
+			Labels       json.RawMessage `json:"labels"`
+			Annotations  json.RawMessage `json:"annotations"`
+		} `json:"machine"`
 	}
-	return decodeListedJSON(data)
-}
-
-// fastListed is decodeListed for the provider's own shape; false: not
-// that shape.
-func fastListed(data []byte, in *jsonscan.Interner) (m wire.Machine, ok bool) {
-	s := jsonscan.New(data, in)
-	ok = s.Object(recordKeys, func(key string) bool {
-		if key == "created" {
-			var t time.Time
-			return s.Time(&t)
-		}
-		return s.Object(machineKeys, func(key string) bool { return machineField(&s, key, &m) })
-	}) && s.End()
-	return m, ok
-}
-
-// recordKeys and machineKeys are the JSON names of record's and
-// wire.Machine's fields, each with a bit for "seen".
-var (
-	recordKeys  = jsonscan.KeyBits("machine", "created")
-	machineKeys = jsonscan.KeyBits("name", "cluster", "role", "deployment", "version", "provider", "spec",
-		"failureDomain", "templateHash", "labels", "annotations")
-)
-
-func machineField(s *jsonscan.Scanner, key string, m *wire.Machine) bool {
-	var ok bool
-	switch key {
-	case "name":
-		m.Name, ok = s.Str()
-	case "cluster":
-		m.Cluster, ok = s.Shared()
-	case "role":
-		var v string
-		v, ok = s.Shared()
-		m.Role = wire.Role(v)
-	case "deployment":
-		m.Deployment, ok = s.Shared()
-	case "version":
-		m.Version, ok = s.Shared()
-	case "templateHash":
-		m.TemplateHash, ok = s.Shared()
-	case "labels":
-		ok = s.SharedMap(&m.Labels)
-	case "annotations":
-		ok = s.SharedMap(&m.Annotations)
-	case "provider", "failureDomain": // not listed, but read: it must be a string
-		_, ok = s.Str()
-	case "spec":
-		_, ok = s.RawValue()
-	}
-	return ok
-}
-
-// decodeListedJSON is decodeListed by encoding/json, sharing nothing: a
-// record the provider did not write in its own shape. Labels or
-// annotations that are not an object of strings are left out.
-func decodeListedJSON(data []byte) (wire.Machine, bool) {
-	var r listed
 	if json.Unmarshal(data, &r) != nil {
 		return wire.Machine{}, false
 	}
-	strings := func(raw json.RawMessage) map[string]string {
+	strs := func(raw json.RawMessage) map[string]string {
 		var m map[string]string
 		if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
 			return nil
@@ -434,7 +545,152 @@ func decodeListedJSON(data []byte) (wire.Machine, bool) {
 	}
 	l := r.Machine
 	return wire.Machine{Name: l.Name, Cluster: l.Cluster, Role: l.Role, Deployment: l.Deployment, Version: l.Version,
-		TemplateHash: l.TemplateHash, Labels: strings(l.Labels), Annotations: strings(l.Annotations)}, true
+		TemplateHash: l.TemplateHash, Labels: strs(l.Labels), Annotations: strs(l.Annotations)}, true
+}
+
+// clusterWrite is one machine added to or taken from a cluster's key.
+type clusterWrite struct {
+	add     *wire.Machine // nil: take the machine named name
+	name    string
+	created time.Time
+	found   bool         // add: the cloud had the machine already
+	have    wire.Machine // add: that machine
+	err     error
+	done    chan struct{}
+}
+
+// clusterWrites makes the writes a process has for one cluster's key at
+// one time in one compare-and-set: the first to come writes, for itself
+// and whoever comes while it writes, until none waits. Workers take a
+// cluster's tasks together (a pass publishes them together), so one write
+// each would mostly read again and retry after one another's.
+type clusterWrites struct {
+	mu      sync.Mutex
+	pending map[string]*[]*clusterWrite
+}
+
+// writeTimeout bounds one round of writes for a cluster; the writes of
+// others ride on it, so it does not end with the context of whoever
+// writes.
+const writeTimeout = 15 * time.Second
+
+func (cw *clusterWrites) apply(ctx context.Context, p *Provider, cluster string, w *clusterWrite) error {
+	w.done = make(chan struct{})
+	cw.mu.Lock()
+	if cw.pending == nil {
+		cw.pending = map[string]*[]*clusterWrite{}
+	}
+	q, busy := cw.pending[cluster]
+	if !busy {
+		q = new([]*clusterWrite)
+		cw.pending[cluster] = q
+	}
+	*q = append(*q, w)
+	cw.mu.Unlock()
+	if busy {
+		<-w.done
+		return w.err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	var last written // what this round wrote last: the next batch needs not read it
+	for {
+		cw.mu.Lock()
+		batch := *q
+		*q = nil
+		if len(batch) == 0 {
+			delete(cw.pending, cluster)
+			cw.mu.Unlock()
+			return w.err
+		}
+		cw.mu.Unlock()
+		if err := p.writeCluster(wctx, cluster, batch, &last); err != nil {
+			for _, b := range batch {
+				b.err = err
+			}
+		}
+		for _, b := range batch {
+			close(b.done)
+		}
+	}
+}
+
+// writeAttempts bounds how often a cluster's writes read its key again
+// after another process wrote it first.
+const writeAttempts = 50
+
+// written is a cluster's value as this process last wrote it, and its
+// revision; ok is false when there is none to trust.
+type written struct {
+	c   cloudCluster
+	rev uint64
+	ok  bool
+}
+
+// writeCluster applies writes to the cluster's key with compare-and-set,
+// reading it again as long as another process wrote it in between. It
+// starts from last when last.ok (what the same round wrote before), and
+// leaves in last what it wrote.
+func (p *Provider) writeCluster(ctx context.Context, cluster string, writes []*clusterWrite, last *written) error {
+	for attempt := 1; ; attempt++ {
+		c, rev, err := last.c, last.rev, error(nil)
+		if !last.ok {
+			if c, rev, err = p.readCluster(ctx, cluster); err != nil {
+				return err
+			}
+		}
+		last.ok = false
+		changed := false
+		for _, w := range writes {
+			w.found = false
+			if w.add == nil {
+				changed = c.remove(w.name) || changed
+			} else if have, ok := c.find(w.name); ok {
+				w.found, w.have = true, have
+			} else {
+				c.add(*w.add, w.created)
+				changed = true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		next := uint64(0)
+		if len(c.Groups) == 0 {
+			err = p.kv.Delete(ctx, cluster, jetstream.LastRevision(rev))
+		} else {
+			data, merr := json.Marshal(c)
+			if merr != nil {
+				return providers.Permanent(fmt.Errorf("inmemory: cluster %s: %w", cluster, merr))
+			}
+			if rev == 0 {
+				next, err = p.kv.Create(ctx, cluster, data)
+			} else {
+				next, err = p.kv.Update(ctx, cluster, data, rev)
+			}
+		}
+		switch {
+		case err == nil:
+			*last = written{c: c, rev: next, ok: next != 0}
+			return nil
+		case errors.Is(err, nats.ErrMaxPayload):
+			return providers.Permanent(fmt.Errorf("inmemory: cluster %s's machines no longer fit one NATS message "+
+				"(the server's max_payload, %d bytes): %w", cluster, p.nc.MaxPayload(), err))
+		case !writtenBefore(err) || attempt == writeAttempts:
+			return providers.Transient(fmt.Errorf("inmemory: write %s: %w", cluster, err))
+		}
+		if err := sleep(ctx, time.Duration(rand.N(attempt))*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// writtenBefore reports whether a compare-and-set failed because the key
+// changed since it was read.
+func writtenBefore(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 // Len is the number of machines in the cloud.
