@@ -50,12 +50,12 @@ func (r *Reconciler) intend(s planner.Step, planID string, alike *shapes) *inten
 		}
 		sh := Shape{Cluster: m.Cluster, Deployment: m.Deployment, Role: m.Role, Provider: m.Provider,
 			Version: m.Version, TemplateHash: m.TemplateHash, Labels: m.Labels, Annotations: m.Annotations,
-			Spec: m.Spec, PlanID: planID, Cause: cause}
+			Spec: m.Spec, PlanID: planID, Cause: cause, FailureDomain: m.FailureDomain}
 		if r.rev != nil {
 			sh.SourceCommit = r.rev.Commit
 		}
-		next = &Record{Name: m.Name, Shape: alike.share(sh), FailureDomain: m.FailureDomain,
-			Phase: wire.PhasePending, Created: r.o.Now()}
+		next = &Record{Name: m.Name, Shape: alike.share(sh),
+			Phase: wire.PhasePending, Created: StampOf(r.o.Now())}
 		next.Init = m.Role == wire.RoleControlPlane && !r.hasControlPlane(m.Cluster)
 	case wire.OpDelete:
 		if cur == nil || cur.rec.Phase == wire.PhaseDeleting {
@@ -72,9 +72,9 @@ func (r *Reconciler) intend(s planner.Step, planID string, alike *shapes) *inten
 	default:
 		return nil
 	}
-	next.TaskID = taskID(s.Op, m.Cluster, m.Name)
+	next.setTask(s.Op)
 	next.Attempt = 1
-	next.Published = r.o.Now()
+	next.Published = StampOf(r.o.Now())
 	r.log.Info().Str(logCluster, m.Cluster).Str(logMachine, m.Name).Str("op", string(s.Op)).
 		Str("reason", s.Reason).Msg("publishing task")
 	var rev uint64
@@ -418,9 +418,9 @@ func (r *Reconciler) republish(ctx context.Context) {
 func (r *Reconciler) retry(ctx context.Context, cur *machine) {
 	next := cur.rec.clone()
 	next.Attempt++
-	next.Published = r.o.Now()
+	next.Published = StampOf(r.o.Now())
 	r.log.Warn().Str(logCluster, next.Cluster).Str(logMachine, next.Name).Str("task", next.TaskID).
-		Int("attempt", next.Attempt).Msg("no answer to task; publishing it again")
+		Int32("attempt", next.Attempt).Msg("no answer to task; publishing it again")
 	if m := r.commit(ctx, cur, next); m != nil {
 		r.publish(ctx, m)
 	}

@@ -1,6 +1,10 @@
 package reconciler
 
-import "github.com/gitfleet/gitfleet/schemas/wire"
+import (
+	"slices"
+
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
 
 // phaseKey is a machine's phase and provider.
 type phaseKey struct {
@@ -25,30 +29,40 @@ type clusterKey struct{ phase, class string }
 // cluster's class as of the cluster's last status ("" until the first
 // pass after a start has planned it).
 type fleetCounts struct {
-	machines   map[fleetKey]int
-	perCluster map[string]map[phaseKey]int
+	machines map[fleetKey]int
+	// perCluster: a cluster's machines have a phase or three, a provider
+	// or two; a short list costs a tenth of a map for each of 10,000
+	// clusters.
+	perCluster map[string][]phaseCount
 	clusters   map[clusterKey]int
 	cluster    map[string]clusterKey // what each cluster counts as
 }
 
+// phaseCount is how many machines of a cluster are in a phase.
+type phaseCount struct {
+	phaseKey
+	n int
+}
+
 func newFleetCounts() *fleetCounts {
-	return &fleetCounts{machines: map[fleetKey]int{}, perCluster: map[string]map[phaseKey]int{},
+	return &fleetCounts{machines: map[fleetKey]int{}, perCluster: map[string][]phaseCount{},
 		clusters: map[clusterKey]int{}, cluster: map[string]clusterKey{}}
 }
 
 // machine adds d machines of cluster in k.
 func (c *fleetCounts) machine(cluster string, k phaseKey, d int) {
 	pc := c.perCluster[cluster]
-	if pc == nil {
-		pc = map[phaseKey]int{}
-		c.perCluster[cluster] = pc
+	i := slices.IndexFunc(pc, func(p phaseCount) bool { return p.phaseKey == k })
+	if i < 0 {
+		i, pc = len(pc), append(pc, phaseCount{phaseKey: k})
 	}
-	pc[k] += d
-	if pc[k] == 0 {
-		delete(pc, k)
-		if len(pc) == 0 {
-			delete(c.perCluster, cluster)
-		}
+	if pc[i].n += d; pc[i].n == 0 {
+		pc = slices.Delete(pc, i, i+1)
+	}
+	if len(pc) == 0 {
+		delete(c.perCluster, cluster)
+	} else {
+		c.perCluster[cluster] = pc
 	}
 	c.machines[fleetKey{k, c.cluster[cluster].class}] += d
 }
@@ -71,9 +85,9 @@ func (c *fleetCounts) setCluster(cluster, phase, class string) {
 	c.clusters[next]++
 	c.cluster[cluster] = next
 	if old.class != class {
-		for k, n := range c.perCluster[cluster] {
-			c.machines[fleetKey{k, old.class}] -= n
-			c.machines[fleetKey{k, class}] += n
+		for _, p := range c.perCluster[cluster] {
+			c.machines[fleetKey{p.phaseKey, old.class}] -= p.n
+			c.machines[fleetKey{p.phaseKey, class}] += p.n
 		}
 	}
 }

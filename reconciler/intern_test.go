@@ -154,3 +154,39 @@ func TestIsRecordKey(t *testing.T) {
 		}
 	}
 }
+
+// TestNameIsTheTaskIDsTail: a record's name is kept in the bytes of its
+// task ID, which ends with it, whether the record was read at start or
+// made for a task (a create, then a delete), and stays the name.
+func TestNameIsTheTaskIDsTail(t *testing.T) {
+	shared := func(r *Record) bool {
+		tail := r.TaskID[len(r.TaskID)-len(r.Name):]
+		return r.Name == "c1-md-0-abcde" && unsafe.StringData(r.Name) == unsafe.StringData(tail)
+	}
+	data := []byte(`{"name":"c1-md-0-abcde","cluster":"c1","phase":"Running","taskID":"create.c1.c1-md-0-abcde","created":"2026-11-29T02:00:00Z"}`)
+	for _, in := range []*interner{nil, newInterner()} {
+		r, err := decodeShared("c1.c1-md-0-abcde", data, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !shared(r) {
+			t.Errorf("read at start (interner %v): name %q in bytes of its own", in != nil, r.Name)
+		}
+	}
+	r := &Record{Name: "c1-md-0-abcde", Shape: &Shape{Cluster: "c1"}}
+	for _, op := range []wire.Operation{wire.OpCreate, wire.OpDelete} {
+		next := r.clone()
+		next.setTask(op)
+		if next.TaskID != string(op)+".c1.c1-md-0-abcde" || !shared(next) {
+			t.Errorf("%s: task %q, name %q in bytes of its own", op, next.TaskID, next.Name)
+		}
+		r = next
+	}
+	// A task ID that does not end with the name (none of ours) leaves
+	// the name as it is.
+	odd := &Record{Name: "m", Shape: &Shape{Cluster: "c"}, TaskID: "create.c.xm"}
+	odd.shareName()
+	if odd.Name != "m" {
+		t.Errorf("name %q after a task ID that does not end with it", odd.Name)
+	}
+}

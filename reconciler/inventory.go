@@ -437,7 +437,8 @@ func (r *Reconciler) adopt(ctx context.Context, rep *report, in wire.Instance) {
 		Provider: rep.provider, Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations,
 		Cause: "record rebuilt from the provider's inventory after the store was lost"},
 		ProviderID: in.ProviderID, Addresses: in.Addresses, Worker: rep.worker, Phase: wire.PhaseRunning,
-		Created: now, TaskID: taskID(wire.OpCreate, in.Cluster, in.Machine), Attempt: 1, Published: now}
+		Created: StampOf(now), Attempt: 1, Published: StampOf(now)}
+	rec.setTask(wire.OpCreate)
 	if rec.Role == "" {
 		rec.Role = wire.RoleWorker
 		if in.Deployment == "" {
@@ -445,7 +446,7 @@ func (r *Reconciler) adopt(ctx context.Context, rep *report, in wire.Instance) {
 		}
 	}
 	if ms, ok := r.inv.rebuild.listed[rec.key()]; ok {
-		rec.Created = ms.Created
+		rec.Created = StampOf(ms.Created)
 		rec.SourceCommit = ms.SourceCommit
 	}
 	if in.Reason != "" {

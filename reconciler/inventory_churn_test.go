@@ -29,7 +29,7 @@ func TestReportsJudgeWhatPredatesTheirList(t *testing.T) {
 	}
 	running := func(name string, since time.Time) {
 		r.put(&machine{rec: &Record{Name: name, Shape: &Shape{Cluster: "c1", Provider: "inmemory",
-			Role: wire.RoleWorker, Deployment: "md-0"}, Phase: wire.PhaseRunning, Running: since}})
+			Role: wire.RoleWorker, Deployment: "md-0"}, Phase: wire.PhaseRunning, Running: StampOf(since)}})
 	}
 	n := 0
 	// report sends a one-part report of listed, whose List the worker

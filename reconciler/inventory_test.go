@@ -235,7 +235,7 @@ func TestRebuildFromEmptyStore(t *testing.T) {
 	fleet := f.machines()
 	created := map[string]time.Time{}
 	for k, r := range f.records() {
-		created[k] = r.Created
+		created[k] = r.Created.Time()
 	}
 	stopA()
 	closeStatusWriter(t, wA)
@@ -272,7 +272,7 @@ func TestRebuildFromEmptyStore(t *testing.T) {
 		t.Errorf("the new leader published %v creates; it must create nothing", n)
 	}
 	for k, r := range f.records() {
-		if !r.Created.Equal(created[k].Truncate(time.Second)) && !r.Created.Equal(created[k]) {
+		if c := r.Created.Time(); !c.Equal(created[k].Truncate(time.Second)) && !c.Equal(created[k]) {
 			t.Errorf("%s: created %v after the rebuild, %v before", k, r.Created, created[k])
 		}
 	}

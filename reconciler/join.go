@@ -53,7 +53,7 @@ func (r *Reconciler) handleJoins(ctx context.Context, msgs []*nats.Msg) {
 		for _, j := range joins {
 			if r.judgeJoin(j, now); j.verdict == nil {
 				rec := j.cur.rec.clone()
-				rec.Joined = now.UTC()
+				rec.Joined = StampOf(now)
 				j.next, j.saving = rec, r.store.SaveAsync(rec.key(), rec, j.cur.rev)
 			}
 		}
@@ -131,13 +131,13 @@ func (r *Reconciler) judgeJoin(j *joining, now time.Time) {
 		j.verdict = &wire.JoinVerdict{Reason: fmt.Sprintf("machine %s/%s joined with this token already", req.Cluster, req.Node)}
 	case j.reason != "":
 		j.verdict = &wire.JoinVerdict{Reason: j.reason}
-	case !cur.rec.Joined.IsZero() && now.Sub(cur.rec.Joined) < bootstrap.RetryWindow:
+	case !cur.rec.Joined.IsZero() && now.Sub(cur.rec.Joined.Time()) < bootstrap.RetryWindow:
 		// The machine's own token, and its record says it joined: the
 		// same join asked again (its answer was lost) before the token's
 		// mark of use, written aside, was stored.
 		j.verdict = &wire.JoinVerdict{Joined: true}
 	case !cur.rec.Joined.IsZero():
-		j.verdict = &wire.JoinVerdict{Reason: fmt.Sprintf("machine %s/%s joined at %s; its token is used", req.Cluster, req.Node, cur.rec.Joined.Format(time.RFC3339))}
+		j.verdict = &wire.JoinVerdict{Reason: fmt.Sprintf("machine %s/%s joined at %s; its token is used", req.Cluster, req.Node, cur.rec.Joined.Time().Format(time.RFC3339))}
 	}
 }
 

@@ -196,7 +196,7 @@ func (r *Reconciler) timeTask(rec *Record, to wire.Phase) {
 	if rec.Published.IsZero() {
 		return
 	}
-	d := r.o.Now().Sub(rec.Published).Seconds()
+	d := r.o.Now().Sub(rec.Published.Time()).Seconds()
 	op := string(rec.operation())
 	if rec.Phase == wire.PhasePending {
 		r.metrics.TaskSeconds.WithLabelValues(rec.Provider, op, "first_event").Observe(d)
@@ -272,7 +272,7 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 		rec.Phase, changed = ev.Phase, true
 		rec.Reason = ""
 		if ev.Phase == wire.PhaseRunning {
-			rec.Running = r.o.Now().UTC()
+			rec.Running = StampOf(r.o.Now())
 		}
 	}
 	if ev.Phase == wire.PhaseRunning && ev.Version != "" && ev.Version != rec.Version {
@@ -320,7 +320,7 @@ func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
 		return
 	}
 	r.metrics.Heartbeats.Inc()
-	fresh := m.lastHeartbeat.Before(m.rec.Created) || m.lastHeartbeat.IsZero()
+	fresh := m.lastHeartbeat.Before(m.rec.Created.Time()) || m.lastHeartbeat.IsZero()
 	if fresh || m.healthy != hb.Healthy || (hb.Version != "" && m.rec.Version != hb.Version) {
 		r.dirty[m.rec.Cluster] = true
 		r.clock[m.rec.Cluster] = time.Time{}
@@ -448,7 +448,7 @@ func (r *Reconciler) checkTime(ctx context.Context) {
 			checked = dc != nil && len(dc.HealthChecks) > 0
 		}
 		for _, m := range r.machines[cluster] {
-			if m.rec.InFlight() && !m.rec.Published.IsZero() && now.Sub(m.rec.Published) > r.o.TaskTimeout {
+			if m.rec.InFlight() && !m.rec.Published.IsZero() && now.Sub(m.rec.Published.Time()) > r.o.TaskTimeout {
 				r.retry(ctx, m)
 				retried = true
 				continue
@@ -567,7 +567,7 @@ func (r *Reconciler) stale(m *machine, now time.Time) bool {
 		}
 		return !m.lastHeartbeat.IsZero() && now.Sub(m.lastHeartbeat) > staleAfter
 	case wire.PhasePending, wire.PhaseProvisioning:
-		return now.Sub(m.rec.Created) > staleAfter
+		return now.Sub(m.rec.Created.Time()) > staleAfter
 	}
 	return false
 }

@@ -33,7 +33,6 @@ type Record struct {
 	// the records read at start that have it alike: never changed in
 	// place (reshape).
 	*Shape
-	FailureDomain string `json:"failureDomain,omitempty"`
 	// Init: the cluster's first control-plane machine, which initialises
 	// it (kubeadm init); every other machine joins.
 	Init bool `json:"init,omitempty"`
@@ -41,20 +40,25 @@ type Record struct {
 	// absence means something. Machines of providers without heartbeats
 	// (inmemory) are judged by inventory alone.
 	Heartbeats bool `json:"heartbeats,omitempty"`
+	// Attempt counts the publications of TaskID: a task left unanswered
+	// past the task timeout is published again with the next attempt,
+	// under a new message ID, and a worker drops any attempt but the
+	// record's. (Beside the booleans: a record is 8 bytes smaller.)
+	Attempt int32 `json:"attempt,omitempty"`
 
 	Phase wire.Phase `json:"phase"`
 	// Reason is a CamelCase word for why the machine is in its phase when
 	// that is not the outcome of its task (MachineMissing).
-	Reason  string    `json:"reason,omitempty"`
-	Message string    `json:"message,omitempty"`
-	Created time.Time `json:"created"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	Created Stamp  `json:"created"`
 	// Running is when the machine's create reached Running (for
 	// minReadySeconds); zero before, and in records older than the field.
-	Running time.Time `json:"running,omitzero"`
+	Running Stamp `json:"running,omitzero"`
 	// Joined is when the machine's bootstrap token was accepted by its
 	// control plane (docs/bootstrap.md); zero before, and for machines
 	// made without bootstrap data.
-	Joined time.Time `json:"joined,omitzero"`
+	Joined Stamp `json:"joined,omitzero"`
 
 	ProviderID string   `json:"providerID,omitempty"`
 	Addresses  []string `json:"addresses,omitempty"`
@@ -62,14 +66,11 @@ type Record struct {
 	// whose machines live on one host, the worker every task goes to.
 	Worker string `json:"worker,omitempty"`
 
-	// TaskID is the task in progress or last finished. Attempt counts its
-	// publications: a task left unanswered past the task timeout is
-	// published again with the next attempt, under a new message ID, and a
-	// worker drops any attempt but the record's.
-	TaskID  string `json:"taskID,omitempty"`
-	Attempt int    `json:"attempt,omitempty"`
+	// TaskID is the task in progress or last finished; Attempt, above, its
+	// attempt.
+	TaskID string `json:"taskID,omitempty"`
 	// Published is when the attempt was published.
-	Published time.Time `json:"published,omitzero"`
+	Published Stamp `json:"published,omitzero"`
 
 	// Health is the machine's health as last judged from its heartbeats;
 	// recorded only when it changes.
@@ -92,6 +93,9 @@ type Shape struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 	Annotations  map[string]string `json:"annotations,omitempty"`
 	Spec         json.RawMessage   `json:"spec,omitempty"`
+	// FailureDomain is where the machine is placed: the machines of a
+	// pool in one failure domain have it alike.
+	FailureDomain string `json:"failureDomain,omitempty"`
 
 	SourceCommit string `json:"sourceCommit,omitempty"`
 	PlanID       string `json:"planID,omitempty"`
@@ -115,6 +119,7 @@ func (s *Shape) equal(o *Shape) bool {
 	return s.Cluster == o.Cluster && s.Deployment == o.Deployment && s.Role == o.Role &&
 		s.Provider == o.Provider && s.Version == o.Version && s.TemplateHash == o.TemplateHash &&
 		s.SourceCommit == o.SourceCommit && s.PlanID == o.PlanID && s.Cause == o.Cause &&
+		s.FailureDomain == o.FailureDomain &&
 		maps.Equal(s.Labels, o.Labels) && maps.Equal(s.Annotations, o.Annotations) &&
 		bytes.Equal(s.Spec, o.Spec) && (s.Spec == nil) == (o.Spec == nil) &&
 		(s.Labels == nil) == (o.Labels == nil) && (s.Annotations == nil) == (o.Annotations == nil)
@@ -187,7 +192,7 @@ func (r *Record) wireMachine() wire.Machine {
 // task rebuilds the task the record says is in progress; rev is the
 // record's revision in the bucket, which the worker checks.
 func (r *Record) task(rev uint64) *wire.Task {
-	return &wire.Task{ID: r.TaskID, Attempt: r.Attempt, Revision: rev, Operation: r.operation(),
+	return &wire.Task{ID: r.TaskID, Attempt: int(r.Attempt), Revision: rev, Operation: r.operation(),
 		Machine: r.wireMachine(), Worker: r.Worker, PlanID: r.PlanID, SourceCommit: r.SourceCommit}
 }
 
@@ -212,6 +217,7 @@ func decodeShared(key string, data []byte, in *interner) (*Record, error) {
 	if r.Name == "" || r.Cluster == "" || !isRecordKey(key, r.Cluster, r.Name) {
 		return nil, fmt.Errorf("machine record %s: names another machine (%s/%s)", key, r.Cluster, r.Name)
 	}
+	r.shareName()
 	return &r, nil
 }
 
@@ -219,6 +225,21 @@ func decodeShared(key string, data []byte, in *interner) (*Record, error) {
 // differ by their attempt number (wire.Task.MsgID).
 func taskID(op wire.Operation, cluster, machine string) string {
 	return strings.Join([]string{string(op), cluster, machine}, ".")
+}
+
+// setTask gives r, a copy being built, the task op of its machine.
+func (r *Record) setTask(op wire.Operation) {
+	r.TaskID = taskID(op, r.Cluster, r.Name)
+	r.shareName()
+}
+
+// shareName makes r's name the tail of its task ID, which ends with it:
+// one string for both, not two (a daemon holds a record for every machine
+// of the fleet; docs/reconciler.md, "Memory per machine").
+func (r *Record) shareName() {
+	if n := len(r.TaskID) - len(r.Name); n > 0 && r.TaskID[n-1] == '.' && r.TaskID[n:] == r.Name {
+		r.Name = r.TaskID[n:]
+	}
 }
 
 // machine is a record in memory: the stored record, the revision it was
@@ -239,7 +260,7 @@ func (m *machine) observed() planner.ObservedMachine {
 	r := m.rec
 	o := planner.ObservedMachine{Name: r.Name, Cluster: r.Cluster, Deployment: r.Deployment, Role: r.Role,
 		Provider: r.Provider, Version: r.Version, TemplateHash: r.TemplateHash, Phase: r.Phase,
-		Created: r.Created, Running: r.Running, LastHeartbeat: m.lastHeartbeat, Healthy: m.healthy, Labels: r.Labels, Message: r.Message,
+		Created: r.Created.Time(), Running: r.Running.Time(), LastHeartbeat: m.lastHeartbeat, Healthy: m.healthy, Labels: r.Labels, Message: r.Message,
 		Reason: r.Reason}
 	if r.Health != nil && !r.Health.Healthy {
 		o.Healthy = false // its heartbeats stopped: not ready, even unchecked
@@ -282,7 +303,7 @@ func (in *interner) scanner() *jsonscan.Interner {
 // labels, annotations and spec by identity, which the interner has made
 // one for records that have them alike.
 type shapeKey struct {
-	strings                   [9]string
+	strings                   [10]string
 	labels, annotations, spec uintptr
 	specLen                   int
 }
@@ -301,7 +322,7 @@ func (in *interner) blankShape() *Shape {
 // (a copy of it, when sh is the scratch).
 func (in *interner) shape(sh *Shape) *Shape {
 	k := shapeKey{strings: [...]string{sh.Cluster, sh.Deployment, string(sh.Role), sh.Provider, sh.Version,
-		sh.TemplateHash, sh.SourceCommit, sh.PlanID, sh.Cause},
+		sh.TemplateHash, sh.SourceCommit, sh.PlanID, sh.Cause, sh.FailureDomain},
 		labels: reflect.ValueOf(sh.Labels).Pointer(), annotations: reflect.ValueOf(sh.Annotations).Pointer(),
 		spec: reflect.ValueOf(sh.Spec).Pointer(), specLen: len(sh.Spec)}
 	if s, ok := in.shapes[k]; ok {

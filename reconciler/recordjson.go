@@ -3,6 +3,7 @@ package reconciler
 import (
 	"bytes"
 	"encoding/json"
+	"time"
 
 	"github.com/gitfleet/gitfleet/internal/jsonscan"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -40,7 +41,7 @@ var recordKeys = jsonscan.KeyBits("name", "cluster", "deployment", "role", "prov
 func recordField(s *jsonscan.Scanner, in *interner, key string, r *Record) bool {
 	switch key {
 	case "cluster", "deployment", "role", "provider", "version", "templateHash", "labels", "annotations", "spec",
-		"sourceCommit", "planID", "cause":
+		"sourceCommit", "planID", "cause", "failureDomain":
 		if r.Shape == nil {
 			r.Shape = &Shape{} // as encoding/json does: at the shape's first field
 		}
@@ -106,15 +107,18 @@ func recordField(s *jsonscan.Scanner, in *interner, key string, r *Record) bool 
 	case "heartbeats":
 		return s.Bool(&r.Heartbeats)
 	case "created":
-		return s.Time(&r.Created)
+		return scanStamp(s, &r.Created)
 	case "running":
-		return s.Time(&r.Running)
+		return scanStamp(s, &r.Running)
 	case "joined":
-		return s.Time(&r.Joined)
+		return scanStamp(s, &r.Joined)
 	case "published":
-		return s.Time(&r.Published)
+		return scanStamp(s, &r.Published)
 	case "attempt":
-		return s.Int(&r.Attempt)
+		var n int
+		ok := s.Int(&n) // up to 9 digits: an int32
+		r.Attempt = int32(n)
+		return ok
 	case "addresses":
 		return s.Strings(&r.Addresses)
 	case "health":
@@ -139,4 +143,16 @@ func recordField(s *jsonscan.Scanner, in *interner, key string, r *Record) bool 
 	v, ok := s.Shared()
 	*str = v
 	return ok
+}
+
+// scanStamp reads a time into st; a time a Stamp cannot hold is left to
+// encoding/json, whose error is the reference.
+func scanStamp(s *jsonscan.Scanner, st *Stamp) bool {
+	var t time.Time
+	if !s.Time(&t) {
+		return false
+	}
+	v, err := stampOf(t)
+	*st = v
+	return err == nil
 }

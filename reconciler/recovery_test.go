@@ -126,7 +126,7 @@ func TestResumePublishesTasksInFlight(t *testing.T) {
 	l.putRecord(rec)
 	l.start()
 	got := l.nextTasks(1)[0]
-	if got.task.Machine.Name != rec.Name || got.task.Attempt != rec.Attempt {
+	if got.task.Machine.Name != rec.Name || got.task.Attempt != int(rec.Attempt) {
 		t.Fatalf("resumed %s attempt %d; want %s attempt %d", got.task.Machine.Name, got.task.Attempt, rec.Name, rec.Attempt)
 	}
 	l.answer(got, wire.PhaseRunning)

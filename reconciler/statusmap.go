@@ -177,7 +177,7 @@ func machineStatus(m *Record) status.MachineStatus {
 		Name: m.Name, Role: string(m.Role), Deployment: m.Deployment, Phase: string(m.Phase),
 		Version: m.Version, Provider: m.Provider, ProviderID: m.ProviderID, Worker: m.Worker, Addresses: m.Addresses,
 		TemplateHash: m.TemplateHash, Reason: m.Reason, Message: m.Message, Cause: m.Cause,
-		SourceCommit: m.SourceCommit, Created: m.Created.UTC().Truncate(1e9), Joined: m.Joined.UTC().Truncate(1e9),
+		SourceCommit: m.SourceCommit, Created: m.Created.Time().Truncate(1e9), Joined: m.Joined.Time().Truncate(1e9),
 	}
 	if h := m.Health; h != nil && !h.Healthy && m.Phase == wire.PhaseRunning {
 		ms.Unhealthy = true

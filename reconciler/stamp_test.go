@@ -1,0 +1,72 @@
+package reconciler
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// TestStamp: a record's times keep the instant to the nanosecond, the
+// zero time stays zero (a machine not yet Running), the Unix epoch is a
+// time like any other, and the JSON is time.Time's in UTC, so records
+// written before read the same.
+func TestStamp(t *testing.T) {
+	for _, tm := range []time.Time{
+		time.Date(2026, 11, 29, 2, 3, 4, 123456789, time.UTC),
+		time.Date(2026, 11, 29, 3, 3, 4, 5, time.FixedZone("CET", 3600)),
+		time.Unix(0, 0),
+		time.Unix(0, -1),
+		time.Date(1678, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Now(), // with a monotonic reading, which a Stamp drops
+	} {
+		s := StampOf(tm)
+		if s.IsZero() || !s.Time().Equal(tm) || s.Time().Location() != time.UTC {
+			t.Errorf("%v: the stamp says %v (zero: %v)", tm, s.Time(), s.IsZero())
+		}
+		got, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(tm.UTC())
+		if string(got) != string(want) {
+			t.Errorf("%v: JSON %s, time.Time's %s", tm, got, want)
+		}
+		var back Stamp
+		if err := json.Unmarshal(got, &back); err != nil || back != s {
+			t.Errorf("%s read back as %v (%v)", got, back.Time(), err)
+		}
+		if !StampOf(tm.Add(time.Nanosecond)).After(tm) || !s.Before(tm.Add(time.Nanosecond)) {
+			t.Errorf("%v: a nanosecond later is not after it", tm)
+		}
+	}
+	if s := StampOf(time.Time{}); !s.IsZero() || !s.Time().IsZero() {
+		t.Errorf("the zero time is stamp %d, %v", s, s.Time())
+	}
+	var zero Stamp
+	if data, _ := json.Marshal(zero); string(data) != `"0001-01-01T00:00:00Z"` {
+		t.Errorf("the zero stamp is %s in JSON, want time.Time's zero", data)
+	}
+	for _, data := range []string{`"1600-01-01T00:00:00Z"`, `"3000-01-01T00:00:00Z"`} {
+		if err := json.Unmarshal([]byte(data), &zero); !errors.Is(err, ErrStampRange) {
+			t.Errorf("%s read as %v (%v), want %v", data, zero.Time(), err, ErrStampRange)
+		}
+	}
+	rec, _ := json.Marshal(&Record{Name: "m", Shape: &Shape{Cluster: "c"}, Created: StampOf(time.Date(2026, 11, 29, 2, 3, 4, 5, time.UTC))})
+	if want := `"created":"2026-11-29T02:03:04.000000005Z"`; !json.Valid(rec) || !strings.Contains(string(rec), want) || strings.Contains(string(rec), "running") {
+		t.Errorf("record %s: want %s and no running time", rec, want)
+	}
+}
+
+// TestRecordSize: a daemon holds a record for every machine of the fleet,
+// and what it holds a machine is a goal (docs/reconciler.md, "Memory per
+// machine"); a field that makes a record bigger is a choice to make
+// there, not by accident.
+func TestRecordSize(t *testing.T) {
+	if n := unsafe.Sizeof(Record{}); n > 192 {
+		t.Errorf("a Record is %d bytes, more than the 192 docs/reconciler.md accounts for", n)
+	}
+}
