@@ -157,7 +157,8 @@ func TestIsRecordKey(t *testing.T) {
 
 // TestNameIsTheTaskIDsTail: a record's name is kept in the bytes of its
 // task ID, which ends with it, whether the record was read at start or
-// made for a task (a create, then a delete), and stays the name.
+// made for a task (a create, then a delete), and stays the name; its
+// phase is the constant's bytes, not a copy.
 func TestNameIsTheTaskIDsTail(t *testing.T) {
 	shared := func(r *Record) bool {
 		tail := r.TaskID[len(r.TaskID)-len(r.Name):]
@@ -171,6 +172,9 @@ func TestNameIsTheTaskIDsTail(t *testing.T) {
 		}
 		if !shared(r) {
 			t.Errorf("read at start (interner %v): name %q in bytes of its own", in != nil, r.Name)
+		}
+		if unsafe.StringData(string(r.Phase)) != unsafe.StringData(string(wire.PhaseRunning)) {
+			t.Errorf("read at start (interner %v): phase %q in bytes of its own", in != nil, r.Phase)
 		}
 	}
 	r := &Record{Name: "c1-md-0-abcde", Shape: &Shape{Cluster: "c1"}}

@@ -207,6 +207,7 @@ func decodeShared(key string, data []byte, in *interner) (*Record, error) {
 		if err := json.Unmarshal(data, &r); err != nil {
 			return nil, fmt.Errorf("machine record %s: %w", key, err)
 		}
+		r.Phase = r.Phase.Canonical()
 		if in != nil {
 			in.record(&r)
 		}

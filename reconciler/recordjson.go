@@ -68,7 +68,7 @@ func recordField(s *jsonscan.Scanner, in *interner, key string, r *Record) bool 
 		str = &r.FailureDomain
 	case "phase":
 		v, ok := s.Str()
-		r.Phase = wire.Phase(v)
+		r.Phase = wire.Phase(v).Canonical()
 		return ok
 	case "reason":
 		str = &r.Reason

@@ -118,6 +118,18 @@ const (
 	PhaseDeleted      Phase = "Deleted"
 )
 
+// Canonical is p as its constant, whose bytes every copy shares: a phase
+// decoded from a message is a string of its own, and a daemon keeps one
+// for every machine. A phase that is none of the constants is p.
+func (p Phase) Canonical() Phase {
+	for _, c := range [...]Phase{PhaseRunning, PhasePending, PhaseProvisioning, PhaseFailed, PhaseDeleting, PhaseDeleted} {
+		if p == c {
+			return c
+		}
+	}
+	return p
+}
+
 // Reported reports whether workers may send phase p in an event.
 func (p Phase) Reported() bool {
 	switch p {
@@ -315,6 +327,7 @@ func DecodeEvent(data []byte) (Event, error) {
 	if !e.Phase.Reported() {
 		return Event{}, fmt.Errorf("%w: event for %s/%s: unknown phase %q (want Provisioning, Running, Failed, Deleting or Deleted)", ErrMalformed, e.Cluster, e.Machine, e.Phase)
 	}
+	e.Phase = e.Phase.Canonical()
 	return e, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestDecodeEventRefusesUnknownPhases(t *testing.T) {
@@ -18,6 +19,24 @@ func TestDecodeEventRefusesUnknownPhases(t *testing.T) {
 	}
 	if _, err := DecodeEvent([]byte(`{"apiVersion":"gitfleet.io/wire/v1","taskID":"t","cluster":"c","machine":"m","phase":"Deleted"}`)); err != nil {
 		t.Errorf("Deleted: %v", err)
+	}
+}
+
+// TestDecodedPhasesAreTheConstants: a decoded event's phase is the
+// constant's bytes, not a string of its own (a daemon keeps one for every
+// machine), and says the same.
+func TestDecodedPhasesAreTheConstants(t *testing.T) {
+	for _, phase := range []Phase{PhaseProvisioning, PhaseRunning, PhaseFailed, PhaseDeleting, PhaseDeleted} {
+		e, err := DecodeEvent([]byte(`{"apiVersion":"gitfleet.io/wire/v1","taskID":"t","cluster":"c","machine":"m","phase":"` + string(phase) + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Phase != phase || unsafe.StringData(string(e.Phase)) != unsafe.StringData(string(phase)) {
+			t.Errorf("%s: decoded as %q in bytes of its own", phase, e.Phase)
+		}
+	}
+	if p := Phase("Bogus"); p.Canonical() != p {
+		t.Errorf("an unknown phase became %q", p.Canonical())
 	}
 }
 
