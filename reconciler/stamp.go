@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"time"
 )
@@ -19,8 +20,8 @@ type Stamp uint64
 // UnixNano's least value, which StampOf refuses, so it can mean "no time".
 const stampBias = 1 << 63
 
-// ErrStampRange: a time a Stamp cannot hold.
-var ErrStampRange = errors.New("time outside 1678–2262")
+// errStampRange: a time a Stamp cannot hold.
+var errStampRange = errors.New("time outside 1678–2262")
 
 // StampOf is t as a Stamp; the zero time, and a time a Stamp cannot hold
 // (which no clock of ours gives), are the zero Stamp.
@@ -35,11 +36,11 @@ func stampOf(t time.Time) (Stamp, error) {
 	}
 	// UnixNano is undefined outside its range: check in seconds first.
 	if sec := t.Unix(); sec <= math.MinInt64/int64(time.Second) || sec >= math.MaxInt64/int64(time.Second) {
-		return 0, ErrStampRange
+		return 0, fmt.Errorf("%s: %w", t.Format(time.RFC3339), errStampRange)
 	}
 	n := t.UnixNano()
 	if n == math.MinInt64 {
-		return 0, ErrStampRange
+		return 0, fmt.Errorf("%s: %w", t.Format(time.RFC3339Nano), errStampRange)
 	}
 	return Stamp(uint64(n) + stampBias), nil
 }
@@ -55,9 +56,6 @@ func (s Stamp) Time() time.Time {
 // IsZero reports whether s is the zero time (and lets `omitzero` leave it
 // out of JSON).
 func (s Stamp) IsZero() bool { return s == 0 }
-
-// Before reports whether s is before t.
-func (s Stamp) Before(t time.Time) bool { return s.Time().Before(t) }
 
 // After reports whether s is after t.
 func (s Stamp) After(t time.Time) bool { return s.Time().After(t) }
