@@ -224,7 +224,7 @@ func (d *benchDaemon) startDaemon(tb testing.TB) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g, err := git.PlainOpen(d.repoDir)
+	g, err := status.OpenRepository(filepath.Join(d.repoDir, ".git"))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -187,13 +187,12 @@ func (r *Repo) openStorage() error {
 	return nil
 }
 
-// objectLRUSize bounds go-git's cache of the objects read and written
-// through the store (delta bases of packs, trees, the status writer's
-// commits). go-git's default, 96 MiB, is reached by a daemon only after
-// many thousand status commits (about 1 KiB each at 10,000 clusters), and
-// then stays: more than the fleet's records. 16 MiB holds the bases a
-// revision's read needs; the status writer and the source keep their own
-// trees.
+// objectLRUSize bounds go-git's cache of the objects read through the
+// store (delta bases of packs, trees). go-git's default, 96 MiB, is
+// reached by a daemon only after many revisions, and then stays: more
+// than the fleet's records. 16 MiB holds the bases a revision's read
+// needs; the source keeps its own trees. (The status writer opens the
+// repository on its own: status.OpenRepository.)
 const objectLRUSize = 16 * cache.MiByte
 
 // Location is what the repository was opened from.

@@ -255,9 +255,9 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 func lead(ctx context.Context, o daemonOptions, repo *sources.Repo, src *sources.Source,
 	bus *natsbus.Bus, issuer *bootstrap.Issuer, metrics *reconciler.Metrics, loop *reconciler.LoopHealth, fence func() error,
 	leader *atomic.Pointer[reconciler.Reconciler], log zerolog.Logger) error {
-	g, err := git.PlainOpen(repo.GitDir())
+	g, err := status.OpenRepository(repo.GitDir())
 	if err != nil {
-		return fmt.Errorf("status: open %s: %w", repo.GitDir(), err)
+		return err
 	}
 	sopts := status.Options{Repo: g, Branch: o.statusBranch, Interval: o.statusInterval, Refresh: o.statusRefresh, Logger: log, Fence: fence,
 		OnCommit: metrics.StatusCommits.Inc, OnPushFailure: metrics.StatusPushFailures.Inc, SumCache: filepath.Join(o.dataDir, "status-sums")}

@@ -186,11 +186,7 @@ func (w *Writer) commit() error {
 	var baseTree plumbing.Hash
 	var parents []plumbing.Hash
 	if !tip.IsZero() {
-		c, err := object.GetCommit(w.store, tip)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", tip, err)
-		}
-		baseTree, parents = c.TreeHash, []plumbing.Hash{tip}
+		baseTree, parents = w.tipTree, []plumbing.Hash{tip}
 	}
 	next := trees{}
 	tree, err := buildTree(w.store, w.trees, next, baseTree, changes)
@@ -237,7 +233,7 @@ func (w *Writer) commit() error {
 		w.known[p] = c.hash
 	}
 	w.wrote = true
-	w.tip = h
+	w.tip, w.tipTree = h, tree
 	w.trees = next
 	w.stats.Commits++
 	w.mu.Unlock()
@@ -342,7 +338,7 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.known, w.tip = hashes, tip
+	w.known, w.tip, w.tipTree = hashes, tip, tree
 	w.pruneSums()
 	for name, s := range sums {
 		_, pending := w.pending[ClusterPath(name)]

@@ -47,9 +47,15 @@ func newRepo(t testing.TB, dir string) *git.Repository {
 	return openRepo(t, dir)
 }
 
+// openRepo opens the repository in dir (a work tree or a bare
+// repository) as the daemon does.
 func openRepo(t testing.TB, dir string) *git.Repository {
 	t.Helper()
-	r, err := git.PlainOpen(dir)
+	gitDir := filepath.Join(dir, ".git")
+	if _, err := os.Stat(gitDir); err != nil {
+		gitDir = dir
+	}
+	r, err := OpenRepository(gitDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -87,6 +90,7 @@ type Writer struct {
 	outbox   map[string]change        // flushed, not yet durable (pushed when remote)
 	known    map[string]plumbing.Hash // owned files at tip
 	tip      plumbing.Hash            // the branch as the Writer last saw or wrote it
+	tipTree  plumbing.Hash            // tip's tree, which a commit builds on without reading tip
 	pushed   plumbing.Hash            // the remote branch as last seen
 	clusters map[string]clusterSum    // every cluster, pending state included
 	counts   Counts                   // of clusters, kept up to date
@@ -603,3 +607,24 @@ func (w *Writer) run(ctx context.Context) {
 		}
 	}
 }
+
+// OpenRepository opens the repository whose git directory is gitDir for a
+// Writer, without a work tree. Its object cache is small: the Writer
+// keeps the trees it builds on itself, and go-git's default cache (96 MiB)
+// would keep what the Writer reads — a start's trees, a fetch, a push —
+// for the daemon's life.
+func OpenRepository(gitDir string) (*git.Repository, error) {
+	st := filesystem.NewStorage(osfs.New(gitDir), cache.NewObjectLRU(objectCacheSize))
+	g, err := git.Open(st, nil)
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("status: open %s: %w", gitDir, err)
+	}
+	return g, nil
+}
+
+// objectCacheSize bounds OpenRepository's object cache: room for the
+// delta bases a packed tree is read through at a start (the clusters/
+// tree is about 40 bytes a cluster; go-git keeps no object larger than
+// the cache).
+const objectCacheSize = 2 * cache.MiByte

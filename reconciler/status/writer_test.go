@@ -8,9 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -505,4 +511,55 @@ func TestWriterGoesOnAfterGitGC(t *testing.T) {
 	if n := commitCount(t, dir, branch); n != 4 {
 		t.Errorf("%d status commits, want 4", n)
 	}
+}
+
+// TestWriterReadsNoObjectOnceItWrote: once the Writer has committed, its
+// next commits build on what it remembers (the tip's tree and the trees
+// it wrote) and read no object from the store: every object read stays
+// in go-git's cache, which would grow with a daemon's status commits.
+func TestWriterReadsNoObjectOnceItWrote(t *testing.T) {
+	dir := t.TempDir()
+	newRepo(t, dir)
+	reads := &countingCache{Object: cache.NewObjectLRU(objectCacheSize)}
+	repo, err := git.Open(filesystem.NewStorage(osfs.New(filepath.Join(dir, ".git")), reads), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, Options{Repo: repo, Interval: time.Hour})
+	for i := range 20 {
+		w.SetCluster(cluster(fmt.Sprintf("c%02d", i), 3, "Running"), origin)
+	}
+	flush(t, w)
+	before := reads.puts.Load()
+	for round := range 10 {
+		w.SetCluster(cluster(fmt.Sprintf("c%02d", round), 4, "Provisioning"), origin)
+		w.SetCluster(cluster(fmt.Sprintf("n%02d", round), 2, "Provisioning"), origin)
+		w.DeleteCluster(fmt.Sprintf("c%02d", 10+round), origin)
+		flush(t, w)
+	}
+	if n := reads.puts.Load() - before; n != 0 {
+		t.Errorf("10 status commits read %d objects from the store, want none", n)
+	}
+	if n := commitCount(t, dir, branch); n != 11 {
+		t.Fatalf("%d status commits, want 11", n)
+	}
+	if got := gitCLI(t, dir, "show", branch+":"+ClusterPath("c09")); !strings.Contains(got, "phase: Provisioning") {
+		t.Errorf("the last round's changed cluster:\n%s", got)
+	}
+	if files := strings.Fields(gitCLI(t, dir, "ls-tree", "--name-only", branch+":"+ClustersDir)); len(files) != 20 {
+		t.Errorf("%d cluster files, want 20 (ten added, ten removed)", len(files))
+	}
+	gitCLI(t, dir, "fsck", "--strict", "--no-dangling")
+}
+
+// countingCache counts the objects go-git puts in its cache: each one it
+// read from the store.
+type countingCache struct {
+	cache.Object
+	puts atomic.Int64
+}
+
+func (c *countingCache) Put(o plumbing.EncodedObject) {
+	c.puts.Add(1)
+	c.Object.Put(o)
 }
