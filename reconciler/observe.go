@@ -182,8 +182,8 @@ func (r *Reconciler) eventWritten(ctx context.Context, w *eventWrite, rev uint64
 // noteRunning takes a Running event as the machine's first sign of health:
 // the only one from providers whose machines send no heartbeats (inmemory).
 func (r *Reconciler) noteRunning(m *machine) {
-	if m.lastHeartbeat.Before(m.rec.Created.Add(time.Nanosecond)) {
-		m.lastHeartbeat, m.healthy = r.o.Now(), true
+	if m.lastHeartbeat().Before(m.rec.Created.Add(time.Nanosecond)) {
+		m.beat, m.healthy = beatOf(r.o.Now()), true
 		r.dirty[m.rec.Cluster] = true
 	}
 }
@@ -298,7 +298,7 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 // record written (a change of health) at most that often.
 func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
 	now := r.o.Now()
-	if m := r.bySubject(msg.Subject); m != nil && m.rec.Heartbeats && now.Sub(m.lastHeartbeat) < wire.MinHeartbeatInterval/2 {
+	if m := r.bySubject(msg.Subject); m != nil && m.rec.Heartbeats && now.Sub(m.lastHeartbeat()) < wire.MinHeartbeatInterval/2 {
 		r.refuseBeat(now, refusedRate, m.rec.Cluster, m.rec.Name, fmt.Sprintf("less than %s after its last", wire.MinHeartbeatInterval/2))
 		return
 	}
@@ -320,12 +320,12 @@ func (r *Reconciler) handleHeartbeat(ctx context.Context, msg *nats.Msg) {
 		return
 	}
 	r.metrics.Heartbeats.Inc()
-	fresh := m.lastHeartbeat.Before(m.rec.Created.Time()) || m.lastHeartbeat.IsZero()
+	fresh := m.lastHeartbeat().Before(m.rec.Created.Time()) || m.lastHeartbeat().IsZero()
 	if fresh || m.healthy != hb.Healthy || (hb.Version != "" && m.rec.Version != hb.Version) {
 		r.dirty[m.rec.Cluster] = true
 		r.clock[m.rec.Cluster] = time.Time{}
 	}
-	m.lastHeartbeat, m.healthy = now, hb.Healthy
+	m.beat, m.healthy = beatOf(now), hb.Healthy
 	if !m.rec.Heartbeats || (m.rec.Phase == wire.PhaseRunning && hb.Version != "" && m.rec.Version != hb.Version) {
 		next := m.rec.clone()
 		next.Heartbeats = true
@@ -369,15 +369,15 @@ func (r *Reconciler) judge(ctx context.Context, m *machine, now time.Time, msg s
 		return
 	}
 	want := Health{Healthy: true}
-	last := m.lastHeartbeat
+	last := m.lastHeartbeat()
 	if last.Before(r.heard) {
 		last = r.heard
 	}
 	switch {
 	case now.Sub(last) > r.o.HeartbeatTimeout:
-		want = Health{Reason: ReasonHeartbeatMissing, Since: m.lastHeartbeat,
-			Message: fmt.Sprintf("no heartbeat since %s", m.lastHeartbeat.UTC().Format(time.RFC3339))}
-		if m.lastHeartbeat.IsZero() {
+		want = Health{Reason: ReasonHeartbeatMissing, Since: m.lastHeartbeat(),
+			Message: fmt.Sprintf("no heartbeat since %s", m.lastHeartbeat().UTC().Format(time.RFC3339))}
+		if m.lastHeartbeat().IsZero() {
 			want.Since, want.Message = last, "no heartbeat since this leader started"
 		}
 	case !m.healthy:
@@ -535,7 +535,7 @@ func (r *Reconciler) clockOf(m *machine, checked bool, now time.Time) time.Time 
 		earliest(rec.Published.Add(r.o.TaskTimeout + time.Nanosecond))
 	}
 	if rec.Phase == wire.PhaseRunning && rec.Heartbeats {
-		last := m.lastHeartbeat
+		last := m.lastHeartbeat()
 		if last.Before(r.heard) {
 			last = r.heard
 		}
@@ -546,8 +546,8 @@ func (r *Reconciler) clockOf(m *machine, checked bool, now time.Time) time.Time 
 		case wire.PhaseRunning:
 			if h := rec.Health; h != nil && h.Reason == ReasonNodeUnhealthy {
 				earliest(now)
-			} else if !m.lastHeartbeat.IsZero() {
-				earliest(m.lastHeartbeat.Add(staleAfter + time.Nanosecond))
+			} else if !m.lastHeartbeat().IsZero() {
+				earliest(m.lastHeartbeat().Add(staleAfter + time.Nanosecond))
 			}
 		case wire.PhasePending, wire.PhaseProvisioning:
 			earliest(rec.Created.Add(staleAfter + time.Nanosecond))
@@ -565,7 +565,7 @@ func (r *Reconciler) stale(m *machine, now time.Time) bool {
 		if h := m.rec.Health; h != nil && h.Reason == ReasonNodeUnhealthy {
 			return true // Ready False: its timeout may have passed
 		}
-		return !m.lastHeartbeat.IsZero() && now.Sub(m.lastHeartbeat) > staleAfter
+		return !m.lastHeartbeat().IsZero() && now.Sub(m.lastHeartbeat()) > staleAfter
 	case wire.PhasePending, wire.PhaseProvisioning:
 		return now.Sub(m.rec.Created.Time()) > staleAfter
 	}

@@ -503,7 +503,7 @@ func (r *Reconciler) load(ctx context.Context) error {
 			}
 			m := &machine{rec: e.rec, rev: e.rev}
 			if e.rec.Phase == wire.PhaseRunning {
-				m.lastHeartbeat, m.healthy = now, e.rec.Health == nil || e.rec.Health.Healthy
+				m.beat, m.healthy = beatOf(now), e.rec.Health == nil || e.rec.Health.Healthy
 			}
 			r.put(m)
 		}

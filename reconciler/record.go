@@ -248,10 +248,43 @@ func (r *Record) shareName() {
 type machine struct {
 	rec *Record
 	rev uint64
-	// lastHeartbeat is when the newest heartbeat arrived; healthy is what
-	// it said. Zero until the first heartbeat this leader heard.
-	lastHeartbeat time.Time
-	healthy       bool
+	// beat is when the newest heartbeat arrived (lastHeartbeat); healthy
+	// is what it said. None until the first heartbeat this leader heard.
+	beat    beatTime
+	healthy bool
+}
+
+// lastHeartbeat is when m's newest heartbeat arrived; zero for none.
+func (m *machine) lastHeartbeat() time.Time { return m.beat.time() }
+
+// beatTime is an instant in 8 bytes (a time.Time takes 24, and a daemon
+// keeps one a machine): its distance from beatEpoch, this process's start.
+// A time read from the clock keeps its monotonic reading through it, so
+// how long ago a heartbeat came does not move with a step of the wall
+// clock. The zero beatTime is none (the zero time.Time); instants more
+// than 292 years from the process's start are not kept apart.
+type beatTime int64
+
+// beatEpoch is what beatTimes count from.
+var beatEpoch = time.Now()
+
+// beatOf returns t as a beatTime.
+func beatOf(t time.Time) beatTime {
+	if t.IsZero() {
+		return 0
+	}
+	if d := beatTime(t.Sub(beatEpoch)); d != 0 {
+		return d
+	}
+	return 1 // the epoch itself: a nanosecond after it, for 0 is none
+}
+
+// time returns b as a time.Time: the zero time for none.
+func (b beatTime) time() time.Time {
+	if b == 0 {
+		return time.Time{}
+	}
+	return beatEpoch.Add(time.Duration(b))
 }
 
 // observed is the machine as the planner sees it. Health comes from the
@@ -261,7 +294,7 @@ func (m *machine) observed() planner.ObservedMachine {
 	r := m.rec
 	o := planner.ObservedMachine{Name: r.Name, Cluster: r.Cluster, Deployment: r.Deployment, Role: r.Role,
 		Provider: r.Provider, Version: r.Version, TemplateHash: r.TemplateHash, Phase: r.Phase,
-		Created: r.Created.Time(), Running: r.Running.Time(), LastHeartbeat: m.lastHeartbeat, Healthy: m.healthy, Labels: r.Labels, Message: r.Message,
+		Created: r.Created.Time(), Running: r.Running.Time(), LastHeartbeat: m.lastHeartbeat(), Healthy: m.healthy, Labels: r.Labels, Message: r.Message,
 		Reason: r.Reason}
 	if r.Health != nil && !r.Health.Healthy {
 		o.Healthy = false // its heartbeats stopped: not ready, even unchecked

@@ -71,3 +71,34 @@ func TestRecordSize(t *testing.T) {
 		t.Errorf("a Record is %d bytes, more than the 192 docs/reconciler.md accounts for", n)
 	}
 }
+
+// TestBeatTime: a heartbeat's time kept in 8 bytes reads back as the same
+// instant; one from the clock keeps its monotonic reading, so a heartbeat's
+// age does not move with a step of the wall clock; the zero time is none.
+func TestBeatTime(t *testing.T) {
+	now := time.Now()
+	for _, at := range []time.Time{now, now.Add(-time.Hour), now.Add(40 * 24 * time.Hour),
+		time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC), beatEpoch} {
+		b := beatOf(at)
+		if b == 0 {
+			t.Errorf("%v: kept as none", at)
+		}
+		got := b.time()
+		if d := got.Sub(at); at != beatEpoch && (!got.Equal(at) || d != 0) {
+			t.Errorf("%v read back as %v", at, got)
+		}
+	}
+	if got := beatOf(now).time(); !strings.Contains(got.String(), " m=") {
+		t.Errorf("a time from the clock read back without its monotonic reading: %v", got)
+	}
+	if got := beatOf(time.Time{}).time(); !got.IsZero() {
+		t.Errorf("no heartbeat read back as %v", got)
+	}
+	var m machine
+	if !m.lastHeartbeat().IsZero() {
+		t.Errorf("a new machine's last heartbeat is %v, want none", m.lastHeartbeat())
+	}
+	if n := unsafe.Sizeof(machine{}); n > 32 {
+		t.Errorf("a machine is %d bytes in memory, more than the 32 docs/reconciler.md accounts for", n)
+	}
+}
