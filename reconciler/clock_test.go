@@ -163,7 +163,7 @@ func TestDroppedHeartbeatsAreNotMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The loop's state as Run sets it up, with no machine.
-	r.wake, r.clock, r.machines, r.unsent = map[string]time.Time{}, map[string]time.Time{}, map[string]map[string]*machine{}, map[string]*machine{}
+	r.wake, r.clock, r.machines, r.unsent = map[string]time.Time{}, map[string]time.Time{}, map[string]machineList{}, map[string]*machine{}
 	r.beats, r.heard = sub, start
 	tick := func(at time.Time) {
 		now = at

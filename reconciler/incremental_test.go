@@ -38,7 +38,7 @@ func TestRevisionPlansOnlyWhatChanged(t *testing.T) {
 		d, _ := planner.Expand(rev.Fleet)
 		return d
 	}
-	r := &Reconciler{dirty: map[string]bool{}, gone: map[string]bool{}, clock: map[string]time.Time{}, machines: map[string]map[string]*machine{}}
+	r := &Reconciler{dirty: map[string]bool{}, gone: map[string]bool{}, clock: map[string]time.Time{}, machines: map[string]machineList{}}
 	prev := desired()
 	if n := r.markChanged(nil, prev); n != 4 {
 		t.Errorf("a leader's first revision marked %d clusters, want all 4", n)

@@ -27,17 +27,17 @@ func BenchmarkInventory130k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.machines = map[string]map[string]*machine{}
+	r.machines = map[string]machineList{}
 	r.inv = newInventory()
 	labels := map[string]string{"env": "dev", "region": "eu-0"}
 	var instances []wire.Instance
 	for c := range clusters {
 		cluster := fmt.Sprintf("c-%05d", c)
-		ms := map[string]*machine{}
+		var ms machineList
 		for i := range perCluster {
 			name := fmt.Sprintf("%s-md-0-%05d", cluster, i)
-			ms[name] = &machine{rec: &Record{Name: name, Shape: &Shape{Cluster: cluster, Provider: "inmemory",
-				Deployment: "md-0", Role: wire.RoleWorker, Version: "v1.31.2"}, Phase: wire.PhaseRunning, Worker: "w1"}}
+			ms = append(ms, &machine{rec: &Record{Name: name, Shape: &Shape{Cluster: cluster, Provider: "inmemory",
+				Deployment: "md-0", Role: wire.RoleWorker, Version: "v1.31.2"}, Phase: wire.PhaseRunning, Worker: "w1"}})
 			instances = append(instances, wire.Instance{Cluster: cluster, Machine: name, Deployment: "md-0", Role: wire.RoleWorker,
 				Version: "v1.31.2", TemplateHash: "0123456789abcdef", Labels: labels, ProviderID: "inmemory://" + name,
 				Addresses: []string{"10.0.0.1"}})

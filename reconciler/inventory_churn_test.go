@@ -45,7 +45,7 @@ func TestReportsJudgeWhatPredatesTheirList(t *testing.T) {
 	}
 	reset := func() {
 		r.inv = newInventory()
-		r.machines = map[string]map[string]*machine{}
+		r.machines = map[string]machineList{}
 		r.counts = newFleetCounts()
 		r.dirty, r.clock, r.unsent = map[string]bool{}, map[string]time.Time{}, map[string]*machine{}
 	}

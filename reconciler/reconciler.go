@@ -115,7 +115,7 @@ type Reconciler struct {
 	// one, shown in fleet.yaml.
 	lastRejected *sources.Revision
 	desired      *planner.Desired
-	machines     map[string]map[string]*machine // cluster → machine name → machine
+	machines     map[string]machineList // each cluster's machines
 	counts       *fleetCounts                   // machines and clusters by phase, kept by put, remove and writeCluster
 	gates        *planner.Gates                 // the last pass's rollout gates
 	rollouts     []status.ClassRollout          // the gates' class rollouts, for fleet.yaml
@@ -249,7 +249,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.decisions.store = NewStore(rkv, r.o.Fence, nil)
 	r.wake = map[string]time.Time{}
 	r.clock = map[string]time.Time{}
-	r.machines = map[string]map[string]*machine{}
+	r.machines = map[string]machineList{}
 	r.counts = newFleetCounts()
 	r.unsent = map[string]*machine{}
 	r.heard = r.o.Now()
@@ -535,28 +535,23 @@ func (r *Reconciler) resume(ctx context.Context) {
 }
 
 func (r *Reconciler) put(m *machine) {
-	ms := r.machines[m.rec.Cluster]
-	if ms == nil {
-		ms = map[string]*machine{}
-		r.machines[m.rec.Cluster] = ms
-	}
-	if old := ms[m.rec.Name]; old != nil {
+	ms, old := r.machines[m.rec.Cluster].with(m)
+	r.machines[m.rec.Cluster] = ms
+	if old != nil {
 		r.counts.machine(old.rec.Cluster, phaseOf(old.rec), -1)
 	}
-	ms[m.rec.Name] = m
 	r.counts.machine(m.rec.Cluster, phaseOf(m.rec), 1)
 	r.dirty[m.rec.Cluster] = true
 	r.clock[m.rec.Cluster] = time.Time{}
 }
 
 func (r *Reconciler) remove(cluster, name string) {
-	if ms := r.machines[cluster]; ms != nil {
-		if old := ms[name]; old != nil {
-			r.counts.machine(cluster, phaseOf(old.rec), -1)
-		}
-		delete(ms, name)
+	if ms, old := r.machines[cluster].without(name); old != nil {
+		r.counts.machine(cluster, phaseOf(old.rec), -1)
 		if len(ms) == 0 {
 			delete(r.machines, cluster)
+		} else {
+			r.machines[cluster] = ms
 		}
 	}
 	key := recordKey(cluster, name)
@@ -567,7 +562,7 @@ func (r *Reconciler) remove(cluster, name string) {
 }
 
 func (r *Reconciler) lookup(cluster, name string) *machine {
-	return r.machines[cluster][name]
+	return r.machines[cluster].get(name)
 }
 
 // applyRevision makes a good revision the desired state, or records why a

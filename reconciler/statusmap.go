@@ -97,7 +97,7 @@ func (r *Reconciler) setClusterStatus(name string, ps planner.ClusterStatus, ori
 // clusterStatus turns the planner's view of a cluster and its machine
 // records into the status branch's file. Planner conditions hold when
 // present; Ready is always written, False when the planner did not set it.
-func clusterStatus(ps planner.ClusterStatus, ms map[string]*machine) status.ClusterStatus {
+func clusterStatus(ps planner.ClusterStatus, ms machineList) status.ClusterStatus {
 	cs := status.ClusterStatus{Name: ps.Name, Class: ps.Class, Version: ps.Version, Phase: ps.Phase,
 		Paused: ps.Has(planner.CondPaused)}
 	if !ps.Has(planner.CondReady) {
