@@ -10,7 +10,9 @@
 package schemas
 
 import (
+	"encoding/binary"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 
@@ -91,10 +93,13 @@ type Pos struct{ Line, Col int }
 // Lines says where a document's fields are written: each dotted field path
 // (spec.topology.classRef.name, list elements as
 // spec.topology.workers.machineDeployments[0].name) with its line and
-// column, sorted by path. It is only read once the document is parsed, so
-// it is a list rather than a map: a 30-line cluster's positions take under
-// half of a map's memory, which counts when a daemon holds 10,000 clusters.
-type Lines []FieldPos
+// column. It is only read to place an error found after parsing, and a
+// daemon holds one for each of 10,000 cluster files, so it is kept as one
+// string: the fields sorted, each written as the length it shares with
+// the one before and the rest (a document's paths share most of their
+// length), then its line and column, all in varints. A 30-line cluster's
+// positions take ~350 bytes, half of a list of them.
+type Lines struct{ enc string }
 
 // FieldPos is where one field is written.
 type FieldPos struct {
@@ -102,21 +107,124 @@ type FieldPos struct {
 	Line, Col int32
 }
 
-// At returns where field is written.
-func (l Lines) At(field string) (Pos, bool) {
-	i, ok := slices.BinarySearchFunc(l, field, func(e FieldPos, f string) int { return strings.Compare(e.Field, f) })
-	if !ok {
-		return Pos{}, false
+// NewLines returns the positions of fields (in any order; a field given
+// twice keeps its first position).
+func NewLines(fields []FieldPos) Lines {
+	fields = slices.Clone(fields)
+	slices.SortStableFunc(fields, func(a, b FieldPos) int { return strings.Compare(a.Field, b.Field) })
+	fields = slices.CompactFunc(fields, func(a, b FieldPos) bool { return a.Field == b.Field })
+	var b []byte
+	prev := ""
+	for _, f := range fields {
+		n := 0
+		for n < len(prev) && n < len(f.Field) && prev[n] == f.Field[n] {
+			n++
+		}
+		b = binary.AppendUvarint(b, uint64(n))
+		b = binary.AppendUvarint(b, uint64(len(f.Field)-n))
+		b = append(b, f.Field[n:]...)
+		b = binary.AppendUvarint(b, uint64(max(f.Line, 0)))
+		b = binary.AppendUvarint(b, uint64(max(f.Col, 0)))
+		prev = f.Field
 	}
-	return Pos{int(l[i].Line), int(l[i].Col)}, true
+	return Lines{enc: string(b)}
 }
 
-// newLines sorts the positions a document's conversion recorded.
+// All yields the fields in order with their positions.
+func (l Lines) All() iter.Seq[FieldPos] {
+	return func(yield func(FieldPos) bool) {
+		var field []byte
+		for rest := l.enc; rest != ""; {
+			var f FieldPos
+			field, f.Line, f.Col, rest = l.next(field, rest)
+			f.Field = string(field)
+			if !yield(f) {
+				return
+			}
+		}
+	}
+}
+
+// Equal reports whether l and o place the same fields at the same
+// positions.
+func (l Lines) Equal(o Lines) bool { return l.enc == o.enc }
+
+// Len is how many fields l places.
+func (l Lines) Len() int {
+	n := 0
+	for range l.All() {
+		n++
+	}
+	return n
+}
+
+// At returns where field is written.
+func (l Lines) At(field string) (Pos, bool) {
+	// same is how much of field the entry before began with; each entry
+	// shares a prefix with the one before, so the comparison goes on
+	// from there without building the entry's field.
+	same := 0
+	for rest := l.enc; rest != ""; {
+		shared, r := uvarint(rest)
+		n, r := uvarint(r)
+		suffix := r[:min(int(n), len(r))]
+		r = r[len(suffix):]
+		line, r := uvarint(r)
+		col, r := uvarint(r)
+		rest = r
+		if int(shared) < same {
+			return Pos{}, false // this entry differs from field earlier than the one before, and is greater
+		}
+		if int(shared) > same {
+			continue // it differs from field where the one before did
+		}
+		i := 0
+		for i < len(suffix) && same+i < len(field) && suffix[i] == field[same+i] {
+			i++
+		}
+		switch {
+		case i == len(suffix) && same+i == len(field):
+			return Pos{int(line), int(col)}, true
+		case i == len(suffix) || (same+i < len(field) && suffix[i] < field[same+i]):
+			same += i // a lesser entry: go on
+		default:
+			return Pos{}, false // a greater entry: sorted, so field is not here
+		}
+	}
+	return Pos{}, false
+}
+
+// next decodes the entry at the start of rest, whose field shares a prefix
+// with prev (the entry before's): its field (built on prev's bytes), its
+// position, and what follows it.
+func (Lines) next(prev []byte, rest string) (field []byte, line, col int32, after string) {
+	shared, rest := uvarint(rest)
+	n, rest := uvarint(rest)
+	field = append(prev[:min(int(shared), len(prev))], rest[:min(int(n), len(rest))]...)
+	rest = rest[min(int(n), len(rest)):]
+	l, rest := uvarint(rest)
+	c, rest := uvarint(rest)
+	return field, int32(l), int32(c), rest
+}
+
+// uvarint reads a varint at the start of s; a truncated one reads as what
+// it has (Lines are only ever written by NewLines).
+func uvarint(s string) (uint64, string) {
+	var v uint64
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		v |= uint64(s[i]&0x7f) << (7 * i)
+		if s[i] < 0x80 {
+			return v, s[i+1:]
+		}
+	}
+	return v, ""
+}
+
+// newLines returns the positions a document's conversion recorded.
 func newLines(m map[string]Pos) Lines {
-	l := make(Lines, 0, len(m))
+	l := make([]FieldPos, 0, len(m))
 	for f, p := range m {
 		l = append(l, FieldPos{f, int32(p.Line), int32(p.Col)})
 	}
-	slices.SortFunc(l, func(a, b FieldPos) int { return strings.Compare(a.Field, b.Field) })
-	return l
+	return NewLines(l)
 }

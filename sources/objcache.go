@@ -121,10 +121,11 @@ func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
 		d := &docs[i]
 		d.Kind, d.Name, d.Line = r.str(), r.str(), r.num()
 		d.Encoded = r.str()
-		d.Lines = make(schemas.Lines, r.count())
-		for j := range d.Lines {
-			d.Lines[j] = schemas.FieldPos{Field: r.str(), Line: int32(r.num()), Col: int32(r.num())}
+		fields := make([]schemas.FieldPos, r.count())
+		for j := range fields {
+			fields[j] = schemas.FieldPos{Field: r.str(), Line: int32(r.num()), Col: int32(r.num())}
 		}
+		d.Lines = schemas.NewLines(fields)
 		if !r.ok {
 			return nil, false
 		}
@@ -151,8 +152,8 @@ func (c *objectCache) put(key, polKey string, docs []schemas.KnownDoc) {
 		b = appendStr(b, d.Name)
 		b = binary.AppendUvarint(b, uint64(d.Line))
 		b = appendStr(b, d.Encoded)
-		b = binary.AppendUvarint(b, uint64(len(d.Lines)))
-		for _, l := range d.Lines {
+		b = binary.AppendUvarint(b, uint64(d.Lines.Len()))
+		for l := range d.Lines.All() {
 			b = appendStr(b, l.Field)
 			b = binary.AppendUvarint(b, uint64(l.Line))
 			b = binary.AppendUvarint(b, uint64(l.Col))

@@ -85,7 +85,7 @@ func TestObjectCacheSkipsSeenFiles(t *testing.T) {
 func TestObjectCacheNotTrusted(t *testing.T) {
 	dir := t.TempDir()
 	good := loadObjects(filepath.Join(dir, "good"))
-	docs := []schemas.KnownDoc{{Kind: "Cluster", Name: "c", Line: 1, Encoded: `{"metadata":{"name":"c"}}`, Lines: schemas.Lines{{Field: "metadata.name", Line: 3, Col: 3}}}}
+	docs := []schemas.KnownDoc{{Kind: "Cluster", Name: "c", Line: 1, Encoded: `{"metadata":{"name":"c"}}`, Lines: schemas.NewLines([]schemas.FieldPos{{Field: "metadata.name", Line: 3, Col: 3}})}}
 	good.put("k", "pol", docs)
 	if err := good.save(); err != nil {
 		t.Fatal(err)
