@@ -30,6 +30,7 @@ import (
 	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
+	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -647,11 +648,13 @@ func fleetAt(s *status.Snapshot, n int, version string) (bool, string) {
 // Workers are needed: the planner creates workers only once a control
 // plane runs. The settled- figures are the same once the status writer
 // has committed what it holds, the store has gone unwritten for longer
-// than natsBlockIndexExpiry, and the fleet has been quiet for settleFor
-// after the workers' next inventories were taken (NATS lets go of the
-// message blocks it cached while the fleet was created, and of each
-// block's own subject index; the inventories, every minute, cost memory
-// for a moment): what the daemon holds for a fleet that runs.
+// than natsBlockIndexExpiry and no task has been published for longer
+// than the task stream's deduplication window, and the fleet has been
+// quiet for settleFor after the workers' next inventories were taken
+// (NATS lets go of the message blocks it cached while the fleet was
+// created, of each block's own subject index, and of the tasks' message
+// IDs; the inventories, every minute, cost memory for a moment): what
+// the daemon holds for a fleet that runs.
 func BenchmarkDaemonMemory10k(b *testing.B) {
 	const machines = 10000 * 13
 	for range b.N {
@@ -682,7 +685,7 @@ func BenchmarkDaemonMemory10k(b *testing.B) {
 			b.Fatal(err)
 		}
 		cancel()
-		time.Sleep(time.Until(lastWrite.Add(natsBlockIndexExpiry + 5*time.Second)))
+		time.Sleep(time.Until(lastWrite.Add(max(natsBlockIndexExpiry, natsbus.DedupWindow) + 5*time.Second)))
 		// Workers report their inventories every minute: wait for the
 		// next ones to be taken, so that settled is between two.
 		d.waitInventories(b, 2)
