@@ -116,10 +116,10 @@ type Reconciler struct {
 	lastRejected *sources.Revision
 	desired      *planner.Desired
 	machines     map[string]machineList // each cluster's machines
-	counts       *fleetCounts                   // machines and clusters by phase, kept by put, remove and writeCluster
-	gates        *planner.Gates                 // the last pass's rollout gates
-	rollouts     []status.ClassRollout          // the gates' class rollouts, for fleet.yaml
-	moved        map[string]bool                // classes whose summaries moved since gates were compared
+	counts       *fleetCounts           // machines and clusters by phase, kept by put, remove and writeCluster
+	gates        *planner.Gates         // the last pass's rollout gates
+	rollouts     []status.ClassRollout  // the gates' class rollouts, for fleet.yaml
+	moved        map[string]bool        // classes whose summaries moved since gates were compared
 	// unsent are machines whose current attempt is recorded but was not
 	// accepted by NATS: published again on the next tick.
 	unsent map[string]*machine
