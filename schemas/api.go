@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gitfleet/gitfleet/internal/varint"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
@@ -136,7 +137,7 @@ func (l Lines) All() iter.Seq[FieldPos] {
 		var field []byte
 		for rest := l.enc; rest != ""; {
 			var f FieldPos
-			field, f.Line, f.Col, rest = l.next(field, rest)
+			field, f.Line, f.Col, rest = nextField(field, rest)
 			f.Field = string(field)
 			if !yield(f) {
 				return
@@ -194,10 +195,10 @@ func (l Lines) At(field string) (Pos, bool) {
 	return Pos{}, false
 }
 
-// next decodes the entry at the start of rest, whose field shares a prefix
+// nextField decodes the entry at the start of rest, whose field shares a prefix
 // with prev (the entry before's): its field (built on prev's bytes), its
 // position, and what follows it.
-func (Lines) next(prev []byte, rest string) (field []byte, line, col int32, after string) {
+func nextField(prev []byte, rest string) (field []byte, line, col int32, after string) {
 	shared, rest := uvarint(rest)
 	n, rest := uvarint(rest)
 	field = append(prev[:min(int(shared), len(prev))], rest[:min(int(n), len(rest))]...)
@@ -207,17 +208,14 @@ func (Lines) next(prev []byte, rest string) (field []byte, line, col int32, afte
 	return field, int32(l), int32(c), rest
 }
 
-// uvarint reads a varint at the start of s; a truncated one reads as what
-// it has (Lines are only ever written by NewLines).
+// uvarint reads the varint at the start of s and returns what follows it;
+// a truncated one ends s (Lines are only ever written by NewLines).
 func uvarint(s string) (uint64, string) {
-	var v uint64
-	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
-		v |= uint64(s[i]&0x7f) << (7 * i)
-		if s[i] < 0x80 {
-			return v, s[i+1:]
-		}
+	v, n := varint.Uvarint(s)
+	if n <= 0 {
+		return v, ""
 	}
-	return v, ""
+	return v, s[n:]
 }
 
 // newLines returns the positions a document's conversion recorded.
