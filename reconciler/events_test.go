@@ -27,7 +27,7 @@ func TestABurstOfEventsIsAppliedInOrder(t *testing.T) {
 	for _, task := range tasks {
 		l.answer(task, wire.PhaseProvisioning)
 	}
-	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1", tasks[0].task.Machine.Name), []byte("{")); err != nil {
+	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1"), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
 	for _, task := range tasks {
@@ -79,5 +79,30 @@ func TestABurstOfEventsIsAppliedInOrder(t *testing.T) {
 	if info.Delivered.Consumer != info.Delivered.Stream || info.NumAckPending != 0 {
 		t.Errorf("events consumer: %d deliveries of %d events, %d waiting for an ack; want every event delivered and settled once",
 			info.Delivered.Consumer, info.Delivered.Stream, info.NumAckPending)
+	}
+}
+
+// Workers published each machine's events on a subject of its own
+// (gitfleet.events.<cluster>.<machine>) before a cluster's events shared
+// one; a daemon upgraded before its workers, as docs/operations.md says
+// to, still applies events published there.
+func TestEventsOnAMachinesOwnSubjectAreApplied(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 0)
+	l.start()
+	task := l.nextTasks(1)[0]
+	ev := wire.Event{TaskID: task.task.ID, Attempt: task.task.Attempt, Cluster: "c1", Machine: task.task.Machine.Name,
+		Phase: wire.PhaseRunning, ProviderID: "test://old-worker", Version: task.task.Machine.Version, Time: time.Now().UTC()}
+	data, err := wire.Encode(&ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.js.Publish(t.Context(), wire.SubjectEvents+".c1."+ev.Machine, data); err != nil {
+		t.Fatal(err)
+	}
+	_ = task.msg.Ack()
+	for _, r := range l.waitRecords("Running") {
+		if r.ProviderID != "test://old-worker" {
+			t.Errorf("%s: provider ID %q, want the event's", r.Name, r.ProviderID)
+		}
 	}
 }

@@ -246,7 +246,7 @@ func (l *loop) event(ev wire.Event) {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	if _, err := l.js.Publish(l.t.Context(), wire.EventSubject(ev.Cluster, ev.Machine), data); err != nil {
+	if _, err := l.js.Publish(l.t.Context(), wire.EventSubject(ev.Cluster), data); err != nil {
 		l.t.Fatal(err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // Why an event or heartbeat is refused (the reason label of
 // gitfleet_refused_messages_total).
 const (
-	refusedSubject  = "subject"   // the subject names another machine than the body
+	refusedSubject  = "subject"   // the subject names another cluster or machine than the body
 	refusedNoTask   = "no-task"   // an event that names no task
 	refusedTask     = "task"      // an event about a task the record does not know
 	refusedPhase    = "phase"     // a phase that cannot come from the record's task
@@ -95,7 +95,7 @@ func (r *Reconciler) checkEvent(m jetstream.Msg) *eventWrite {
 		_ = m.Term()
 		return nil
 	}
-	if m.Subject() != wire.EventSubject(ev.Cluster, ev.Machine) {
+	if !wire.EventPublishedFor(m.Subject(), ev.Cluster, ev.Machine) {
 		r.refuse("event", refusedSubject, ev.Cluster, ev.Machine, fmt.Sprintf("published on %s", m.Subject()))
 		_ = m.Term()
 		return nil

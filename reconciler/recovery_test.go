@@ -150,7 +150,7 @@ func TestEventsWhileNoLeaderAreApplied(t *testing.T) {
 
 // Events are checked against the record: an unknown phase is malformed, an
 // event without a task, about a task the machine never had, on another
-// machine's subject, or with a phase its task cannot produce (a forged
+// machine's or cluster's subject, or with a phase its task cannot produce (a forged
 // Deleted for a running machine) is refused and counted; none is applied.
 func TestForgedEventsAreRefused(t *testing.T) {
 	l := newLoop(t, "inmemory", 1, 0)
@@ -167,17 +167,21 @@ func TestForgedEventsAreRefused(t *testing.T) {
 	with := func(f func(*wire.Event)) wire.Event { e := base; f(&e); return e }
 	// An unknown phase never decodes.
 	bogus := `{"apiVersion":"gitfleet.io/wire/v1","taskID":"` + rec.TaskID + `","cluster":"c1","machine":"` + rec.Name + `","phase":"Bogus"}`
-	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1", rec.Name), []byte(bogus)); err != nil {
+	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1"), []byte(bogus)); err != nil {
 		t.Fatal(err)
 	}
 	l.event(with(func(e *wire.Event) { e.TaskID, e.Phase = "", wire.PhaseFailed }))
 	l.event(with(func(e *wire.Event) { e.TaskID, e.Phase = "delete.c1.other", wire.PhaseDeleted }))
 	l.event(with(func(e *wire.Event) { e.Phase = wire.PhaseDeleted }))
-	// On another machine's subject, naming this one in its body.
+	// On another machine's subject (as workers published them before
+	// subjects were a cluster's), or another cluster's, naming this
+	// machine in its body.
 	foreign := with(func(e *wire.Event) { e.Phase = wire.PhaseFailed })
 	data, _ := wire.Encode(&foreign)
-	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1", "someone-else"), data); err != nil {
-		t.Fatal(err)
+	for _, subject := range []string{wire.SubjectEvents + ".c1.someone-else", wire.EventSubject("c2")} {
+		if _, err := l.js.Publish(t.Context(), subject, data); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m := l.opts.Metrics
 	l.waitFor("refusals counted", func() (bool, string) {
@@ -187,7 +191,7 @@ func TestForgedEventsAreRefused(t *testing.T) {
 			counter(t, m.Refused.WithLabelValues("event", refusedTask)),
 			counter(t, m.Refused.WithLabelValues("event", refusedPhase)),
 			counter(t, m.Refused.WithLabelValues("event", refusedSubject)))
-		return got == "malformed 1 no-task 1 task 1 phase 1 subject 1", got
+		return got == "malformed 1 no-task 1 task 1 phase 1 subject 2", got
 	})
 	after := l.records()[rec.Name]
 	if after == nil || after.Phase != wire.PhaseRunning || after.Message != "" {

@@ -80,7 +80,7 @@ func TestWorkerWaitsForNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the task is done", func() bool {
-		m, err := stream.GetLastMsgForSubject(ctx, wire.EventSubject("c", "m"))
+		m, err := stream.GetLastMsgForSubject(ctx, wire.EventSubject("c"))
 		if err != nil {
 			return false
 		}

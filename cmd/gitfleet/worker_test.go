@@ -53,7 +53,7 @@ func TestWorkerCommandRunsTasksAndDrains(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if m, err := stream.GetLastMsgForSubject(ctx, wire.EventSubject("c", "m")); err == nil {
+		if m, err := stream.GetLastMsgForSubject(ctx, wire.EventSubject("c")); err == nil {
 			if ev, err := wire.DecodeEvent(m.Data); err == nil && ev.Phase == wire.PhaseRunning {
 				break
 			}

@@ -125,7 +125,7 @@ func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
 		t.Fatalf("worker fetched %d tasks, want 1 (%v)", got, batch.Error())
 	}
 	data, _ := wire.Encode(&wire.Event{TaskID: task.ID, Attempt: 1, Cluster: "c", Machine: "m1", Phase: wire.PhaseRunning, Time: time.Now()})
-	if _, err := wjs.Publish(ctx(t), wire.EventSubject("c", "m1"), data); err != nil {
+	if _, err := wjs.Publish(ctx(t), wire.EventSubject("c"), data); err != nil {
 		t.Errorf("worker: publish an event: %v", err)
 	}
 	recs, err := wjs.KeyValue(ctx(t), wire.BucketMachines)
@@ -251,7 +251,7 @@ func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
 	if _, err := dkv.Put(ctx(t), "c.m3", []byte(`{"taskID":"create.c.m3","attempt":1,"phase":"Pending"}`)); err != nil {
 		t.Fatal(err)
 	}
-	events, err := bus.Conn.SubscribeSync(wire.EventSubject("c", "m3"))
+	events, err := bus.Conn.SubscribeSync(wire.EventSubject("c"))
 	if err != nil {
 		t.Fatal(err)
 	}

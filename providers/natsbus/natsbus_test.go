@@ -171,10 +171,10 @@ func TestStreamsHaveLimits(t *testing.T) {
 		}
 	}
 	big := make([]byte, natsbus.EventMaxMsgSize+1)
-	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c", "m"), big); err == nil {
+	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c"), big); err == nil {
 		t.Error("the server stored an event larger than the limit")
 	}
-	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c", "m"), []byte(`{}`)); err != nil {
+	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c"), []byte(`{}`)); err != nil {
 		t.Errorf("a small event: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -31,7 +32,7 @@ const (
 	BucketPKI = "gitfleet-pki"
 
 	SubjectTasks      = "gitfleet.tasks"     // .<provider>.<cluster>.<machine>
-	SubjectEvents     = "gitfleet.events"    // .<cluster>.<machine>
+	SubjectEvents     = "gitfleet.events"    // .<cluster>
 	SubjectHeartbeats = "gitfleet.heartbeat" // .<cluster>.<machine>
 )
 
@@ -76,9 +77,28 @@ func ValidToken(s string) bool {
 	return true
 }
 
-// EventSubject is where events about a machine are published.
-func EventSubject(cluster, machine string) string {
-	return SubjectEvents + "." + cluster + "." + machine
+// EventSubject is where events about a cluster's machines are published:
+// one subject a cluster, not a machine, because the event stream keeps an
+// entry for each subject it holds for as long as it keeps the subject's
+// last event (a day), and one a machine was ~90 bytes of a daemon's
+// memory a machine (docs/reconciler.md, "Memory per machine"). The event
+// names its machine.
+func EventSubject(cluster string) string {
+	return SubjectEvents + "." + cluster
+}
+
+// EventPublishedFor reports whether an event about cluster's machine may
+// have been published on subject: the cluster's subject, or the machine's
+// own (gitfleet.events.<cluster>.<machine>), where earlier workers
+// published them, so that a daemon upgraded first still takes the events
+// of workers not yet upgraded (docs/operations.md, "Upgrading gitfleet").
+func EventPublishedFor(subject, cluster, machine string) bool {
+	rest, ok := strings.CutPrefix(subject, SubjectEvents+".")
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, cluster)
+	return ok && (rest == "" || rest == "."+machine)
 }
 
 // HeartbeatSubject is where a machine's heartbeats are published.

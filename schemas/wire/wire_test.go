@@ -188,3 +188,27 @@ func TestJSONStringLen(t *testing.T) {
 		}
 	}
 }
+
+// An event about a machine is taken from its cluster's subject, or from
+// the machine's own (where earlier workers published), and from no other.
+func TestEventPublishedFor(t *testing.T) {
+	for _, c := range []struct {
+		subject string
+		want    bool
+	}{
+		{EventSubject("c1"), true},
+		{"gitfleet.events.c1.m1", true},
+		{"gitfleet.events.c1.m2", false},
+		{"gitfleet.events.c1.m1.x", false},
+		{"gitfleet.events.c1x", false},
+		{"gitfleet.events.c1x.m1", false},
+		{"gitfleet.events.c2", false},
+		{"gitfleet.events", false},
+		{"gitfleet.heartbeat.c1.m1", false},
+		{"gitfleet.eventsc1", false},
+	} {
+		if got := EventPublishedFor(c.subject, "c1", "m1"); got != c.want {
+			t.Errorf("EventPublishedFor(%q, c1, m1) = %v, want %v", c.subject, got, c.want)
+		}
+	}
+}
