@@ -209,8 +209,18 @@ func (r *Reconciler) requestInventory() {
 // inventoryPart is an inventory message, decoded.
 type inventoryPart struct {
 	subject string
-	inv     wire.Inventory
-	err     error
+	// reply is where the worker waits to hear that the part is taken
+	// (not the message: its bytes go once the part is decoded).
+	reply string
+	inv   wire.Inventory
+	err   error
+}
+
+// answer tells the worker the part is taken, when it asked to be told.
+func (p inventoryPart) answer(nc *nats.Conn) {
+	if p.reply != "" {
+		_ = nc.Publish(p.reply, nil)
+	}
 }
 
 // inventoryPendingBytes is how much of the workers' reports the leader's
@@ -224,12 +234,12 @@ func decodeInventory(m *nats.Msg) inventoryPart {
 	var inv wire.Inventory
 	if fastDecodeInventory(m.Data, &inv, newInterner()) {
 		if err := wire.CheckInventory(&inv); err != nil {
-			return inventoryPart{subject: m.Subject, err: err}
+			return inventoryPart{subject: m.Subject, reply: m.Reply, err: err}
 		}
-		return inventoryPart{subject: m.Subject, inv: inv}
+		return inventoryPart{subject: m.Subject, reply: m.Reply, inv: inv}
 	}
 	inv, err := wire.DecodeInventory(m.Data)
-	return inventoryPart{subject: m.Subject, inv: inv, err: err}
+	return inventoryPart{subject: m.Subject, reply: m.Reply, inv: inv, err: err}
 }
 
 // handleInventory takes one part of a worker's inventory: the machines it

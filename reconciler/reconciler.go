@@ -268,11 +268,6 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	isub, err := r.o.JS.Conn().Subscribe(wire.SubjectInventory+".>", func(m *nats.Msg) {
 		select {
 		case reports <- decodeInventory(m):
-			// Taken: the worker sends its next part (one part of each
-			// worker's report in flight, not the whole report).
-			if m.Reply != "" {
-				_ = m.Respond(nil)
-			}
 		case <-running:
 		}
 	})
@@ -389,6 +384,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.handleHeartbeat(ctx, m)
 		case m := <-reports:
 			r.handleInventory(ctx, m)
+			// Taken: the worker sends its next part now, so each worker
+			// has one part in flight, not its whole report waiting here
+			// decoded while the loop is busy.
+			m.answer(r.o.JS.Conn())
 		case req := <-r.scaleReqs:
 			r.handleScale(ctx, req)
 		case m := <-joins:
