@@ -141,6 +141,65 @@ func TestAMachinesVersionIsItsOwn(t *testing.T) {
 	}
 }
 
+// TestAMachinesFailureIsItsOwn: a machine's reason and message are kept in
+// its record's shape, which the machines of its pool share; one that
+// fails gets them in a shape of its own, and the machines beside it, whose
+// next records are built on what memory holds of them, stay without.
+func TestAMachinesFailureIsItsOwn(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 3)
+	l.start()
+	l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
+	tasks := l.nextTasks(3)
+	l.waitRecords("Pending Pending Pending Running")
+
+	odd := tasks[0]
+	l.event(wire.Event{TaskID: odd.task.ID, Attempt: odd.task.Attempt, Cluster: "c1", Machine: odd.task.Machine.Name,
+		Phase: wire.PhaseFailed, Message: "quota exceeded", Time: time.Now().UTC()})
+	_ = odd.msg.Ack()
+	l.waitFor("the odd machine's failure", func() (bool, string) {
+		r := l.records()[odd.task.Machine.Name]
+		return r != nil && r.Message == "quota exceeded", fmt.Sprint(r)
+	})
+	// A first heartbeat makes a new record, the rest as memory has it.
+	for _, task := range tasks[1:] {
+		if err := heartbeat(l.nc, task.task.Machine, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, task := range tasks[1:] {
+		name := task.task.Machine.Name
+		l.waitFor(name+"'s heartbeat recorded", func() (bool, string) {
+			r := l.records()[name]
+			return r != nil && r.Heartbeats, fmt.Sprint(r)
+		})
+		if r := l.records()[name]; r.Reason != "" || r.Message != "" {
+			t.Errorf("%s is recorded with reason %q, message %q after another machine of its pool failed; want neither",
+				name, r.Reason, r.Message)
+		}
+	}
+}
+
+// TestStartKeepsFailuresApart: records read at start share a shape when
+// everything in it is alike, the reason and message included.
+func TestStartKeepsFailuresApart(t *testing.T) {
+	in := newInterner()
+	var recs []*Record
+	for _, m := range []string{"", "quota exceeded", "", "disk full"} {
+		data := []byte(`{"name":"m","cluster":"c1","deployment":"md-0","phase":"Failed","message":"` + m + `"}`)
+		r, err := decodeShared("c1.m", data, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Message != m {
+			t.Errorf("a record with message %q read back with %q", m, r.Message)
+		}
+		recs = append(recs, r)
+	}
+	if recs[0].Shape != recs[2].Shape || recs[0].Shape == recs[1].Shape || recs[1].Shape == recs[3].Shape {
+		t.Error("records alike but for their message share shapes, or records alike do not")
+	}
+}
+
 // TestIsRecordKey: the check a start makes of every record's key agrees
 // with the key itself.
 func TestIsRecordKey(t *testing.T) {

@@ -420,14 +420,14 @@ func (iv *inventory) pruneRemoved(now time.Time) {
 func (r *Reconciler) markMissing(ctx context.Context, m *machine, rep *report, in listing, listed bool) {
 	next := m.rec.clone()
 	next.Phase = wire.PhaseFailed
-	next.Reason = ReasonMachineMissing
-	next.Message = fmt.Sprintf("provider %s no longer has the machine (inventory of worker %s)", rep.provider, rep.worker)
+	reason, message := ReasonMachineMissing, fmt.Sprintf("provider %s no longer has the machine (inventory of worker %s)", rep.provider, rep.worker)
 	if listed {
-		next.Reason, next.Message = in.reason, in.message
-		if next.Message == "" {
-			next.Message = fmt.Sprintf("provider %s reports the machine %s", rep.provider, in.reason)
+		reason, message = in.reason, in.message
+		if message == "" {
+			message = fmt.Sprintf("provider %s reports the machine %s", rep.provider, in.reason)
 		}
 	}
+	next.setWhy(reason, message)
 	if r.commit(ctx, m, next) == nil {
 		return // tried again with the next inventory
 	}

@@ -268,9 +268,10 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 	if ev.Worker != "" && ev.Worker != rec.Worker {
 		rec.Worker, changed = unique.Make(ev.Worker).Value(), true // one copy for a worker's machines
 	}
+	reason := rec.Reason
 	if ev.Phase != rec.Phase {
 		rec.Phase, changed = ev.Phase, true
-		rec.Reason = ""
+		reason = ""
 		if ev.Phase == wire.PhaseRunning {
 			rec.Running = StampOf(r.o.Now())
 		}
@@ -279,8 +280,9 @@ func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 		rec.reshape(func(sh *Shape) { sh.Version = ev.Version })
 		changed = true
 	}
-	if rec.Message != ev.Message {
-		rec.Message, changed = ev.Message, true
+	if reason != rec.Reason || ev.Message != rec.Message {
+		rec.setWhy(reason, ev.Message)
+		changed = true
 	}
 	return changed
 }

@@ -46,12 +46,10 @@ type Record struct {
 	// record's. (Beside the booleans: a record is 8 bytes smaller.)
 	Attempt int32 `json:"attempt,omitempty"`
 
-	Phase wire.Phase `json:"phase"`
-	// Reason is a CamelCase word for why the machine is in its phase when
-	// that is not the outcome of its task (MachineMissing).
-	Reason  string `json:"reason,omitempty"`
-	Message string `json:"message,omitempty"`
-	Created Stamp  `json:"created"`
+	// Phase is where the machine is; the shape's Reason and Message say
+	// why, when something went wrong.
+	Phase   wire.Phase `json:"phase"`
+	Created Stamp      `json:"created"`
 	// Running is when the machine's create reached Running (for
 	// minReadySeconds); zero before, and in records older than the field.
 	Running Stamp `json:"running,omitzero"`
@@ -104,6 +102,15 @@ type Shape struct {
 	// written to the status branch, so Git alone tells why a machine came
 	// or went.
 	Cause string `json:"cause,omitempty"`
+
+	// Reason is a CamelCase word for why the machine is in its phase when
+	// that is not the outcome of its task (MachineMissing); Message says
+	// more, or what its provider said when its task failed. Most machines
+	// have neither, so they are kept here rather than in every Record
+	// (32 bytes a machine): a record that gets them gets a shape of its
+	// own (setWhy).
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // reshape gives r, a copy being built (clone), its own copy of its shape,
@@ -114,12 +121,20 @@ func (r *Record) reshape(set func(*Shape)) {
 	r.Shape = &sh
 }
 
+// setWhy gives r, a copy being built (clone), reason and message, in a
+// shape of its own when they differ from its shape's.
+func (r *Record) setWhy(reason, message string) {
+	if r.Reason != reason || r.Message != message {
+		r.reshape(func(sh *Shape) { sh.Reason, sh.Message = reason, message })
+	}
+}
+
 // equal reports whether s and o say the same.
 func (s *Shape) equal(o *Shape) bool {
 	return s.Cluster == o.Cluster && s.Deployment == o.Deployment && s.Role == o.Role &&
 		s.Provider == o.Provider && s.Version == o.Version && s.TemplateHash == o.TemplateHash &&
 		s.SourceCommit == o.SourceCommit && s.PlanID == o.PlanID && s.Cause == o.Cause &&
-		s.FailureDomain == o.FailureDomain &&
+		s.FailureDomain == o.FailureDomain && s.Reason == o.Reason && s.Message == o.Message &&
 		maps.Equal(s.Labels, o.Labels) && maps.Equal(s.Annotations, o.Annotations) &&
 		bytes.Equal(s.Spec, o.Spec) && (s.Spec == nil) == (o.Spec == nil) &&
 		(s.Labels == nil) == (o.Labels == nil) && (s.Annotations == nil) == (o.Annotations == nil)
@@ -337,7 +352,7 @@ func (in *interner) scanner() *jsonscan.Interner {
 // labels, annotations and spec by identity, which the interner has made
 // one for records that have them alike.
 type shapeKey struct {
-	strings                   [10]string
+	strings                   [12]string
 	labels, annotations, spec uintptr
 	specLen                   int
 }
@@ -356,7 +371,7 @@ func (in *interner) blankShape() *Shape {
 // (a copy of it, when sh is the scratch).
 func (in *interner) shape(sh *Shape) *Shape {
 	k := shapeKey{strings: [...]string{sh.Cluster, sh.Deployment, string(sh.Role), sh.Provider, sh.Version,
-		sh.TemplateHash, sh.SourceCommit, sh.PlanID, sh.Cause, sh.FailureDomain},
+		sh.TemplateHash, sh.SourceCommit, sh.PlanID, sh.Cause, sh.FailureDomain, sh.Reason, sh.Message},
 		labels: reflect.ValueOf(sh.Labels).Pointer(), annotations: reflect.ValueOf(sh.Annotations).Pointer(),
 		spec: reflect.ValueOf(sh.Spec).Pointer(), specLen: len(sh.Spec)}
 	if s, ok := in.shapes[k]; ok {

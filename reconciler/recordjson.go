@@ -41,7 +41,7 @@ var recordKeys = jsonscan.KeyBits("name", "cluster", "deployment", "role", "prov
 func recordField(s *jsonscan.Scanner, in *interner, key string, r *Record) bool {
 	switch key {
 	case "cluster", "deployment", "role", "provider", "version", "templateHash", "labels", "annotations", "spec",
-		"sourceCommit", "planID", "cause", "failureDomain":
+		"sourceCommit", "planID", "cause", "failureDomain", "reason", "message":
 		if r.Shape == nil {
 			r.Shape = &Shape{} // as encoding/json does: at the shape's first field
 		}
