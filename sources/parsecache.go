@@ -90,7 +90,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	// fleet's files are not held through the cross-object checks (a file
 	// parsed again later is read again; rendered ones cannot be, and stay).
 	for i := range ins {
-		if ins[i].read != nil {
+		if ins[i].readable() {
 			ins[i].Data = nil
 		}
 	}

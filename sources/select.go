@@ -21,22 +21,26 @@ const ConfigFile = "gitfleet.yaml"
 // a file whose parse result is cached is never read.
 type input struct {
 	schemas.File
-	key  string
-	read func() ([]byte, error)
+	key string
 	// origin is the source file of a kustomize-rendered input, whose
 	// lines errors are mapped back to; nil for files read as they are.
 	origin []byte
 	// ent is the snapshot entry of a file read as it is (nil for a
-	// rendered one): it remembers the file's parse result.
+	// rendered one): it remembers the file's parse result, and reads the
+	// file again when its text was let go.
 	ent *entry
 }
 
+// readable reports whether the input's text can be read (again): a
+// rendered input's cannot, and stays.
+func (in *input) readable() bool { return in.ent != nil && in.ent.readable() }
+
 // load reads the file's content if it was not read yet.
 func (in *input) load() error {
-	if in.Data != nil || in.read == nil {
+	if in.Data != nil || !in.readable() {
 		return nil
 	}
-	data, err := in.read()
+	data, err := in.ent.readData()
 	if err != nil {
 		return fmt.Errorf("read %s: %w", in.Path, err)
 	}
@@ -284,8 +288,8 @@ func collectListing(s *snapshot, rc *renderCache, buf []input) (_ []input, _ sch
 func (s *snapshot) inputOf(p string, e *entry) (in input, tooBig *schemas.Error, err error) {
 	key := e.inputKey(p)
 	var data []byte // read while its size was asked
-	if size := e.size; size != nil && !s.parsedBefore(e, key) && (s.fits == nil || !s.fits(e.key)) {
-		n, content, err := size()
+	if e.sizes() && !s.parsedBefore(e, key) && (s.fits == nil || !s.fits(e.key)) {
+		n, content, err := e.sizeOf()
 		if err != nil {
 			return input{}, nil, fmt.Errorf("read %s: %w", p, err)
 		}
@@ -297,7 +301,7 @@ func (s *snapshot) inputOf(p string, e *entry) (in input, tooBig *schemas.Error,
 		}
 		data = content
 	}
-	return input{File: schemas.File{Path: p, Data: data}, key: key, read: e.read, ent: e}, nil, nil
+	return input{File: schemas.File{Path: p, Data: data}, key: key, ent: e}, nil, nil
 }
 
 // Limits on what a revision may make the daemon read: a fleet file (a YAML

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -53,18 +54,22 @@ type snapshot struct {
 }
 
 type entry struct {
-	key  string // content hash: the blob hash in Git, sha256 on disk
+	key string // content hash: the blob hash in Git, sha256 on disk
+	// read and size are how a file on disk is read (readData) and its
+	// length known without reading it (sizeOf); a Git tree's entry has
+	// neither and reads its blob from st (methods, not closures: a
+	// daemon keeps an entry a fleet file).
 	read func() ([]byte, error)
-	// size is the file's length in bytes, known without reading it; data
-	// is its content when finding the size read it anyway (a packed blob
-	// within the limit), else nil.
 	size func() (n int64, data []byte, err error)
 	// Of a Git tree's entry: its blob, its path and its input key
 	// (inputKey), kept so the next revision's snapshot reuses the entry
-	// of a file that did not change.
-	blob plumbing.Hash
-	path string
-	ikey string
+	// of a file that did not change, and where the blob is: in st, in a
+	// pack (packed) or loose.
+	st     *filesystem.Storage
+	blob   plumbing.Hash
+	packed bool
+	path   string
+	ikey   string
 	// parsed is the file's latest parse result (parseCache.parseAll sets
 	// it): an entry kept from the snapshot before finds its file's result
 	// here, not by its key in the cache's map.
@@ -74,6 +79,33 @@ type entry struct {
 	// lock); only a listing whose input at that index is this entry
 	// trusts it (patchListing).
 	place int32
+}
+
+// readable reports whether e has content to read (an entry made for a
+// file not listed has none: it reads as empty).
+func (e *entry) readable() bool { return e.read != nil || e.st != nil }
+
+// readData reads e's content.
+func (e *entry) readData() ([]byte, error) {
+	if e.st != nil {
+		return e.readBlob()
+	}
+	if e.read == nil {
+		return nil, nil
+	}
+	return e.read()
+}
+
+// sizes reports whether sizeOf can tell e's length without reading it.
+func (e *entry) sizes() bool { return e.size != nil || e.st != nil }
+
+// sizeOf is e's length in bytes; data is its content when finding the
+// length read it anyway (a packed blob within the limit), else nil.
+func (e *entry) sizeOf() (n int64, data []byte, err error) {
+	if e.st != nil {
+		return e.blobSize()
+	}
+	return e.size()
 }
 
 // parsedBefore reports whether the file of e, at input key key, was read
@@ -123,7 +155,7 @@ func (s *snapshot) readFile(p string) ([]byte, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%s: %w", p, ErrNotFound)
 	}
-	data, err := e.read()
+	data, err := e.readData()
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
@@ -383,53 +415,68 @@ func nextTreeEntry(data []byte) (mode filemode.FileMode, name []byte, hash plumb
 // wherever it is. A lookup that misses after git gc repacked reads the
 // pack indexes again, once.
 func (w *treeWalk) newEntry(path string, h plumbing.Hash, packed bool) *entry {
-	st := w.st
-	key := h.String()
-	return &entry{key: key, blob: h, path: path, ikey: key + " " + path, size: func() (int64, []byte, error) {
-		if !packed {
-			n, err := loose.BlobSize(st, h)
-			if errors.Is(err, plumbing.ErrObjectNotFound) {
-				st.Reindex()
-				n, err = loose.BlobSize(st, h)
-			}
-			return n, nil, err
-		}
-		// The object itself: its size comes with it, and so does its
-		// content, which the caller keeps rather than finding the blob
-		// in the pack again. One over the storage's LargeObjectThreshold
-		// (MaxFileSize) is not inflated to tell its size.
-		o, err := st.EncodedObject(plumbing.BlobObject, h)
+	// The content key (the blob's hash as text) is the input key's head:
+	// one string, made in one allocation.
+	var hx [2 * len(h)]byte
+	hex.Encode(hx[:], h[:])
+	var b strings.Builder
+	b.Grow(len(hx) + 1 + len(path))
+	b.Write(hx[:])
+	b.WriteByte(' ')
+	b.WriteString(path)
+	ikey := b.String()
+	return &entry{key: ikey[:len(hx)], blob: h, path: path, ikey: ikey, st: w.st, packed: packed}
+}
+
+// blobSize is sizeOf for an entry of a Git tree.
+func (e *entry) blobSize() (int64, []byte, error) {
+	st, h := e.st, e.blob
+	if !e.packed {
+		n, err := loose.BlobSize(st, h)
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
 			st.Reindex()
-			o, err = st.EncodedObject(plumbing.BlobObject, h)
+			n, err = loose.BlobSize(st, h)
 		}
-		if err != nil {
-			return 0, nil, err
-		}
-		if o.Size() > MaxFileSize {
-			return o.Size(), nil, nil
-		}
-		r, err := o.Reader()
-		if err != nil {
-			return 0, nil, err
-		}
-		defer r.Close()
-		data, err := io.ReadAll(r)
-		return int64(len(data)), data, err
-	}, read: func() ([]byte, error) {
-		read := loose.ReadBlob
-		if packed {
-			read = loose.ReadGitBlob
-		}
-		data, err := read(st, h)
-		if errors.Is(err, plumbing.ErrObjectNotFound) {
-			// git gc packed the loose object since the tree was
-			// listed: read the pack indexes again, once.
-			st.Reindex()
-			data, err = loose.ReadBlob(st, h)
-		}
-		return data, err
-	}}
+		return n, nil, err
+	}
+	// The object itself: its size comes with it, and so does its content,
+	// which the caller keeps rather than finding the blob in the pack
+	// again. One over the storage's LargeObjectThreshold (MaxFileSize) is
+	// not inflated to tell its size.
+	o, err := st.EncodedObject(plumbing.BlobObject, h)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		st.Reindex()
+		o, err = st.EncodedObject(plumbing.BlobObject, h)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if o.Size() > MaxFileSize {
+		return o.Size(), nil, nil
+	}
+	r, err := o.Reader()
+	if err != nil {
+		return 0, nil, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	return int64(len(data)), data, err
+}
+
+// readBlob is readData for an entry of a Git tree.
+func (e *entry) readBlob() ([]byte, error) {
+	read := loose.ReadBlob
+	if e.packed {
+		read = loose.ReadGitBlob
+	}
+	data, err := read(e.st, e.blob)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		// git gc packed the loose object since the tree was listed: read
+		// the pack indexes again, once.
+		e.st.Reindex()
+		data, err = loose.ReadBlob(e.st, e.blob)
+	}
+	return data, err
 }
 
 // fileOrNil is the entry of path p in s, or nil (also when s is nil).

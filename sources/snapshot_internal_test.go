@@ -54,7 +54,7 @@ func TestBlobReadAfterGitGC(t *testing.T) {
 	}
 	work.Git("gc", "-q", "--prune=now")
 	for _, p := range []string{"a.yaml", "b.yaml"} {
-		if n, _, err := snap.file(p).size(); err != nil || n != 5 {
+		if n, _, err := snap.file(p).sizeOf(); err != nil || n != 5 {
 			t.Errorf("size of %s after gc: %d, %v", p, n, err)
 		}
 		if data, err := snap.readFile(p); err != nil || len(data) != 5 {
@@ -88,7 +88,7 @@ func TestFilesOfPackedAndLooseTrees(t *testing.T) {
 			if e == nil {
 				t.Fatalf("%s: %s not listed", when, p)
 			}
-			if n, data, err := e.size(); err != nil || n != int64(len(content)) || (data != nil && string(data) != content) {
+			if n, data, err := e.sizeOf(); err != nil || n != int64(len(content)) || (data != nil && string(data) != content) {
 				t.Errorf("%s: size of %s = %d (content %q), %v; want %d", when, p, n, data, err, len(content))
 			}
 			if data, err := snap.readFile(p); err != nil || string(data) != content {
@@ -247,5 +247,24 @@ func TestTreeSnapshotListsWhatGitHas(t *testing.T) {
 				prev = snap
 			}
 		}
+	}
+}
+
+// TestGitEntryIsSmall: a daemon keeps an entry for every fleet file, so
+// a Git tree's entry is two allocations (itself and its input key, whose
+// head is its content key), not five (closures to size and read it, and
+// the blob's hash as text twice), and says what it is of.
+func TestGitEntryIsSmall(t *testing.T) {
+	w := &treeWalk{}
+	h := plumbing.NewHash("0123456789abcdef0123456789abcdef01234567")
+	var e *entry
+	if n := testing.AllocsPerRun(100, func() { e = w.newEntry("clusters/c1.yaml", h, true) }); n > 2 {
+		t.Errorf("a Git tree's entry takes %v allocations, want 2", n)
+	}
+	if e.key != h.String() || e.inputKey("clusters/c1.yaml") != h.String()+" clusters/c1.yaml" || e.blob != h || !e.packed {
+		t.Errorf("entry: key %q, input key %q, blob %s, packed %v", e.key, e.inputKey("clusters/c1.yaml"), e.blob, e.packed)
+	}
+	if unsafe.StringData(e.key) != unsafe.StringData(e.ikey) {
+		t.Error("the content key is a string of its own, not the input key's head")
 	}
 }
