@@ -267,4 +267,7 @@ func TestGitEntryIsSmall(t *testing.T) {
 	if unsafe.StringData(e.key) != unsafe.StringData(e.ikey) {
 		t.Error("the content key is a string of its own, not the input key's head")
 	}
+	if n := unsafe.Sizeof(entry{}); n > 112 {
+		t.Errorf("an entry is %d bytes: more than the 112 of its size class before it kept its blob's storage", n)
+	}
 }
