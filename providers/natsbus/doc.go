@@ -11,7 +11,7 @@
 //	pub.Publish(ctx, &task)          // async, msg ID = task ID
 //	err = pub.Wait(ctx)              // every publish acknowledged
 //
-// Workers publish wire.Event on wire.EventSubject(cluster, machine) into the
+// Workers publish wire.Event on wire.EventSubject(cluster) into the
 // GITFLEET_EVENTS stream; nodes publish wire.Heartbeat on
 // wire.HeartbeatSubject(cluster, machine) as plain NATS messages (not stored).
 package natsbus

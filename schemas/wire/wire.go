@@ -80,9 +80,9 @@ func ValidToken(s string) bool {
 // EventSubject is where events about a cluster's machines are published:
 // one subject a cluster, not a machine, because the event stream keeps an
 // entry for each subject it holds for as long as it keeps the subject's
-// last event (a day), and one a machine was ~90 bytes of a daemon's
-// memory a machine (docs/reconciler.md, "Memory per machine"). The event
-// names its machine.
+// last event (a day): a subject a machine cost a daemon ~90 bytes a
+// machine (docs/reconciler.md, "Memory per machine"). The event names its
+// machine.
 func EventSubject(cluster string) string {
 	return SubjectEvents + "." + cluster
 }
