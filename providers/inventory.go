@@ -28,26 +28,6 @@ const (
 // errNoLeader: no daemon listens for inventories (none leads now).
 var errNoLeader = errors.New("no leader is listening; a new leader asks for the report")
 
-// cutParts returns where each part of a report of list ends: at most
-// inventoryPart instances and budget bytes each (one instance larger than
-// the budget is a part alone).
-func cutParts(list []Instance, budget int) []int {
-	var ends []int
-	start, size := 0, 0 // the part being filled
-	for i, in := range list {
-		n := instanceSize(in)
-		if i > start && (i-start == inventoryPart || size+n > budget) {
-			ends = append(ends, i)
-			start, size = i, 0
-		}
-		size += n
-	}
-	if len(list) > 0 || len(ends) == 0 {
-		ends = append(ends, len(list))
-	}
-	return ends
-}
-
 // instanceSize is at least the size of the instance's JSON in a part, its
 // message cut as the part carries it: its field names and punctuation and
 // its strings as JSON writes them.
@@ -113,57 +93,124 @@ func (w *Worker) inventory(ctx context.Context) {
 	}
 }
 
-// report lists the provider's machines and publishes the report.
+// report lists the provider's machines and publishes the report, a part
+// at a time as the list goes (with a Walker provider, as the provider
+// reads them).
 func (w *Worker) report(ctx context.Context, request string) error {
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	at := w.o.Now().UTC()
-	list, err := w.p.List(lctx)
-	if err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
 	nc := w.js.Conn()
 	// The envelope (provider, worker, report, time) is small beside a
 	// part; a server that allows less than 1 MiB gets smaller parts.
-	ends := cutParts(list, min(partBytes, max(int(nc.MaxPayload())*3/4, 16<<10)))
-	parts := len(ends)
-	id := w.o.ID + "-" + strconv.FormatInt(at.UnixNano(), 36)
-	subject := wire.InventorySubject(w.p.Name(), w.o.ID)
-	// One part's instances at a time: a report of 130,000 machines does not
-	// hold a second copy of the list.
-	instances := make([]wire.Instance, 0, min(len(list), inventoryPart))
-	start := 0
-	for part, end := range ends {
-		instances = instances[:0]
-		for _, in := range list[start:end] {
-			instances = append(instances, wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment, Role: in.Role,
-				Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations, ProviderID: in.ProviderID,
-				Addresses: in.Addresses, Reason: in.Reason, Message: cutMessage(in.Message)})
+	rp := &reporter{nc: nc, budget: min(partBytes, max(int(nc.MaxPayload())*3/4, 16<<10)),
+		inv: wire.Inventory{Provider: w.p.Name(), Worker: w.o.ID, HostBound: w.hostBound,
+			Report: w.o.ID + "-" + strconv.FormatInt(at.UnixNano(), 36), Request: request, Time: at,
+			Instances: make([]wire.Instance, 0, 64)}}
+	var err error
+	if wk, ok := w.p.(Walker); ok {
+		err = wk.Walk(lctx, func(in Instance) error { return rp.add(ctx, in) })
+	} else {
+		var list []Instance
+		if list, err = w.p.List(lctx); err == nil {
+			for _, in := range list {
+				if err = rp.add(ctx, in); err != nil {
+					break
+				}
+			}
 		}
-		inv := wire.Inventory{Provider: w.p.Name(), Worker: w.o.ID, HostBound: w.hostBound, Report: id,
-			Part: part, Parts: parts, Request: request, Time: at, Instances: instances}
-		data, err := wire.Encode(&inv)
-		if err != nil {
-			return err
-		}
-		// Each part waits for the leader's answer before the next goes:
-		// published all at once, the reports of a few large workers
-		// (45 MiB each at 130,000 machines) outran a busy leader's
-		// connection, and the NATS server closed it as a slow consumer
-		// (past its 64 MiB of pending data), losing parts of every report.
-		pctx, cancel := context.WithTimeout(ctx, partAnswer)
-		_, err = nc.RequestWithContext(pctx, subject, data)
-		cancel()
-		switch {
-		case errors.Is(err, nats.ErrNoResponders):
-			return errNoLeader
-		case err != nil:
-			return fmt.Errorf("inventory part %d of %d (%d machines, %d bytes): the leader did not take it: %w", part, parts, end-start, len(data), err)
-		}
-		start = end
+	}
+	switch {
+	case rp.err != nil:
+		return rp.err
+	case err != nil:
+		return fmt.Errorf("list: %w", err)
+	}
+	if rp.send(ctx, true) != nil {
+		return rp.err
 	}
 	w.inventories.Add(1)
-	w.o.Log.Debug().Int("machines", len(list)).Str("request", request).Msg("inventory reported")
+	w.o.Log.Debug().Int("machines", rp.machines).Str("request", request).Msg("inventory reported")
+	return nil
+}
+
+// reporter cuts a report into parts as its machines come and sends each
+// once it is full: at most inventoryPart machines and budget bytes (a
+// machine larger than the budget is a part alone). Every part but the
+// last says Parts 0 (more follow); the last says how many there are.
+type reporter struct {
+	nc       *nats.Conn
+	budget   int
+	inv      wire.Inventory // the part being filled
+	size     int            // its machines' bytes, as instanceSize counts them
+	machines int            // in the parts sent
+	err      error          // why a part was not sent
+}
+
+// errPartNotSent stops a provider's Walk once a part could not be sent
+// (the reporter keeps why).
+var errPartNotSent = errors.New("inventory part not sent")
+
+// add puts one machine in the report, sending the part before it first
+// when the machine does not fit there.
+func (rp *reporter) add(ctx context.Context, in Instance) error {
+	n := instanceSize(in)
+	if k := len(rp.inv.Instances); k > 0 && (k == inventoryPart || rp.size+n > rp.budget) {
+		if rp.inv.Part == wire.MaxInventoryParts-1 {
+			rp.err = fmt.Errorf("inventory: more than %d parts (%d machines so far): the leader takes no larger report", wire.MaxInventoryParts, rp.machines+k)
+			return errPartNotSent
+		}
+		if err := rp.send(ctx, false); err != nil {
+			return err
+		}
+	}
+	rp.size += n
+	rp.inv.Instances = append(rp.inv.Instances, wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment,
+		Role: in.Role, Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations,
+		ProviderID: in.ProviderID, Addresses: in.Addresses, Reason: in.Reason, Message: cutMessage(in.Message)})
+	return nil
+}
+
+// send publishes the part being filled (the report's last when last) and
+// waits for the leader to take it; a part not taken ends the report.
+func (rp *reporter) send(ctx context.Context, last bool) error {
+	inv := &rp.inv
+	inv.Parts = 0
+	if last {
+		inv.Parts = inv.Part + 1
+	}
+	data, err := wire.Encode(inv)
+	if err != nil {
+		rp.err = err
+		return errPartNotSent
+	}
+	// Each part waits for the leader's answer before the next goes:
+	// published all at once, the reports of a few large workers
+	// (45 MiB each at 130,000 machines) outran a busy leader's
+	// connection, and the NATS server closed it as a slow consumer
+	// (past its 64 MiB of pending data), losing parts of every report.
+	pctx, cancel := context.WithTimeout(ctx, partAnswer)
+	_, err = rp.nc.RequestWithContext(pctx, wire.InventorySubject(inv.Provider, inv.Worker), data)
+	cancel()
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		rp.err = errNoLeader
+	case err != nil:
+		what := "more follow"
+		if last {
+			what = fmt.Sprintf("the last of %d", inv.Parts)
+		}
+		rp.err = fmt.Errorf("inventory part %d (%s; %d machines, %d bytes): the leader did not take it: %w", inv.Part, what, len(inv.Instances), len(data), err)
+	}
+	if rp.err != nil {
+		return errPartNotSent
+	}
+	rp.machines += len(inv.Instances)
+	// The part's instances go with it: the next part does not keep them.
+	clear(inv.Instances)
+	inv.Instances = inv.Instances[:0]
+	inv.Part++
+	rp.size = 0
 	return nil
 }
 

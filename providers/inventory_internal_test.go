@@ -1,11 +1,18 @@
 package providers
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -38,8 +45,12 @@ func TestInstanceSizeBoundsItsJSON(t *testing.T) {
 
 // Parts hold at most inventoryPart machines and the byte budget; a
 // machine larger than the budget is a part alone; every machine is in
-// exactly one part, in order.
-func TestCutParts(t *testing.T) {
+// exactly one part, in order; every part but the last says Parts 0, the
+// last how many there are (an empty report is one empty part). Each part
+// goes to a real NATS server and waits for its answer.
+func TestReportParts(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, _ := natstest.Connect(t, srv.ClientURL())
 	small := func(n int) []Instance {
 		list := make([]Instance, n)
 		for i := range list {
@@ -51,15 +62,64 @@ func TestCutParts(t *testing.T) {
 		name   string
 		list   []Instance
 		budget int
-		want   []int
+		want   string // each part's machines and its Parts
 	}{
-		{"none", nil, 1 << 20, []int{0}},
-		{"by count", small(2500), 1 << 20, []int{1000, 2000, 2500}},
-		{"by size", small(10), 3 * instanceSize(small(1)[0]), []int{3, 6, 9, 10}},
-		{"one too large", append(append(small(2), Instance{Name: strings.Repeat("x", 5000)}), small(2)...), 4000, []int{2, 3, 5}},
+		{"none", nil, 1 << 20, "[0/1]"},
+		{"one", small(1), 1 << 20, "[1/1]"},
+		{"by count", small(2500), 1 << 20, "[1000/0 1000/0 500/3]"},
+		{"by size", small(10), 3 * instanceSize(small(1)[0]), "[3/0 3/0 3/0 1/4]"},
+		{"one too large", append(append(small(2), Instance{Cluster: "c", Name: strings.Repeat("x", 5000)}), small(2)...), 4000, "[2/0 1/0 2/3]"},
 	} {
-		if got := cutParts(c.list, c.budget); fmt.Sprint(got) != fmt.Sprint(c.want) {
-			t.Errorf("%s: parts end at %v, want %v", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			worker := "w-" + strings.ReplaceAll(c.name, " ", "-")
+			var mu sync.Mutex // the subscription's goroutine writes, the test reads
+			var parts, names []string
+			sub, err := nc.Subscribe(wire.InventorySubject("p", worker), func(m *nats.Msg) {
+				mu.Lock()
+				defer mu.Unlock()
+				inv, err := wire.DecodeInventory(m.Data)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if inv.Part != len(parts) {
+					t.Errorf("part %d after %d parts", inv.Part, len(parts))
+				}
+				parts = append(parts, fmt.Sprintf("%d/%d", len(inv.Instances), inv.Parts))
+				for _, in := range inv.Instances {
+					names = append(names, in.Machine)
+				}
+				_ = m.Respond(nil)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = sub.Unsubscribe() }()
+			rp := &reporter{nc: nc, budget: c.budget, inv: wire.Inventory{Provider: "p", Worker: worker, Report: "r", Time: time.Now()}}
+			ctx := context.Background()
+			for _, in := range c.list {
+				if err := rp.add(ctx, in); err != nil {
+					t.Fatal(err, rp.err)
+				}
+			}
+			if err := rp.send(ctx, true); err != nil {
+				t.Fatal(err, rp.err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if got := fmt.Sprint(parts); got != c.want {
+				t.Errorf("parts %s, want %s", got, c.want)
+			}
+			want := make([]string, len(c.list))
+			for i, in := range c.list {
+				want[i] = in.Name
+			}
+			if !slices.Equal(names, want) {
+				t.Errorf("the parts list %d machines, not the %d in order", len(names), len(want))
+			}
+			if rp.machines != len(c.list) {
+				t.Errorf("%d machines counted as sent, want %d", rp.machines, len(c.list))
+			}
+		})
 	}
 }

@@ -79,8 +79,12 @@ type inventory struct {
 type partial struct {
 	rep   report
 	first time.Time
+	// parts is how many parts the report has, once a part said so (a
+	// worker sends its last part knowing it; earlier workers sent the
+	// count in every part); 0 until then.
 	parts int
 	got   map[int]bool // the parts received
+	top   int          // one more than the highest part number received
 	// listed is every machine the parts received name, by record key;
 	// the value is the provider's reason when the machine is not running.
 	listed map[string]listing
@@ -268,17 +272,21 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 	id := inv.Provider + "/" + inv.Worker + "/" + inv.Report
 	p := iv.parts[id]
 	if p == nil {
-		p = &partial{first: now, parts: inv.Parts, got: map[int]bool{}, listed: map[string]listing{},
+		p = &partial{first: now, got: map[int]bool{}, listed: map[string]listing{},
 			rep: report{provider: inv.Provider, worker: inv.Worker, hostBound: inv.HostBound, seq: iv.requestSeq(inv.Request),
 				began: began(inv.Time, now)}}
 		iv.parts[id] = p
 	}
-	if p.parts != inv.Parts || p.got[inv.Part] || p.rep.hostBound != inv.HostBound {
+	if !p.fits(inv) {
 		r.log.Warn().Str("report", inv.Report).Str("worker", inv.Worker).Msg("ignoring an inventory part that does not fit its report")
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
 		return
 	}
 	p.got[inv.Part] = true
+	p.top = max(p.top, inv.Part+1)
+	if inv.Parts > 0 {
+		p.parts = inv.Parts
+	}
 	rep := &p.rep
 	orphansChanged := false
 	for _, in := range inv.Instances {
@@ -288,7 +296,7 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 			orphansChanged = true
 		}
 	}
-	if len(p.got) == p.parts {
+	if p.parts > 0 && len(p.got) == p.parts {
 		delete(iv.parts, id)
 		r.metrics.Inventories.WithLabelValues(rep.provider).Inc()
 		if r.reportDone(ctx, rep, p.listed) {
@@ -300,6 +308,23 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 		r.writeFleet()
 	}
 	r.requestInventory()
+}
+
+// fits says whether inv can be a part of p's report: not one received
+// already, a count that agrees with what the report said (or will say)
+// of itself, the same host-bound flag.
+func (p *partial) fits(inv wire.Inventory) bool {
+	switch {
+	case p.got[inv.Part] || p.rep.hostBound != inv.HostBound:
+		return false
+	case inv.Parts > 0 && p.parts > 0:
+		return inv.Parts == p.parts
+	case inv.Parts > 0: // the count, for the first time
+		return p.top <= inv.Parts
+	case p.parts > 0: // more follow, in a report whose count is known
+		return inv.Part < p.parts-1
+	}
+	return true
 }
 
 // listedInstance compares one machine a report lists with the records: a

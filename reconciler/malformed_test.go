@@ -102,8 +102,8 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 // Inventory parts that cannot be part of a worker's report are counted as
 // malformed and leave the leader running: one that claims 2^40
 // parts (the leader once made a slot for each: out of memory), one
-// whose part number is past its count, one that is not JSON, and a part
-// received twice.
+// whose part number is past its count, one that is not JSON, a part
+// received twice, and a last part whose count is below a part received.
 func TestForgedInventories(t *testing.T) {
 	nc, _, m, done := runBareLeader(t)
 
@@ -150,10 +150,28 @@ func TestForgedInventories(t *testing.T) {
 	publish("w1", []byte(`{"apiVersion":"gitfleet.io/wire/v1","provider":"inmemory","worker":"w1","report":"r2","part":3,"parts":2,"time":"2026-11-26T00:00:00Z"}`))
 	publish("w2", part("w2", 0, 3))
 	publish("w2", part("w2", 0, 3))
-	wait("forged parts", base+3)
+	// A report sent as it is listed says its count in its last part
+	// only: a count below a part already received does not fit.
+	publish("w3", part("w3", 0, 0))
+	publish("w3", part("w3", 2, 0))
+	publish("w3", part("w3", 1, 2))
+	wait("forged parts", base+4)
+	// One that fits is taken whole at its last part.
+	taken := func() float64 { return counter(t, m.Inventories.WithLabelValues("inmemory")) }
+	publish("w4", part("w4", 0, 0))
+	publish("w4", part("w4", 1, 0))
+	publish("w4", part("w4", 2, 3))
+	for deadline := time.Now().Add(10 * time.Second); taken() < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a report sent as it was listed was not taken")
+		}
+	}
 	time.Sleep(200 * time.Millisecond)
-	if got := malformed(); got != base+3 {
-		t.Errorf("malformed inventories counted %v, want %v (the first part of w2's report is well formed)", got, base+3)
+	if got := malformed(); got != base+4 {
+		t.Errorf("malformed inventories counted %v, want %v (the first part of w2's report is well formed)", got, base+4)
+	}
+	if got := taken(); got != 1 {
+		t.Errorf("%v reports taken, want w4's alone", got)
 	}
 	select {
 	case <-done:

@@ -422,15 +422,31 @@ func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
 
 // List implements providers.Provider; sorted by cluster, then name.
 func (p *Provider) List(ctx context.Context) ([]providers.Instance, error) {
-	fail := func(err error) ([]providers.Instance, error) {
-		return nil, providers.Transient(fmt.Errorf("inmemory: list: %w", err))
+	var out []providers.Instance
+	if err := p.Walk(ctx, func(in providers.Instance) error { out = append(out, in); return nil }); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Cluster != out[j].Cluster {
+			return out[i].Cluster < out[j].Cluster
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// Walk implements providers.Walker: List's machines, a cluster's at a
+// time, in the order the bucket keeps them.
+func (p *Provider) Walk(ctx context.Context, f func(providers.Instance) error) error {
+	fail := func(err error) error {
+		return providers.Transient(fmt.Errorf("inmemory: list: %w", err))
 	}
 	st, err := p.kv.Status(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	if st.Values() == 0 {
-		return nil, nil
+		return nil
 	}
 	// Every value, fetched listBatch at a time: a watch of the bucket
 	// would take all of them as fast as the server sends them, and hold
@@ -443,47 +459,55 @@ func (p *Provider) List(ctx context.Context) ([]providers.Instance, error) {
 		return fail(err)
 	}
 	defer p.deleteConsumer(ctx, stream, cons)
-	var out []providers.Instance
 	prefix := "$KV." + p.kv.Bucket() + "."
-	add := func(msg jetstream.Msg) {
+	// each hands a value's machines to f.
+	each := func(msg jetstream.Msg) error {
 		// A deleted or purged key's marker has a KV-Operation.
 		if msg.Headers().Get("KV-Operation") != "" {
-			return
+			return nil
 		}
 		key := strings.TrimPrefix(msg.Subject(), prefix)
 		if strings.Contains(key, ".") {
 			if m, ok := decodeLegacy(msg.Data()); ok {
-				out = append(out, instance(m))
+				return f(instance(m))
 			}
-			return
+			return nil
 		}
 		var c cloudCluster
 		if json.Unmarshal(msg.Data(), &c) != nil {
-			return // not the provider's: left out, as a record that is no record
+			return nil // not the provider's: left out, as a record that is no record
 		}
 		for _, g := range c.Groups {
 			for _, m := range g.Machines {
 				i := instance(g.Machine)
 				i.Name, i.ProviderID = m.Name, "inmemory://"+g.Machine.Cluster+"/"+m.Name
-				out = append(out, i)
+				if err := f(i); err != nil {
+					return err
+				}
 			}
 		}
+		return nil
 	}
+	// A batch is fetched whole before f sees any of it: f may wait (a
+	// worker's part for the leader's answer) longer than a fetch may
+	// last, and a fetch cut short would lose the messages still coming.
+	batch := make([]jetstream.Msg, 0, listBatch)
 	for done := false; !done; {
-		if err := fetch(ctx, cons, add, &done); err != nil {
+		batch = batch[:0]
+		if err := fetch(ctx, cons, func(msg jetstream.Msg) { batch = append(batch, msg) }, &done); err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return ctx.Err()
 			}
 			return fail(err)
 		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Cluster != out[j].Cluster {
-			return out[i].Cluster < out[j].Cluster
+		for i, msg := range batch {
+			batch[i] = nil // handed on: the value goes once decoded
+			if err := each(msg); err != nil {
+				return err
+			}
 		}
-		return out[i].Name < out[j].Name
-	})
-	return out, nil
+	}
+	return nil
 }
 
 // fetch fetches up to listBatch messages of cons and hands each to f;

@@ -7,6 +7,8 @@ package providertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -65,6 +67,23 @@ func names(t *testing.T, p providers.Provider) map[string]string {
 			t.Fatalf("List has %s twice: %+v", k, list)
 		}
 		out[k] = in.ProviderID
+	}
+	if w, ok := p.(providers.Walker); ok {
+		walked := map[string]string{}
+		err := w.Walk(ctx(t), func(in providers.Instance) error {
+			walked[in.Cluster+"/"+in.Name] = in.ProviderID
+			return nil
+		})
+		if err != nil || !maps.Equal(walked, out) {
+			t.Fatalf("Walk = %v, %v; want what List has, %v", walked, err, out)
+		}
+		if len(out) > 0 {
+			stop := errors.New("stop")
+			n := 0
+			if err := w.Walk(ctx(t), func(providers.Instance) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+				t.Fatalf("Walk whose function fails goes on or hides the error: %d machines, %v", n, err)
+			}
+		}
 	}
 	return out
 }

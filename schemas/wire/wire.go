@@ -474,7 +474,11 @@ type Inventory struct {
 	// report covers this worker's machines only; otherwise every worker of
 	// the provider sees the same machines.
 	HostBound bool `json:"hostBound,omitempty"`
-	// Report identifies one List; Part counts from 0 to Parts-1.
+	// Report identifies one List; Part counts from 0 to Parts-1. A worker
+	// sends parts as it lists, before it knows how many there will be:
+	// every part but the last says Parts 0 (more follow), and the last
+	// says how many the report has. A report whose parts all give the
+	// count (earlier workers) is taken too.
 	Report string `json:"report"`
 	Part   int    `json:"part"`
 	Parts  int    `json:"parts"`
@@ -576,7 +580,8 @@ func CheckInventory(inv *Inventory) error {
 	switch {
 	case inv.Provider == "" || inv.Worker == "" || inv.Report == "":
 		return fmt.Errorf("%w: inventory needs provider, worker and report", ErrMalformed)
-	case inv.Parts < 1 || inv.Parts > MaxInventoryParts || inv.Part < 0 || inv.Part >= inv.Parts:
+	case inv.Parts < 0 || inv.Parts > MaxInventoryParts || inv.Part < 0 || inv.Part >= MaxInventoryParts ||
+		(inv.Parts > 0 && inv.Part >= inv.Parts):
 		return fmt.Errorf("%w: inventory %s: part %d of %d", ErrMalformed, inv.Report, inv.Part, inv.Parts)
 	}
 	for _, in := range inv.Instances {
