@@ -111,7 +111,7 @@ func (r *Reconciler) carryOut(ctx context.Context, intents []*intent) int {
 		}
 		m := &machine{rec: in.next, rev: rev}
 		if in.cur != nil {
-			m.beat, m.healthy = in.cur.beat, in.cur.healthy
+			m.keep(in.cur)
 		}
 		r.put(m)
 		ms = append(ms, m)
@@ -196,7 +196,7 @@ func (r *Reconciler) stored(cur *machine, next *Record, rev uint64) *machine {
 	r.health.Report(ProblemStore, nil)
 	m := &machine{rec: next, rev: rev}
 	if cur != nil {
-		m.beat, m.healthy = cur.beat, cur.healthy
+		m.keep(cur)
 	}
 	r.put(m)
 	return m
@@ -262,7 +262,7 @@ func (r *Reconciler) reload(ctx context.Context, cluster, name string) {
 	}
 	m := &machine{rec: rec, rev: rev}
 	if cur != nil {
-		m.beat, m.healthy = cur.beat, cur.healthy
+		m.keep(cur)
 	}
 	r.log.Warn().Str(logCluster, cluster).Str(logMachine, name).Msg("machine record changed underneath; reloaded it")
 	r.put(m)

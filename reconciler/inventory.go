@@ -58,6 +58,7 @@ type inventory struct {
 	holdUntil time.Time
 
 	parts     map[string]*partial // provider, worker and report ID → the report
+	bits      uint32              // the partials' bits in use (partial.bit)
 	providers map[string]*heard   // provider → workers heard from
 	suspects  map[string]int      // record key → request that must confirm it
 	orphans   map[string]*orphan  // record key →
@@ -75,7 +76,11 @@ type inventory struct {
 // partial is a report whose parts are arriving. Each part is compared
 // with the records as it arrives and then let go: the report keeps only
 // which machines it listed, so the leader does not hold a 130,000-machine
-// report's instances until its last part.
+// report's instances until its last part. A machine with a record is
+// marked with the report's bit on its entry (machine.listed); what else
+// the report lists is in listed: those without a record of theirs
+// (orphans, second copies, machines to adopt) and those not running, or
+// everything once 32 reports in the making took every bit.
 type partial struct {
 	rep   report
 	first time.Time
@@ -85,9 +90,30 @@ type partial struct {
 	parts int
 	got   map[int]bool // the parts received
 	top   int          // one more than the highest part number received
-	// listed is every machine the parts received name, by record key;
-	// the value is the provider's reason when the machine is not running.
+	// bit is this report's mark on machine entries; 0 for none.
+	bit uint32
+	// listed: the machines the parts received name that bit does not
+	// mark, by record key; the value is the provider's reason when the
+	// machine is not running.
 	listed map[string]listing
+}
+
+// list notes that the report lists in, whose record key is key.
+func (p *partial) list(key string, in wire.Instance) {
+	if p.listed == nil {
+		p.listed = map[string]listing{}
+	}
+	p.listed[key] = listing{reason: in.Reason, message: in.Message}
+}
+
+// lists says whether the report listed the machine whose record key is
+// key, marked or not, and what it said of it.
+func (p *partial) lists(marked bool, key string) (listing, bool) {
+	if marked {
+		return listing{}, true
+	}
+	l, ok := p.listed[key]
+	return l, ok
 }
 
 // listing is what a report says of one machine it lists: nothing when
@@ -265,16 +291,20 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 	now := r.o.Now()
 	for id, p := range iv.parts {
 		if now.Sub(p.first) > time.Minute {
-			delete(iv.parts, id) // a report whose last parts never came
+			r.dropReport(id, p) // a report whose last parts never came
 		}
 	}
 	// The subject names the worker: a part cannot join another's report.
 	id := inv.Provider + "/" + inv.Worker + "/" + inv.Report
 	p := iv.parts[id]
 	if p == nil {
-		p = &partial{first: now, got: map[int]bool{}, listed: map[string]listing{},
+		p = &partial{first: now, got: map[int]bool{},
 			rep: report{provider: inv.Provider, worker: inv.Worker, hostBound: inv.HostBound, seq: iv.requestSeq(inv.Request),
 				began: began(inv.Time, now)}}
+		if free := ^iv.bits; free != 0 {
+			p.bit = free & -free
+			iv.bits |= p.bit
+		}
 		iv.parts[id] = p
 	}
 	if !p.fits(inv) {
@@ -290,18 +320,16 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 	rep := &p.rep
 	orphansChanged := false
 	for _, in := range inv.Instances {
-		key := recordKey(in.Cluster, in.Machine)
-		p.listed[key] = listing{reason: in.Reason, message: in.Message}
-		if r.listedInstance(ctx, rep, key, in) {
+		if r.listedInstance(ctx, p, in) {
 			orphansChanged = true
 		}
 	}
 	if p.parts > 0 && len(p.got) == p.parts {
-		delete(iv.parts, id)
 		r.metrics.Inventories.WithLabelValues(rep.provider).Inc()
-		if r.reportDone(ctx, rep, p.listed) {
+		if r.reportDone(ctx, p) {
 			orphansChanged = true
 		}
+		r.dropReport(id, p)
 	}
 	if orphansChanged {
 		r.countOrphans()
@@ -327,22 +355,33 @@ func (p *partial) fits(inv wire.Inventory) bool {
 	return true
 }
 
-// listedInstance compares one machine a report lists with the records: a
-// machine a record wants is no orphan; during a rebuild one that none
-// wants is adopted; otherwise it is an orphan, suspected until a report
-// answering a later request lists it again. It reports whether the
-// orphans changed.
-func (r *Reconciler) listedInstance(ctx context.Context, rep *report, mkey string, in wire.Instance) bool {
+// listedInstance notes that p's report lists in and compares it with the
+// records: a machine a record wants is no orphan; during a rebuild one
+// that none wants is adopted; otherwise it is an orphan, suspected until
+// a report answering a later request lists it again. It reports whether
+// the orphans changed.
+func (r *Reconciler) listedInstance(ctx context.Context, p *partial, in wire.Instance) bool {
 	iv := &r.inv
-	key := orphanKey(rep, mkey)
+	rep := &p.rep
 	m := r.lookup(in.Cluster, in.Machine)
 	if m != nil && !secondCopy(m, rep) {
-		if iv.orphans[key] != nil {
+		if p.bit != 0 && in.Reason == "" {
+			m.listed |= p.bit // no key made: the common case, 130,000 times a report
+		} else {
+			p.list(recordKey(in.Cluster, in.Machine), in)
+		}
+		if len(iv.orphans) == 0 {
+			return false
+		}
+		if key := orphanKey(rep, recordKey(in.Cluster, in.Machine)); iv.orphans[key] != nil {
 			delete(iv.orphans, key)
 			return true
 		}
 		return false
 	}
+	mkey := recordKey(in.Cluster, in.Machine)
+	p.list(mkey, in)
+	key := orphanKey(rep, mkey)
 	if m == nil && iv.rebuild != nil {
 		r.adopt(ctx, rep, in)
 		return false
@@ -370,8 +409,9 @@ func (r *Reconciler) listedInstance(ctx context.Context, rep *report, mkey strin
 // missing once a report answering a request made after the suspicion
 // says so again; an orphan the report no longer lists is forgotten. It
 // reports whether the orphans changed.
-func (r *Reconciler) reportDone(ctx context.Context, rep *report, listed map[string]listing) bool {
+func (r *Reconciler) reportDone(ctx context.Context, p *partial) bool {
 	iv := &r.inv
+	rep := &p.rep
 	h := iv.providers[rep.provider]
 	if h == nil {
 		h = &heard{answered: map[string]int{}}
@@ -386,15 +426,25 @@ func (r *Reconciler) reportDone(ctx context.Context, rep *report, listed map[str
 	}
 	for _, ms := range r.machines {
 		for _, m := range ms {
+			marked := m.listed&p.bit != 0
+			m.listed &^= p.bit // every entry's mark goes: the bit may serve another report
 			rec := m.rec
 			if !covers(rec.Provider, rec.Worker) {
 				continue
 			}
-			key := rec.key()
-			l, ok := listed[key]
+			key := "" // made only when a map is asked
+			if len(p.listed) > 0 || len(iv.suspects) > 0 {
+				key = rec.key()
+			}
+			l, ok := p.lists(marked, key)
 			if rec.Phase != wire.PhaseRunning || (ok && l.reason == "") {
-				delete(iv.suspects, key)
+				if len(iv.suspects) > 0 {
+					delete(iv.suspects, key)
+				}
 				continue
+			}
+			if key == "" {
+				key = rec.key()
 			}
 			if rec.Running.After(rep.began.Add(-clockSlack)) {
 				// Running since the List began: the List may have come
@@ -413,15 +463,33 @@ func (r *Reconciler) reportDone(ctx context.Context, rep *report, listed map[str
 			}
 		}
 	}
+	iv.bits &^= p.bit
+	p.bit = 0
 	iv.pruneRemoved(r.o.Now())
 	changed := false
 	for key, o := range iv.orphans {
-		if _, still := listed[o.machineKey()]; !still && covers(o.provider, o.worker) {
+		if _, still := p.listed[o.machineKey()]; !still && covers(o.provider, o.worker) {
 			delete(iv.orphans, key)
 			changed = true
 		}
 	}
 	return changed
+}
+
+// dropReport forgets p, the report id, complete or not, and takes its
+// mark off every machine entry (reportDone did for a complete one), so
+// that its bit may serve another.
+func (r *Reconciler) dropReport(id string, p *partial) {
+	delete(r.inv.parts, id)
+	if p.bit == 0 {
+		return
+	}
+	for _, ms := range r.machines {
+		for _, m := range ms {
+			m.listed &^= p.bit
+		}
+	}
+	r.inv.bits &^= p.bit
 }
 
 // pruneRemoved forgets the removals no report still in the making can

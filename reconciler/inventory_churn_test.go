@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -14,6 +15,27 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
+// clockedReconciler is a reconciler on a server of its own whose clock
+// reads *now; its loop does not run.
+func clockedReconciler(t *testing.T, now *time.Time) *Reconciler {
+	t.Helper()
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.ClientURL())
+	r, err := New(Options{JS: js, Log: zerolog.Nop(), Now: func() time.Time { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// forget gives r no machine and an inventory that has heard nothing.
+func forget(r *Reconciler) {
+	r.inv = newInventory()
+	r.machines = map[string]machineList{}
+	r.counts = newFleetCounts()
+	r.dirty, r.clock, r.unsent = map[string]bool{}, map[string]time.Time{}, map[string]*machine{}
+}
+
 // TestReportsJudgeWhatPredatesTheirList: a report judges only what was
 // so before the worker's List began. A machine that turned Running after
 // it, or whose record went after it, is judged by a later report: neither
@@ -22,14 +44,9 @@ import (
 // another.) What was so before the List is judged as ever, on the
 // leader's clock whatever the worker's says.
 func TestReportsJudgeWhatPredatesTheirList(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv.ClientURL())
 	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	now := t0
-	r, err := New(Options{JS: js, Log: zerolog.Nop(), Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := clockedReconciler(t, &now)
 	running := func(name string, since time.Time) {
 		r.put(&machine{rec: &Record{Name: name, Shape: &Shape{Cluster: "c1", Provider: "inmemory",
 			Role: wire.RoleWorker, Deployment: "md-0"}, Phase: wire.PhaseRunning, Running: StampOf(since)}})
@@ -46,12 +63,7 @@ func TestReportsJudgeWhatPredatesTheirList(t *testing.T) {
 		}
 		r.handleInventory(t.Context(), inventoryPart{subject: wire.InventorySubject("inmemory", "w1"), inv: inv})
 	}
-	reset := func() {
-		r.inv = newInventory()
-		r.machines = map[string]machineList{}
-		r.counts = newFleetCounts()
-		r.dirty, r.clock, r.unsent = map[string]bool{}, map[string]time.Time{}, map[string]*machine{}
-	}
+	reset := func() { forget(r) }
 
 	for _, tc := range []struct {
 		name string
@@ -202,4 +214,89 @@ func TestInventoryPartAnsweredOnceTaken(t *testing.T) {
 	if _, err := answers.NextMsg(10 * time.Second); err != nil {
 		t.Fatalf("the part was not answered once the loop went on: %v", err)
 	}
+}
+
+// A report in the making marks the machines it lists on their entries
+// (one bit a report) instead of keeping their keys. The marks are each
+// report's own: a report that never completes takes its marks with it, so
+// the next report to hold its bit sees only what it listed itself; a
+// machine whose entry is replaced while a report is in the making (a
+// record change) keeps its mark; and past 32 reports in the making, a
+// report without a bit still judges by what it listed.
+func TestReportMarksAreTheirOwn(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	now := t0
+	r := clockedReconciler(t, &now)
+	reset := func() {
+		forget(r)
+		for _, name := range []string{"a", "b"} {
+			r.put(&machine{rec: &Record{Name: name, Shape: &Shape{Cluster: "c1", Provider: "inmemory",
+				Role: wire.RoleWorker, Deployment: "md-0"}, Phase: wire.PhaseRunning, Running: StampOf(t0.Add(-time.Hour))}})
+		}
+	}
+	// part sends part n of worker's report (of: 0 while more follow),
+	// listing machines of c1.
+	part := func(worker string, n, of int, listed ...string) {
+		t.Helper()
+		inv := wire.Inventory{Provider: "inmemory", Worker: worker, Report: worker + "-r", Part: n, Parts: of, Time: now.Add(-time.Second)}
+		for _, m := range listed {
+			inv.Instances = append(inv.Instances, wire.Instance{Cluster: "c1", Machine: m, Deployment: "md-0", Role: wire.RoleWorker})
+		}
+		r.handleInventory(t.Context(), inventoryPart{subject: wire.InventorySubject("inmemory", worker), inv: inv})
+	}
+	suspects := func() []string {
+		var got []string
+		for _, m := range []string{"a", "b"} {
+			if _, ok := r.inv.suspects[recordKey("c1", m)]; ok {
+				got = append(got, m)
+			}
+		}
+		return got
+	}
+
+	t.Run("a report that never completes takes its marks with it", func(t *testing.T) {
+		reset()
+		now = t0
+		part("w1", 0, 0, "a", "b") // its last part never comes
+		now = t0.Add(time.Minute + time.Second)
+		part("w2", 0, 1, "a") // takes w1's bit, once w1's report is dropped
+		if got := suspects(); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("suspected %v, want [b]: the second report saw the first one's marks", got)
+		}
+	})
+
+	t.Run("a replaced entry keeps its mark", func(t *testing.T) {
+		reset()
+		now = t0
+		part("w1", 0, 0, "a", "b")
+		cur := r.lookup("c1", "b")
+		next := cur.rec.clone()
+		r.stored(cur, next, cur.rev+1) // a record change while the report is in the making
+		part("w1", 1, 2)
+		if got := suspects(); len(got) != 0 {
+			t.Fatalf("suspected %v, want none: a record changed while the report listed it", got)
+		}
+	})
+
+	t.Run("past 32 reports in the making", func(t *testing.T) {
+		reset()
+		now = t0
+		for i := range 32 {
+			part(fmt.Sprintf("x%02d", i), 0, 0, "a", "b")
+		}
+		if r.inv.bits != ^uint32(0) {
+			t.Fatalf("bits in use %b, want all 32", r.inv.bits)
+		}
+		part("y", 0, 1, "a") // no bit left: its machines are kept by key
+		if got := suspects(); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("suspected %v by a report without a bit, want [b]", got)
+		}
+		part("x00", 1, 2) // listed both: b is no longer suspected
+		if got := suspects(); len(got) != 0 {
+			t.Fatalf("suspected %v after a report that listed both, want none", got)
+		}
+		if r.inv.bits != ^uint32(1) {
+			t.Errorf("bits in use %b, want all but the complete report's", r.inv.bits)
+		}
+	})
 }

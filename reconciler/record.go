@@ -267,6 +267,16 @@ type machine struct {
 	// is what it said. None until the first heartbeat this leader heard.
 	beat    beatTime
 	healthy bool
+	// listed marks the reports in the making that listed this machine
+	// (partial.bit): what a report of 130,000 machines remembered of
+	// each until its last part, in the room the struct had spare.
+	listed uint32
+}
+
+// keep carries what only memory knows of cur (heartbeats, the reports
+// that listed it) into m, which replaces it.
+func (m *machine) keep(cur *machine) {
+	m.beat, m.healthy, m.listed = cur.beat, cur.healthy, cur.listed
 }
 
 // lastHeartbeat is when m's newest heartbeat arrived; zero for none.
