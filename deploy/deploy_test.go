@@ -3,6 +3,7 @@ package deploy_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -77,6 +78,7 @@ func TestKubernetesRenders(t *testing.T) {
 			if cm["image"] == "gitfleet:dev" && !strings.Contains(args, "--nats-replicas=3") {
 				t.Errorf("%s/%s does not make R3 streams: %s", name, cm["name"], args)
 			}
+			checkMemoryLimit(t, name, cm)
 		}
 	}
 }
@@ -90,4 +92,43 @@ func toStrings(v any) []string {
 		}
 	}
 	return slices.Clip(out)
+}
+
+// checkMemoryLimit: a container with a memory limit tells Go's runtime a
+// soft limit under it (GOMEMLIMIT, 80–95 % of it), so that the collector
+// works harder near the limit instead of the kernel killing the process
+// when the heap doubles.
+func checkMemoryLimit(t *testing.T, name string, c map[string]any) {
+	t.Helper()
+	res, _ := c["resources"].(map[string]any)
+	limits, _ := res["limits"].(map[string]any)
+	limit, _ := limits["memory"].(string)
+	if limit == "" {
+		t.Errorf("%s/%s has no memory limit", name, c["name"])
+		return
+	}
+	soft := ""
+	for _, e := range c["env"].([]any) {
+		if em := e.(map[string]any); em["name"] == "GOMEMLIMIT" {
+			soft, _ = em["value"].(string)
+		}
+	}
+	l, s := bytesOf(limit, "i"), bytesOf(soft, "iB")
+	if s < 0 || l < 0 || s < l*80/100 || s > l*95/100 {
+		t.Errorf("%s/%s: GOMEMLIMIT %q under a memory limit of %s; want 80–95 %% of it", name, c["name"], soft, limit)
+	}
+}
+
+// bytesOf reads a quantity in Mi or Gi (followed by suffix: "i" for
+// Kubernetes, "iB" for Go); -1 for anything else.
+func bytesOf(q, suffix string) int64 {
+	for unit, size := range map[string]int64{"M": 1 << 20, "G": 1 << 30} {
+		if n, ok := strings.CutSuffix(q, unit+suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err == nil {
+				return v * size
+			}
+		}
+	}
+	return -1
 }
