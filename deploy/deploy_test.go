@@ -108,8 +108,9 @@ func checkMemoryLimit(t *testing.T, name string, c map[string]any) {
 		return
 	}
 	soft := ""
-	for _, e := range c["env"].([]any) {
-		if em := e.(map[string]any); em["name"] == "GOMEMLIMIT" {
+	env, _ := c["env"].([]any)
+	for _, e := range env {
+		if em, _ := e.(map[string]any); em["name"] == "GOMEMLIMIT" {
 			soft, _ = em["value"].(string)
 		}
 	}

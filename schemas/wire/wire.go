@@ -582,7 +582,11 @@ func CheckInventory(inv *Inventory) error {
 		return fmt.Errorf("%w: inventory needs provider, worker and report", ErrMalformed)
 	case inv.Parts < 0 || inv.Parts > MaxInventoryParts || inv.Part < 0 || inv.Part >= MaxInventoryParts ||
 		(inv.Parts > 0 && inv.Part >= inv.Parts):
-		return fmt.Errorf("%w: inventory %s: part %d of %d", ErrMalformed, inv.Report, inv.Part, inv.Parts)
+		of := fmt.Sprintf("of %d", inv.Parts)
+		if inv.Parts == 0 {
+			of = "(more to follow)"
+		}
+		return fmt.Errorf("%w: inventory %s: part %d %s: parts count from 0 to the report's count less one, at most %d parts", ErrMalformed, inv.Report, inv.Part, of, MaxInventoryParts)
 	}
 	for _, in := range inv.Instances {
 		if in.Cluster == "" || in.Machine == "" {
