@@ -37,8 +37,8 @@ func TestABurstOfEventsIsAppliedInOrder(t *testing.T) {
 	recs := l.waitRecords("Running Running Running")
 	l.noMoreTasks(300 * time.Millisecond)
 	for _, r := range recs {
-		if r.ProviderID == "" || r.Running.IsZero() {
-			t.Errorf("%s: provider ID %q, running since %v; want both from its Running event", r.Name, r.ProviderID, r.Running)
+		if id := r.providerID(); id != "test://c1/"+r.Name || r.Running.IsZero() {
+			t.Errorf("%s: provider ID %q, running since %v; want both from its Running event", r.Name, id, r.Running)
 		}
 	}
 
@@ -101,8 +101,8 @@ func TestEventsOnAMachinesOwnSubjectAreApplied(t *testing.T) {
 	}
 	_ = task.msg.Ack()
 	for _, r := range l.waitRecords("Running") {
-		if r.ProviderID != "test://old-worker" {
-			t.Errorf("%s: provider ID %q, want the event's", r.Name, r.ProviderID)
+		if id := r.providerID(); id != "test://old-worker" {
+			t.Errorf("%s: provider ID %q, want the event's", r.Name, id)
 		}
 	}
 }

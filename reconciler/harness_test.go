@@ -223,7 +223,9 @@ func (l *loop) answer(r received, phase wire.Phase) {
 	ev := wire.Event{TaskID: r.task.ID, Attempt: r.task.Attempt, Cluster: r.task.Machine.Cluster,
 		Machine: r.task.Machine.Name, Phase: phase, Version: r.task.Machine.Version, Time: time.Now().UTC()}
 	if phase == wire.PhaseRunning {
-		ev.ProviderID = "test://" + r.task.Machine.Name
+		// As the inmemory provider names its machines: the record keeps
+		// the head only (Record.NamedID).
+		ev.ProviderID = "test://" + r.task.Machine.Cluster + "/" + r.task.Machine.Name
 	}
 	l.event(ev)
 	_ = r.msg.Ack()

@@ -539,9 +539,10 @@ func (r *Reconciler) adopt(ctx context.Context, rep *report, in wire.Instance) {
 	rec := &Record{Name: in.Machine, Shape: &Shape{Cluster: in.Cluster, Deployment: in.Deployment, Role: in.Role,
 		Provider: rep.provider, Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations,
 		Cause: "record rebuilt from the provider's inventory after the store was lost"},
-		ProviderID: in.ProviderID, Addresses: in.Addresses, Worker: rep.worker, Phase: wire.PhaseRunning,
-		Created: StampOf(now), Attempt: 1, Published: StampOf(now)}
+		Worker: rep.worker, Phase: wire.PhaseRunning, Created: StampOf(now), Attempt: 1, Published: StampOf(now)}
 	rec.setTask(wire.OpCreate)
+	rec.setProviderID(in.ProviderID)
+	rec.setAddresses(in.Addresses)
 	if rec.Role == "" {
 		rec.Role = wire.RoleWorker
 		if in.Deployment == "" {

@@ -251,19 +251,17 @@ func (r *Reconciler) refuse(kind, reason, cluster, machine, detail string) {
 // Running.
 func (r *Reconciler) applyEvent(rec *Record, ev wire.Event) bool {
 	changed := false
-	set := func(dst *string, v string) {
-		if v != "" && *dst != v {
-			*dst = v
-			changed = true
-		}
-	}
 	terminal := rec.Phase == wire.PhaseRunning || rec.Phase == wire.PhaseFailed
 	if terminal && rec.operation() == wire.OpCreate {
 		return false
 	}
-	set(&rec.ProviderID, ev.ProviderID)
-	if len(ev.Addresses) > 0 && !equalStrings(rec.Addresses, ev.Addresses) {
-		rec.Addresses, changed = ev.Addresses, true
+	if ev.ProviderID != "" && !rec.hasProviderID(ev.ProviderID) {
+		rec.setProviderID(ev.ProviderID)
+		changed = true
+	}
+	if len(ev.Addresses) > 0 && !equalStrings(rec.addresses(), ev.Addresses) {
+		rec.setAddresses(ev.Addresses)
+		changed = true
 	}
 	if ev.Worker != "" && ev.Worker != rec.Worker {
 		rec.Worker, changed = unique.Make(ev.Worker).Value(), true // one copy for a worker's machines

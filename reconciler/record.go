@@ -40,6 +40,13 @@ type Record struct {
 	// absence means something. Machines of providers without heartbeats
 	// (inmemory) are judged by inventory alone.
 	Heartbeats bool `json:"heartbeats,omitempty"`
+	// NamedID says ProviderID holds only the head of the provider's ID
+	// for the machine, whose tail is the machine's name (the inmemory
+	// provider's inmemory://<cluster>/<name>): the head is shared by the
+	// cluster's machines and the name is not kept twice. Read the ID with
+	// providerID; set it with setProviderID. Never stored: a record's
+	// JSON has the whole ID (MarshalJSON).
+	NamedID bool `json:"-"`
 	// Attempt counts the publications of TaskID: a task left unanswered
 	// past the task timeout is published again with the next attempt,
 	// under a new message ID, and a worker drops any attempt but the
@@ -58,8 +65,14 @@ type Record struct {
 	// made without bootstrap data.
 	Joined Stamp `json:"joined,omitzero"`
 
-	ProviderID string   `json:"providerID,omitempty"`
-	Addresses  []string `json:"addresses,omitempty"`
+	// ProviderID is what the provider calls the machine, or its head
+	// (NamedID): read it with providerID.
+	ProviderID string `json:"providerID,omitempty"`
+	// Addresses are the machine's, as its provider reported them; nil
+	// for none, never an empty list (setAddresses). Most machines of a
+	// large fleet have none: a pointer, not a slice, keeps a record 16
+	// bytes smaller.
+	Addresses *[]string `json:"addresses,omitempty"`
 	// Worker is the worker that reported the machine last: for a provider
 	// whose machines live on one host, the worker every task goes to.
 	Worker string `json:"worker,omitempty"`
@@ -159,6 +172,73 @@ const (
 	ReasonNodeUnhealthy = "NodeUnhealthy"
 )
 
+// storedRecord is a Record without its methods, for encoding/json.
+type storedRecord Record
+
+// MarshalJSON encodes r as stored: with its whole provider ID. The store
+// calls storedJSON itself, which spares encoding/json's check and copy of
+// what a MarshalJSON returns (more than half of a record's encoding).
+func (r Record) MarshalJSON() ([]byte, error) { return r.storedJSON() }
+
+// storedJSON is r's JSON as stored.
+func (r *Record) storedJSON() ([]byte, error) {
+	if !r.NamedID {
+		return json.Marshal((*storedRecord)(r))
+	}
+	c := *r
+	c.ProviderID, c.NamedID = r.providerID(), false
+	return json.Marshal((*storedRecord)(&c))
+}
+
+// providerID is what the machine's provider calls it.
+func (r *Record) providerID() string {
+	if r.NamedID {
+		return r.ProviderID + r.Name
+	}
+	return r.ProviderID
+}
+
+// hasProviderID reports whether id is r's provider ID, without making it.
+func (r *Record) hasProviderID(id string) bool {
+	if r.NamedID {
+		return len(id) == len(r.ProviderID)+len(r.Name) && strings.HasPrefix(id, r.ProviderID) &&
+			strings.HasSuffix(id, r.Name)
+	}
+	return id == r.ProviderID
+}
+
+// setProviderID gives r, a copy being built, the provider ID id. An ID
+// that ends with "/" and the machine's name keeps only its head, one copy
+// of which the machines with the same head (a cluster's, for inmemory)
+// share: 48 bytes less a machine (docs/reconciler.md, "Memory per
+// machine").
+func (r *Record) setProviderID(id string) {
+	head := len(id) - len(r.Name)
+	if r.Name != "" && head > 1 && id[head-1] == '/' && id[head:] == r.Name {
+		r.ProviderID, r.NamedID = unique.Make(id[:head]).Value(), true
+		return
+	}
+	r.ProviderID, r.NamedID = id, false
+}
+
+// addresses are r's addresses: nil for none.
+func (r *Record) addresses() []string {
+	if r.Addresses == nil {
+		return nil
+	}
+	return *r.Addresses
+}
+
+// setAddresses gives r, a copy being built, the addresses a, shared, not
+// copied: none for an empty list.
+func (r *Record) setAddresses(a []string) {
+	if len(a) == 0 {
+		r.Addresses = nil
+		return
+	}
+	r.Addresses = &a
+}
+
 // key is the record's KV key.
 func (r *Record) key() string { return recordKey(r.Cluster, r.Name) }
 
@@ -234,6 +314,8 @@ func decodeShared(key string, data []byte, in *interner) (*Record, error) {
 		return nil, fmt.Errorf("machine record %s: names another machine (%s/%s)", key, r.Cluster, r.Name)
 	}
 	r.shareName()
+	r.setProviderID(r.ProviderID)
+	r.setAddresses(r.addresses())
 	return &r, nil
 }
 

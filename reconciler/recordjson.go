@@ -120,7 +120,10 @@ func recordField(s *jsonscan.Scanner, in *interner, key string, r *Record) bool 
 		r.Attempt = int32(n)
 		return ok
 	case "addresses":
-		return s.Strings(&r.Addresses)
+		var a []string
+		ok := s.Strings(&a)
+		r.Addresses = &a
+		return ok
 	case "health":
 		raw, ok := s.RawValue()
 		if !ok || raw[0] != '{' {

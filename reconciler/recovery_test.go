@@ -71,8 +71,8 @@ func TestEventSaveFailureIsRedelivered(t *testing.T) {
 	repair()
 	recs := l.waitRecords("Running")
 	for _, r := range recs {
-		if r.ProviderID != "test://"+r.Name {
-			t.Errorf("provider ID %q after the redelivered event", r.ProviderID)
+		if id := r.providerID(); id != "test://"+r.Cluster+"/"+r.Name {
+			t.Errorf("provider ID %q after the redelivered event", id)
 		}
 	}
 	// Memory agrees with the store: the machine is not planned again.

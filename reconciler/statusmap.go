@@ -175,7 +175,7 @@ func replicas(p planner.PoolStatus) status.Replicas {
 func machineStatus(m *Record) status.MachineStatus {
 	ms := status.MachineStatus{
 		Name: m.Name, Role: string(m.Role), Deployment: m.Deployment, Phase: string(m.Phase),
-		Version: m.Version, Provider: m.Provider, ProviderID: m.ProviderID, Worker: m.Worker, Addresses: m.Addresses,
+		Version: m.Version, Provider: m.Provider, ProviderID: m.providerID(), Worker: m.Worker, Addresses: m.addresses(),
 		TemplateHash: m.TemplateHash, Reason: m.Reason, Message: m.Message, Cause: m.Cause,
 		SourceCommit: m.SourceCommit, Created: m.Created.Time().Truncate(1e9), Joined: m.Joined.Time().Truncate(1e9),
 	}

@@ -61,7 +61,7 @@ func (s *Store) SaveAsync(key string, v any, rev uint64) *Saving {
 		sv.rev, sv.err = s.Save(context.Background(), key, v, rev)
 		return sv
 	}
-	data, err := json.Marshal(v)
+	data, err := encode(v)
 	if err == nil {
 		err = s.check()
 	}
@@ -129,10 +129,19 @@ const (
 	kvDelete    = "DEL"
 )
 
+// encode is v's JSON as stored: a Record's own (storedJSON), anything
+// else encoding/json's.
+func encode(v any) ([]byte, error) {
+	if r, ok := v.(*Record); ok {
+		return r.storedJSON()
+	}
+	return json.Marshal(v)
+}
+
 // Save writes v under key if the key is at revision rev (0: absent), and
 // returns the new revision.
 func (s *Store) Save(ctx context.Context, key string, v any, rev uint64) (uint64, error) {
-	data, err := json.Marshal(v)
+	data, err := encode(v)
 	if err != nil {
 		return 0, fmt.Errorf("save %s: %w", key, err)
 	}
