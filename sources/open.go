@@ -215,8 +215,10 @@ func (r *Repo) Close() error {
 		return nil
 	}
 	r.closed = true
-	// The validation verdicts learnt since the last write (saveEvery),
-	// and the objects of the files parsed.
+	// The validation verdicts learnt since the last write (saveEvery,
+	// whose write in progress goes first), and the objects of the files
+	// parsed.
+	r.parsed.known.wait()
 	_ = r.parsed.known.save()
 	_ = r.parsed.objects.save()
 	return r.storage.Close()

@@ -267,9 +267,7 @@ func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schem
 	}
 	r.mu.Unlock()
 	if err == nil {
-		// A cache that cannot be written costs the next run time, not
-		// correctness: nothing to report.
-		_ = r.parsed.known.saveEvery(verdictSaveInterval)
+		r.parsed.known.saveEvery(verdictSaveInterval)
 	}
 	return fleet, errs, keys, err
 }

@@ -33,6 +33,9 @@ type verdicts struct {
 	added int // entries not yet written to file
 	file  string
 	saved time.Time // when saveEvery last wrote the file
+	// busy is set while saveEvery's write runs; wg waits for it.
+	busy bool
+	wg   sync.WaitGroup
 }
 
 type verdictKey [16]byte
@@ -186,26 +189,40 @@ func (v *verdicts) save() error {
 	return nil
 }
 
-// saveEvery is save at most once every d: a daemon validates a revision
-// per commit, and rewriting a file of 10,000 clusters' verdicts each time
-// cost every commit milliseconds. What is not written yet is written by
-// the next call past d, or by Repo.Close; a crash in between costs the
-// next start that much validation, not correctness.
-func (v *verdicts) saveEvery(d time.Duration) error {
-	if v == nil {
-		return nil
+// saveEvery is save at most once every d, in the background: a daemon
+// validates a revision per commit, and rewriting a file of 10,000
+// clusters' verdicts (reading it to merge what other processes wrote,
+// writing and syncing the new one: ~20 ms) held up the revision it came
+// with, and so that commit's first task. What is not written yet is
+// written by the next call past d, or by Repo.Close (which waits for a
+// write in progress); a crash in between costs the next start that much
+// validation, not correctness.
+func (v *verdicts) saveEvery(d time.Duration) {
+	if v == nil || v.file == "" {
+		return
 	}
 	v.mu.Lock()
-	due := v.saved.IsZero() || time.Since(v.saved) >= d
+	due := !v.busy && (v.saved.IsZero() || time.Since(v.saved) >= d)
+	v.busy = v.busy || due
 	v.mu.Unlock()
 	if !due {
-		return nil
+		return
 	}
-	err := v.save()
-	v.mu.Lock()
-	v.saved = time.Now()
-	v.mu.Unlock()
-	return err
+	v.wg.Add(1)
+	go func() {
+		defer v.wg.Done()
+		_ = v.save() // a cache that cannot be written costs time, not correctness
+		v.mu.Lock()
+		v.saved, v.busy = time.Now(), false
+		v.mu.Unlock()
+	}()
+}
+
+// wait waits for saveEvery's write in progress, if any.
+func (v *verdicts) wait() {
+	if v != nil {
+		v.wg.Wait()
+	}
 }
 
 // buildIdentity names this gitfleet build (internal/buildid).

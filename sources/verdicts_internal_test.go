@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -256,18 +258,26 @@ func TestVerdictsBounded(t *testing.T) {
 	}
 }
 
+// openInitWithCache opens a new repository of the init fleet (its files
+// are init) with a validation cache file of its own, not yet written.
+func openInitWithCache(t *testing.T) (r *Repo, work *gittest.Repo, init map[string]string, cache string) {
+	t.Helper()
+	work, init = commitInitFleet(t)
+	cache = filepath.Join(t.TempDir(), "validation")
+	r, err := Open(context.Background(), Options{Location: work.Dir, CacheFile: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, work, init, cache
+}
+
 // TestRepoVerdictsWrittenAtMostEvery: a repository read revision after
 // revision (a daemon's) writes its validation cache at its first
 // revision, not again within verdictSaveInterval, and what it learnt
 // since when it is closed.
 func TestRepoVerdictsWrittenAtMostEvery(t *testing.T) {
 	ctx := context.Background()
-	work, init := commitInitFleet(t)
-	cache := filepath.Join(t.TempDir(), "validation")
-	r, err := Open(ctx, Options{Location: work.Dir, CacheFile: cache})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, work, init, cache := openInitWithCache(t)
 	entries := func() int {
 		t.Helper()
 		return len(loadVerdicts(cache).m)
@@ -275,6 +285,7 @@ func TestRepoVerdictsWrittenAtMostEvery(t *testing.T) {
 	if rev, err := r.Revision(ctx, "main"); err != nil || rev.Err != nil {
 		t.Fatalf("first revision: %v %v", err, rev.Err)
 	}
+	r.parsed.known.wait() // written in the background
 	first := entries()
 	if first == 0 {
 		t.Fatal("the first revision wrote no verdicts")
@@ -284,6 +295,7 @@ func TestRepoVerdictsWrittenAtMostEvery(t *testing.T) {
 	if rev, err := r.Revision(ctx, "main"); err != nil || rev.Err != nil {
 		t.Fatalf("second revision: %v %v", err, rev.Err)
 	}
+	r.parsed.known.wait()
 	if n := entries(); n != first {
 		t.Errorf("the second revision, within %s of the first, rewrote the cache: %d verdicts, had %d", verdictSaveInterval, n, first)
 	}
@@ -292,6 +304,54 @@ func TestRepoVerdictsWrittenAtMostEvery(t *testing.T) {
 	}
 	if n := entries(); n <= first {
 		t.Errorf("closing kept the new file's verdict unwritten: %d verdicts, had %d", n, first)
+	}
+}
+
+// TestRevisionDoesNotWaitForTheCacheFile: a daemon's revision hands its
+// fleet over without waiting for the validation cache to be written (at
+// 10,000 clusters that write held up a commit's first task every 30 s),
+// and closing the repository waits for that write and finishes it. The
+// cache file is a named pipe no one writes to until the revision is
+// back, so a revision that waited for it would never return.
+func TestRevisionDoesNotWaitForTheCacheFile(t *testing.T) {
+	ctx := context.Background()
+	r, _, _, cache := openInitWithCache(t)
+	if err := syscall.Mkfifo(cache, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		rev, err := r.Revision(ctx, "main")
+		if err == nil {
+			err = rev.Err
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("revision: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the revision waits for the validation cache to be written")
+	}
+	// The write reads the file first, to merge what others wrote: give
+	// it an empty one.
+	w, err := os.OpenFile(cache, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(cache); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("cache file after close: %v %v; want the verdicts written", fi, err)
+	}
+	if n := len(loadVerdicts(cache).m); n == 0 {
+		t.Error("closing left no verdicts in the cache file")
 	}
 }
 
