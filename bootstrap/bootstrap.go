@@ -78,15 +78,23 @@ type Input struct {
 // whose control plane runs on provider, when it makes the cluster's PKI
 // (which keeps it): for docker, a network alias every control-plane
 // container of the cluster carries; for local, a port of 127.0.0.1 drawn
-// at random from 20000–39999; otherwise the cluster's name as a host.
+// at random from localPorts; otherwise the cluster's name as a host.
 func DefaultEndpoint(cluster, provider string) string {
 	switch provider {
 	case "local":
-		return net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+mrand.IntN(20000)))
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(localPorts.first+mrand.IntN(localPorts.last-localPorts.first+1)))
 	default:
 		return net.JoinHostPort(cluster+"-control-plane", strconv.Itoa(APIServerPort))
 	}
 }
+
+// localPorts are where a local cluster's endpoint port is drawn: below
+// the ports Linux hands out to outgoing connections (32768–60999 by
+// default, net.ipv4.ip_local_port_range). A port drawn among those could be
+// held by any connection of the host — the workers' own to NATS — and the
+// control plane could then never listen on it: its cluster's machines
+// would wait for it until their creates failed.
+var localPorts = struct{ first, last int }{20000, 32767}
 
 type arg struct {
 	Name  string `yaml:"name"`
