@@ -218,7 +218,7 @@ func (r *Repo) Close() error {
 	// The validation verdicts learnt since the last write (saveEvery,
 	// whose write in progress goes first), and the objects of the files
 	// parsed.
-	r.parsed.known.wait()
+	r.parsed.known.stop()
 	_ = r.parsed.known.save()
 	_ = r.parsed.objects.save()
 	return r.storage.Close()

@@ -34,8 +34,9 @@ type verdicts struct {
 	file  string
 	saved time.Time // when saveEvery last wrote the file
 	// busy is set while saveEvery's write runs; wg waits for it.
-	busy bool
-	wg   sync.WaitGroup
+	// stopped: Repo.Close is writing the rest, so no write starts again.
+	busy, stopped bool
+	wg            sync.WaitGroup
 }
 
 type verdictKey [16]byte
@@ -202,13 +203,15 @@ func (v *verdicts) saveEvery(d time.Duration) {
 		return
 	}
 	v.mu.Lock()
-	due := !v.busy && (v.saved.IsZero() || time.Since(v.saved) >= d)
-	v.busy = v.busy || due
+	due := !v.busy && !v.stopped && (v.saved.IsZero() || time.Since(v.saved) >= d)
+	if due {
+		v.busy = true
+		v.wg.Add(1) // under the lock: never after stop began to wait
+	}
 	v.mu.Unlock()
 	if !due {
 		return
 	}
-	v.wg.Add(1)
 	go func() {
 		defer v.wg.Done()
 		_ = v.save() // a cache that cannot be written costs time, not correctness
@@ -223,6 +226,18 @@ func (v *verdicts) wait() {
 	if v != nil {
 		v.wg.Wait()
 	}
+}
+
+// stop keeps saveEvery from starting another write and waits for the one
+// in progress, if any: Repo.Close then writes the rest itself.
+func (v *verdicts) stop() {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	v.stopped = true
+	v.mu.Unlock()
+	v.wg.Wait()
 }
 
 // buildIdentity names this gitfleet build (internal/buildid).
