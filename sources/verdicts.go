@@ -221,13 +221,6 @@ func (v *verdicts) saveEvery(d time.Duration) {
 	}()
 }
 
-// wait waits for saveEvery's write in progress, if any.
-func (v *verdicts) wait() {
-	if v != nil {
-		v.wg.Wait()
-	}
-}
-
 // stop keeps saveEvery from starting another write and waits for the one
 // in progress, if any: Repo.Close then writes the rest itself.
 func (v *verdicts) stop() {

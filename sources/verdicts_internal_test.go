@@ -258,6 +258,10 @@ func TestVerdictsBounded(t *testing.T) {
 	}
 }
 
+// wait waits for saveEvery's write in progress, if any (Repo.Close's
+// stop also keeps another from starting).
+func (v *verdicts) wait() { v.wg.Wait() }
+
 // openInitWithCache opens a new repository of the init fleet (its files
 // are init) with a validation cache file of its own, not yet written.
 func openInitWithCache(t *testing.T) (r *Repo, work *gittest.Repo, init map[string]string, cache string) {
