@@ -102,19 +102,27 @@ func (l *Lease) hold(ctx context.Context, rev uint64, lead func(ctx context.Cont
 		case <-ctx.Done():
 			stop()
 			l.held(time.Time{})
-			l.release(rev)
+			l.release()
 			return nil
 		case <-done:
 			// lead gave up on its own: let another replica try.
 			cancel()
 			l.held(time.Time{})
-			l.release(rev)
+			l.release()
 			return nil
 		case <-tick.C:
 			sent := time.Now()
 			rctx, rcancel := context.WithTimeout(ctx, l.ttl/3)
 			next, err := l.kv.Update(rctx, leaderKey, []byte(l.id), rev)
 			rcancel()
+			if err != nil && ctx.Err() != nil {
+				// Stopped while a renewal was on its way: hand over
+				// at once, as on any other way out.
+				stop()
+				l.held(time.Time{})
+				l.release()
+				return nil
+			}
 			if err != nil {
 				l.held(time.Time{})
 				l.log.Warn().Err(err).Msg("lost leadership: lease renewal failed")
@@ -153,14 +161,32 @@ func (l *Lease) Fence() error {
 	return nil
 }
 
-func (l *Lease) release(rev uint64) {
+// release deletes the lease if this replica still holds it, so a follower
+// takes over at its next try instead of after the TTL. It reads the key's
+// revision rather than trusting the last renewal's: a renewal whose answer
+// was lost (stopped mid-flight) may still have landed.
+func (l *Lease) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := l.kv.Delete(ctx, leaderKey, jetstream.LastRevision(rev)); err != nil {
+	for range 3 {
+		e, err := l.kv.Get(ctx, leaderKey)
+		if err != nil || string(e.Value()) != l.id {
+			if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+				l.log.Debug().Err(err).Msg("releasing lease")
+			}
+			return
+		}
+		// The revision guard keeps a lease another replica took since.
+		err = l.kv.Delete(ctx, leaderKey, jetstream.LastRevision(e.Revision()))
+		if err == nil {
+			l.log.Info().Msg("released leadership")
+			return
+		}
 		l.log.Debug().Err(err).Msg("releasing lease")
-		return
+		if ctx.Err() != nil {
+			return
+		}
 	}
-	l.log.Info().Msg("released leadership")
 }
 
 // Holder says who holds the lease: this replica (leading), another

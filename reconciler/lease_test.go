@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -95,9 +96,13 @@ func TestLeaseHandover(t *testing.T) {
 		t.Fatalf("leader changed to %q while a was renewing", got)
 	}
 
-	// a stops gracefully: b takes over well within one TTL.
+	// a stops gracefully: it releases the lease, and b takes over well
+	// within one TTL.
 	stopA()
 	<-doneA
+	if e, err := kvB.Get(t.Context(), leaderKey); err == nil && string(e.Value()) == "a" {
+		t.Fatal("a stopped without releasing its lease")
+	}
 	waitLeader(t, &l, "b", ttl)
 
 	// c joins, then b dies without releasing: c takes over after the TTL.
@@ -109,6 +114,66 @@ func TestLeaseHandover(t *testing.T) {
 	go func() { _ = NewLease(kvC, "c", ttl, log).Run(t.Context(), l.run("c")) }()
 	connB.Close() // b's renewals fail: it steps down without releasing
 	waitLeader(t, &l, "c", 4*ttl)
+}
+
+// stalledRenewal holds this replica's first renewal until its context ends:
+// a renewal on its way when the daemon is told to stop. landed says whether
+// the server took it all the same (only its answer was lost).
+type stalledRenewal struct {
+	jetstream.KeyValue
+	landed  bool
+	stalled chan struct{}
+	once    sync.Once
+}
+
+func (s *stalledRenewal) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	first := false
+	s.once.Do(func() { first = true })
+	if !first {
+		return s.KeyValue.Update(ctx, key, value, rev)
+	}
+	close(s.stalled)
+	<-ctx.Done()
+	if s.landed {
+		if _, err := s.KeyValue.Update(context.Background(), key, value, rev); err != nil {
+			panic(err)
+		}
+	}
+	return 0, ctx.Err()
+}
+
+// A replica stopped while a renewal is on its way still releases the lease,
+// whether or not that renewal reached the server, so a follower need not
+// wait out the TTL (a CI run failed on this: the stop met a renewal).
+func TestLeaseReleasedWhenStoppedMidRenewal(t *testing.T) {
+	srv := natstest.Start(t)
+	const ttl = 30 * time.Second // only a release frees the key in time
+	for _, landed := range []bool{false, true} {
+		kv := leaderBucket(t, srv.ClientURL(), ttl)
+		stalled := &stalledRenewal{KeyValue: kv, landed: landed, stalled: make(chan struct{})}
+		l := leader{t: t}
+		ctx, stop := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			// The lease renews every second (its TTL's third), and waits a
+			// second for the answer; the bucket keeps the key for 30 s.
+			_ = NewLease(stalled, "a", 3*time.Second, zerolog.Nop()).Run(ctx, l.run("a"))
+		}()
+		waitLeader(t, &l, "a", 5*time.Second)
+		<-stalled.stalled
+		stop()
+		<-done
+		e, err := kv.Get(t.Context(), leaderKey)
+		if err == nil {
+			t.Errorf("landed=%v: stopped mid-renewal, the lease is still held by %q", landed, e.Value())
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Fatal(err)
+		}
+		if err := kv.Purge(t.Context(), leaderKey); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestLeaseSurvivesANATSNode: two replicas share the leader bucket at
