@@ -65,26 +65,35 @@ func loadVerdicts(file string) *verdicts {
 	return v
 }
 
-// merge adds the entries of a verdict file's content, as older than every
-// entry already known.
-func (v *verdicts) merge(data []byte) {
+// fileKeys returns the entries of a verdict file's content, oldest first;
+// none when it is not this build's or is damaged.
+func fileKeys(data []byte) []verdictKey {
 	header := verdictMagic + buildIdentity() + "\n"
 	body, ok := bytes.CutPrefix(data, []byte(header))
 	if !ok || len(body)%len(verdictKey{}) != 0 {
-		return
+		return nil
 	}
-	n := len(body) / len(verdictKey{})
+	keys := make([]verdictKey, len(body)/len(verdictKey{}))
+	for i := range keys {
+		copy(keys[i][:], body[i*len(verdictKey{}):])
+	}
+	return keys
+}
+
+// merge adds the entries of a verdict file's content, as older than every
+// entry already known.
+func (v *verdicts) merge(data []byte) {
+	keys := fileKeys(data)
+	n := uint64(len(keys))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	// Shift what is known now above the file's entries, which keep
 	// their order (oldest first).
 	for k, t := range v.m {
-		v.m[k] = t + uint64(n)
+		v.m[k] = t + n
 	}
-	v.clock += uint64(n)
-	for i := range n {
-		var k verdictKey
-		copy(k[:], body[i*len(k):])
+	v.clock += n
+	for i, k := range keys {
 		if _, ok := v.m[k]; !ok {
 			v.m[k] = uint64(i)
 		}
@@ -136,44 +145,83 @@ func (v *verdicts) add(k verdictKey) {
 	}
 }
 
-// trimLocked keeps the n most recently used entries and returns them,
-// oldest first.
-func (v *verdicts) trimLocked(n int) []verdictKey {
-	keys := make([]verdictKey, 0, len(v.m))
-	for k := range v.m {
-		keys = append(keys, k)
+// trimLocked keeps the n most recently used entries.
+func (v *verdicts) trimLocked(n int) {
+	used := v.usesLocked()
+	if len(used) <= n {
+		return
 	}
-	slices.SortFunc(keys, func(a, b verdictKey) int { return cmp.Compare(v.m[a], v.m[b]) })
-	if len(keys) > n {
-		for _, k := range keys[:len(keys)-n] {
-			delete(v.m, k)
-		}
-		keys = keys[len(keys)-n:]
+	sortByUse(used)
+	for _, u := range used[:len(used)-n] {
+		delete(v.m, u.key)
 	}
-	return keys
+}
+
+// verdictUse is an entry with its last use.
+type verdictUse struct {
+	key  verdictKey
+	used uint64
+}
+
+// usesLocked copies the entries out, in no order.
+func (v *verdicts) usesLocked() []verdictUse {
+	used := make([]verdictUse, 0, len(v.m))
+	for k, t := range v.m {
+		used = append(used, verdictUse{k, t})
+	}
+	return used
+}
+
+// sortByUse sorts entries least recently used first.
+func sortByUse(used []verdictUse) {
+	slices.SortFunc(used, func(a, b verdictUse) int { return cmp.Compare(a.used, b.used) })
 }
 
 // save writes the verdicts to their file when this process learnt new
-// ones: what another run wrote meanwhile is merged in first, the newest
-// maxVerdicts are kept, and the file is replaced by rename, so concurrent
-// runs never see half a file (at worst one run's additions are lost).
+// ones: what another run wrote meanwhile is kept (as older than this
+// process's entries), the newest maxVerdicts are kept, and the file is
+// replaced by rename, so concurrent runs never see half a file (at worst
+// one run's additions are lost). The lock is held only to copy the
+// entries out: a daemon's revision asks the verdicts while its
+// background write runs.
 func (v *verdicts) save() error {
 	if v == nil || v.file == "" {
 		return nil
 	}
 	v.mu.Lock()
 	added := v.added
+	var mine []verdictUse
+	if added > 0 {
+		mine = v.usesLocked()
+	}
 	v.mu.Unlock()
 	if added == 0 {
 		return nil
 	}
+	sortByUse(mine)
+	var theirs []verdictKey
 	if data, err := os.ReadFile(v.file); err == nil {
-		v.merge(data)
+		theirs = fileKeys(data)
 	}
-	v.mu.Lock()
-	keys := v.trimLocked(maxVerdicts)
-	v.added = 0
-	v.mu.Unlock()
+	keys := make([]verdictKey, 0, len(theirs)+len(mine))
+	if len(theirs) > 0 {
+		have := make(map[verdictKey]struct{}, len(mine))
+		for _, u := range mine {
+			have[u.key] = struct{}{}
+		}
+		for _, k := range theirs {
+			if _, ok := have[k]; !ok {
+				keys = append(keys, k)
+				have[k] = struct{}{} // a damaged file may repeat one
+			}
+		}
+	}
+	for _, u := range mine {
+		keys = append(keys, u.key)
+	}
+	if len(keys) > maxVerdicts {
+		keys = keys[len(keys)-maxVerdicts:]
+	}
 	var buf bytes.Buffer
 	buf.Grow(len(verdictMagic) + 80 + len(keys)*len(verdictKey{}))
 	buf.WriteString(verdictMagic + buildIdentity() + "\n")
@@ -187,6 +235,9 @@ func (v *verdicts) save() error {
 	if err := privfile.Write(v.file, buf.Bytes()); err != nil {
 		return fmt.Errorf("validation cache: %w", err)
 	}
+	v.mu.Lock()
+	v.added -= added // what was added meanwhile is for the next write
+	v.mu.Unlock()
 	return nil
 }
 

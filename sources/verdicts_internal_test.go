@@ -429,3 +429,80 @@ func TestGoodAllIsGood(t *testing.T) {
 		t.Errorf("forget dropped a cluster GoodAll found good: %v", pc.clusters)
 	}
 }
+
+// TestVerdictLearntDuringAWriteIsWrittenNext: an entry added while a save
+// is under way (here: while it reads the file to keep what others wrote)
+// is still owed to the file, so the next save writes it, as closing the
+// repository does.
+func TestVerdictLearntDuringAWriteIsWrittenNext(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "validation")
+	v := loadVerdicts(cache)
+	before, during := v.key("before"), v.key("during")
+	v.add(before)
+	if err := syscall.Mkfifo(cache, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	saved := make(chan error, 1)
+	go func() { saved <- v.save() }()
+	// Opening the pipe to write waits for the save to open it to read.
+	w, err := os.OpenFile(cache, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.add(during) // the save holds no lock while it reads
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-saved; err != nil {
+		t.Fatal(err)
+	}
+	if err := v.save(); err != nil {
+		t.Fatal(err)
+	}
+	if d := loadVerdicts(cache); !d.good(before) || !d.good(during) {
+		t.Errorf("after two saves: the entry from before %v, the one learnt during the first %v; want both", d.good(before), d.good(during))
+	}
+}
+
+// BenchmarkVerdictsSave: a daemon's background write of a 10,000-cluster
+// fleet's verdicts (~20,000 entries, the file holding them already), and
+// the longest a lookup made meanwhile (a revision's) waited for it
+// (max-lookup-ms).
+func BenchmarkVerdictsSave(b *testing.B) {
+	cache := filepath.Join(b.TempDir(), "validation")
+	v := loadVerdicts(cache)
+	for i := range 20000 {
+		v.add(v.key("file", strconv.Itoa(i)))
+	}
+	if err := v.save(); err != nil {
+		b.Fatal(err)
+	}
+	k := v.key("file", "1")
+	stop := make(chan struct{})
+	longest := make(chan time.Duration)
+	go func() {
+		var most time.Duration
+		for {
+			select {
+			case <-stop:
+				longest <- most
+				return
+			default:
+			}
+			start := time.Now()
+			v.good(k)
+			most = max(most, time.Since(start))
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	i := 0
+	for b.Loop() {
+		i++
+		v.add(v.key("new", strconv.Itoa(i)))
+		if err := v.save(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	close(stop)
+	b.ReportMetric(float64(<-longest)/1e6, "max-lookup-ms")
+}
