@@ -60,7 +60,13 @@ func loadVerdicts(file string) *verdicts {
 	}
 	v.file = file
 	if data, err := os.ReadFile(file); err == nil {
-		v.merge(data)
+		// The file's entries keep their order (oldest first).
+		for i, k := range fileKeys(data) {
+			if _, ok := v.m[k]; !ok {
+				v.m[k] = uint64(i)
+			}
+			v.clock = uint64(i) + 1
+		}
 	}
 	return v
 }
@@ -78,26 +84,6 @@ func fileKeys(data []byte) []verdictKey {
 		copy(keys[i][:], body[i*len(verdictKey{}):])
 	}
 	return keys
-}
-
-// merge adds the entries of a verdict file's content, as older than every
-// entry already known.
-func (v *verdicts) merge(data []byte) {
-	keys := fileKeys(data)
-	n := uint64(len(keys))
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	// Shift what is known now above the file's entries, which keep
-	// their order (oldest first).
-	for k, t := range v.m {
-		v.m[k] = t + n
-	}
-	v.clock += n
-	for i, k := range keys {
-		if _, ok := v.m[k]; !ok {
-			v.m[k] = uint64(i)
-		}
-	}
 }
 
 // key hashes parts with the build's identity.
