@@ -209,7 +209,7 @@ func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
 		_ = node.Flush()
 		node.Close()
 	}
-	deadline := time.After(2 * time.Second)
+	deadline := time.After(10 * time.Second)
 	var heard []string
 	for len(heard) < 2 {
 		select {
