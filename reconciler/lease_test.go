@@ -116,15 +116,16 @@ func TestLeaseHandover(t *testing.T) {
 	waitLeader(t, &l, "c", 4*ttl)
 }
 
-// stalledRenewal holds this replica's first renewal until its context ends:
-// a renewal on its way when the daemon is told to stop. landed says whether
-// the server took it all the same (only its answer was lost).
+// stalledRenewal stops the daemon (stop) while this replica's first
+// renewal is on its way, and holds the renewal until its context ends.
+// landed says whether the server took it all the same (only its answer
+// was lost).
 type stalledRenewal struct {
 	jetstream.KeyValue
-	t       *testing.T
-	landed  bool
-	stalled chan struct{}
-	once    sync.Once
+	t      *testing.T
+	landed bool
+	stop   context.CancelFunc
+	once   sync.Once
 }
 
 func (s *stalledRenewal) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
@@ -133,7 +134,7 @@ func (s *stalledRenewal) Update(ctx context.Context, key string, value []byte, r
 	if !first {
 		return s.KeyValue.Update(ctx, key, value, rev)
 	}
-	close(s.stalled)
+	s.stop()
 	<-ctx.Done()
 	if s.landed {
 		if _, err := s.KeyValue.Update(context.Background(), key, value, rev); err != nil {
@@ -151,20 +152,24 @@ func TestLeaseReleasedWhenStoppedMidRenewal(t *testing.T) {
 	const ttl = 30 * time.Second // only a release frees the key in time
 	for _, landed := range []bool{false, true} {
 		kv := leaderBucket(t, srv.ClientURL(), ttl)
-		stalled := &stalledRenewal{KeyValue: kv, t: t, landed: landed, stalled: make(chan struct{})}
-		l := leader{t: t}
 		ctx, stop := context.WithCancel(t.Context())
+		stalled := &stalledRenewal{KeyValue: kv, t: t, landed: landed, stop: stop}
+		l := leader{t: t}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			// The lease renews every second (its TTL's third), and waits a
-			// second for the answer; the bucket keeps the key for 30 s.
-			_ = NewLease(stalled, "a", 3*time.Second, zerolog.Nop()).Run(ctx, l.run("a"))
+			// The lease renews every 200 ms (its TTL's third); the bucket
+			// keeps the key for 30 s.
+			_ = NewLease(stalled, "a", 600*time.Millisecond, zerolog.Nop()).Run(ctx, l.run("a"))
 		}()
-		waitLeader(t, &l, "a", 5*time.Second)
-		<-stalled.stalled
-		stop()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the lease did not stop within 30 s (its first renewal stops it)")
+		}
+		if len(l.terms) != 1 {
+			t.Fatalf("landed=%v: terms %v, want one of a", landed, l.terms)
+		}
 		e, err := kv.Get(t.Context(), leaderKey)
 		if err == nil {
 			t.Errorf("landed=%v: stopped mid-renewal, the lease is still held by %q", landed, e.Value())
