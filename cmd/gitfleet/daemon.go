@@ -26,6 +26,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/dashboard"
+	"github.com/gitfleet/gitfleet/internal/privfile"
 	"github.com/gitfleet/gitfleet/internal/secret"
 	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers"
@@ -198,7 +199,9 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		return err
 	}
 	if bus.Server != nil {
-		rememberPort(o.dataDir, bus.Server.Port())
+		if err := rememberPort(o.dataDir, bus.Server.Port()); err != nil {
+			log.Warn().Err(err).Msg("the embedded NATS server's port is not kept: a restart may take another, which local machines still running will not find")
+		}
 	}
 
 	var wg sync.WaitGroup
@@ -564,14 +567,34 @@ func stickyPort(dataDir string, port int) int {
 	if port != 0 {
 		return port
 	}
-	b, err := os.ReadFile(filepath.Join(dataDir, "nats.port"))
+	p, err := readNATSPort(dataDir)
 	if err != nil {
 		return 0
 	}
-	p, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return p
 }
 
-func rememberPort(dataDir string, port int) {
-	_ = os.WriteFile(filepath.Join(dataDir, "nats.port"), []byte(strconv.Itoa(port)+"\n"), 0o600)
+// natsPortFile names, in a data dir, the port of the daemon's embedded
+// NATS server.
+const natsPortFile = "nats.port"
+
+// rememberPort writes the embedded server's port for the next start and
+// for commands that reach the running daemon (gitfleet kubeconfig): whole
+// or not at all, so a reader never meets an empty file.
+func rememberPort(dataDir string, port int) error {
+	return privfile.Write(filepath.Join(dataDir, natsPortFile), []byte(strconv.Itoa(port)+"\n"))
+}
+
+// readNATSPort reads the port rememberPort wrote.
+func readNATSPort(dataDir string) (int, error) {
+	file := filepath.Join(dataDir, natsPortFile)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || p <= 0 || p > 65535 {
+		return 0, fmt.Errorf("%s holds %q, not a port: remove it and restart the daemon, which writes it again", file, strings.TrimSpace(string(b)))
+	}
+	return p, nil
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -47,11 +47,11 @@ func runKubeconfig(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	if nopts.URL == "" || nopts.URL == natsbus.Embedded {
 		// The running daemon's embedded server, as the daemon itself.
-		port, err := os.ReadFile(filepath.Join(*dataDir, "nats.port"))
+		port, err := readNATSPort(*dataDir)
 		if err != nil {
 			return fmt.Errorf("no running daemon's NATS server in %s (give --data-dir, or --nats): %w", *dataDir, err)
 		}
-		nopts.URL = "nats://127.0.0.1:" + strings.TrimSpace(string(port))
+		nopts.URL = "nats://127.0.0.1:" + strconv.Itoa(port)
 		if nopts.CredsFile == "" {
 			if creds := filepath.Join(*dataDir, natsbus.AuthDirName, natsbus.DaemonCredsFile); fileExists(creds) {
 				nopts.CredsFile = creds

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,12 +34,15 @@ type leaks struct {
 // the daemon (whose credentials may hear everything).
 func (e *e2e) tapNATS(l *leaks) {
 	e.t.Helper()
-	var port []byte
+	var port int
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var err error
-		if port, err = os.ReadFile(filepath.Join(e.data, "nats.port")); err == nil || time.Now().After(deadline) {
+		if port, err = readNATSPort(e.data); err == nil {
 			break
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("tap NATS: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -46,7 +50,7 @@ func (e *e2e) tapNATS(l *leaks) {
 	var nc *nats.Conn
 	for {
 		var err error
-		nc, err = natsbus.Connect(e.t.Context(), "nats://127.0.0.1:"+strings.TrimSpace(string(port)), opts, zerolog.Nop())
+		nc, err = natsbus.Connect(e.t.Context(), "nats://127.0.0.1:"+strconv.Itoa(port), opts, zerolog.Nop())
 		if err == nil || time.Now().After(deadline) {
 			if err != nil {
 				e.t.Fatalf("tap NATS: %v", err)
