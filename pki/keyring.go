@@ -20,6 +20,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gitfleet/gitfleet/internal/privfile"
 )
 
 // KeySize is the length of a secrets key: AES-256.
@@ -123,7 +125,9 @@ func readKey(path string) (key, error) {
 }
 
 // NewKeyFile writes a fresh random key to path (mode 0600) unless a file
-// is there already.
+// is there already. The key appears whole or not at all: a worker that
+// reads it while the daemon makes it, or a start after a crash, never
+// finds half a key; of two processes making it at once, one key wins.
 func NewKeyFile(path string) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
@@ -137,15 +141,11 @@ func NewKeyFile(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("secrets key: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	err := privfile.Create(path, []byte(base64.StdEncoding.EncodeToString(raw)+"\n"))
+	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("secrets key: %w", err)
 	}
-	_, err = f.WriteString(base64.StdEncoding.EncodeToString(raw) + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return nil
 }
 
 // ID names the current key (not secret: a hash prefix).

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -339,7 +340,8 @@ func apiToken(o daemonOptions) ([]byte, error) {
 			if _, err := rand.Read(b); err != nil {
 				return nil, err
 			}
-			if err := os.WriteFile(file, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+			// Whole or not at all: `gitfleet scale` may read it meanwhile.
+			if err := privfile.Create(file, []byte(hex.EncodeToString(b)+"\n")); err != nil && !errors.Is(err, fs.ErrExist) {
 				return nil, fmt.Errorf("api token: %w", err)
 			}
 		}

@@ -1,6 +1,7 @@
 // Package privfile writes files only their owner can read, whole or not
 // at all: the validation cache and its decoded objects, the status
-// summaries, NATS credentials.
+// summaries, NATS credentials, the embedded server's port; and makes
+// files that must never be replaced (the secrets key, the API token).
 package privfile
 
 import (
@@ -43,4 +44,27 @@ func WriteFunc(path string, write func(io.Writer) error) error {
 		_ = os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// Create writes data to path whole, as Write does, but only if nothing is
+// at path: the file is linked into place, never renamed over another, so
+// of two processes that create it at once one wins and the other gets an
+// error that is fs.ErrExist, and a reader sees all of it or no file.
+func Create(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync() // a crash leaves the whole file or none
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Link(tmp.Name(), path)
 }

@@ -1,6 +1,8 @@
 package privfile
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,5 +34,28 @@ func TestWrite(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("%d files in the folder after a failed write, want 1", len(entries))
+	}
+}
+
+// TestCreate: the file holds the data, only its owner may read it, a
+// second Create fails as fs.ErrExist and leaves the first's content, and
+// nothing else is left in the folder.
+func TestCreate(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "key")
+	if err := Create(p, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Create(p, []byte("second")); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("a second Create: %v, want fs.ErrExist", err)
+	}
+	if got, err := os.ReadFile(p); err != nil || string(got) != "first" {
+		t.Errorf("read %q, %v; want the first's content", got, err)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d files in the folder, want only the created one", len(entries))
 	}
 }
