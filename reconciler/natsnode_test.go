@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
@@ -88,9 +90,17 @@ func TestSurvivesANATSNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := cloud.List(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// Just after the kill the bucket may still be choosing where reads go
+	// ("no responders"): the provider says so as transient, and a worker
+	// lists again; so does the test, for at most 30 s.
+	var list []providers.Instance
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if list, err = cloud.List(ctx); err == nil {
+			break
+		}
+		if !errors.Is(err, providers.ErrTransient) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 	var keys []string
 	for _, in := range list {
