@@ -6,7 +6,9 @@ package privfile
 
 import (
 	"bufio"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -49,7 +51,8 @@ func WriteFunc(path string, write func(io.Writer) error) error {
 // Create writes data to path whole, as Write does, but only if nothing is
 // at path: the file is linked into place, never renamed over another, so
 // of two processes that create it at once one wins and the other gets an
-// error that is fs.ErrExist, and a reader sees all of it or no file.
+// error that is fs.ErrExist, and a reader sees all of it or no file (on a
+// file system without hard links it is created in place, exclusively).
 func Create(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -66,5 +69,19 @@ func Create(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return os.Link(tmp.Name(), path)
+	err = os.Link(tmp.Name(), path)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	// A file system without hard links: create in place, still never
+	// over another file (a reader may then meet it before it is whole).
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
