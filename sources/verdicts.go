@@ -41,8 +41,9 @@ type verdicts struct {
 
 type verdictKey [16]byte
 
-// maxVerdicts bounds the entries kept, in memory and on disk (16 bytes
-// each: 8 MiB): many times what a fleet of 10,000 clusters uses.
+// maxVerdicts bounds the entries kept on disk (16 bytes each: 8 MiB),
+// many times what a fleet of 10,000 clusters uses; memory keeps at most
+// twice as many (add trims back to maxVerdicts, newest kept).
 const maxVerdicts = 1 << 19
 
 // verdictMagic starts a verdict file; the build's identity follows it.
