@@ -23,7 +23,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
 
 	"github.com/gitfleet/gitfleet/bootstrap"
@@ -187,11 +186,7 @@ func startBenchDaemonOn(tb testing.TB, url, repoDir string, workers int, opts in
 		if err != nil {
 			tb.Fatal(err)
 		}
-		wlog := zerolog.Nop()
-		if os.Getenv("GITFLEET_TEST_LOG") != "" {
-			wlog = zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Str("who", "worker").Logger()
-		}
-		w, err := providers.NewWorker(ctx, d.js, p, providers.WorkerOptions{Concurrency: 64, Log: wlog, Keys: keys, Records: records})
+		w, err := providers.NewWorker(ctx, d.js, p, providers.WorkerOptions{Concurrency: 64, Log: testLog(tb, "worker"), Keys: keys, Records: records})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -213,10 +208,7 @@ func startBenchDaemonOn(tb testing.TB, url, repoDir string, workers int, opts in
 func (d *benchDaemon) startDaemon(tb testing.TB) {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(d.ctx)
-	log := zerolog.Nop()
-	if os.Getenv("GITFLEET_TEST_LOG") != "" {
-		log = zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
-	}
+	log := testLog(tb, "daemon")
 	repo, err := sources.Open(ctx, sources.Options{Location: d.repoDir, CacheFile: d.cacheFile})
 	if err != nil {
 		tb.Fatal(err)

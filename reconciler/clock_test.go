@@ -158,7 +158,7 @@ func TestDroppedHeartbeatsAreNotMissed(t *testing.T) {
 	}
 	start := time.Now()
 	now := start
-	r, err := New(Options{JS: js, Log: testLog(t), Metrics: NewMetrics(nil), Now: func() time.Time { return now }})
+	r, err := New(Options{JS: js, Log: testLog(t, "daemon"), Metrics: NewMetrics(nil), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/providers"
@@ -147,7 +146,7 @@ func inmemoryCloud(t *testing.T) (jetstream.JetStream, jetstream.KeyValue) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := providers.NewWorker(ctx, js, cloud, providers.WorkerOptions{Concurrency: 8})
+	w, err := providers.NewWorker(ctx, js, cloud, providers.WorkerOptions{Concurrency: 8, Log: testLog(t, "worker")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +161,7 @@ func inmemoryCloud(t *testing.T) (jetstream.JetStream, jetstream.KeyValue) {
 func runLeader(t *testing.T, js jetstream.JetStream, dir string, with ...func(*Options)) (func(), *Metrics) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	log := zerolog.Nop()
+	log := testLog(t, "daemon")
 	repo, err := sources.Open(ctx, sources.Options{Location: dir})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/reconciler/status"
@@ -95,7 +94,7 @@ func newLoop(t testing.TB, provider string, cp, workers int) *loop {
 	}
 	l.health = NewLoopHealth()
 	// The test answers no inventory request: a short wait for one.
-	l.opts = Options{JS: l.js, Log: testLog(t), Tick: 50 * time.Millisecond, Health: l.health, InventoryWait: 100 * time.Millisecond}
+	l.opts = Options{JS: l.js, Log: testLog(t, "daemon"), Tick: 50 * time.Millisecond, Health: l.health, InventoryWait: 100 * time.Millisecond}
 	// The test is the worker: one pull consumer on every task.
 	l.tasks, err = l.js.CreateOrUpdateConsumer(t.Context(), wire.StreamTasks, jetstream.ConsumerConfig{
 		Durable: "test-worker", FilterSubject: wire.SubjectTasks + ".>", AckPolicy: jetstream.AckExplicitPolicy,
@@ -105,14 +104,6 @@ func newLoop(t testing.TB, provider string, cp, workers int) *loop {
 		t.Fatal(err)
 	}
 	return l
-}
-
-// testLog logs to the test's output when -v is given.
-func testLog(t testing.TB) zerolog.Logger {
-	if !testing.Verbose() {
-		return zerolog.Nop()
-	}
-	return zerolog.New(zerolog.NewTestWriter(t)).With().Timestamp().Logger()
 }
 
 // start runs a reconciler (a new leader) on the current head of main.

@@ -300,7 +300,7 @@ func TestRebuildFromEmptyStore(t *testing.T) {
 
 func newStatusWriter(t *testing.T, g *git.Repository) *status.Writer {
 	t.Helper()
-	w, err := status.NewWriter(t.Context(), status.Options{Repo: g, Interval: 50 * time.Millisecond, Logger: testLog(t)})
+	w, err := status.NewWriter(t.Context(), status.Options{Repo: g, Interval: 50 * time.Millisecond, Logger: testLog(t, "status")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestLeaseHandover(t *testing.T) {
 	srv := natstest.Start(t)
 	const ttl = 1500 * time.Millisecond
 	l := leader{t: t}
-	log := zerolog.Nop()
+	log := testLog(t, "lease")
 
 	ctxA, stopA := context.WithCancel(t.Context())
 	doneA := make(chan struct{})
@@ -193,7 +193,7 @@ func TestLeaseSurvivesANATSNode(t *testing.T) {
 	}
 	srvs, url, js := replicatedCluster(t)
 	l := leader{t: t}
-	log := zerolog.Nop()
+	log := testLog(t, "lease")
 	leases := map[string]*Lease{}
 	for _, id := range []string{"a", "b"} {
 		_, js := natstest.Connect(t, url)
