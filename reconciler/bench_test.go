@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gitfleet/gitfleet/bootstrap"
+	"github.com/gitfleet/gitfleet/internal/memreturn"
 	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
@@ -176,6 +178,8 @@ func startBenchDaemonOn(tb testing.TB, url, repoDir string, workers int, opts in
 	d := &benchDaemon{ctx: ctx, cancel: cancel, repoDir: repoDir, keys: keys,
 		cacheFile: filepath.Join(tb.TempDir(), "validation")}
 	d.conn, d.js = natstest.Connect(tb, url)
+	// As gitfleet up does (cmd/gitfleet's runDaemon).
+	go memreturn.Run(ctx, memreturn.Options{})
 	// The workers share one copy of the records, as gitfleet up's do.
 	records, err := providers.NewRecords(ctx, d.js)
 	if err != nil {
@@ -695,9 +699,17 @@ func BenchmarkDaemonMemory10k(b *testing.B) {
 		// The runtime gives freed pages back slowly (over a minute, and
 		// the minute's inventories take some again): the resident set
 		// once it has given back all it does not use.
+		gcCPU := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+		metrics.Read(gcCPU)
+		cpu0, t0 := gcCPU[0].Value.Float64(), time.Now()
 		debug.FreeOSMemory()
+		took := time.Since(t0)
+		metrics.Read(gcCPU)
+		b.Logf("a forced collection and give-back (what internal/memreturn does once the fleet is quiet): %s, %.2f s of the collector's CPU",
+			took.Round(time.Millisecond), gcCPU[0].Value.Float64()-cpu0)
 		rss1 = vmRSS(b)
 		b.ReportMetric(float64(rss1-min(rss0, rss1))/machines, "returned-rss-B/machine")
+		logGoMemory(b)
 		// The most live heap while the next inventories are taken: Go's
 		// collector lets the heap grow to twice what was live at its last
 		// collection, and a daemon that runs collects mostly when the
@@ -708,6 +720,24 @@ func BenchmarkDaemonMemory10k(b *testing.B) {
 		b.ReportMetric(float64(peak-min(base.HeapAlloc, peak))/machines, "inventory-peak-heap-B/machine")
 		b.ReportMetric(0, "ns/op")
 	}
+}
+
+// logGoMemory logs where the Go runtime's memory goes (runtime/metrics'
+// classes that are not released to the system), in MiB.
+func logGoMemory(tb testing.TB) {
+	var classes []metrics.Sample
+	for _, d := range metrics.All() {
+		if strings.HasPrefix(d.Name, "/memory/classes/") && d.Kind == metrics.KindUint64 {
+			classes = append(classes, metrics.Sample{Name: d.Name})
+		}
+	}
+	metrics.Read(classes)
+	var parts []string
+	for _, s := range classes {
+		name := strings.TrimSuffix(strings.TrimPrefix(s.Name, "/memory/classes/"), ":bytes")
+		parts = append(parts, fmt.Sprintf("%s %.1f", name, float64(s.Value.Uint64())/(1<<20)))
+	}
+	tb.Logf("Go memory (MiB): %s", strings.Join(parts, ", "))
 }
 
 // settleFor is how long BenchmarkDaemonMemory10k's fleet is left quiet

@@ -27,6 +27,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/bootstrap"
 	"github.com/gitfleet/gitfleet/dashboard"
+	"github.com/gitfleet/gitfleet/internal/memreturn"
 	"github.com/gitfleet/gitfleet/internal/privfile"
 	"github.com/gitfleet/gitfleet/internal/secret"
 	"github.com/gitfleet/gitfleet/pki"
@@ -123,6 +124,9 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		return err
 	}
 	ctx = log.WithContext(ctx)
+	// A quiet daemon gives back the pages its last burst (inventories, a
+	// large revision) used: internal/memreturn, docs/reconciler.md.
+	go memreturn.Run(ctx, memreturn.Options{Log: log})
 	// The data dir holds the NATS store, clones and machine state: the
 	// daemon's user alone reads it, also when an older version made it.
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gitfleet/gitfleet/internal/memreturn"
 	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/docker"
@@ -70,6 +71,8 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	// The worker names its provider on its own lines; the provider's
 	// lines get it here.
 	wopts.Log = log
+	// A quiet worker gives back the pages its inventories used.
+	go memreturn.Run(ctx, memreturn.Options{Log: log})
 	plog := log.With().Str("provider", *provider).Logger()
 	nopts.DataDir = *dataDir
 	nopts.ResolveCredentials()
