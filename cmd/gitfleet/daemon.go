@@ -152,7 +152,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 
 	o.nats.ResolveCredentials()
 	if o.nats.URL == "" || o.nats.URL == natsbus.Embedded {
-		o.nats.Port = stickyPort(o.dataDir, o.nats.Port)
+		o.nats.Port = stickyPort(o.dataDir, o.nats.Port, log)
 	}
 	o.nats.DataDir = o.dataDir
 	if o.nats.Name == "" {
@@ -568,13 +568,19 @@ const loopErrorBound = time.Minute
 
 // stickyPort keeps the embedded NATS server on the same port across
 // restarts, so the local provider's machines, which keep running while the
-// daemon restarts, find it again.
-func stickyPort(dataDir string, port int) int {
+// daemon restarts, find it again. A file that cannot be read is said in
+// the log: the server then takes any free port, which machines started
+// before do not know.
+func stickyPort(dataDir string, port int, log zerolog.Logger) int {
 	if port != 0 {
 		return port
 	}
 	p, err := readNATSPort(dataDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
 	if err != nil {
+		log.Warn().Err(err).Msg("the embedded NATS server's last port is unknown: it takes a free port and remembers that one; local machines started before look for the old one (give it with --nats-port to keep them)")
 		return 0
 	}
 	return p

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 // TestNATSPortFileIsNeverSeenHalfWritten: the daemon writes its embedded
@@ -58,10 +61,18 @@ func TestNATSPortFileDamaged(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "restart the daemon") {
 		t.Errorf("readNATSPort of an empty file: %v; want an error naming %s and the fix", err, file)
 	}
-	if p := stickyPort(dir, 0); p != 0 {
+	var logged bytes.Buffer
+	if p := stickyPort(dir, 0, zerolog.New(&logged)); p != 0 {
 		t.Errorf("stickyPort of an empty file: %d, want 0 (any free port)", p)
 	}
-	if p := stickyPort(dir, 5000); p != 5000 {
+	if !strings.Contains(logged.String(), `"level":"warn"`) || !strings.Contains(logged.String(), file) {
+		t.Errorf("stickyPort of an empty file logged %q; want a warning naming %s", logged.String(), file)
+	}
+	logged.Reset()
+	if p := stickyPort(t.TempDir(), 0, zerolog.New(&logged)); p != 0 || logged.Len() != 0 {
+		t.Errorf("stickyPort of a first start: port %d, logged %q; want 0 and nothing", p, logged.String())
+	}
+	if p := stickyPort(dir, 5000, zerolog.Nop()); p != 5000 {
 		t.Errorf("stickyPort with --nats-port 5000: %d", p)
 	}
 }
