@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"strings"
 
@@ -129,6 +130,62 @@ func NewLines(fields []FieldPos) Lines {
 		prev = f.Field
 	}
 	return Lines{enc: string(b)}
+}
+
+// Encoding is l as one string, for a cache to keep; LinesFromEncoding
+// takes it back.
+func (l Lines) Encoding() string { return l.enc }
+
+// LinesFromEncoding returns the Lines whose Encoding is enc, and false when
+// NewLines could not have written enc (a damaged cache): every varint
+// whole, each field sharing with the one before exactly the prefix they
+// have in common and sorting after it, lines and columns within int32,
+// every varint in its shortest form.
+func LinesFromEncoding(enc string) (Lines, bool) {
+	// shortest reads a varint written by binary.AppendUvarint: its last
+	// byte is not zero unless it is its only one.
+	shortest := func(s string) (uint64, int) {
+		v, n := varint.Uvarint(s)
+		if n <= 0 || (n > 1 && s[n-1] == 0) {
+			return 0, 0
+		}
+		return v, n
+	}
+	var buf [256]byte
+	prev := buf[:0]
+	for rest, first := enc, true; rest != ""; first = false {
+		shared, n1 := shortest(rest)
+		if n1 <= 0 {
+			return Lines{}, false
+		}
+		n, n2 := shortest(rest[n1:])
+		if n2 <= 0 || shared > uint64(len(prev)) || n > uint64(len(rest)-n1-n2) {
+			return Lines{}, false
+		}
+		rest = rest[n1+n2:]
+		suffix := rest[:n]
+		rest = rest[n:]
+		// Sorted, no field twice, the shared prefix the longest: the
+		// field goes on from where it parts from the one before, with a
+		// greater byte, or prolongs it.
+		switch {
+		case first && shared != 0:
+			return Lines{}, false
+		case !first && suffix == "":
+			return Lines{}, false
+		case int(shared) < len(prev) && suffix[0] <= prev[shared]:
+			return Lines{}, false
+		}
+		prev = append(prev[:shared], suffix...)
+		for range 2 {
+			v, m := shortest(rest)
+			if m <= 0 || v > math.MaxInt32 {
+				return Lines{}, false
+			}
+			rest = rest[m:]
+		}
+	}
+	return Lines{enc: enc}, true
 }
 
 // All yields the fields in order with their positions.

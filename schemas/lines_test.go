@@ -1,7 +1,9 @@
 package schemas
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -59,10 +61,71 @@ func TestLinesPlaceEveryField(t *testing.T) {
 		if !NewLines(got).Equal(l) {
 			t.Fatalf("round %d: Lines made from All's fields differ", round)
 		}
+		if back, ok := LinesFromEncoding(l.Encoding()); !ok || !back.Equal(l) {
+			t.Fatalf("round %d: LinesFromEncoding of its encoding: %v", round, ok)
+		}
 	}
 	if _, ok := (Lines{}).At("spec"); ok {
 		t.Error("no lines placed a field")
 	}
+}
+
+// encodeRaw writes fields as NewLines does, but as given: shared prefix
+// lengths and order are the test's to get wrong.
+func encodeRaw(fields ...any) string {
+	var b []byte
+	for i := 0; i < len(fields); i += 4 {
+		suffix := fields[i+1].(string)
+		b = binary.AppendUvarint(b, uint64(fields[i].(int)))
+		b = binary.AppendUvarint(b, uint64(len(suffix)))
+		b = append(b, suffix...)
+		b = binary.AppendUvarint(b, uint64(fields[i+2].(int)))
+		b = binary.AppendUvarint(b, uint64(fields[i+3].(int)))
+	}
+	return string(b)
+}
+
+// TestLinesFromEncodingRefusesWhatNewLinesCannotWrite: a damaged cache
+// entry is refused, not read as positions that would place errors on
+// the wrong lines.
+func TestLinesFromEncodingRefusesWhatNewLinesCannotWrite(t *testing.T) {
+	good := encodeRaw(0, "metadata.name", 3, 3, 13, "space", 4, 3)
+	if l, ok := LinesFromEncoding(good); !ok || !l.Equal(NewLines([]FieldPos{{"metadata.name", 3, 3}, {"metadata.namespace", 4, 3}})) {
+		t.Fatalf("a good encoding refused (%v) or read otherwise", ok)
+	}
+	for name, enc := range map[string]string{
+		"out of order":            encodeRaw(0, "b", 1, 1, 0, "a", 2, 1),
+		"a field twice":           encodeRaw(0, "a", 1, 1, 1, "", 2, 1),
+		"prefix not the longest":  encodeRaw(0, "ab", 1, 1, 0, "ac", 2, 1),
+		"first shares a prefix":   encodeRaw(1, "a", 1, 1),
+		"shares more than it has": encodeRaw(0, "a", 1, 1, 5, "b", 2, 1),
+		"line beyond int32":       encodeRaw(0, "a", math.MaxInt32+1, 1),
+		"column beyond int32":     encodeRaw(0, "a", 1, math.MaxInt32+1),
+		"suffix cut short":        good[:3],
+		"varint cut short":        "\x80",
+		"no column":               good[:len(good)-1],
+	} {
+		if _, ok := LinesFromEncoding(enc); ok {
+			t.Errorf("%s: %q taken", name, enc)
+		}
+	}
+}
+
+// FuzzLinesFromEncoding: whatever LinesFromEncoding takes is what
+// NewLines writes for the fields it holds.
+func FuzzLinesFromEncoding(f *testing.F) {
+	f.Add(encodeRaw(0, "metadata.name", 3, 3, 13, "space", 4, 3))
+	f.Add(encodeRaw(0, "", 1, 1, 0, "a", 2, 2))
+	f.Add("")
+	f.Fuzz(func(t *testing.T, enc string) {
+		l, ok := LinesFromEncoding(enc)
+		if !ok {
+			return
+		}
+		if again := NewLines(slices.Collect(l.All())); again.Encoding() != enc {
+			t.Fatalf("%q taken, but NewLines writes its fields as %q", enc, again.Encoding())
+		}
+	})
 }
 
 // BenchmarkLinesAt: placing an error's field among a cluster file's

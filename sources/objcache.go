@@ -58,7 +58,7 @@ func loadObjects(file string) *objectCache {
 	}
 	if data, err := os.ReadFile(file); err == nil {
 		// One string of the whole file: entries, their keys and what get
-		// hands out (kinds, names, field paths, encoded values) are
+		// hands out (kinds, names, field positions, encoded values) are
 		// slices of it, not a copy each.
 		c.index = parseObjects(string(data))
 	}
@@ -121,12 +121,8 @@ func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
 		d := &docs[i]
 		d.Kind, d.Name, d.Line = r.str(), r.str(), r.num()
 		d.Encoded = r.str()
-		fields := make([]schemas.FieldPos, r.count())
-		for j := range fields {
-			fields[j] = schemas.FieldPos{Field: r.str(), Line: int32(r.num()), Col: int32(r.num())}
-		}
-		d.Lines = schemas.NewLines(fields)
-		if !r.ok {
+		var ok bool
+		if d.Lines, ok = schemas.LinesFromEncoding(r.str()); !ok || !r.ok {
 			return nil, false
 		}
 	}
@@ -152,12 +148,7 @@ func (c *objectCache) put(key, polKey string, docs []schemas.KnownDoc) {
 		b = appendStr(b, d.Name)
 		b = binary.AppendUvarint(b, uint64(d.Line))
 		b = appendStr(b, d.Encoded)
-		b = binary.AppendUvarint(b, uint64(d.Lines.Len()))
-		for l := range d.Lines.All() {
-			b = appendStr(b, l.Field)
-			b = binary.AppendUvarint(b, uint64(l.Line))
-			b = binary.AppendUvarint(b, uint64(l.Col))
-		}
+		b = appendStr(b, d.Lines.Encoding())
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
