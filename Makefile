@@ -51,6 +51,7 @@ test: deps chromium ## run every test with -race (with a short browser test wher
 	$(GO) test -run '^$$' -fuzz '^FuzzPrecheck$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzValueCodec$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyProjection$$' -fuzztime $(or $(FUZZTIME),5000x) -fuzzminimizetime $(FUZZMIN) ./schemas
+	$(GO) test -run '^$$' -fuzz '^FuzzLinesFromEncoding$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzNativeLeaves$$' -fuzztime $(or $(FUZZTIME),20000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDirect$$' -fuzztime $(or $(FUZZTIME),20000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 
