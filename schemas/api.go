@@ -169,8 +169,6 @@ func LinesFromEncoding(enc string) (Lines, bool) {
 		// field goes on from where it parts from the one before, with a
 		// greater byte, or prolongs it.
 		switch {
-		case first && shared != 0:
-			return Lines{}, false
 		case !first && suffix == "":
 			return Lines{}, false
 		case int(shared) < len(prev) && suffix[0] <= prev[shared]:

@@ -109,8 +109,8 @@ func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
 	if !ok {
 		return nil, false
 	}
-	// Its kinds, names and field paths (~60 a cluster file) are slices of
-	// the entry, not a string each.
+	// Its kinds, names, encoded values and field positions are slices of
+	// the entry, not a copy each.
 	r := reader{s: entry, ok: true}
 	r.str() // the key
 	if r.str() != polKey || !r.ok {
