@@ -65,19 +65,16 @@ var tails sync.Map // testing.TB → *tail
 // so that a wait which times out shows what the daemon was doing. A
 // benchmark without GITFLEET_TEST_LOG logs nothing.
 func testLog(tb testing.TB, who string) zerolog.Logger {
-	var w = zerolog.Nop()
+	var w zerolog.Logger
+	_, bench := tb.(*testing.B)
 	switch {
 	case os.Getenv("GITFLEET_TEST_LOG") != "":
 		w = zerolog.New(os.Stderr).Level(zerolog.WarnLevel)
+	case bench:
+		return zerolog.Nop()
 	case testing.Verbose():
-		if _, bench := tb.(*testing.B); bench {
-			return zerolog.Nop()
-		}
 		w = zerolog.New(zerolog.NewTestWriter(tb))
 	default:
-		if _, bench := tb.(*testing.B); bench {
-			return zerolog.Nop()
-		}
 		v, loaded := tails.LoadOrStore(tb, &tail{})
 		l := v.(*tail)
 		if !loaded {

@@ -104,6 +104,7 @@ func TestLinesFromEncodingRefusesWhatNewLinesCannotWrite(t *testing.T) {
 		"suffix cut short":        good[:3],
 		"varint cut short":        "\x80",
 		"no column":               good[:len(good)-1],
+		"a varint not shortest":   "\x00\x01a\x80\x00\x01",
 	} {
 		if _, ok := LinesFromEncoding(enc); ok {
 			t.Errorf("%s: %q taken", name, enc)
