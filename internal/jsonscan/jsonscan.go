@@ -10,7 +10,7 @@
 //
 // gitfleet reads this way what it reads by the hundred thousand: machine
 // records at a leader's start, workers' inventories, and the inmemory
-// provider's machines at every inventory.
+// provider's cluster values at every create, delete and inventory.
 package jsonscan
 
 import (

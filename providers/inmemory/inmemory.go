@@ -14,9 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -152,75 +150,6 @@ func (p *Provider) Name() string { return Name }
 // wrote before: List reports them, Delete removes them, and Create finds
 // them when the bucket had any as the provider started (legacy).
 
-// cloudCluster is the value of a cluster's key.
-type cloudCluster struct {
-	Groups []group `json:"groups"`
-}
-
-// group is machines of one cluster that have everything but their names
-// alike (pool, role, version, template, labels, annotations).
-type group struct {
-	Machine  wire.Machine `json:"machine"` // no name, no spec
-	Machines []member     `json:"machines"`
-}
-
-// member is one machine of a group.
-type member struct {
-	Name    string    `json:"name"`
-	Created time.Time `json:"created"`
-}
-
-// find returns the machine named name; false: the cluster has none.
-func (c *cloudCluster) find(name string) (wire.Machine, bool) {
-	for _, g := range c.Groups {
-		for _, m := range g.Machines {
-			if m.Name == name {
-				out := g.Machine
-				out.Name = name
-				return out, true
-			}
-		}
-	}
-	return wire.Machine{}, false
-}
-
-// add puts m in the group of the machines like it.
-func (c *cloudCluster) add(m wire.Machine, created time.Time) {
-	name := m.Name
-	m.Name, m.Spec, m.Bootstrap = "", nil, nil
-	for i := range c.Groups {
-		if alike(c.Groups[i].Machine, m) {
-			c.Groups[i].Machines = append(c.Groups[i].Machines, member{Name: name, Created: created})
-			return
-		}
-	}
-	c.Groups = append(c.Groups, group{Machine: m, Machines: []member{{Name: name, Created: created}}})
-}
-
-// remove takes the machine named name out; false: the cluster had none.
-func (c *cloudCluster) remove(name string) bool {
-	for i := range c.Groups {
-		g := &c.Groups[i]
-		for j := range g.Machines {
-			if g.Machines[j].Name == name {
-				g.Machines = slices.Delete(g.Machines, j, j+1)
-				if len(g.Machines) == 0 {
-					c.Groups = slices.Delete(c.Groups, i, i+1)
-				}
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// alike reports whether two nameless machines would be one group.
-func alike(a, b wire.Machine) bool {
-	return a.Cluster == b.Cluster && a.Role == b.Role && a.Deployment == b.Deployment && a.Version == b.Version &&
-		a.Provider == b.Provider && a.FailureDomain == b.FailureDomain && a.TemplateHash == b.TemplateHash &&
-		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
-}
-
 // record is one machine under a key of its own, as the provider wrote
 // machines before it kept one key a cluster.
 type record struct {
@@ -275,8 +204,8 @@ func (p *Provider) readClusterIf(ctx context.Context, cluster string, want []byt
 	if want != nil && !bytes.Contains(e.Value(), want) {
 		return cloudCluster{}, e.Revision(), nil
 	}
-	var c cloudCluster
-	if err := json.Unmarshal(e.Value(), &c); err != nil {
+	c, err := decodeCluster(e.Value())
+	if err != nil {
 		return cloudCluster{}, 0, providers.Permanent(fmt.Errorf("inmemory: cluster %s's machines: %w", cluster, err))
 	}
 	return c, e.Revision(), nil
@@ -313,8 +242,11 @@ func (p *Provider) get(ctx context.Context, cluster, name string, withLegacy boo
 	if err != nil {
 		return wire.Machine{}, false, false, err
 	}
-	if m, ok := c.find(name); ok {
-		return m, true, false, nil
+	if m, ok, err := c.find(name); err != nil || ok {
+		if err != nil {
+			err = providers.Permanent(fmt.Errorf("inmemory: machine %s/%s: %w", cluster, name, err))
+		}
+		return m, ok, false, err
 	}
 	if !withLegacy {
 		return wire.Machine{}, false, false, nil
@@ -329,14 +261,21 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 	if !wire.ValidToken(m.Cluster) || !wire.ValidToken(m.Name) {
 		return providers.Instance{}, providers.Permanent(fmt.Errorf("inmemory: %q/%q is not usable as a machine name", m.Cluster, m.Name))
 	}
-	if have, ok, _, err := p.get(ctx, m.Cluster, m.Name, p.legacy); err != nil || ok {
-		return instance(have), err
-	}
 	o, err := p.settings(m)
+	d := delay(o)
+	// A machine the cloud has already is what a create gets, without the
+	// delay, failure or join review of a new one. When none of those
+	// applies, the write below finds it (w.found), and a read first would
+	// cost every create a round trip for nothing.
+	if p.legacy || err != nil || d > 0 || o.FailureRate > 0 || len(m.Bootstrap) > 0 {
+		if have, ok, _, gerr := p.get(ctx, m.Cluster, m.Name, p.legacy); gerr != nil || ok {
+			return instance(have), gerr
+		}
+	}
 	if err != nil {
 		return providers.Instance{}, err
 	}
-	if err := sleep(ctx, delay(o)); err != nil {
+	if err := sleep(ctx, d); err != nil {
 		return providers.Instance{}, err
 	}
 	if o.FailureRate > 0 && rand.Float64() < o.FailureRate {
@@ -347,7 +286,11 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 	}
 	stored := m
 	stored.Spec, stored.Bootstrap = nil, nil // the cloud keeps what List reports, not the request
-	w := &clusterWrite{add: &stored, name: m.Name, created: time.Now().UTC()}
+	machine, err := groupMachine(stored)
+	if err != nil {
+		return providers.Instance{}, providers.Permanent(fmt.Errorf("inmemory: machine %s/%s: %w", m.Cluster, m.Name, err))
+	}
+	w := &clusterWrite{add: machine, name: m.Name, created: time.Now().UTC()}
 	if err := p.writes.apply(ctx, p, m.Cluster, w); err != nil {
 		return providers.Instance{}, err
 	}
@@ -399,25 +342,33 @@ func (p *Provider) join(ctx context.Context, m wire.Machine) error {
 
 // Delete implements providers.Provider.
 func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
-	_, ok, legacy, err := p.get(ctx, m.Cluster, m.Name, true)
-	if err != nil || !ok {
-		return err
-	}
 	o, err := p.settings(m)
 	if err != nil {
 		o = p.opts // a spec that no longer parses must not block deletion
 	}
-	if err := sleep(ctx, delay(o)); err != nil {
+	if d := delay(o); d > 0 {
+		// The delay is spent on a machine the cloud has, not on one gone.
+		_, ok, _, err := p.get(ctx, m.Cluster, m.Name, true)
+		if err != nil || !ok {
+			return err
+		}
+		if err := sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+	w := &clusterWrite{name: m.Name}
+	if err := p.writes.apply(ctx, p, m.Cluster, w); err != nil || w.found {
 		return err
 	}
-	if legacy {
-		k := legacyKey(m.Cluster, m.Name)
-		if err := p.kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return providers.Transient(fmt.Errorf("inmemory: delete %s: %w", k, err))
-		}
-		return nil
+	// Not in its cluster's key: it may be under a key of its own.
+	if _, ok, err := p.getLegacy(ctx, m.Cluster, m.Name); err != nil || !ok {
+		return err
 	}
-	return p.writes.apply(ctx, p, m.Cluster, &clusterWrite{name: m.Name})
+	k := legacyKey(m.Cluster, m.Name)
+	if err := p.kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return providers.Transient(fmt.Errorf("inmemory: delete %s: %w", k, err))
+	}
+	return nil
 }
 
 // List implements providers.Provider; sorted by cluster, then name.
@@ -473,14 +424,20 @@ func (p *Provider) Walk(ctx context.Context, f func(providers.Instance) error) e
 			}
 			return nil
 		}
-		var c cloudCluster
-		if json.Unmarshal(msg.Data(), &c) != nil {
+		c, err := decodeCluster(msg.Data())
+		if err != nil {
 			return nil // not the provider's: left out, as a record that is no record
 		}
-		for _, g := range c.Groups {
+		machines := make([]wire.Machine, len(c.Groups))
+		for i := range c.Groups {
+			if machines[i], err = c.Groups[i].machine(""); err != nil {
+				return nil // as above: the value is left out whole
+			}
+		}
+		for gi, g := range c.Groups {
 			for _, m := range g.Machines {
-				i := instance(g.Machine)
-				i.Name, i.ProviderID = m.Name, "inmemory://"+g.Machine.Cluster+"/"+m.Name
+				i := instance(machines[gi])
+				i.Name, i.ProviderID = m.Name, "inmemory://"+machines[gi].Cluster+"/"+m.Name
 				if err := f(i); err != nil {
 					return err
 				}
@@ -574,11 +531,11 @@ func decodeLegacy(data []byte) (wire.Machine, bool) {
 
 // clusterWrite is one machine added to or taken from a cluster's key.
 type clusterWrite struct {
-	add     *wire.Machine // nil: take the machine named name
+	add     []byte // the machine's group encoding (groupMachine); nil: take the machine named name
 	name    string
 	created time.Time
-	found   bool         // add: the cloud had the machine already
-	have    wire.Machine // add: that machine
+	found   bool         // the cloud had the machine: add found it there already, a take took it
+	have    wire.Machine // add: the machine it found
 	err     error
 	done    chan struct{}
 }
@@ -668,11 +625,14 @@ func (p *Provider) writeCluster(ctx context.Context, cluster string, writes []*c
 		for _, w := range writes {
 			w.found = false
 			if w.add == nil {
-				changed = c.remove(w.name) || changed
-			} else if have, ok := c.find(w.name); ok {
+				w.found = c.remove(w.name)
+				changed = w.found || changed
+			} else if have, ok, err := c.find(w.name); err != nil {
+				return providers.Permanent(fmt.Errorf("inmemory: machine %s/%s: %w", cluster, w.name, err))
+			} else if ok {
 				w.found, w.have = true, have
 			} else {
-				c.add(*w.add, w.created)
+				c.add(w.add, w.name, w.created)
 				changed = true
 			}
 		}
@@ -683,10 +643,7 @@ func (p *Provider) writeCluster(ctx context.Context, cluster string, writes []*c
 		if len(c.Groups) == 0 {
 			err = p.kv.Delete(ctx, cluster, jetstream.LastRevision(rev))
 		} else {
-			data, merr := json.Marshal(c)
-			if merr != nil {
-				return providers.Permanent(fmt.Errorf("inmemory: cluster %s: %w", cluster, merr))
-			}
+			data := c.appendJSON(nil)
 			if rev == 0 {
 				next, err = p.kv.Create(ctx, cluster, data)
 			} else {
