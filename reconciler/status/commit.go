@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage"
 
 	"github.com/gitfleet/gitfleet/internal/loose"
@@ -189,9 +191,15 @@ func (w *Writer) commit() error {
 		baseTree, parents = w.tipTree, []plumbing.Hash{tip}
 	}
 	next := trees{}
-	tree, err := buildTree(w.store, w.trees, next, baseTree, changes)
+	var objects storer.EncodedObjectStorer = w.store
+	var pack *packWriter
+	if dir := loose.ObjectsDir(w.store); dir != "" && len(changes) >= packMin {
+		pack = newPackWriter(w.store, dir)
+		objects = pack
+	}
+	tree, err := buildTree(objects, w.trees, next, baseTree, changes)
 	if err == nil && tree.IsZero() {
-		tree, err = emptyTree(w.store)
+		tree, err = emptyTree(objects)
 	}
 	if err != nil {
 		return fmt.Errorf("status tree: %w", err)
@@ -202,7 +210,7 @@ func (w *Writer) commit() error {
 	if err := c.Encode(o); err != nil {
 		return err
 	}
-	h, err := w.store.SetEncodedObject(o)
+	h, err := w.writeCommit(o, pack)
 	if err != nil {
 		return fmt.Errorf("write commit: %w", err)
 	}
@@ -242,6 +250,47 @@ func (w *Writer) commit() error {
 	}
 	w.log.Debug().Str("commit", h.String()).Int("files", len(changes)).Msg("status: committed")
 	return nil
+}
+
+// writeCommit stores the encoded commit o: with the rest of its objects
+// in pack, which it then writes, when there is one. go-git is told to read
+// the repository's packs again, as it is after git gc (reindexed), so
+// that it finds what the pack holds.
+func (w *Writer) writeCommit(o plumbing.EncodedObject, pack *packWriter) (plumbing.Hash, error) {
+	if pack == nil {
+		return w.store.SetEncodedObject(o)
+	}
+	r, err := o.Reader()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	data, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	h, err := pack.add(plumbing.CommitObject, data)
+	var written ownPack
+	if err == nil {
+		written.name, written.size, err = pack.write()
+	}
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	// Merged with those written before (keepPacks): the objects of the
+	// commit about to be set are in the merged pack before any goes.
+	packs, merr := keepPacks(w.packs, written)
+	w.packs = packs
+	if merr != nil {
+		w.log.Warn().Err(merr).Msg("status: could not merge the packs it wrote; they stay as they are, whole")
+	}
+	if r, ok := w.store.(interface{ Reindex() }); ok {
+		r.Reindex()
+	}
+	w.mu.Lock()
+	w.stats.Packs++
+	w.mu.Unlock()
+	return h, nil
 }
 
 // pruneSums keeps the summaries of the files at tip once the others (of

@@ -36,6 +36,10 @@ func Log(repo *git.Repository, branch string) ([]Commit, error) {
 	if err != nil {
 		return nil, err
 	}
+	return rereadingPacks(repo.Storer, func() ([]Commit, error) { return logFrom(repo, tip) })
+}
+
+func logFrom(repo *git.Repository, tip plumbing.Hash) ([]Commit, error) {
 	var out []Commit
 	for h := tip; !h.IsZero(); {
 		c, err := object.GetCommit(repo.Storer, h)

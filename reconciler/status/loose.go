@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -82,16 +80,7 @@ func writeLoose(dir string, t plumbing.ObjectType, data []byte) (plumbing.Hash, 
 
 // createTemp creates a new read-only file in folder for an object being
 // written (git's tmp_obj_ prefix), open for writing.
-func createTemp(folder string) (*os.File, string, error) {
-	for {
-		name := filepath.Join(folder, "tmp_obj_"+strconv.FormatUint(rand.Uint64(), 36))
-		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
-		if errors.Is(err, fs.ErrExist) {
-			continue // a name taken: draw another
-		}
-		return f, name, err
-	}
-}
+func createTemp(folder string) (*os.File, string, error) { return createTempIn(folder, "tmp_obj_") }
 
 func objectHeader(t plumbing.ObjectType, data []byte) []byte {
 	return fmt.Appendf(nil, "%s %d\x00", t, len(data))

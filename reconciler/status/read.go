@@ -85,6 +85,23 @@ func BranchOf(repo *git.Repository) string {
 
 // ReadAt returns everything on the status branch at commit.
 func ReadAt(s storer.EncodedObjectStorer, commit plumbing.Hash) (*Snapshot, error) {
+	return rereadingPacks(s, func() (*Snapshot, error) { return readAt(s, commit) })
+}
+
+// rereadingPacks runs read, and once more when an object was missing and
+// s can have go-git read the repository's pack indexes again first. A
+// reader that read the repository before may not know of packs written
+// since: by the Writer, whose large commits are packs, or by git gc.
+func rereadingPacks[T any](s storer.EncodedObjectStorer, read func() (T, error)) (T, error) {
+	v, err := read()
+	if r, ok := s.(interface{ Reindex() }); ok && errors.Is(err, plumbing.ErrObjectNotFound) {
+		r.Reindex()
+		v, err = read()
+	}
+	return v, err
+}
+
+func readAt(s storer.EncodedObjectStorer, commit plumbing.Hash) (*Snapshot, error) {
 	c, err := object.GetCommit(s, commit)
 	if err != nil {
 		return nil, fmt.Errorf("read status commit %s: %w", commit, err)
@@ -123,11 +140,13 @@ func ReadCluster(repo *git.Repository, branch, name string) (*ClusterStatus, err
 	if err != nil {
 		return nil, err
 	}
-	c, err := object.GetCommit(repo.Storer, tip)
-	if err != nil {
-		return nil, fmt.Errorf("read status commit %s: %w", tip, err)
-	}
-	return clusterAt(repo.Storer, c.TreeHash, name, nil)
+	return rereadingPacks(repo.Storer, func() (*ClusterStatus, error) {
+		c, err := object.GetCommit(repo.Storer, tip)
+		if err != nil {
+			return nil, fmt.Errorf("read status commit %s: %w", tip, err)
+		}
+		return clusterAt(repo.Storer, c.TreeHash, name, nil)
+	})
 }
 
 // clusterAt decodes clusters/<name>.yaml in tree; nil when absent. cache, if

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
@@ -30,28 +31,35 @@ func httpRemote(t *testing.T, root string) string {
 	return srv.URL
 }
 
+// remoteAndClones makes a bare repository with one commit on main, served
+// over transport (file or http), and returns it and a maker of its clones.
+func remoteAndClones(t *testing.T, transport string) (bare string, clone func() string) {
+	t.Helper()
+	root := t.TempDir()
+	bare = filepath.Join(root, "fleet.git")
+	gitCLI(t, root, "init", "-q", "--bare", "-b", "main", bare)
+	gitCLI(t, bare, "config", "http.receivepack", "true")
+	seed := t.TempDir()
+	newRepo(t, seed)
+	gitCLI(t, seed, "push", "-q", bare, "main")
+	url := "file://" + bare
+	if transport == "http" {
+		url = httpRemote(t, root) + "/fleet.git"
+	}
+	return bare, func() string {
+		d := filepath.Join(t.TempDir(), "clone")
+		gitCLI(t, root, "clone", "-q", url, d)
+		return d
+	}
+}
+
 // Two daemons' writers, each in its own clone of one remote: the second's
 // push is rejected (the remote moved), it fetches, re-applies its change on
 // top and pushes again; the remote holds both.
 func TestWriterPushesAndRetriesARejectedPush(t *testing.T) {
 	for _, transport := range []string{"file", "http"} {
 		t.Run(transport, func(t *testing.T) {
-			root := t.TempDir()
-			bare := filepath.Join(root, "fleet.git")
-			gitCLI(t, root, "init", "-q", "--bare", "-b", "main", bare)
-			gitCLI(t, bare, "config", "http.receivepack", "true")
-			seed := t.TempDir()
-			newRepo(t, seed)
-			gitCLI(t, seed, "push", "-q", bare, "main")
-			url := "file://" + bare
-			if transport == "http" {
-				url = httpRemote(t, root) + "/fleet.git"
-			}
-			clone := func() string {
-				d := filepath.Join(t.TempDir(), "clone")
-				gitCLI(t, root, "clone", "-q", url, d)
-				return d
-			}
+			bare, clone := remoteAndClones(t, transport)
 			dirA, dirB := clone(), clone()
 			a := newWriter(t, Options{Repo: openRepo(t, dirA), Remote: "origin", Interval: time.Hour})
 			b := newWriter(t, Options{Repo: openRepo(t, dirB), Remote: "origin", Interval: time.Hour})
@@ -108,5 +116,31 @@ func TestWriterKeepsUnpushedChangesUntilTheRemoteIsBack(t *testing.T) {
 	flush(t, w)
 	if files := gitCLI(t, bare, "ls-tree", "-r", "--name-only", branch); files != "clusters/dev-1.yaml\nfleet.yaml" {
 		t.Errorf("remote files:\n%s", files)
+	}
+}
+
+// Commits written as packs are pushed like loose ones, including one
+// rebuilt after its push was rejected, over both transports.
+func TestLargeCommitsArePushed(t *testing.T) {
+	for _, transport := range []string{"file", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			bare, clone := remoteAndClones(t, transport)
+			a := newWriter(t, Options{Repo: openRepo(t, clone()), Remote: "origin", Interval: time.Hour})
+			b := newWriter(t, Options{Repo: openRepo(t, clone()), Remote: "origin", Interval: time.Hour})
+			n := packMin + 6
+			for i := range n {
+				a.SetCluster(cluster(fmt.Sprintf("a%03d", i), 1, "Running"), origin)
+				b.SetCluster(cluster(fmt.Sprintf("b%03d", i), 1, "Running"), origin)
+			}
+			flush(t, a)
+			flush(t, b) // rejected: the remote moved; fetched, rebuilt on top (a pack again) and pushed
+			if got := len(strings.Fields(gitCLI(t, bare, "ls-tree", "--name-only", branch+":"+ClustersDir))); got != 2*n {
+				t.Errorf("the remote's branch has %d cluster files, want %d", got, 2*n)
+			}
+			if sa, sb := a.Stats(), b.Stats(); sa.Packs != 1 || sb.Packs < 1 || sb.Retries < 1 || sa.Pushes != 1 || sb.Pushes != 1 {
+				t.Errorf("writers' stats %+v and %+v; want each commit a pack, the second retried, one push each", sa, sb)
+			}
+			gitCLI(t, bare, "fsck", "--strict", "--no-dangling")
+		})
 	}
 }

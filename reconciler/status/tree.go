@@ -38,9 +38,13 @@ func writeBlob(s storer.EncodedObjectStorer, data []byte) (plumbing.Hash, error)
 	return writeObject(s, plumbing.BlobObject, data)
 }
 
-// writeObject stores data as an object of type t: a loose file written
-// by writeLoose in a repository on disk, go-git's writer elsewhere.
+// writeObject stores data as an object of type t: in the commit's pack
+// when s is a packWriter, else a loose file written by writeLoose in a
+// repository on disk, go-git's writer elsewhere.
 func writeObject(s storer.EncodedObjectStorer, t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
+	if p, ok := s.(*packWriter); ok {
+		return p.add(t, data)
+	}
 	if dir := loose.ObjectsDir(s); dir != "" {
 		return writeLoose(dir, t, data)
 	}

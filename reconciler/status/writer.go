@@ -65,6 +65,7 @@ type Stats struct {
 	Commits int // status commits written
 	Pushes  int // successful pushes
 	Retries int // commits rebuilt because the branch moved underneath
+	Packs   int // commits whose objects were written as one pack (packMin files or more)
 	// FilesRead counts the files read from the branch: at a start, those
 	// whose summary the summary cache did not have (Options.SumCache).
 	FilesRead int
@@ -83,6 +84,7 @@ type Writer struct {
 
 	flushMu sync.Mutex // one flush at a time
 	trees   trees      // entries of the trees of tip; used under flushMu
+	packs   []ownPack  // the packs this Writer wrote, kept merged (keepPacks); under flushMu
 
 	mu       sync.Mutex
 	seq      int64
