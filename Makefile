@@ -54,6 +54,7 @@ test: deps chromium ## run every test with -race (with a short browser test wher
 	$(GO) test -run '^$$' -fuzz '^FuzzLinesFromEncoding$$' -fuzztime $(or $(FUZZTIME),30000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzNativeLeaves$$' -fuzztime $(or $(FUZZTIME),20000x) -fuzzminimizetime $(FUZZMIN) ./schemas
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDirect$$' -fuzztime $(or $(FUZZTIME),20000x) -fuzzminimizetime $(FUZZMIN) ./schemas
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCluster$$' -fuzztime $(or $(FUZZTIME),20000x) -fuzzminimizetime $(FUZZMIN) ./providers/inmemory
 
 .PHONY: faults
 faults: deps ## run every fault scenario with real processes and print the lost/duplicated table
