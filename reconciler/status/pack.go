@@ -248,7 +248,10 @@ func keepPacks(packs []ownPack, p ownPack) ([]ownPack, error) {
 		if err != nil {
 			return packs, err
 		}
-		packs = append(packs[:len(packs)-2], merged)
+		packs = packs[:len(packs)-2]
+		if merged.name != "" { // else git gc had merged both into its own
+			packs = append(packs, merged)
+		}
 	}
 	return packs, nil
 }

@@ -511,9 +511,21 @@ func TestWriterGoesOnAfterGitGC(t *testing.T) {
 			t.Errorf("round %d: %d cluster files, want %d", round, len(files), n)
 		}
 	}
+	// A large commit again: its pack is merged with the first one, which
+	// git gc has merged into its own and removed.
+	for i := range n {
+		w.SetCluster(cluster(fmt.Sprintf("c%02d", i), 5, "Deleting"), origin)
+	}
+	flush(t, w)
+	if w.Stats().Packs != 2 {
+		t.Errorf("%d packs written, want 2", w.Stats().Packs)
+	}
+	if got := gitCLI(t, dir, "show", branch+":"+ClusterPath("c05")); !strings.Contains(got, "phase: Deleting") {
+		t.Errorf("c05 after the second large commit:\n%s", got)
+	}
 	gitCLI(t, dir, "fsck", "--strict", "--no-dangling")
-	if n := commitCount(t, dir, branch); n != 4 {
-		t.Errorf("%d status commits, want 4", n)
+	if n := commitCount(t, dir, branch); n != 5 {
+		t.Errorf("%d status commits, want 5", n)
 	}
 }
 
