@@ -170,3 +170,38 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// Packs are merged up to packMergeMax: past it they are left as they are
+// (git gc's to merge), and nothing is lost.
+func TestPacksPastTheMergeBoundStay(t *testing.T) {
+	dir := t.TempDir()
+	repo := newRepo(t, dir)
+	w := newWriter(t, Options{Repo: repo, Interval: time.Hour})
+	n := packMin + 6
+	packs := func() []string {
+		p, _ := filepath.Glob(filepath.Join(dir, ".git", "objects", "pack", "pack-*.pack"))
+		return p
+	}
+	for round := range 6 {
+		for i := range n {
+			w.SetCluster(cluster(fmt.Sprintf("c%03d", i), 1+round, "Running"), origin)
+		}
+		flush(t, w)
+		if round == 0 {
+			fi, err := os.Stat(packs()[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := packMergeMax
+			packMergeMax = 2*fi.Size() + fi.Size()/2 // two such packs merge; a third does not join them
+			t.Cleanup(func() { packMergeMax = old })
+		}
+	}
+	if got := len(packs()); got != 3 {
+		t.Errorf("%d packs after 6 commits with a bound of two packs' size, want 3 (each two merged)", got)
+	}
+	gitCLI(t, dir, "fsck", "--strict", "--no-dangling")
+	if got := commitCount(t, dir, branch); got != 6 {
+		t.Errorf("%d status commits, want 6", got)
+	}
+}
