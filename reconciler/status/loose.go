@@ -3,9 +3,7 @@ package status
 import (
 	"bytes"
 	"crypto/sha1"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,8 +12,8 @@ import (
 	"github.com/klauspost/compress/zlib"
 )
 
-// Each status commit writes a loose object per changed cluster file and
-// tree: in a class bump of 1,000 clusters, go-git's writer (deflate at the
+// A status commit of fewer than packMin files (pack.go) writes a loose
+// object per changed cluster file and tree: in a class bump of 1,000 clusters, go-git's writer (deflate at the
 // default level, a collision-detecting hash) was a quarter of the whole
 // process's CPU. writeLoose writes the same file as git and go-git do —
 // "<type> <size>\0<data>" deflated, under objects/<2 hex>/<38 hex>,
@@ -55,32 +53,11 @@ func writeLoose(dir string, t plumbing.ObjectType, data []byte) (plumbing.Hash, 
 	_, _ = d.z.Write(data)
 	_ = d.z.Close()
 
-	f, tmp, err := createTemp(folder)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(folder, 0o755); err == nil {
-			f, tmp, err = createTemp(folder)
-		}
-	}
-	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("write object %s: %w", hex, err)
-	}
-	_, err = f.Write(d.buf.Bytes())
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, file)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := writeFileAside(folder, file, "tmp_obj_", d.buf.Bytes()); err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("write object %s: %w", hex, err)
 	}
 	return h, nil
 }
-
-// createTemp creates a new read-only file in folder for an object being
-// written (git's tmp_obj_ prefix), open for writing.
-func createTemp(folder string) (*os.File, string, error) { return createTempIn(folder, "tmp_obj_") }
 
 func objectHeader(t plumbing.ObjectType, data []byte) []byte {
 	return fmt.Appendf(nil, "%s %d\x00", t, len(data))

@@ -131,10 +131,13 @@ func packHeader(n int) []byte {
 // looks at an index alone.
 func writePack(name string, entries []packEntry, checksum []byte, parts ...[]byte) error {
 	folder := filepath.Dir(name)
-	if err := writeFileAside(folder, name+".idx", packIndex(entries, checksum)); err != nil {
-		return err
+	if err := writeFileAside(folder, name+".idx", "tmp_pack_", packIndex(entries, checksum)); err != nil {
+		return fmt.Errorf("write %s.idx: %w", filepath.Base(name), err)
 	}
-	return writeFileAside(folder, name+".pack", parts...)
+	if err := writeFileAside(folder, name+".pack", "tmp_pack_", parts...); err != nil {
+		return fmt.Errorf("write %s.pack: %w", filepath.Base(name), err)
+	}
+	return nil
 }
 
 // packIndex encodes a pack's index, version 2: after its magic and
@@ -177,17 +180,19 @@ func packIndex(entries []packEntry, checksum []byte) []byte {
 	return append(idx, sum[:]...)
 }
 
-// writeFileAside writes parts as the read-only file name in folder from
-// a temporary file of git's tmp_pack_ kind, moved into place whole.
-func writeFileAside(folder, name string, parts ...[]byte) error {
-	f, tmp, err := createTempIn(folder, "tmp_pack_")
+// writeFileAside writes parts as the read-only file name in folder (made
+// when missing), from a temporary file whose name starts with prefix
+// (git's tmp_obj_ or tmp_pack_), moved into place whole: a reader never
+// sees a file half written, and a crash leaves at most the temporary one.
+func writeFileAside(folder, name, prefix string, parts ...[]byte) error {
+	f, tmp, err := createTempIn(folder, prefix)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = os.MkdirAll(folder, 0o755); err == nil {
-			f, tmp, err = createTempIn(folder, "tmp_pack_")
+			f, tmp, err = createTempIn(folder, prefix)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(name), err)
+		return err
 	}
 	for _, b := range parts {
 		if err == nil {
@@ -202,9 +207,8 @@ func writeFileAside(folder, name string, parts ...[]byte) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", filepath.Base(name), err)
 	}
-	return nil
+	return err
 }
 
 // createTempIn creates a new read-only file in folder whose name starts
@@ -362,7 +366,7 @@ func mergePacks(olds []string) (ownPack, error) {
 		return ownPack{}, fmt.Errorf("merge packs: %w", err)
 	}
 	name := filepath.Join(folder, "pack-"+hex.EncodeToString(checksum))
-	if err := writeFileAside(folder, name+".idx", packIndex(merged, checksum)); err != nil {
+	if err := writeFileAside(folder, name+".idx", "tmp_pack_", packIndex(merged, checksum)); err != nil {
 		_ = os.Remove(tmp)
 		return ownPack{}, fmt.Errorf("merge packs: %w", err)
 	}
