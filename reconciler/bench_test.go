@@ -215,7 +215,7 @@ func (d *benchDaemon) startDaemon(tb testing.TB) {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(d.ctx)
 	log := testLog(tb, "daemon")
-	repo, err := sources.Open(ctx, sources.Options{Location: d.repoDir, CacheFile: d.cacheFile})
+	repo, err := sources.Open(ctx, sources.Options{Location: d.repoDir, CacheFile: d.cacheFile, ObjectsOnce: true})
 	if err != nil {
 		tb.Fatal(err)
 	}

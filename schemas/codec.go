@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/gitfleet/gitfleet/internal/varint"
@@ -51,7 +52,10 @@ func encodeValue(b []byte, v any) ([]byte, error) {
 // decodeValue reads b, which encodeValue wrote from a value of dst's
 // type, into *dst (a pointer to a zero or partly set value). Decoded
 // strings are slices of b.
-func decodeValue(dst any, b string) error {
+func decodeValue(dst any, b string) error { return decode(dst, b, false) }
+
+// decode is decodeValue; with copied, decoded strings are copies.
+func decode(dst any, b string, copied bool) error {
 	rv := reflect.ValueOf(dst)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("%w: %T is not a pointer", errCodec, dst)
@@ -60,7 +64,7 @@ func decodeValue(dst any, b string) error {
 	if err != nil {
 		return err
 	}
-	r := &codecReader{s: b}
+	r := &codecReader{s: b, copied: copied}
 	c.dec(r, rv.Elem())
 	if r.err == nil && r.i != len(r.s) {
 		r.fail("%d bytes left over", len(r.s)-r.i)
@@ -407,9 +411,10 @@ func appendCodecString(b []byte, s string) []byte {
 // codecReader reads an encoding; the first failure sticks, and every read
 // after it returns a zero value.
 type codecReader struct {
-	s   string
-	i   int
-	err error
+	s      string
+	i      int
+	err    error
+	copied bool // strings are copied out of s, not sliced
 }
 
 func (r *codecReader) fail(format string, args ...any) {
@@ -486,6 +491,9 @@ func (r *codecReader) string() string {
 	}
 	s := r.s[r.i : r.i+n]
 	r.i += n
+	if r.copied {
+		return strings.Clone(s)
+	}
 	return s
 }
 

@@ -1,6 +1,10 @@
 package schemas
 
-import "github.com/gitfleet/gitfleet/schemas/v1alpha1"
+import (
+	"strings"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
 
 // ParseKnownGood decodes a file whose content an earlier ParseFile, of the
 // same gitfleet build, found free of errors: it returns the same objects
@@ -78,14 +82,30 @@ func ParseKnownGoodDocs(f File) (objs []Object, docs []KnownDoc, errs Errors) {
 // ParseKnownGoodDocs gave for its content: the same objects, their values
 // read back from the value codec's bytes, with Raw nil. ok is false when a
 // document does not decode; the caller then parses the file.
+// Their strings may be slices of docs' (see DecodeKnownCopy).
 func DecodeKnown(path string, docs []KnownDoc) (objs []Object, ok bool) {
+	return decodeKnown(path, docs, false)
+}
+
+// DecodeKnownCopy is DecodeKnown for objects that outlive docs' bytes: no
+// string of theirs is a slice of docs' (a daemon keeps its objects for its
+// life, and a slice of a cache file's entry would keep the whole file).
+func DecodeKnownCopy(path string, docs []KnownDoc) (objs []Object, ok bool) {
+	return decodeKnown(path, docs, true)
+}
+
+func decodeKnown(path string, docs []KnownDoc, copied bool) (objs []Object, ok bool) {
 	objs = make([]Object, len(docs))
 	for i, kd := range docs {
 		v := newKindValue(kd.Kind, v1alpha1.Source{Path: path, Line: kd.Line})
-		if v == nil || decodeValue(v, kd.Encoded) != nil {
+		if v == nil || decode(v, kd.Encoded, copied) != nil {
 			return nil, false
 		}
-		objs[i] = Object{Kind: kd.Kind, Name: kd.Name, Source: v1alpha1.Source{Path: path, Line: kd.Line}, Value: v, Lines: kd.Lines}
+		obj := Object{Kind: kd.Kind, Name: kd.Name, Source: v1alpha1.Source{Path: path, Line: kd.Line}, Value: v, Lines: kd.Lines}
+		if copied {
+			obj.Kind, obj.Name, obj.Lines.enc = strings.Clone(obj.Kind), strings.Clone(obj.Name), strings.Clone(obj.Lines.enc)
+		}
+		objs[i] = obj
 	}
 	return objs, true
 }

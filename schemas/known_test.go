@@ -43,7 +43,8 @@ func TestParseKnownGoodDecodesWhatParseFileDoes(t *testing.T) {
 // ParseKnownGoodDocs kept of each document (its JSON, lines, kind and
 // name), as the CLI's object cache does, are the objects parsing the file
 // gives (prod-1.yaml holds two documents), less the raw values the cache's
-// callers drop; and a file with errors keeps nothing.
+// callers drop, with DecodeKnownCopy too; and a file with errors keeps
+// nothing.
 func TestDecodeKnownGivesTheSameObjects(t *testing.T) {
 	files := generatedFleet(t, 30)
 	n := 0
@@ -64,6 +65,9 @@ func TestDecodeKnownGivesTheSameObjects(t *testing.T) {
 		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("%s: decoded again, the objects differ (-parsed +decoded):\n%s", f.Path, d)
+		}
+		if copied, ok := DecodeKnownCopy(f.Path, docs); !ok || cmp.Diff(want, copied) != "" {
+			t.Errorf("%s: DecodeKnownCopy's objects differ (-parsed +decoded):\n%s", f.Path, cmp.Diff(want, copied))
 		}
 		// The same from a full parse, as a cold run keeps them.
 		checked, cdocs, errs := ParseFileCheckedDocs(f, nil)

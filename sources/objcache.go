@@ -36,6 +36,10 @@ type objectCache struct {
 	mine  []string          // keys used or added by this process, in order
 	seen  map[string]bool   // keys in mine
 	added int
+	// once (Options.ObjectsOnce): decode copies what it reads, and
+	// retire ends the cache's use after one validation; gone is set
+	// then, and the cache has nothing after.
+	once, gone bool
 }
 
 // objectMagic starts an object cache file; the build's identity follows.
@@ -95,7 +99,7 @@ func (c *objectCache) has(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.index[key]
-	return ok
+	return ok && !c.gone
 }
 
 // get returns the docs kept for key under policies polKey.
@@ -105,6 +109,7 @@ func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
 	}
 	c.mu.Lock()
 	entry, ok := c.index[key]
+	ok = ok && !c.gone
 	c.mu.Unlock()
 	if !ok {
 		return nil, false
@@ -135,6 +140,16 @@ func (c *objectCache) get(key, polKey string) ([]schemas.KnownDoc, bool) {
 	return docs, true
 }
 
+// decode gives the objects of file path from docs (get's). An ObjectsOnce
+// cache's share no bytes with the file: a daemon keeps them for its life,
+// and a slice of an entry would keep every entry.
+func (c *objectCache) decode(path string, docs []schemas.KnownDoc) ([]schemas.Object, bool) {
+	if c.once {
+		return schemas.DecodeKnownCopy(path, docs)
+	}
+	return schemas.DecodeKnown(path, docs)
+}
+
 // put keeps docs for key under policies polKey.
 func (c *objectCache) put(key, polKey string, docs []schemas.KnownDoc) {
 	if c == nil || c.file == "" {
@@ -152,9 +167,37 @@ func (c *objectCache) put(key, polKey string, docs []schemas.KnownDoc) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.gone {
+		return
+	}
 	c.index[key] = string(b)
 	c.use(key)
 	c.added++
+}
+
+// retire ends an ObjectsOnce cache's use: it reports true the first time,
+// when the caller is to run retired (in the background); nothing is found
+// or kept from then on.
+func (c *objectCache) retire() bool {
+	if c == nil || !c.once {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone {
+		return false
+	}
+	c.gone = true
+	return true
+}
+
+// retired writes what the cache's one validation used or added (save),
+// then lets go of every entry.
+func (c *objectCache) retired() {
+	_ = c.save() // failing to write costs the next start the parse, as a lost file does
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.index, c.mine, c.seen, c.added = nil, nil, nil, 0
 }
 
 // use records that this process used key. Called with mu held.

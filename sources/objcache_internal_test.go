@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -76,6 +79,179 @@ func TestObjectCacheSkipsSeenFiles(t *testing.T) {
 	}
 	if _, err := revision(Options{Location: work.Dir, CacheFile: cache}); err == nil {
 		t.Error("without KeepObjects the run read no blob: the test proves nothing")
+	}
+}
+
+// TestObjectsOnceServeAStart: with ObjectsOnce, as the daemon opens its
+// repository, the cache serves the first revision of a start and is then
+// written in the background and let go: the running Repo finds nothing in
+// it, reads a later commit's changed file as usual, and its next start
+// takes every file it saw at the first from the cache (their blobs gone
+// from the repository) and gets the same fleet.
+func TestObjectsOnceServeAStart(t *testing.T) {
+	ctx := context.Background()
+	work, init := commitInitFleet(t)
+	cache := filepath.Join(t.TempDir(), "validation")
+	opts := Options{Location: work.Dir, CacheFile: cache, ObjectsOnce: true}
+	fleetOf := func(r *Repo) *v1alpha1.Fleet {
+		t.Helper()
+		rev, err := r.Revision(ctx, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rev.Err != nil {
+			t.Fatal(rev.Err)
+		}
+		return rev.Fleet
+	}
+	r, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetOf(r)
+	// Written without Close: a daemon that is killed keeps it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(objectCacheFile(cache)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first revision's objects not written within 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.retiring.Wait()
+	if n := len(r.parsed.objects.index); n != 0 {
+		t.Errorf("the running Repo still holds %d cache entries", n)
+	}
+	const edited = "clusters/dev-1.yaml"
+	work.Commit("edit", map[string]string{edited: init[edited] + "# edited\n"})
+	edits := fleetOf(r)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The blobs of the first commit's clusters and classes go (the edited
+	// file's new blob stays: it was read after the cache was let go, so
+	// the next start must read it).
+	gone := 0
+	for p := range init {
+		if !strings.HasSuffix(p, ".yaml") || p == ConfigFile {
+			continue
+		}
+		h := work.Git("rev-parse", "main~1:"+p)
+		if err := os.Remove(filepath.Join(work.Dir, ".git", "objects", h[:2], h[2:])); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		gone++
+	}
+	if gone < 3 {
+		t.Fatalf("only %d blobs removed", gone)
+	}
+	r, err = Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if d := cmp.Diff(edits, fleetOf(r)); d != "" {
+		t.Errorf("the next start's fleet differs (-before +after):\n%s", d)
+	}
+	plain, err := Open(ctx, Options{Location: work.Dir, CacheFile: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if rev, err := plain.Revision(ctx, "main"); err == nil && rev.Err == nil {
+		t.Error("without ObjectsOnce the start read no blob: the test proves nothing")
+	}
+}
+
+// TestObjectsOnceShareNothingWithTheFile: the objects an ObjectsOnce cache
+// gives (a daemon keeps them for its life) hold no string that is a slice
+// of the file's bytes, which would keep all of them; a plan's cache gives
+// slices. Every string of the init fleet's class and cluster objects is
+// looked at, exported or not.
+func TestObjectsOnceShareNothingWithTheFile(t *testing.T) {
+	_, init := commitInitFleet(t)
+	file := filepath.Join(t.TempDir(), "objects")
+	c := loadObjects(file)
+	paths := []string{"classes/standard.yaml", "clusters/dev-1.yaml"}
+	for _, p := range paths {
+		_, docs, errs := schemas.ParseKnownGoodDocs(schemas.File{Path: p, Data: []byte(init[p])})
+		if len(errs) > 0 || len(docs) == 0 {
+			t.Fatalf("%s: %v (%d docs)", p, errs, len(docs))
+		}
+		c.put(p, "pol", docs)
+	}
+	if err := c.save(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, once := range []bool{false, true} {
+		c := loadObjects(file)
+		c.once = once
+		var lo, hi uintptr // the bytes of the file as the cache read it
+		for _, e := range c.index {
+			at := uintptr(unsafe.Pointer(unsafe.StringData(e)))
+			if lo == 0 || at < lo {
+				lo = at
+			}
+			hi = max(hi, at+uintptr(len(e)))
+		}
+		if hi-lo > uintptr(len(data)) {
+			t.Fatalf("the entries span %d bytes, the file has %d: not slices of one string", hi-lo, len(data))
+		}
+		shared, strs := 0, 0
+		for _, p := range paths {
+			docs, ok := c.get(p, "pol")
+			if !ok {
+				t.Fatalf("%s: no entry", p)
+			}
+			objs, ok := c.decode(p, docs)
+			if !ok {
+				t.Fatalf("%s: does not decode", p)
+			}
+			eachString(reflect.ValueOf(objs), func(s string) {
+				strs++
+				if at := uintptr(unsafe.Pointer(unsafe.StringData(s))); len(s) > 0 && at >= lo && at < hi {
+					shared++
+				}
+			})
+		}
+		if strs < 20 {
+			t.Fatalf("only %d strings looked at", strs)
+		}
+		if (shared > 0) == once {
+			t.Errorf("once %v: %d of %d strings are slices of the file", once, shared, strs)
+		}
+	}
+}
+
+// eachString calls fn with every string v holds, through pointers,
+// interfaces, slices, maps and fields, exported or not.
+func eachString(v reflect.Value, fn func(string)) {
+	switch v.Kind() {
+	case reflect.String:
+		fn(v.String())
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			eachString(v.Elem(), fn)
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			eachString(v.Index(i), fn)
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			eachString(it.Key(), fn)
+			eachString(it.Value(), fn)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			eachString(v.Field(i), fn)
+		}
 	}
 }
 

@@ -58,6 +58,8 @@ type Repo struct {
 	listing  *listing
 	patches  int // reads that patched a listing (tests count them)
 	rendered *renderCache
+	// retiring is the background write of an ObjectsOnce cache.
+	retiring sync.WaitGroup
 }
 
 // remoteName is the name of the remote in a bare clone of a remote repo.
@@ -80,8 +82,9 @@ func Open(ctx context.Context, opts Options) (*Repo, error) {
 		known = loadVerdicts(opts.CacheFile)
 	}
 	r := &Repo{opts: opts, loc: loc, parsed: newParseCache(known), rendered: newRenderCache()}
-	if opts.CacheFile != "" && opts.KeepObjects {
+	if opts.CacheFile != "" && (opts.KeepObjects || opts.ObjectsOnce) {
 		r.parsed.objects = loadObjects(objectCacheFile(opts.CacheFile))
+		r.parsed.objects.once = opts.ObjectsOnce && !opts.KeepObjects
 	}
 	if !loc.remote {
 		r.gitDir, err = findGitDir(loc.path)
@@ -220,6 +223,7 @@ func (r *Repo) Close() error {
 	// parsed.
 	r.parsed.known.stop()
 	_ = r.parsed.known.save()
+	r.retiring.Wait() // an ObjectsOnce write in progress ends first
 	_ = r.parsed.objects.save()
 	return r.storage.Close()
 }

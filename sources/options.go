@@ -33,6 +33,14 @@ type Options struct {
 	// it has not seen (objectCache). For one-shot commands (plan,
 	// validate --rev): a daemon reads a revision's files once per start.
 	KeepObjects bool
+	// ObjectsOnce is KeepObjects for a daemon: the file serves the
+	// Repo's first validation that reads the tree (a start's) and is then
+	// written, with what that validation used or added, in the
+	// background, and let go: a running daemon holds none of it, and its
+	// next start parses only the files that changed since. The objects
+	// it hands out share nothing with the file's bytes, which a daemon
+	// would otherwise keep for its life.
+	ObjectsOnce bool
 	// Files, if set, is told how many files each revision read lists
 	// before they are parsed (plan sizes its garbage-collection floor by
 	// it, as validate does with ValidateOptions.Files).

@@ -301,7 +301,7 @@ func (pc *parseCache) parseAll(ins []input, pols []schemas.File, polKey string, 
 			if !ok {
 				return
 			}
-			if objs, ok := schemas.DecodeKnown(ins[i].Path, docs); ok {
+			if objs, ok := pc.objects.decode(ins[i].Path, docs); ok {
 				out[i], hit[t] = newParsed(ins[i].key, objs, nil, polKey, gen), true
 			}
 		})

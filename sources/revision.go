@@ -268,6 +268,9 @@ func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schem
 	r.mu.Unlock()
 	if err == nil {
 		r.parsed.known.saveEvery(verdictSaveInterval)
+		if r.parsed.objects.retire() {
+			r.retiring.Go(r.parsed.objects.retired)
+		}
 	}
 	return fleet, errs, keys, err
 }

@@ -144,7 +144,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	if err != nil {
 		return err
 	}
-	repo, err := sources.Open(ctx, sources.Options{Location: o.repo, DataDir: o.dataDir, Auth: o.auth, Verify: verifier, VerifyMode: o.verifyMode, CacheFile: filepath.Join(o.dataDir, "validation")})
+	repo, err := sources.Open(ctx, sources.Options{Location: o.repo, DataDir: o.dataDir, Auth: o.auth, Verify: verifier, VerifyMode: o.verifyMode, CacheFile: filepath.Join(o.dataDir, "validation"), ObjectsOnce: true})
 	if err != nil {
 		return err
 	}
