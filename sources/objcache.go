@@ -15,13 +15,13 @@ import (
 )
 
 // objectCache keeps what validation decoded each good file into
-// (schemas.KnownDoc: every document's JSON, field lines, kind and name),
-// by the file's content key, in a file beside the verdicts
-// (Options.KeepObjects: `gitfleet plan`, `validate --rev`). A later run
-// then takes a file's objects from it without reading the blob or its
-// YAML — only the JSON decode into Go types is done again — so a CI job
-// planning one pull request after another parses only the files that
-// changed. Whether a
+// (schemas.KnownDoc: every document's value in the value codec's bytes,
+// field lines, kind and name), by the file's content key, in a file beside
+// the verdicts (Options.KeepObjects: `gitfleet plan`, `validate --rev`;
+// Options.ObjectsOnce: a daemon's start). A later run then takes a file's
+// objects from it without reading the blob or its YAML — only the codec's
+// decode into Go types is done again — so a CI job planning one pull
+// request after another parses only the files that changed. Whether a
 // file passed the checks is still the verdicts' word: an entry is used
 // only for a file they call good under the same policies.
 //

@@ -31,7 +31,8 @@ type Options struct {
 	// KeepObjects also keeps, beside CacheFile, what each good file was
 	// decoded into, so that a later run reads and parses only the files
 	// it has not seen (objectCache). For one-shot commands (plan,
-	// validate --rev): a daemon reads a revision's files once per start.
+	// validate --rev); a daemon, which would hold the entries for its
+	// life, uses ObjectsOnce.
 	KeepObjects bool
 	// ObjectsOnce is KeepObjects for a daemon: the file serves the
 	// Repo's first validation that reads the tree (a start's) and is then
