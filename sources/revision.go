@@ -268,9 +268,13 @@ func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schem
 	r.mu.Unlock()
 	if err == nil {
 		r.parsed.known.saveEvery(verdictSaveInterval)
-		if r.parsed.objects.retire() {
+		// Under mu, as Close: a Repo closing meanwhile saves the cache
+		// itself, and never waits for a write that starts after it.
+		r.mu.Lock()
+		if !r.closed && r.parsed.objects.retire() {
 			r.retiring.Go(r.parsed.objects.retired)
 		}
+		r.mu.Unlock()
 	}
 	return fleet, errs, keys, err
 }
