@@ -157,7 +157,7 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 		headFleet, headKey = base.Fleet, base.ObjectKey
 	}
 	// Both revisions are read: the repository writes its caches (the
-	// object cache is ~16 MiB at 10,000 clusters) while the preview is
+	// object cache is ~8 MiB at 10,000 clusters) while the preview is
 	// computed from what is in memory.
 	closed := make(chan struct{})
 	go func() {
