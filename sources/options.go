@@ -40,7 +40,8 @@ type Options struct {
 	// background, and let go: a running daemon holds none of it, and its
 	// next start parses only the files that changed since. The objects
 	// it hands out share nothing with the file's bytes, which a daemon
-	// would otherwise keep for its life.
+	// would otherwise keep for its life. With KeepObjects set too,
+	// KeepObjects is what happens.
 	ObjectsOnce bool
 	// Files, if set, is told how many files each revision read lists
 	// before they are parsed (plan sizes its garbage-collection floor by

@@ -58,6 +58,16 @@ func TestEndToEnd(t *testing.T) {
 	e.checkBootstrap()
 	e.checkIntruders()
 	e.checkKubeconfig("dev-1")
+	// The start kept what it decoded of the fleet's files for the next
+	// start (sources.Options.ObjectsOnce), written in the background once
+	// its first revision was read, for the daemon's user alone.
+	e.waitFor("validation.objects written", 30*time.Second, func() (bool, string) {
+		st, err := os.Stat(filepath.Join(e.data, "validation.objects"))
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Mode().Perm() == 0o600 && st.Size() > 0, fmt.Sprintf("mode %o, %d bytes", st.Mode().Perm(), st.Size())
+	})
 
 	// The web dashboard of gitfleet up lists both clusters, and its API too.
 	_, page := httpGet("http://" + e.listen + "/")

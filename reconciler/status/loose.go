@@ -13,9 +13,10 @@ import (
 )
 
 // A status commit of fewer than packMin files (pack.go) writes a loose
-// object per changed cluster file and tree: in a class bump of 1,000 clusters, go-git's writer (deflate at the
-// default level, a collision-detecting hash) was a quarter of the whole
-// process's CPU. writeLoose writes the same file as git and go-git do —
+// object per changed cluster file and tree. When every commit did, in a
+// class bump of 1,000 clusters, go-git's writer (deflate at the default
+// level, a collision-detecting hash) was a quarter of the whole process's
+// CPU. writeLoose writes the same file as git and go-git do —
 // "<type> <size>\0<data>" deflated, under objects/<2 hex>/<38 hex>,
 // read-only, moved into place from a temporary file — with the fastest
 // deflate level (any level is valid zlib for git) and crypto/sha1, and
