@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,7 @@ type loop struct {
 	writer *status.Writer
 	health *LoopHealth
 	opts   Options
+	sums   string // the status writer's summary cache, kept across starts
 
 	revs   chan *sources.Revision
 	cancel context.CancelFunc
@@ -78,7 +80,8 @@ type loop struct {
 // machines, workers workers) of provider and a NATS server. Call start.
 func newLoop(t testing.TB, provider string, cp, workers int) *loop {
 	t.Helper()
-	l := &loop{t: t, srv: natstest.Start(t), repo: &benchRepo{tb: t, dir: t.TempDir()}}
+	l := &loop{t: t, srv: natstest.Start(t), repo: &benchRepo{tb: t, dir: t.TempDir()},
+		sums: filepath.Join(t.TempDir(), "status-sums")}
 	l.nc, l.js = natstest.Connect(t, l.srv.ClientURL())
 	l.repo.git("init", "-q", "-b", "main")
 	l.repo.write("classes/small.yaml", fmt.Sprintf(loopClass, provider))
@@ -112,7 +115,8 @@ func (l *loop) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.done = cancel, make(chan struct{})
 	var err error
-	l.writer, err = status.NewWriter(ctx, status.Options{Repo: l.g, Interval: 50 * time.Millisecond, Logger: l.opts.Log})
+	l.writer, err = status.NewWriter(ctx, status.Options{Repo: l.g, Interval: 50 * time.Millisecond, Logger: l.opts.Log,
+		SumCache: l.sums})
 	if err != nil {
 		l.t.Fatal(err)
 	}

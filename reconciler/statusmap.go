@@ -85,19 +85,27 @@ func (r *Reconciler) countCluster(name string, ps planner.ClusterStatus, planID 
 }
 
 // setClusterStatus writes a cluster's status file from its plan and its
-// machines' records; it only reads the loop's state.
+// machines' records, unless its newest status was made from the same
+// (statusKey); it only reads the loop's state.
 func (r *Reconciler) setClusterStatus(name string, ps planner.ClusterStatus, origin status.Origin) {
-	cs := clusterStatus(ps, r.machines[name])
+	cs := clusterHead(ps)
 	cs.Deleted = r.deleted[name]
-	if err := r.o.Status.SetCluster(cs, origin); err != nil {
+	ms := r.machines[name]
+	key := statusKey(&cs, ms)
+	if r.o.Status.MadeFrom(name, key) {
+		return
+	}
+	cs.Machines = machineStatuses(ms)
+	if err := r.o.Status.SetClusterFrom(cs, key, origin); err != nil {
 		r.log.Error().Err(err).Str(logCluster, name).Msg("status: set cluster")
 	}
 }
 
-// clusterStatus turns the planner's view of a cluster and its machine
-// records into the status branch's file. Planner conditions hold when
-// present; Ready is always written, False when the planner did not set it.
-func clusterStatus(ps planner.ClusterStatus, ms machineList) status.ClusterStatus {
+// clusterHead turns the planner's view of a cluster into the status
+// branch's file, but for the machines (machineStatuses). Planner
+// conditions hold when present; Ready is always written, False when the
+// planner did not set it.
+func clusterHead(ps planner.ClusterStatus) status.ClusterStatus {
 	cs := status.ClusterStatus{Name: ps.Name, Class: ps.Class, Version: ps.Version, Phase: ps.Phase,
 		Paused: ps.Has(planner.CondPaused)}
 	if !ps.Has(planner.CondReady) {
@@ -116,14 +124,21 @@ func clusterStatus(ps planner.ClusterStatus, ms machineList) status.ClusterStatu
 		cs.Rollout = &status.Rollout{ClassRevision: r.Revision, Wave: r.Wave, AdmittedAt: r.AdmittedAt,
 			State: r.State, Reason: r.Reason, PendingRevision: r.PendingRevision}
 	}
-	if len(ms) > 0 {
-		cs.Machines = make([]status.MachineStatus, 0, len(ms))
-	}
-	for _, m := range ms {
-		cs.Machines = append(cs.Machines, machineStatus(m.rec))
-	}
-	slices.SortFunc(cs.Machines, func(a, b status.MachineStatus) int { return strings.Compare(a.Name, b.Name) })
 	return cs
+}
+
+// machineStatuses are the status file's entries of a cluster's machines,
+// by name (as machineList keeps them).
+func machineStatuses(ms machineList) []status.MachineStatus {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]status.MachineStatus, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, machineStatus(m.rec))
+	}
+	slices.SortFunc(out, func(a, b status.MachineStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // notReadyOrder ranks the planner's conditions by how much they explain a

@@ -38,6 +38,7 @@ type sumJSON struct {
 	MachinePhases   map[string]int      `json:"machinePhases,omitempty"`
 	MachineVersions map[string]int      `json:"machineVersions,omitempty"`
 	Conds           map[string]condJSON `json:"conds,omitempty"`
+	From            uint64              `json:"from,omitempty"`
 }
 
 type condJSON struct {
@@ -47,7 +48,7 @@ type condJSON struct {
 
 func sumToJSON(s clusterSum) sumJSON {
 	j := sumJSON{Class: s.class, Version: s.version, Phase: s.phase, Machines: s.machines, Created: s.created,
-		MachinePhases: s.machinePhases.toMap(), MachineVersions: s.machineVersions.toMap()}
+		MachinePhases: s.machinePhases.toMap(), MachineVersions: s.machineVersions.toMap(), From: s.from}
 	if len(s.conds) > 0 {
 		j.Conds = make(map[string]condJSON, len(s.conds))
 		for _, c := range s.conds {
@@ -59,7 +60,7 @@ func sumToJSON(s clusterSum) sumJSON {
 
 func sumFromJSON(j sumJSON) clusterSum {
 	s := clusterSum{class: j.Class, version: j.Version, phase: j.Phase, machines: j.Machines, created: j.Created,
-		machinePhases: tallyOf(j.MachinePhases), machineVersions: tallyOf(j.MachineVersions)}
+		machinePhases: tallyOf(j.MachinePhases), machineVersions: tallyOf(j.MachineVersions), from: j.From}
 	for t, c := range j.Conds {
 		s.conds.set(t, condMark{status: c.Status, since: c.Since})
 	}
@@ -108,7 +109,7 @@ func (w *Writer) saveSums() {
 		return
 	}
 	w.mu.Lock()
-	if w.sumsLearnt == 0 && !w.wrote {
+	if w.sumsLearnt == 0 && !w.wrote && !w.keyed {
 		w.mu.Unlock()
 		return
 	}
@@ -117,18 +118,23 @@ func (w *Writer) saveSums() {
 		f.Sums[h.String()] = sumToJSON(s)
 	}
 	for p, h := range w.known {
-		if _, done := w.sums[h]; done || p == FleetFile || w.unreadable[h] {
+		if p == FleetFile || w.unreadable[h] {
 			continue
 		}
 		_, pending := w.pending[p]
 		if _, out := w.outbox[p]; out || pending {
 			continue
 		}
-		if s, ok := w.clusters[clusterName(p)]; ok {
+		// A summary read from the file is replaced by the cluster's
+		// entry when that holds the key the file was made from: a file
+		// that encoded alike was not written again, and without its key
+		// every later start would build its status again.
+		s, ok := w.clusters[clusterName(p)]
+		if _, done := w.sums[h]; ok && (!done || s.from != 0) {
 			f.Sums[h.String()] = sumToJSON(s)
 		}
 	}
-	w.sumsLearnt, w.wrote = 0, false
+	w.sumsLearnt, w.wrote, w.keyed = 0, false, false
 	w.mu.Unlock()
 	body, err := json.Marshal(f)
 	if err == nil {

@@ -112,6 +112,9 @@ type Writer struct {
 	sumsLearnt int
 	unreadable map[plumbing.Hash]bool
 	wrote      bool
+	// keyed is set when a cluster's key changed (SetClusterFrom): the
+	// summary cache then keeps the new keys.
+	keyed bool
 
 	beforeCAS func() // test hook: runs between building a commit and setting the ref
 
@@ -133,6 +136,9 @@ type clusterSum struct {
 	machines              int
 	created               time.Time
 	conds                 condMarks
+	// from is the caller's key of what the status was made from
+	// (SetClusterFrom); 0 when unknown, as for a file only read.
+	from uint64
 }
 
 // condMark is a condition's status and since when it holds.
@@ -275,7 +281,16 @@ func (w *Writer) wait() error {
 // over its clusters without encoding them, and a cluster set several times
 // between two commits is encoded once. Nothing is committed when it
 // encodes to the same file as what is on the branch or about to be.
-func (w *Writer) SetCluster(c ClusterStatus, o Origin) error {
+func (w *Writer) SetCluster(c ClusterStatus, o Origin) error { return w.SetClusterFrom(c, 0, o) }
+
+// SetClusterFrom is SetCluster for a status made from what the caller's
+// key from (not 0) stands for: the same key means the same status, which
+// MadeFrom then answers without the status being built again. The key is
+// kept with the cluster's summary, in the summary cache too, so it holds
+// across restarts: a restart's first pass builds none of the 10,000
+// statuses it would hand over only for them to encode to the files the
+// branch holds (docs/status.md, "Statuses made from what they were").
+func (w *Writer) SetClusterFrom(c ClusterStatus, from uint64, o Origin) error {
 	if err := w.wait(); err != nil {
 		return err
 	}
@@ -286,8 +301,29 @@ func (w *Writer) SetCluster(c ClusterStatus, o Origin) error {
 	defer w.mu.Unlock()
 	w.stamp(&c)
 	w.stage(ClusterPath(c.Name), change{status: &c}, o)
-	w.setSum(c.Name, writtenSum(c))
+	s := writtenSum(c)
+	s.from = from
+	if prev, ok := w.clusters[c.Name]; from != 0 && (!ok || prev.from != from) {
+		w.keyed = true
+	}
+	w.setSum(c.Name, s)
 	return nil
+}
+
+// MadeFrom reports whether the newest status of cluster name, on the
+// branch or about to be, was set from the key from (SetClusterFrom): a
+// status made from the same would change nothing. With the same key the
+// same status is stamped alike, its conditions' times kept from the
+// newest, so it would encode to the same file. False for key 0, for a
+// cluster whose file someone else wrote, and before the branch is read.
+func (w *Writer) MadeFrom(name string, from uint64) bool {
+	if from == 0 || w.wait() != nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.clusters[name]
+	return ok && s.from == from
 }
 
 // stamp gives c the times the Writer keeps: the cluster's creation, and
@@ -433,6 +469,11 @@ func (w *Writer) encodePending() {
 	for i, p := range todo {
 		c := deferred[i]
 		if c.data == nil {
+			// Not written: no key stands for the file at tip.
+			if s, ok := w.clusters[clusterName(p)]; ok && s.from != 0 {
+				s.from = 0
+				w.clusters[clusterName(p)] = s
+			}
 			continue
 		}
 		base, inOutbox := w.outbox[p]

@@ -475,6 +475,81 @@ func TestWriterSummaryCache(t *testing.T) {
 	}
 }
 
+// TestMadeFromHoldsAcrossRestarts: a cluster set from a key answers
+// MadeFrom for that key only, in the Writer that set it and, through the
+// summary cache, in the next one — also when the status encoded to the
+// file already on the branch and nothing was written. A file someone else
+// changed since answers for no key, nor does a key of 0.
+func TestMadeFromHoldsAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	repo := newRepo(t, dir)
+	opts := Options{Repo: repo, Interval: time.Hour, SumCache: filepath.Join(t.TempDir(), "status-sums")}
+	start := func() *Writer {
+		t.Helper()
+		w := newWriter(t, opts)
+		if err := w.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	dev, prod := cluster("dev-1", 2, "Running"), cluster("prod-1", 3, "Running")
+	w := start()
+	if w.MadeFrom("dev-1", 7) {
+		t.Error("a cluster never set answers MadeFrom")
+	}
+	w.SetClusterFrom(dev, 7, origin)
+	w.SetCluster(prod, origin)
+	if !w.MadeFrom("dev-1", 7) || w.MadeFrom("dev-1", 8) || w.MadeFrom("prod-1", 0) {
+		t.Error("before the commit: MadeFrom does not answer for the key set, or answers for another")
+	}
+	flush(t, w)
+	w.Close()
+
+	w = start()
+	if !w.MadeFrom("dev-1", 7) {
+		t.Error("after a restart: dev-1's key forgotten")
+	}
+	if w.MadeFrom("dev-1", 8) || w.MadeFrom("prod-1", 0) {
+		t.Error("after a restart: MadeFrom answers for a key never set")
+	}
+	// prod-1 set again from a key, encoding to the file it has: nothing
+	// is written, and the key is kept all the same.
+	commits := commitCount(t, dir, branch)
+	w.SetClusterFrom(prod, 9, origin)
+	flush(t, w)
+	if n := commitCount(t, dir, branch); n != commits {
+		t.Fatalf("a status that encodes to the file on the branch was committed (%d commits, want %d)", n, commits)
+	}
+	w.Close()
+	w = start()
+	if !w.MadeFrom("prod-1", 9) || !w.MadeFrom("dev-1", 7) {
+		t.Error("after a restart: the key of a status that changed no file was not kept")
+	}
+	w.Close()
+
+	// Someone else rewrites dev-1's file: no key stands for it.
+	other := dev
+	other.Phase = ClusterFailed
+	data, err := EncodeCluster(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	gitCLI(t, work, "clone", "-q", "-b", branch, dir, ".")
+	if err := os.WriteFile(filepath.Join(work, "clusters", "dev-1.yaml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitCLI(t, work, "commit", "-q", "-am", "by hand")
+	gitCLI(t, work, "push", "-q", "origin", branch)
+	w = start()
+	if w.MadeFrom("dev-1", 7) {
+		t.Error("a file someone else changed answers MadeFrom for the key the Writer set before")
+	}
+	if !w.MadeFrom("prod-1", 9) {
+		t.Error("prod-1's key lost when dev-1's file changed")
+	}
+}
+
 // TestWriterGoesOnAfterGitGC: `git gc` run on the daemon's repository
 // while the writer runs (docs/operations.md advises it for large fleets)
 // packs the trees and blobs the writer keeps by hash and removes their
