@@ -289,7 +289,7 @@ func (w *Writer) SetCluster(c ClusterStatus, o Origin) error { return w.SetClust
 // kept with the cluster's summary, in the summary cache too, so it holds
 // across restarts: a restart's first pass builds none of the 10,000
 // statuses it would hand over only for them to encode to the files the
-// branch holds (docs/status.md, "Statuses made from what they were").
+// branch holds (docs/status.md, "How it is written").
 func (w *Writer) SetClusterFrom(c ClusterStatus, from uint64, o Origin) error {
 	if err := w.wait(); err != nil {
 		return err
