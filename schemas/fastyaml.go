@@ -406,8 +406,36 @@ func (p *fastParser) plain(l []byte, i, end int) *yaml.Node {
 	}
 	n := p.newNode(yaml.ScalarNode, p.li, i)
 	n.Value = v
-	n.Tag = n.ShortTag() // yaml.v3's resolution of a plain scalar
+	n.Tag = plainTag(n)
 	return n
+}
+
+// plainTag is yaml.v3's resolution of the plain scalar n (its ShortTag),
+// without it for what most of a fleet file's scalars are: a word that
+// starts with a letter. yaml.v3 reads a scalar as a string unless its
+// first character may start a number, a bool, a null, an infinity or NaN
+// (+ - . ~ digits and y n t f o, either case); of those starting with a
+// letter, only true, false and null in their three spellings are not
+// strings. Anything else is yaml.v3's to resolve (FuzzFastYAML compares
+// every tag).
+func plainTag(n *yaml.Node) string {
+	switch v := n.Value; v[0] {
+	case '+', '-', '.', '~', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return n.ShortTag()
+	case 't', 'T':
+		if v == "true" || v == "True" || v == "TRUE" {
+			return "!!bool"
+		}
+	case 'f', 'F':
+		if v == "false" || v == "False" || v == "FALSE" {
+			return "!!bool"
+		}
+	case 'n', 'N':
+		if v == "null" || v == "Null" || v == "NULL" {
+			return "!!null"
+		}
+	}
+	return "!!str"
 }
 
 // quoteEnd returns the index of the quote closing the one-line quoted

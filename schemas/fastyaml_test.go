@@ -147,6 +147,10 @@ var fastCases = []string{
 	"a: x\ufeffy\n",
 	"a: \"x\u2029y\"\n",
 	"a: x\u00a0y\n",
+	// Plain scalars whose tag is not a string's, and their near misses.
+	"a: [true, True, TRUE, tRUE, truex, t]\nb: [false, False, FALSE, fALSE, f, fa]\n",
+	"c: [null, Null, NULL, nULL, nil, n, No, NO, no, yes, Yes, on, On, off, y, ~]\n",
+	"d: [Tru, F, N, O, Y, ten, nodes, Ön, .5, .inf, -.inf, +1, 0x1F, 0o17, 1_000, 1e3]\ne: 12:30\n",
 }
 
 // On the fixtures and the cases above, fastYAML either reads what yaml.v3
@@ -167,7 +171,8 @@ func TestFastYAMLReadsAsYAMLv3(t *testing.T) {
 	for _, c := range fastCases {
 		checkFast(t, []byte(c))
 	}
-	for _, c := range []string{fastCases[0], fastCases[2], fastCases[3], fastCases[4], fastCases[5], fastCases[6], string(fixtures.GeneratedCluster(7, "v1.31.2"))} {
+	plain := fastCases[len(fastCases)-3:] // the plain scalars' tags, above
+	for _, c := range append([]string{fastCases[0], fastCases[2], fastCases[3], fastCases[4], fastCases[5], fastCases[6], string(fixtures.GeneratedCluster(7, "v1.31.2"))}, plain...) {
 		if _, ok := fastYAML([]byte(c)); !ok {
 			t.Errorf("fastYAML declined a plain fleet file:\n%s", c)
 		}
