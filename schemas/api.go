@@ -115,7 +115,12 @@ func NewLines(fields []FieldPos) Lines {
 	fields = slices.Clone(fields)
 	slices.SortStableFunc(fields, func(a, b FieldPos) int { return strings.Compare(a.Field, b.Field) })
 	fields = slices.CompactFunc(fields, func(a, b FieldPos) bool { return a.Field == b.Field })
-	var b []byte
+	return encodeLines(fields)
+}
+
+// encodeLines is the Lines of fields sorted by field, each once.
+func encodeLines(fields []FieldPos) Lines {
+	b := make([]byte, 0, 16*len(fields))
 	prev := ""
 	for _, f := range fields {
 		n := 0
@@ -279,5 +284,7 @@ func newLines(m map[string]Pos) Lines {
 	for f, p := range m {
 		l = append(l, FieldPos{f, int32(p.Line), int32(p.Col)})
 	}
-	return NewLines(l)
+	// A map's fields are each once: no stable sort, no copy, no compaction.
+	slices.SortFunc(l, func(a, b FieldPos) int { return strings.Compare(a.Field, b.Field) })
+	return encodeLines(l)
 }

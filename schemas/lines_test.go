@@ -143,3 +143,28 @@ func BenchmarkLinesAt(b *testing.B) {
 		}
 	}
 }
+
+// TestLinesOfAMapAreNewLines: a document's positions, kept as a map by the
+// parser and encoded without NewLines' copy and stable sort, encode to
+// what NewLines makes of the same fields.
+func TestLinesOfAMapAreNewLines(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	parts := []string{"spec", "topology", "workers", "machineDeployments[0]", "machineDeployments[1]", "name", "class", "a", "ab", "metadata"}
+	for range 500 {
+		m := map[string]Pos{}
+		for range r.IntN(40) {
+			var p []string
+			for range 1 + r.IntN(4) {
+				p = append(p, parts[r.IntN(len(parts))])
+			}
+			m[strings.Join(p, ".")] = Pos{Line: r.IntN(100), Col: r.IntN(20)}
+		}
+		var fields []FieldPos
+		for f, p := range m {
+			fields = append(fields, FieldPos{f, int32(p.Line), int32(p.Col)})
+		}
+		if got, want := newLines(m), NewLines(fields); got != want {
+			t.Fatalf("positions %v: newLines encodes %q, NewLines %q", m, got.enc, want.enc)
+		}
+	}
+}

@@ -143,7 +143,6 @@ func (s *shapes) walk(sh *shape, value any, p string, report func(field, key str
 			return // a type error; CUE reports it
 		}
 		for k, x := range v { // errors are sorted by position later
-			fp := joinField(p, k)
 			sub, ok := sh.fields[k]
 			if sh.template && k == "spec" {
 				prov, _ := v["provider"].(string)
@@ -151,17 +150,30 @@ func (s *shapes) walk(sh *shape, value any, p string, report func(field, key str
 			}
 			if !ok {
 				if !sh.open {
-					report(fp, k, sh)
+					report(joinField(p, k), k, sh)
 				}
 				continue
 			}
-			s.walk(sub, x, fp, report)
+			if isContainer(x) { // a scalar has no field to walk: no path made
+				s.walk(sub, x, joinField(p, k), report)
+			}
 		}
 	case []any:
 		for i, x := range v {
-			s.walk(sh.elem, x, fmt.Sprintf("%s[%d]", p, i), report)
+			if isContainer(x) {
+				s.walk(sh.elem, x, internPath(p, "", i), report)
+			}
 		}
 	}
+}
+
+// isContainer reports whether x is a map or a list, which walk goes into.
+func isContainer(x any) bool {
+	switch x.(type) {
+	case map[string]any, []any:
+		return true
+	}
+	return false
 }
 
 func keys[V any](m map[string]V) []string {
