@@ -3,7 +3,6 @@ package reconciler
 import (
 	"fmt"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -128,7 +127,7 @@ func clusterHead(ps planner.ClusterStatus) status.ClusterStatus {
 }
 
 // machineStatuses are the status file's entries of a cluster's machines,
-// by name (as machineList keeps them).
+// by name: machineList keeps them in that order (find searches it).
 func machineStatuses(ms machineList) []status.MachineStatus {
 	if len(ms) == 0 {
 		return nil
@@ -137,7 +136,6 @@ func machineStatuses(ms machineList) []status.MachineStatus {
 	for _, m := range ms {
 		out = append(out, machineStatus(m.rec))
 	}
-	slices.SortFunc(out, func(a, b status.MachineStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

@@ -315,7 +315,8 @@ func (w *Writer) SetClusterFrom(c ClusterStatus, from uint64, o Origin) error {
 // status made from the same would change nothing. With the same key the
 // same status is stamped alike, its conditions' times kept from the
 // newest, so it would encode to the same file. False for key 0, for a
-// cluster whose file someone else wrote, and before the branch is read.
+// cluster whose file someone else wrote, and when the branch could not be
+// read (it waits for the branch, as every method does).
 func (w *Writer) MadeFrom(name string, from uint64) bool {
 	if from == 0 || w.wait() != nil {
 		return false
