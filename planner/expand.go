@@ -66,9 +66,10 @@ func ExpandReusing(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 	// Clusters expand independently, reading the fleet and writing their
 	// own expansion: a class change's thousands run on every core.
 	inParallel(len(todo), func(lo, hi int) {
+		memo := templateMemo{}
 		for _, i := range todo[lo:hi] {
 			c := fleet.Clusters[i]
-			d.Clusters[i] = expandCluster(fleet, c, d.byClass[c.Spec.Topology.ClassRef.Name])
+			d.Clusters[i] = expandCluster(fleet, c, d.byClass[c.Spec.Topology.ClassRef.Name], memo)
 			if inputs != nil {
 				d.Clusters[i].inputs = inputs[i]
 			}
@@ -173,7 +174,7 @@ func expandChanged(prev *Desired, fleet *v1alpha1.Fleet, key func(kind, name str
 		if prev.named(names[i]).inputs.class != in.class {
 			return nil, nil, false // another class, or the class changed
 		}
-		dc := expandCluster(fleet, c, d.byClass[class])
+		dc := expandCluster(fleet, c, d.byClass[class], nil)
 		dc.inputs = in
 		d.byName.Set(dc.Name, dc)
 		at, _ := slices.BinarySearchFunc(d.Clusters, dc.Name, func(e *DesiredCluster, n string) int { return strings.Compare(e.Name, n) })
@@ -253,7 +254,9 @@ func expandClass(cc *v1alpha1.ClusterClass) *DesiredClass {
 	return dc
 }
 
-func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredClass) *DesiredCluster {
+// expandCluster is cluster c's desired state; memo is the worker's memo of
+// the templates it made (nil: none).
+func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredClass, memo templateMemo) *DesiredCluster {
 	t := c.Spec.Topology
 	dc := &DesiredCluster{
 		Name: c.Metadata.Name, Class: t.ClassRef.Name, Labels: c.Metadata.Labels, Paused: c.Spec.Paused,
@@ -285,7 +288,7 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		dc.Problems = append(dc.Problems, problemf(c.Source, "spec.topology.controlPlane.replicas",
 			"%d control-plane machines cannot keep etcd quorum safely; use an odd number like 1, 3 or 5", cpReplicas))
 	}
-	cpt := applyPatches(cc, c, cc.Spec.ControlPlane.MachineTemplate, patch.Target{ControlPlane: true}, &dc.Problems)
+	cpt := memo.template(cc, c, cc.Spec.ControlPlane.MachineTemplate, patch.Target{ControlPlane: true}, &dc.Problems)
 	dc.ControlPlane = newPool(dc, "", wire.RoleControlPlane, cpReplicas, dc.Version, cpt, "",
 		Strategy{Type: v1alpha1.StrategyRollingUpdate, MaxSurge: 1}, c.Source, "spec.topology.controlPlane.replicas",
 		cc.Spec.ControlPlane.Metadata, t.ControlPlane.Metadata)
@@ -311,7 +314,7 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 			strat = v1alpha1.StrategyOf(mdc.Rollout)
 		}
 		s := resolveStrategy(strat, replicas)
-		tpl := applyPatches(cc, c, mdc.Template, patch.Target{MachineDeployment: &t.Workers.MachineDeployments[i]}, &dc.Problems)
+		tpl := memo.template(cc, c, mdc.Template, patch.Target{MachineDeployment: &t.Workers.MachineDeployments[i]}, &dc.Problems)
 		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas",
 			mdc.Metadata, md.Metadata)
 		pool.setLifecycle(firstOf(md.Rollout, mdc.Rollout), firstOf(md.Deletion, mdc.Deletion), firstOf(md.MinReadySeconds, mdc.MinReadySeconds),
@@ -403,13 +406,10 @@ func topologyHealth(name string, labels map[string]string, class *v1alpha1.Healt
 // newPool makes a pool; meta are the metadata written for its machines, the
 // class's first, each later one's keys over the earlier ones', gitfleet's
 // own labels over all.
-func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver string, tpl v1alpha1.MachineTemplate, fd string, s Strategy, src v1alpha1.Source, field string, meta ...v1alpha1.MachineMetadata) Pool {
-	spec, err := wire.MarshalJSON(tpl.Spec)
-	if err != nil {
-		dc.Problems = append(dc.Problems, problemf(src, field, "machine spec cannot be written as JSON: %v", err))
-	}
-	if tpl.Spec == nil {
-		spec = nil
+func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver string, tpl poolTemplate, fd string, s Strategy, src v1alpha1.Source, field string, meta ...v1alpha1.MachineMetadata) Pool {
+	spec := tpl.spec
+	if tpl.err != nil {
+		dc.Problems = append(dc.Problems, problemf(src, field, "machine spec cannot be written as JSON: %v", tpl.err))
 	}
 	labels := map[string]string{}
 	var annotations map[string]string
@@ -440,7 +440,7 @@ func newPool(dc *DesiredCluster, name string, role wire.Role, replicas int, ver 
 		dc.Problems = append(dc.Problems, problemf(src, at, "the machines of %s would carry %d KiB of spec, labels and annotations (after the class's patches); at most %d KiB fit in a task: keep large data out of machine templates",
 			what, (n+1023)>>10, wire.MaxMachineBytes>>10))
 	}
-	p := Pool{Name: name, Role: role, Replicas: replicas, Version: ver, Provider: tpl.Provider, Spec: spec,
+	p := Pool{Name: name, Role: role, Replicas: replicas, Version: ver, Provider: tpl.provider, Spec: spec,
 		FailureDomain: fd, Strategy: s, Labels: labels, Annotations: annotations, Source: src, ReplicasField: field}
 	p.TemplateHash = p.hashAt(ver)
 	return p
@@ -607,7 +607,7 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, expanding func
 			dc.Problems = append(dc.Problems, problemf(md.Source, "spec.version",
 				"%s is newer than the cluster's control plane (%s); workers are never newer than the control plane: set %s or older, or upgrade the cluster first", ver, dc.Version, dc.Version))
 		}
-		p := newPool(dc, md.Metadata.Name, wire.RoleWorker, replicas, ver, md.Spec.Template, md.Spec.FailureDomain,
+		p := newPool(dc, md.Metadata.Name, wire.RoleWorker, replicas, ver, templateOf(md.Spec.Template), md.Spec.FailureDomain,
 			resolveStrategy(v1alpha1.StrategyOf(md.Spec.Rollout), replicas), md.Source, "spec.replicas")
 		p.setLifecycle(md.Spec.Rollout, md.Spec.Deletion, md.Spec.MinReadySeconds, md.Spec.MachineNaming)
 		p.setAutoscale(md.Metadata.Annotations, md.Spec.Replicas, md.Source, "metadata", &dc.Problems)

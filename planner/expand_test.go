@@ -57,6 +57,69 @@ func TestExpandResolvesTemplate(t *testing.T) {
 	}
 }
 
+// TestClustersAlikeShareTheirTemplate: a class's clusters are expanded on
+// every core, each worker patching a template once for the clusters whose
+// patches read the same values (patch.InputKey). Each of 400 clusters of
+// one class, with a size of their own or one shared with others, or one
+// that a patch cannot read, gets its own template and hash, the problem
+// names the cluster it is about, and clusters alike share their spec's
+// JSON.
+func TestClustersAlikeShareTheirTemplate(t *testing.T) {
+	class := testClass("v1.30.2")
+	class.Spec.Variables = []v1alpha1.ClassVariable{{Name: "size", Default: map[string]any{"n": 1}}}
+	class.Spec.Patches = []v1alpha1.ClassPatch{workerPatch("size", "default", fromVar("/spec/n", "size.n"))}
+	f := testFleet(class)
+	want := map[string]string{}
+	var wantProblems []string
+	for i := range 400 {
+		c := testCluster(fmt.Sprintf("c%03d", i), 3, 2)
+		switch {
+		case i%7 == 0: // a number, which has no field n
+			c.Spec.Topology.Variables = []v1alpha1.ClusterVariable{{Name: "size", Value: 5}}
+			want[c.Metadata.Name] = `{"cpus":4}`
+			wantProblems = append(wantProblems, c.Metadata.Name)
+		case i%5 == 0: // the class's default
+			want[c.Metadata.Name] = `{"cpus":4,"n":1}`
+		default:
+			c.Spec.Topology.Variables = []v1alpha1.ClusterVariable{{Name: "size", Value: map[string]any{"n": i % 3}}}
+			want[c.Metadata.Name] = fmt.Sprintf(`{"cpus":4,"n":%d}`, i%3)
+		}
+		f.Clusters = append(f.Clusters, c)
+	}
+	d, probs := Expand(f)
+	var named []string
+	for _, p := range probs {
+		if !strings.Contains(p.Error(), "valueFrom.variable") {
+			t.Errorf("unexpected problem: %v", p)
+			continue
+		}
+		name := strings.Fields(p.Error()[strings.Index(p.Error(), "for cluster ")+len("for cluster "):])[0]
+		named = append(named, strings.TrimSuffix(name, ":"))
+	}
+	if d := cmp.Diff(wantProblems, named); d != "" {
+		t.Errorf("clusters named by the patch's problems (-want +got):\n%s", d)
+	}
+	hashes := map[string]string{}
+	for _, dc := range d.Clusters {
+		md := dc.Deployments[0]
+		if got := string(md.Spec); got != want[dc.Name] {
+			t.Errorf("%s: spec %s, want %s", dc.Name, got, want[dc.Name])
+		}
+		if h, ok := hashes[string(md.Spec)]; ok && h != md.TemplateHash {
+			t.Errorf("%s: hash %s for a spec hashed %s before", dc.Name, md.TemplateHash, h)
+		}
+		hashes[string(md.Spec)] = md.TemplateHash
+	}
+	if len(hashes) != 4 {
+		t.Errorf("%d template hashes, want 4 (n absent, 0, 1, 2)", len(hashes))
+	}
+	// c001 and c004 both set n 1, in the same worker's share.
+	a, b := d.Cluster("c001").Deployments[0].Spec, d.Cluster("c004").Deployments[0].Spec
+	if &a[0] != &b[0] {
+		t.Error("clusters alike do not share their template's JSON")
+	}
+}
+
 func TestTemplateHashChangesExactlyWhenReplaced(t *testing.T) {
 	hash := func(mut func(*v1alpha1.Fleet)) string {
 		f := testFleet(testClass("v1.30.2"), testCluster("c1", 3, 2))

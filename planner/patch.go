@@ -5,6 +5,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // checkVariables reports a required variable with neither a cluster value
@@ -29,15 +30,63 @@ func checkVariables(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, problems *[]
 	}
 }
 
-// applyPatches returns a copy of the target's template with the class's
-// patches applied, in order, over cluster c's variables and builtins.
-func applyPatches(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, tpl v1alpha1.MachineTemplate, t patch.Target, problems *[]Problem) v1alpha1.MachineTemplate {
-	if !patch.Touches(cc, t) {
-		return tpl
+// poolTemplate is a machine template as a pool takes it: its provider, its
+// spec as JSON (nil for none) and why the spec could not be written as
+// JSON, if it could not.
+type poolTemplate struct {
+	provider string
+	spec     []byte
+	err      error
+}
+
+func templateOf(tpl v1alpha1.MachineTemplate) poolTemplate {
+	if tpl.Spec == nil {
+		return poolTemplate{provider: tpl.Provider}
 	}
-	out, _, errs := patch.Apply(cc, tpl, t, patch.Variables(cc, c, t))
-	for _, e := range errs {
+	spec, err := wire.MarshalJSON(tpl.Spec)
+	return poolTemplate{provider: tpl.Provider, spec: spec, err: err}
+}
+
+// templateMemo remembers, for one expansion worker, the templates it made
+// of a class's: clusters of a class whose patches read the same inputs
+// (patch.InputKey) get the same template, so a class change at 10,000
+// clusters patches and encodes each template once a worker, not once a
+// cluster, and their pools share its JSON. A nil memo remembers nothing.
+type templateMemo map[templateKey]madeTemplate
+
+type templateKey struct {
+	cc *v1alpha1.ClusterClass
+	in string
+}
+
+type madeTemplate struct {
+	pt   poolTemplate
+	errs []patch.Error
+}
+
+// template is the target's template for cluster c, with the class's
+// patches applied in order over c's variables and builtins; what a patch
+// could not do becomes a problem naming c.
+func (m templateMemo) template(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, tpl v1alpha1.MachineTemplate, t patch.Target, problems *[]Problem) poolTemplate {
+	var key templateKey
+	ok := false
+	if m != nil {
+		key.cc = cc
+		key.in, ok = patch.InputKey(cc, c, t)
+	}
+	made, hit := m[key]
+	if !ok || !hit {
+		out := tpl
+		if patch.Touches(cc, t) {
+			out, _, made.errs = patch.Apply(cc, tpl, t, patch.Variables(cc, c, t))
+		}
+		made.pt = templateOf(out)
+		if ok {
+			m[key] = made
+		}
+	}
+	for _, e := range made.errs {
 		*problems = append(*problems, problemf(cc.Source, e.Field, "for cluster %s: %v", c.Metadata.Name, e.Err))
 	}
-	return out
+	return made.pt
 }

@@ -250,6 +250,9 @@ type checker struct {
 	vars   *variables
 	// findings are patched template fields providers refuse (templates.go).
 	findings []patchFinding
+	// templates are the findings of templates patched before, for
+	// clusters alike (templates.go).
+	templates map[templateCheck][]patchFinding
 	// clusterAt is the index among the objects of each of the fleet's
 	// clusters, in the order of fleet.Clusters (set by fleet).
 	clusterAt []int32

@@ -120,6 +120,44 @@ spec:
 	}
 }
 
+// TestPatchedTemplatesOfClustersAlike: a checker patches and checks a
+// template once for the clusters whose patches read the same values
+// (patch.InputKey) and names each of them: 600 clusters over three
+// checkers, four values of which two are refused.
+func TestPatchedTemplatesOfClustersAlike(t *testing.T) {
+	class, errs := ParseFile(File{Path: "classes/c.yaml", Data: []byte(header + `kind: ClusterClass
+metadata: {name: c}
+spec:
+  controlPlane: {machineTemplate: {provider: inmemory}}
+  workers: {machineDeployments: [{class: w, template: {provider: inmemory}}]}
+  variables:
+    - {name: failures}
+  patches:
+    - name: flaky
+      definitions:
+        - selector: {matchResources: {machineDeploymentClass: {names: [w]}}}
+          jsonPatches:
+            - {op: add, path: /spec/failureRate, valueFrom: {variable: failures}}
+            - {op: add, path: /spec/provisioningDelai, value: 1s}
+`)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	values := map[string]string{}
+	for i := range 600 {
+		values[fmt.Sprintf("c%03d", i)] = []string{"0.5", "2", "3", "0"}[i%4]
+	}
+	_, errs = Check(append(class, clustersOfC(t, "failures", values, "    workers: {machineDeployments: [{class: w, name: md}]}\n")...), nil)
+	want := []string{
+		`classes/c.yaml:14:15: spec.patches[0].definitions[0].jsonPatches[0]: patch "flaky" sets spec.failureRate to 2 (variable failures) for clusters c001, c005, c009 and 147 more, which provider inmemory's spec refuses: is not a failure rate between 0 and 1`,
+		`classes/c.yaml:14:15: spec.patches[0].definitions[0].jsonPatches[0]: patch "flaky" sets spec.failureRate to 3 (variable failures) for clusters c002, c006, c010 and 147 more, which provider inmemory's spec refuses: is not a failure rate between 0 and 1`,
+		`classes/c.yaml:15:25: spec.patches[0].definitions[0].jsonPatches[1].path: patch "flaky" sets spec.provisioningDelai for clusters c000, c001, c002 and 597 more, but provider inmemory's spec has no field "provisioningDelai" (did you mean "provisioningDelay"?); it allows: failureRate, provisioningDelay, provisioningDelayMax`,
+	}
+	if d := cmp.Diff(want, errLines(errs)); d != "" {
+		t.Errorf("errors (-want +got):\n%s", d)
+	}
+}
+
 // TestPatchedHeartbeatIsBounded: a heartbeat interval under
 // wire.MinHeartbeatInterval written by a patch is refused like one written
 // in the class, naming the cluster whose variable asks for it.

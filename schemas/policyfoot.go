@@ -2,8 +2,6 @@ package schemas
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +9,8 @@ import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/literal"
 	"cuelang.org/go/cue/parser"
+
+	"github.com/gitfleet/gitfleet/internal/valuekey"
 )
 
 // A policy's verdict on a document depends only on the places of the
@@ -395,50 +395,10 @@ func (fp *footprint) key(b []byte, x any) ([]byte, bool) {
 	return b, len(b) <= maxProjectionKey
 }
 
+// canonical is the key of a whole value (internal/valuekey), up to
+// maxProjectionKey.
 func canonical(b []byte, x any) ([]byte, bool) {
-	if len(b) > maxProjectionKey {
-		return b, false
-	}
-	switch v := x.(type) {
-	case nil:
-		return append(b, 'n'), true
-	case bool:
-		if v {
-			return append(b, 't'), true
-		}
-		return append(b, 'f'), true
-	case int64:
-		return binary.BigEndian.AppendUint64(append(b, 'i'), uint64(v)), true
-	case float64:
-		return binary.BigEndian.AppendUint64(append(b, 'd'), math.Float64bits(v)), true
-	case string:
-		return append(binary.AppendUvarint(append(b, 's'), uint64(len(v))), v...), true
-	case []any:
-		b = binary.AppendUvarint(append(b, 'l'), uint64(len(v)))
-		for _, e := range v {
-			var ok bool
-			if b, ok = canonical(b, e); !ok {
-				return b, false
-			}
-		}
-		return b, true
-	case map[string]any:
-		names := make([]string, 0, len(v))
-		for k := range v {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		b = binary.AppendUvarint(append(b, 'm'), uint64(len(v)))
-		for _, k := range names {
-			b = append(binary.AppendUvarint(b, uint64(len(k))), k...)
-			var ok bool
-			if b, ok = canonical(b, v[k]); !ok {
-				return b, false
-			}
-		}
-		return b, true
-	}
-	return b, false
+	return valuekey.Append(b, x, maxProjectionKey)
 }
 
 // policyAccepts remembers the projections a policy accepted, by the policy's

@@ -48,19 +48,24 @@ func (c *checker) checkTemplates(cl *v1alpha1.Cluster, class *v1alpha1.ClusterCl
 		if !patch.Touches(class, t) {
 			return // nothing applies: the template is the class's, checked with it
 		}
-		out, applied, errs := patch.Apply(class, tpl, t, patch.Variables(class, cl, t))
-		for _, e := range errs {
-			c.findings = append(c.findings, patchFinding{class: classObj, set: e.Applied, field: e.Field, failed: e.Err.Error(), cluster: cl.Metadata.Name})
-		}
-		if len(applied) == 0 {
-			return
-		}
-		for _, v := range c.vars.specViolations(out) {
-			a, ok := blame(applied, v.field)
-			if !ok {
-				continue // not written by a patch: reported on the class itself
+		// Clusters alike (patch.InputKey) get the same findings: a class
+		// change at 10,000 clusters patches and checks each template once
+		// a checker, not once a cluster.
+		in, keyed := patch.InputKey(class, cl, t)
+		key := templateCheck{class: class, in: in}
+		found, ok := c.templates[key]
+		if !keyed || !ok {
+			found = c.findingsOf(classObj, class, cl, tpl, t)
+			if keyed {
+				if c.templates == nil {
+					c.templates = map[templateCheck][]patchFinding{}
+				}
+				c.templates[key] = found
 			}
-			c.findings = append(c.findings, patchFinding{class: classObj, set: a, field: v.field, unknown: v.unknown, msg: v.msg, cluster: cl.Metadata.Name})
+		}
+		for _, f := range found {
+			f.cluster = cl.Metadata.Name
+			c.findings = append(c.findings, f)
 		}
 	}
 	check(class.Spec.ControlPlane.MachineTemplate, patch.Target{ControlPlane: true})
@@ -69,6 +74,34 @@ func (c *checker) checkTemplates(cl *v1alpha1.Cluster, class *v1alpha1.ClusterCl
 			check(w.Template, patch.Target{MachineDeployment: &cl.Spec.Topology.Workers.MachineDeployments[i]})
 		}
 	}
+}
+
+// templateCheck keys what checkTemplates found for a target of a class's
+// clusters alike (patch.InputKey).
+type templateCheck struct {
+	class *v1alpha1.ClusterClass
+	in    string
+}
+
+// findingsOf is what applying class's patches to target t's template for
+// cluster cl finds, naming no cluster.
+func (c *checker) findingsOf(classObj *Object, class *v1alpha1.ClusterClass, cl *v1alpha1.Cluster, tpl v1alpha1.MachineTemplate, t patch.Target) []patchFinding {
+	var found []patchFinding
+	out, applied, errs := patch.Apply(class, tpl, t, patch.Variables(class, cl, t))
+	for _, e := range errs {
+		found = append(found, patchFinding{class: classObj, set: e.Applied, field: e.Field, failed: e.Err.Error()})
+	}
+	if len(applied) == 0 {
+		return found
+	}
+	for _, v := range c.vars.specViolations(out) {
+		a, ok := blame(applied, v.field)
+		if !ok {
+			continue // not written by a patch: reported on the class itself
+		}
+		found = append(found, patchFinding{class: classObj, set: a, field: v.field, unknown: v.unknown, msg: v.msg})
+	}
+	return found
 }
 
 // blame returns the last JSON patch that wrote field, a field inside it or

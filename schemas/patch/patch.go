@@ -9,6 +9,7 @@ package patch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"regexp"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/Masterminds/sprig/v3"
 	"gopkg.in/yaml.v3"
 
+	"github.com/gitfleet/gitfleet/internal/valuekey"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
@@ -266,6 +268,40 @@ func Touches(cc *v1alpha1.ClusterClass, t Target) bool {
 		}
 	}
 	return false
+}
+
+// InputKey is a key of what Apply reads of cluster c for target t, beyond
+// the class cc and its template for t: for one class, two targets of equal
+// keys get equal results from Apply, so that a caller patching a class's
+// clusters one by one (a class bump of 10,000) may patch each template once
+// for all the clusters alike. A target no patch touches has the key of its
+// kind alone; one that is patched has its class variables too (the
+// cluster's values, as written: a key, not a canonical form, so clusters
+// that list the same values in another order only miss). ok is false when
+// there is no such key: a patch may read the builtin variables, which name
+// the cluster, or a value is of a type internal/valuekey does not know.
+func InputKey(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, t Target) (key string, ok bool) {
+	var b []byte
+	switch {
+	case t.ControlPlane:
+		b = append(b, 'c')
+	case t.MachineDeployment != nil:
+		b = valuekey.AppendString(append(b, 'm'), t.MachineDeployment.Class)
+	}
+	if !Touches(cc, t) {
+		return string(b), true
+	}
+	if readsBuiltin(cc) {
+		return "", false
+	}
+	vs := c.Spec.Topology.Variables
+	b = binary.AppendUvarint(append(b, 'v'), uint64(len(vs)))
+	for _, v := range vs {
+		if b, ok = valuekey.Append(valuekey.AppendString(b, v.Name), v.Value, 0); !ok {
+			return "", false
+		}
+	}
+	return string(b), true
 }
 
 // Apply returns a copy of tpl with the class's patches applied in

@@ -359,3 +359,100 @@ func TestClassVariablesTakesDeclaredOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestInputKeyDecidesApply: clusters whose keys are equal get equal
+// patched templates, errors and applied patches, over values of every type
+// YAML gives and pairs a careless key would confuse (8 and "8", lists
+// that join to the same text, a map's keys against its values); a cluster
+// written again the same way gets the same key; and a class whose patches
+// may read the builtin variables, which name the cluster, has none.
+func TestInputKeyDecidesApply(t *testing.T) {
+	objs, errs := schemas.ParseFile(schemas.File{Path: "classes/standard.yaml", Data: []byte(class(variables, worker("p", "", `            - {op: add, path: /spec/cpus, valueFrom: {variable: cpus}}
+            - {op: add, path: /spec/pss, valueFrom: {variable: pss}}
+            - {op: add, path: /spec/disks/0, valueFrom: {variable: cpus}}
+`)))})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	cc := objs[0].Value.(*v1alpha1.ClusterClass)
+	values := []any{nil, true, false, "true", 8, int64(8), uint64(8), 8.0, 8.5, "8", "", "a:1",
+		[]any{"as", "c"}, []any{"a", "sc"}, []any{}, []any{nil}, []any{[]any{}},
+		map[string]any{"a": "s"}, map[string]any{"as": ""}, map[string]any{"a": map[string]any{}}, map[string]any{}}
+	type made struct {
+		key     string
+		out     string
+		applied int
+		errs    string
+	}
+	var all []made
+	for i, cpus := range values {
+		for _, pss := range []any{"restricted", []any{"ab", "c"}} {
+			for _, order := range []bool{false, true} {
+				vs := []v1alpha1.ClusterVariable{{Name: "cpus", Value: cpus}, {Name: "pss", Value: pss}}
+				if order {
+					vs[0], vs[1] = vs[1], vs[0]
+				}
+				c := &v1alpha1.Cluster{}
+				c.Spec.Topology.Variables = vs
+				md := v1alpha1.MachineDeploymentTopology{Class: "w", Name: fmt.Sprintf("md-%d", i)}
+				target := patch.Target{MachineDeployment: &md}
+				key, ok := patch.InputKey(cc, c, target)
+				if !ok {
+					t.Fatalf("cpus %#v: no key", cpus)
+				}
+				again := &v1alpha1.Cluster{}
+				again.Spec.Topology.Variables = append([]v1alpha1.ClusterVariable(nil), vs...)
+				if k, _ := patch.InputKey(cc, again, target); k != key {
+					t.Errorf("cpus %#v: the same cluster written again has key %q, not %q", cpus, k, key)
+				}
+				out, applied, failed := patch.Apply(cc, cc.Spec.Workers.MachineDeployments[0].Template, target, patch.Variables(cc, c, target))
+				spec, err := json.Marshal(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, made{key, string(spec), len(applied), fmt.Sprint(failed)})
+			}
+		}
+	}
+	distinct := map[string]bool{}
+	for i, a := range all {
+		distinct[a.key] = true
+		for _, b := range all[:i] {
+			if a.key == b.key && (a.out != b.out || a.applied != b.applied || a.errs != b.errs) {
+				t.Errorf("key %q for two clusters patched apart:\n%s %d %s\n%s %d %s", a.key, a.out, a.applied, a.errs, b.out, b.applied, b.errs)
+			}
+		}
+	}
+	// Each value and order is its own key: the variables as written.
+	if len(distinct) != len(all) {
+		t.Errorf("%d keys for %d clusters written apart", len(distinct), len(all))
+	}
+
+	for _, tc := range []struct {
+		name, patches string
+		keyed         bool
+	}{
+		{"a builtin path", worker("p", "", `            - {op: add, path: /spec/name, valueFrom: {variable: builtin.cluster.name}}
+`), false},
+		{"a template", worker("p", "", `            - {op: add, path: /spec/memory, valueFrom: {template: "{{ .cpus }}Gi"}}
+`), false},
+		{"a literal", worker("p", "", `            - {op: add, path: /spec/gpu, value: a100}
+`), true},
+	} {
+		objs, errs := schemas.ParseFile(schemas.File{Path: "classes/standard.yaml", Data: []byte(class(variables, tc.patches))})
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", tc.name, errs)
+		}
+		cc := objs[0].Value.(*v1alpha1.ClusterClass)
+		c := &v1alpha1.Cluster{}
+		md := v1alpha1.MachineDeploymentTopology{Class: "w", Name: "md-0"}
+		if _, ok := patch.InputKey(cc, c, patch.Target{MachineDeployment: &md}); ok != tc.keyed {
+			t.Errorf("%s: keyed %v, want %v", tc.name, ok, tc.keyed)
+		}
+		// The control plane, which no patch touches, is the class's
+		// template whatever the cluster.
+		if k, ok := patch.InputKey(cc, c, patch.Target{ControlPlane: true}); !ok || k == "" {
+			t.Errorf("%s: control plane keyed %v, %q", tc.name, ok, k)
+		}
+	}
+}
