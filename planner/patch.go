@@ -68,20 +68,18 @@ type madeTemplate struct {
 // patches applied in order over c's variables and builtins; what a patch
 // could not do becomes a problem naming c.
 func (m templateMemo) template(cc *v1alpha1.ClusterClass, c *v1alpha1.Cluster, tpl v1alpha1.MachineTemplate, t patch.Target, problems *[]Problem) poolTemplate {
-	var key templateKey
-	ok := false
+	key, keyed := templateKey{cc: cc}, false
 	if m != nil {
-		key.cc = cc
-		key.in, ok = patch.InputKey(cc, c, t)
+		key.in, keyed = patch.InputKey(cc, c, t)
 	}
 	made, hit := m[key]
-	if !ok || !hit {
-		out := tpl
+	if !keyed || !hit {
+		out, errs := tpl, []patch.Error(nil)
 		if patch.Touches(cc, t) {
-			out, _, made.errs = patch.Apply(cc, tpl, t, patch.Variables(cc, c, t))
+			out, _, errs = patch.Apply(cc, tpl, t, patch.Variables(cc, c, t))
 		}
-		made.pt = templateOf(out)
-		if ok {
+		made = madeTemplate{pt: templateOf(out), errs: errs}
+		if keyed {
 			m[key] = made
 		}
 	}

@@ -84,6 +84,16 @@ func worker(name, extra, ops string) string {
 ` + ops
 }
 
+// parsedClass is class(variables, patches), parsed.
+func parsedClass(t *testing.T, patches string) *v1alpha1.ClusterClass {
+	t.Helper()
+	objs, errs := schemas.ParseFile(schemas.File{Path: "classes/standard.yaml", Data: []byte(class(variables, patches))})
+	if len(errs) > 0 {
+		t.Fatalf("class: %v", errs)
+	}
+	return objs[0].Value.(*v1alpha1.ClusterClass)
+}
+
 // TestEngineGolden applies one class patch at a time to the worker template
 // of dev-1's md-0 (and, for the control-plane case, to the control plane's)
 // and writes the template, what was applied and what failed, one case
@@ -305,12 +315,8 @@ func TestBuiltinOnlyWhenRead(t *testing.T) {
 		{"enabledIf", worker("p", "      enabledIf: '{{ .proxy }}'\n", `            - {op: add, path: /spec/gpu, value: a100}
 `), true},
 	} {
-		objs, errs := schemas.ParseFile(schemas.File{Path: "classes/standard.yaml", Data: []byte(class(variables, tc.patches))})
-		if len(errs) > 0 {
-			t.Fatalf("%s: class: %v", tc.name, errs)
-		}
-		cc := objs[0].Value.(*v1alpha1.ClusterClass)
-		objs, errs = schemas.ParseFile(schemas.File{Path: "clusters/dev-1.yaml", Data: []byte(cluster)})
+		cc := parsedClass(t, tc.patches)
+		objs, errs := schemas.ParseFile(schemas.File{Path: "clusters/dev-1.yaml", Data: []byte(cluster)})
 		if len(errs) > 0 {
 			t.Fatalf("%s: cluster: %v", tc.name, errs)
 		}
@@ -367,14 +373,10 @@ func TestClassVariablesTakesDeclaredOnly(t *testing.T) {
 // written again the same way gets the same key; and a class whose patches
 // may read the builtin variables, which name the cluster, has none.
 func TestInputKeyDecidesApply(t *testing.T) {
-	objs, errs := schemas.ParseFile(schemas.File{Path: "classes/standard.yaml", Data: []byte(class(variables, worker("p", "", `            - {op: add, path: /spec/cpus, valueFrom: {variable: cpus}}
+	cc := parsedClass(t, worker("p", "", `            - {op: add, path: /spec/cpus, valueFrom: {variable: cpus}}
             - {op: add, path: /spec/pss, valueFrom: {variable: pss}}
             - {op: add, path: /spec/disks/0, valueFrom: {variable: cpus}}
-`)))})
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	cc := objs[0].Value.(*v1alpha1.ClusterClass)
+`))
 	values := []any{nil, true, false, "true", 8, int64(8), uint64(8), 8.0, 8.5, "8", "", "a:1",
 		[]any{"as", "c"}, []any{"a", "sc"}, []any{}, []any{nil}, []any{[]any{}},
 		map[string]any{"a": "s"}, map[string]any{"as": ""}, map[string]any{"a": map[string]any{}}, map[string]any{}}
@@ -439,11 +441,7 @@ func TestInputKeyDecidesApply(t *testing.T) {
 		{"a literal", worker("p", "", `            - {op: add, path: /spec/gpu, value: a100}
 `), true},
 	} {
-		objs, errs := schemas.ParseFile(schemas.File{Path: "classes/standard.yaml", Data: []byte(class(variables, tc.patches))})
-		if len(errs) > 0 {
-			t.Fatalf("%s: %v", tc.name, errs)
-		}
-		cc := objs[0].Value.(*v1alpha1.ClusterClass)
+		cc := parsedClass(t, tc.patches)
 		c := &v1alpha1.Cluster{}
 		md := v1alpha1.MachineDeploymentTopology{Class: "w", Name: "md-0"}
 		if _, ok := patch.InputKey(cc, c, patch.Target{MachineDeployment: &md}); ok != tc.keyed {
