@@ -48,6 +48,10 @@ func WriteFunc(path string, write func(io.Writer) error) error {
 	return err
 }
 
+// link is os.Link; a test replaces it to play a file system without hard
+// links.
+var link = os.Link
+
 // Create writes data to path whole, as Write does, but only if nothing is
 // at path: the file is linked into place, never renamed over another, so
 // of two processes that create it at once one wins and the other gets an
@@ -69,7 +73,7 @@ func Create(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	err = os.Link(tmp.Name(), path)
+	err = link(tmp.Name(), path)
 	if err == nil || errors.Is(err, fs.ErrExist) {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -40,7 +41,21 @@ func TestWrite(t *testing.T) {
 // TestCreate: the file holds the data, only its owner may read it, a
 // second Create fails as fs.ErrExist and leaves the first's content, and
 // nothing else is left in the folder.
-func TestCreate(t *testing.T) {
+func TestCreate(t *testing.T) { createTwice(t) }
+
+// TestCreateWithoutHardLinks is TestCreate on a file system that refuses
+// hard links (link answers EPERM, as FAT and some network file systems
+// do): Create writes in place, still never over another file.
+func TestCreateWithoutHardLinks(t *testing.T) {
+	t.Cleanup(func() { link = os.Link })
+	link = func(oldname, newname string) error {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: syscall.EPERM}
+	}
+	createTwice(t)
+}
+
+func createTwice(t *testing.T) {
+	t.Helper()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "key")
 	if err := Create(p, []byte("first")); err != nil {
