@@ -69,7 +69,7 @@ func StripUserinfo(s string) (stripped, user, password string) {
 // secretEnv are the variables that hold the daemon's own secrets: a child
 // (a local node) never needs them.
 var secretEnv = []string{"GITFLEET_GIT_TOKEN", "GITFLEET_GIT_PASSWORD", "GITFLEET_WEBHOOK_SECRET",
-	"GITFLEET_NATS_PASSWORD", "GITFLEET_NATS_TOKEN"}
+	"GITFLEET_NATS_PASSWORD", "GITFLEET_NATS_TOKEN", "GITFLEET_UI_TOKEN"}
 
 // ChildEnv returns env without the daemon's secrets; the caller adds back
 // the ones the child needs.

@@ -31,8 +31,10 @@ func TestStripUserinfo(t *testing.T) {
 	}
 }
 
+// TestChildEnv: a local node inherits none of the daemon's secrets.
 func TestChildEnv(t *testing.T) {
-	got := ChildEnv([]string{"PATH=/bin", "GITFLEET_GIT_TOKEN=t", "GITFLEET_WEBHOOK_SECRET=w", "GITFLEET_NATS_PASSWORD=p", "HOME=/h"})
+	got := ChildEnv([]string{"PATH=/bin", "GITFLEET_GIT_TOKEN=t", "GITFLEET_GIT_PASSWORD=g", "GITFLEET_WEBHOOK_SECRET=w",
+		"GITFLEET_NATS_PASSWORD=p", "GITFLEET_NATS_TOKEN=n", "GITFLEET_UI_TOKEN=u", "HOME=/h"})
 	if want := []string{"PATH=/bin", "HOME=/h"}; !slices.Equal(got, want) {
 		t.Errorf("ChildEnv = %v, want %v", got, want)
 	}
