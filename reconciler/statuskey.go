@@ -37,7 +37,6 @@ func statusKey(c *status.ClusterStatus, ms machineList) uint64 {
 	k.num(uint64(len(c.Deployments)))
 	for _, d := range c.Deployments {
 		k.str(d.Name)
-		k.str(d.Class)
 		k.replicas(d.Replicas)
 	}
 	k.flag(c.Rollout != nil)

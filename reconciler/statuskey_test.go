@@ -23,7 +23,7 @@ func keyBase() (status.ClusterStatus, machineList) {
 		ControlPlane: status.Replicas{Version: "v1.31.2", Desired: 3, Replicas: 3, Ready: 2, Updated: 1, Unavailable: 1,
 			Backoff:   &status.Backoff{Failures: 1, LastFailure: "boom", NextRetry: at},
 			Autoscale: &status.Autoscale{Min: 1, Max: 5, By: "autoscaler", At: at}},
-		Deployments: []status.DeploymentStatus{{Name: "md-0", Class: "default", Replicas: status.Replicas{Version: "v1.31.2",
+		Deployments: []status.DeploymentStatus{{Name: "md-0", Replicas: status.Replicas{Version: "v1.31.2",
 			Desired: 2, Replicas: 2, Ready: 2, Updated: 2, Unavailable: 0,
 			Backoff:   &status.Backoff{Failures: 2, LastFailure: "b", NextRetry: at},
 			Autoscale: &status.Autoscale{Min: 2, Max: 4, By: "x", At: at}}}},

@@ -580,7 +580,7 @@ func stickyPort(dataDir string, port int, log zerolog.Logger) int {
 		return 0
 	}
 	if err != nil {
-		log.Warn().Err(err).Msg("the embedded NATS server's last port is unknown: it takes a free port and remembers that one; local machines started before look for the old one (give it with --nats-port to keep them)")
+		log.Warn().Err(err).Msg("the embedded NATS server's last port is unknown: it takes a free port and remembers that one; local machines started before look for the old one (to keep them, write that port into the file, alone on its line, before the daemon starts)")
 		return 0
 	}
 	return p

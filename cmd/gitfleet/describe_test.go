@@ -88,7 +88,7 @@ func machine(c, pool, suffix, phase, version string, created time.Time) status.M
 func dev1(n, ready int, created time.Time) status.ClusterStatus {
 	c := status.ClusterStatus{Name: "dev-1", Class: "standard", Version: "v1.31.2", Phase: status.ClusterProvisioned,
 		ControlPlane: status.Replicas{Version: "v1.31.2", Desired: 1, Replicas: 1, Ready: 1, Updated: 1},
-		Deployments: []status.DeploymentStatus{{Name: "md-0", Class: "default-worker",
+		Deployments: []status.DeploymentStatus{{Name: "md-0",
 			Replicas: status.Replicas{Version: "v1.31.2", Desired: n, Replicas: n, Ready: ready, Updated: n, Unavailable: n - ready}}},
 		Conditions: []status.Condition{{Type: status.ConditionReady, Status: status.ConditionTrue}},
 		Machines:   []status.MachineStatus{machine("dev-1", "", "x7k2p", "Running", "v1.31.2", statusEpoch)},
@@ -115,7 +115,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func prod1() status.ClusterStatus {
 	c := status.ClusterStatus{Name: "prod-1", Class: "standard", Version: "v1.31.2", Phase: status.ClusterProvisioned,
 		ControlPlane: status.Replicas{Version: "v1.31.2", Desired: 3, Replicas: 3, Ready: 3, Updated: 3},
-		Deployments: []status.DeploymentStatus{{Name: "md-0", Class: "default-worker",
+		Deployments: []status.DeploymentStatus{{Name: "md-0",
 			Replicas: status.Replicas{Version: "v1.31.2", Desired: 3, Replicas: 3, Ready: 2, Updated: 3, Unavailable: 1}}},
 		Conditions: []status.Condition{{Type: status.ConditionReady, Status: status.ConditionTrue},
 			{Type: status.ConditionMachinesHealthy, Status: status.ConditionFalse, Reason: "UnhealthyMachines", Message: "1 of 3 workers missed heartbeats"}},

@@ -216,7 +216,8 @@ func WorkerPermissions(p *jwt.Permissions) {
 
 // NodeSigner mints the credentials of one node: a user named
 // <cluster>.<machine>, signed by the node-scoped key, so the server lets
-// it publish gitfleet.heartbeat.<cluster>.<machine> and nothing else.
+// it publish its own heartbeats and join reviews (the scope's template)
+// and nothing else.
 type NodeSigner struct {
 	account string // the account's public key
 	key     nkeys.KeyPair

@@ -55,7 +55,7 @@ func randCluster(r *rand.Rand) ClusterStatus {
 	c := ClusterStatus{Name: pick(r), Class: pick(r), Version: pick(r), Phase: pick(r), Paused: r.IntN(2) == 0,
 		Created: randTime(r), Conditions: randConds(r), ControlPlane: randReplicas(r)}
 	for range r.IntN(3) {
-		c.Deployments = append(c.Deployments, DeploymentStatus{Name: pick(r), Class: pick(r), Replicas: randReplicas(r)})
+		c.Deployments = append(c.Deployments, DeploymentStatus{Name: pick(r), Replicas: randReplicas(r)})
 	}
 	for range r.IntN(4) {
 		m := MachineStatus{Name: pick(r), Role: pick(r), Deployment: pick(r), Phase: pick(r), Version: pick(r),

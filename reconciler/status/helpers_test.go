@@ -110,7 +110,7 @@ func cluster(name string, n int, phase string) ClusterStatus {
 	c := ClusterStatus{
 		Name: name, Class: "standard", Version: "v1.31.2", Phase: ClusterProvisioning, Created: created,
 		ControlPlane: Replicas{Version: "v1.31.2", Desired: 1, Replicas: 1, Ready: 1, Updated: 1},
-		Deployments:  []DeploymentStatus{{Name: "md-0", Class: "default-worker", Replicas: Replicas{Version: "v1.31.2", Desired: n, Replicas: n, Updated: n}}},
+		Deployments:  []DeploymentStatus{{Name: "md-0", Replicas: Replicas{Version: "v1.31.2", Desired: n, Replicas: n, Updated: n}}},
 		Conditions:   []Condition{{Type: ConditionReady, Status: ConditionFalse, Reason: "WaitingForWorkers", LastTransitionTime: created}},
 		Machines: []MachineStatus{{
 			Name: name + "-cp-a1b2c", Role: "control-plane", Phase: "Running", Version: "v1.31.2",

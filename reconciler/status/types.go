@@ -19,13 +19,12 @@ const (
 // ClusterPath is the file of cluster name on the status branch.
 func ClusterPath(name string) string { return ClustersDir + "/" + name + ".yaml" }
 
-// Cluster phases, as in Cluster API.
+// Cluster phases as the planner writes them; it also writes RollingOut,
+// Paused and Blocked (docs/status.md).
 const (
-	ClusterPending      = "Pending"
 	ClusterProvisioning = "Provisioning"
 	ClusterProvisioned  = "Provisioned"
 	ClusterDeleting     = "Deleting"
-	ClusterFailed       = "Failed"
 )
 
 // Condition statuses.
@@ -175,7 +174,6 @@ type Backoff struct {
 // DeploymentStatus is one worker pool.
 type DeploymentStatus struct {
 	Name     string `yaml:"name" json:"name"`
-	Class    string `yaml:"class,omitempty" json:"class,omitempty"`
 	Replicas `yaml:",inline" json:",inline"`
 }
 

@@ -529,7 +529,7 @@ func TestMadeFromHoldsAcrossRestarts(t *testing.T) {
 
 	// Someone else rewrites dev-1's file: no key stands for it.
 	other := dev
-	other.Phase = ClusterFailed
+	other.Phase = ClusterDeleting
 	data, err := EncodeCluster(other)
 	if err != nil {
 		t.Fatal(err)
