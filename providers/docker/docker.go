@@ -105,6 +105,9 @@ func New(o Options) (*Provider, error) {
 	if o.SeedDir == "" {
 		return nil, errors.New("docker: a seed folder is required")
 	}
+	if err := nodesCanConnect(o); err != nil {
+		return nil, err
+	}
 	abs, err := filepath.Abs(o.SeedDir) // a bind mount names an absolute path
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
@@ -121,6 +124,26 @@ func New(o Options) (*Provider, error) {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
 	return &Provider{o: o, cli: cli, http: &http.Client{Timeout: 2 * time.Second}, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// nodesCanConnect refuses options under which the machines' nodes could
+// not reach NATS: a container gets the credentials a node signer makes for
+// it and no others (never the worker's own). Its nodes would otherwise run
+// without heartbeats, and every machine would be judged dead and replaced,
+// again and again. (Nor does it get TLS files: docs/providers.md says to
+// give --docker-nats-url a listener the containers reach without them; a
+// URL cannot tell whether that was done, so that is not checked.)
+func nodesCanConnect(o Options) error {
+	if o.NATSURL == "" {
+		return nil
+	}
+	n := o.NATS
+	if o.NodeSigner == nil && (n.User != "" || n.Password != "" || n.Token != "" || n.NKeySeed != "" || n.CredsFile != "") {
+		return errors.New("docker: NATS wants credentials, and the machines' containers get them only from a node signer: " +
+			"give --nats-node-signer (the daemon's DATA-DIR/nats-auth/node-signer.nk, docs/operations.md); " +
+			"a worker's own credentials are never passed into a container")
+	}
+	return nil
 }
 
 // Ping says whether the Engine answers and has the image.

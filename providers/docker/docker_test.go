@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/gitfleet/gitfleet/providers"
+	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/providertest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -157,5 +158,35 @@ func TestMachineIsAContainer(t *testing.T) {
 	}
 	if !strings.HasPrefix(inst.ProviderID, "docker://") {
 		t.Errorf("provider ID %q", inst.ProviderID)
+	}
+}
+
+// TestNodesMustBeAbleToConnect: a worker whose NATS wants credentials but
+// that has no node signer is refused at its start, saying what to give:
+// its containers' nodes could not connect, and every machine would be
+// replaced for want of heartbeats. Without credentials, or with no NATS
+// for the nodes, it starts. No Docker Engine is needed: New does not call
+// it.
+func TestNodesMustBeAbleToConnect(t *testing.T) {
+	seed := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string // in the error; "" for none
+	}{
+		{"no credentials", Options{NATSURL: "nats://host.docker.internal:4222"}, ""},
+		{"no NATS for the nodes", Options{NATS: natsbus.Options{CredsFile: "worker.creds"}}, ""},
+		{"creds file, no signer", Options{NATSURL: "nats://h:4222", NATS: natsbus.Options{CredsFile: "worker.creds"}}, "--nats-node-signer"},
+		{"password, no signer", Options{NATSURL: "nats://h:4222", NATS: natsbus.Options{User: "w", Password: "p"}}, "--nats-node-signer"},
+		{"token, no signer", Options{NATSURL: "nats://h:4222", NATS: natsbus.Options{Token: "t"}}, "--nats-node-signer"},
+	} {
+		tc.o.SeedDir = seed
+		_, err := New(tc.o)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want a provider", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
 	}
 }
