@@ -27,6 +27,13 @@ type location struct {
 	user, password string
 }
 
+// IsRemote reports whether loc names a repository to clone (a URL, or
+// git@host:path), not a folder on this machine.
+func IsRemote(loc string) bool {
+	l, err := parseLocation(loc)
+	return err == nil && l.remote
+}
+
 func parseLocation(loc string) (location, error) {
 	switch {
 	case loc == "":

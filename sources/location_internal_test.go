@@ -19,6 +19,9 @@ func TestParseLocation(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("parseLocation(%q) = %+v, %v; want %+v", loc, got, err, want)
 		}
+		if IsRemote(loc) != want.remote {
+			t.Errorf("IsRemote(%q) = %v, want %v", loc, !want.remote, want.remote)
+		}
 	}
 	for _, bad := range []string{"", "ftp://x/y"} {
 		if _, err := parseLocation(bad); err == nil {

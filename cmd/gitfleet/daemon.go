@@ -83,8 +83,8 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.StringVar(&o.repo, "repo", ".", "fleet repository: a local path or a URL (https://, ssh://, git@host:path, file://)")
 	fs.StringVar(&o.branch, "branch", "main", "branch holding the fleet's spec")
 	fs.StringVar(&o.dataDir, "data-dir", ".gitfleet/data", "where NATS (when embedded), clones of remote repos and local machines keep their state")
-	fs.StringVar(&o.listen, "listen", defaultListen, "HTTP address for /healthz, /readyz, /metrics and /hooks/git; empty: none")
-	fs.StringVar(&o.statusBranch, "status-branch", v1alpha1.DefaultStatusBranch, "branch the status is committed to")
+	fs.StringVar(&o.listen, "listen", defaultListen, "HTTP address for the dashboard (/), the scale API, /healthz, /readyz, /metrics and /hooks/git; empty: none")
+	fs.StringVar(&o.statusBranch, "status-branch", v1alpha1.DefaultStatusBranch, "branch the status is committed to; keep gitfleet.yaml's spec.statusBranch, which describe, history and plan read, the same (the daemon warns when they differ)")
 	fs.DurationVar(&o.statusInterval, "status-interval", status.DefaultInterval, "at most one status commit per interval")
 	fs.DurationVar(&o.statusRefresh, "status-refresh", status.DefaultRefresh, "rewrite fleet.yaml's refreshedAt after this long without a change, so describe can tell a quiet fleet from a stopped daemon (0: never)")
 	fs.DurationVar(&o.interval, "interval", sources.DefaultInterval, "how often the repository is polled (local repos are also watched)")
@@ -94,7 +94,7 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 	fs.StringVar(&o.secretsKey, "secrets-key-file", "", "key (32 random bytes, base64) that seals cluster CAs, bootstrap tokens and machines' bootstrap data; every replica and worker needs the same one; default <data-dir>/secrets.key, made on first start, readable by this user only")
 	fs.StringVar(&o.secretsPrevious, "secrets-previous-key-file", "", "the key being rotated away from: what it sealed is sealed again under --secrets-key-file at start (docs/bootstrap.md)")
 	fs.DurationVar(&o.tokenTTL, "bootstrap-token-ttl", pki.DefaultTokenTTL, "how long a machine's bootstrap token is good for")
-	fs.StringVar(&o.webhookSecret, "webhook-secret", os.Getenv("GITFLEET_WEBHOOK_SECRET"), "secret of /hooks/git (default $GITFLEET_WEBHOOK_SECRET); empty disables the webhook")
+	secretFlag(fs, &o.webhookSecret, "webhook-secret", "GITFLEET_WEBHOOK_SECRET", "secret of /hooks/git (default $GITFLEET_WEBHOOK_SECRET); empty disables the webhook")
 	fs.StringVar(&o.verifySSH, "verify-ssh-keys", "", "comma-separated files of allowed SSH signing keys: only commits they signed are applied")
 	fs.StringVar(&o.verifyPGP, "verify-pgp-keys", "", "comma-separated files of allowed OpenPGP public keys")
 	fs.StringVar(&o.verifyMode, "verify-mode", sources.VerifyHead, "with verify keys: head (the commit applied must be signed) or all (every commit since the last applied one)")
@@ -163,6 +163,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		return err
 	}
 	defer src.Close()
+	warnStatusBranch(src.Current(), o.statusBranch, log)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -477,15 +478,30 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 			log.Error().Err(err).Msg("http server stopped")
 		}
 	}()
-	log.Info().Str("listen", ln.Addr().String()).Msg("serving /healthz /readyz /metrics /hooks/git")
+	log.Info().Str("listen", ln.Addr().String()).Msg("serving the dashboard, the scale API, /healthz /readyz /metrics /hooks/git")
 	return srv, nil
+}
+
+// warnStatusBranch says when the fleet's gitfleet.yaml names another
+// status branch than the daemon writes: describe, history and plan read
+// the one gitfleet.yaml names, so they would not find this daemon's
+// status. The daemon keeps its --status-branch: a commit may not move
+// where status goes (the field could even name the spec branch).
+func warnStatusBranch(cur *sources.Revision, statusBranch string, log zerolog.Logger) {
+	if cur == nil || cur.Fleet == nil {
+		return
+	}
+	if named := cur.Fleet.Config.Spec.StatusBranch; named != "" && named != statusBranch {
+		log.Warn().Str("statusBranch", named).Str("status-branch", statusBranch).
+			Msg("gitfleet.yaml's spec.statusBranch is not the branch this daemon writes (--status-branch): describe, history and plan read the one gitfleet.yaml names; make them the same")
+	}
 }
 
 // gitAuthFlags are the credentials of a remote repository.
 func gitAuthFlags(fs *flag.FlagSet, a *sources.Auth) {
 	fs.StringVar(&a.Username, "git-username", "", "HTTP basic-auth user for a remote repository")
-	fs.StringVar(&a.Password, "git-password", os.Getenv("GITFLEET_GIT_PASSWORD"), "HTTP password (default $GITFLEET_GIT_PASSWORD)")
-	fs.StringVar(&a.Token, "git-token", os.Getenv("GITFLEET_GIT_TOKEN"), "HTTP access token (default $GITFLEET_GIT_TOKEN)")
+	secretFlag(fs, &a.Password, "git-password", "GITFLEET_GIT_PASSWORD", "HTTP password (default $GITFLEET_GIT_PASSWORD)")
+	secretFlag(fs, &a.Token, "git-token", "GITFLEET_GIT_TOKEN", "HTTP access token (default $GITFLEET_GIT_TOKEN)")
 	fs.StringVar(&a.SSHKeyFile, "git-ssh-key", "", "SSH private key for ssh:// and git@ repositories")
 	fs.StringVar(&a.KnownHostsFile, "git-known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 }

@@ -142,7 +142,7 @@ type uiAccess struct{ token, tokenFile, users string }
 func (a *uiAccess) flags(fs *flag.FlagSet) {
 	fs.StringVar(&a.users, "ui-users", "", "htpasswd file of the dashboard's users, bcrypt entries only (htpasswd -B); they sign in with basic auth")
 	fs.StringVar(&a.tokenFile, "ui-token-file", "", "file holding the token the dashboard asks for")
-	fs.StringVar(&a.token, "ui-token", os.Getenv("GITFLEET_UI_TOKEN"), "the dashboard's token (default $GITFLEET_UI_TOKEN); prefer --ui-token-file, which keeps it out of the process list")
+	secretFlag(fs, &a.token, "ui-token", "GITFLEET_UI_TOKEN", "the dashboard's token (default $GITFLEET_UI_TOKEN); prefer --ui-token-file, which keeps it out of the process list")
 }
 
 // apply reads the files into o. One of users or a token is required when

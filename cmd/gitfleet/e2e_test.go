@@ -616,12 +616,17 @@ func (e *e2e) checkIntruders() {
 	}
 }
 
-// checkKubeconfig writes the cluster's admin kubeconfig and uses it: the
-// control-plane endpoint's TLS certificate verifies against the CA it
-// holds, for the endpoint's name, and its client certificate is the CA's.
+// checkKubeconfig writes the cluster's admin kubeconfig over a longer
+// file others could read, and uses it: the file is left for its owner
+// alone and holds the kubeconfig only; the control-plane endpoint's TLS
+// certificate verifies against the CA it holds, for the endpoint's name,
+// and its client certificate is the CA's.
 func (e *e2e) checkKubeconfig(cluster string) {
 	e.t.Helper()
 	path := filepath.Join(e.t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("# an older config\n"), 2000), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
 	var errOut bytes.Buffer
 	if code := run(e.t.Context(), []string{"kubeconfig", cluster, "--data-dir", e.data, "-o", path}, &cmdEnv{stdout: io.Discard, stderr: &errOut}); code != 0 {
 		e.t.Fatalf("kubeconfig exit %d: %s", code, errOut.String())
@@ -630,6 +635,9 @@ func (e *e2e) checkKubeconfig(cluster string) {
 		e.t.Fatalf("kubeconfig file: %v (want mode 600)", err)
 	}
 	b, _ := os.ReadFile(path)
+	if bytes.Contains(b, []byte("an older config")) {
+		e.t.Fatal("kubeconfig -o left the older file's content after its own")
+	}
 	var kc struct {
 		Clusters []struct {
 			Cluster struct {

@@ -86,7 +86,30 @@ func runKubeconfig(ctx context.Context, env *cmdEnv, args []string) error {
 		_, err = env.stdout.Write(kc)
 		return err
 	}
-	return os.WriteFile(*out, kc, 0o600)
+	return writeSecretFile(*out, kc)
+}
+
+// writeSecretFile writes data to path, which only its owner may read
+// then, even when it existed with a wider mode (os.WriteFile would keep
+// that mode): the mode is narrowed before the old content is cut and the
+// new written. A symbolic link is written through, as kubectl's config
+// often is one.
+func writeSecretFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(0o600)
+	if err == nil {
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func fileExists(path string) bool {

@@ -62,7 +62,7 @@ func runNode(ctx context.Context, env *cmdEnv, args []string) error {
 // fleet's.
 func runNodeControl(env *cmdEnv, verb string, args []string) error {
 	fs := newFlagSet("node "+verb, env)
-	dataDir := fs.String("data-dir", ".gitfleet/data", "the data folder of gitfleet up or worker (nodes live under DIR/local)")
+	dataDir := fs.String("data-dir", ".gitfleet/data", "the data folder of gitfleet up (its default), or of a worker (its --data-dir, default .gitfleet); nodes live under DIR/local")
 	stateDir := fs.String("state-dir", "", "the local provider's state folder (default: DATA-DIR/local)")
 	sig := fs.String("signal", "KILL", "kill: KILL (the machine dies; its worker sees it gone and it is replaced), STOP (it hangs: its heartbeats stop and a health check replaces it) or TERM (it shuts down cleanly)")
 	pos, err := parseFlags(fs, args)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/gitfleet/gitfleet/providers/docker"
 	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/local"
+	"github.com/gitfleet/gitfleet/sources"
 )
 
 func init() {
@@ -37,10 +39,8 @@ func runUp(ctx context.Context, env *cmdEnv, args []string) error {
 	} else if len(pos) > 0 {
 		return &exitError{code: exitUsage, err: fmt.Errorf("unexpected argument %q", pos[0])}
 	}
-	if !strings.Contains(o.repo, "://") {
-		if _, err := os.Stat(o.repo); err != nil {
-			return fmt.Errorf("--repo %s: %w (make one with: gitfleet init %s)", o.repo, err, o.repo)
-		}
+	if err := localRepoExists(o.repo); err != nil {
+		return err
 	}
 	o.workers = []string{local.Name, inmemory.Name}
 	if *withDocker {
@@ -51,4 +51,21 @@ func runUp(ctx context.Context, env *cmdEnv, args []string) error {
 		o.log.format = logFormatJSON
 	}
 	return runDaemon(ctx, env, o)
+}
+
+// localRepoExists says, before anything starts, when repo is a folder of
+// this machine that is not there, and how to make one; a URL or
+// git@host:path is left to the source, which clones it.
+func localRepoExists(repo string) error {
+	if strings.Contains(repo, "://") || sources.IsRemote(repo) {
+		return nil
+	}
+	_, err := os.Stat(repo)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("--repo %s: no such folder (make one with: gitfleet init %s)", repo, repo)
+	case err != nil:
+		return fmt.Errorf("--repo %s: %w", repo, err)
+	}
+	return nil
 }

@@ -41,7 +41,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	provider := fs.String("provider", "", "provider to run: inmemory, local or docker")
 	var dk dockerFlags
 	dk.bind(fs)
-	dataDir := fs.String("data-dir", ".gitfleet", "with --nats embedded: where the NATS store lives")
+	dataDir := fs.String("data-dir", ".gitfleet", "where the worker keeps its state: the NATS store and credentials (with --nats embedded), local/ (machines), docker/ (seeds), and the default secrets.key (gitfleet up and serve use .gitfleet/data)")
 	stateDir := fs.String("state-dir", "", "local: folder of the machines' state folders (default DATA-DIR/local)")
 	nodeBinary := fs.String("node-binary", "", "local: the gitfleet binary that runs nodes (default: this one)")
 	var wopts providers.WorkerOptions

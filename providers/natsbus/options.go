@@ -72,7 +72,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.TLSCA, "nats-tls-ca", o.TLSCA, "CA `file` to verify the NATS server")
 	fs.StringVar(&o.NodeSigner, "nats-node-signer", o.NodeSigner, "local and docker providers: node signer `file` (the daemon's DATA-DIR/nats-auth/node-signer.nk): each node gets NATS credentials that publish its own heartbeats and join reviews only")
 	fs.StringVar(&o.Auth, "nats-auth", AuthGenerated, "with --nats embedded: generated (credentials made under DATA-DIR/nats-auth and required) or none")
-	fs.Func("nats-replicas", "servers that keep each JetStream stream and bucket (default 1; 3 on a cluster of 3 or more): set on those made; given, also on those that exist (never lowered otherwise)", func(v string) error {
+	fs.Func("nats-replicas", "servers that keep each JetStream stream and bucket (default 1): set on those made; given, also on those that exist (never lowered otherwise)", func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 5 {
 			return fmt.Errorf("%q: want 1 to 5 (JetStream's limit)", v)
