@@ -163,7 +163,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		return err
 	}
 	defer src.Close()
-	warnStatusBranch(src.Current(), o.statusBranch, log)
+	go watchStatusBranch(ctx, src, o.statusBranch, log)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -480,6 +480,20 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 	}()
 	log.Info().Str("listen", ln.Addr().String()).Msg("serving the dashboard, the scale API, /healthz /readyz /metrics /hooks/git")
 	return srv, nil
+}
+
+// watchStatusBranch warns (warnStatusBranch) at the first good revision
+// and at each one after that names another status branch than the one
+// before, until ctx ends.
+func watchStatusBranch(ctx context.Context, src *sources.Source, statusBranch string, log zerolog.Logger) {
+	seen := ""
+	for rev := range src.Follow(ctx) {
+		if rev.Fleet == nil || rev.Fleet.Config.Spec.StatusBranch == seen {
+			continue
+		}
+		seen = rev.Fleet.Config.Spec.StatusBranch
+		warnStatusBranch(rev, statusBranch, log)
+	}
 }
 
 // warnStatusBranch says when the fleet's gitfleet.yaml names another

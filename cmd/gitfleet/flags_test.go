@@ -2,8 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -106,4 +111,52 @@ func TestWarnsOfAnotherStatusBranch(t *testing.T) {
 			t.Errorf("revision %+v: logged %q, want a warning: %v", tc.cur, logged.String(), tc.warn)
 		}
 	}
+}
+
+// TestDaemonWarnsOfTheStatusBranchItReads: over a real repository and
+// source, the daemon's watcher warns at the first good revision whose
+// gitfleet.yaml names another status branch, and again when a commit
+// names yet another.
+func TestDaemonWarnsOfTheStatusBranchItReads(t *testing.T) {
+	dir := fleetRepo(t)
+	edit := func(to string) {
+		p := filepath.Join(dir, "gitfleet.yaml")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = regexp.MustCompile(`statusBranch: \S+`).ReplaceAll(b, []byte("statusBranch: "+to))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitCLI(t, dir, "commit", "-qam", "status on "+to)
+	}
+	edit("ops/status")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	repo, err := sources.Open(ctx, sources.Options{Location: dir, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	src, err := sources.Watch(ctx, repo, sources.WatchOptions{Branch: "main", Newest: true, Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var logged syncBuffer
+	done := make(chan struct{})
+	go func() { defer close(done); watchStatusBranch(ctx, src, "gitfleet/status", zerolog.New(&logged)) }()
+	waitLogged := func(branch string) {
+		t.Helper()
+		waitUntil(t, "a warning naming "+branch, func() bool {
+			return strings.Contains(logged.String(), `"statusBranch":"`+branch+`"`)
+		})
+	}
+	waitLogged("ops/status")
+	edit("other/status")
+	src.Trigger()
+	waitLogged("other/status")
+	cancel()
+	<-done
 }
