@@ -14,37 +14,13 @@ import (
 // asking for help is not an error.
 var helpOut sync.Map // *flag.FlagSet → io.Writer
 
-// envSecrets are, by flag set, the flags whose default is a secret in an
-// environment variable (secretFlag).
-var envSecrets sync.Map // *flag.FlagSet → []envSecret
-
-type envSecret struct {
-	p         *string
-	flag, env string
-}
-
-// secretFlag defines a string flag whose default is $env, read once the
-// flags are parsed (parseFlags): a default given to the flag package
-// would be printed by -h, secret and all.
+// secretFlag defines a string flag whose default is $env. The flag
+// package's help prints a flag's DefValue, which would be the secret
+// itself; it is blanked, so -h names the variable (in usage) and nothing
+// more.
 func secretFlag(fs *flag.FlagSet, p *string, name, env, usage string) {
-	fs.StringVar(p, name, "", usage)
-	list, _ := envSecrets.Load(fs)
-	s, _ := list.([]envSecret)
-	envSecrets.Store(fs, append(s, envSecret{p: p, flag: name, env: env}))
-}
-
-// applyEnvSecrets gives each secretFlag of fs not set on the command line
-// its environment variable's value.
-func applyEnvSecrets(fs *flag.FlagSet) {
-	list, _ := envSecrets.Load(fs)
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	secrets, _ := list.([]envSecret)
-	for _, s := range secrets {
-		if !set[s.flag] {
-			*s.p = os.Getenv(s.env)
-		}
-	}
+	fs.StringVar(p, name, os.Getenv(env), usage)
+	fs.Lookup(name).DefValue = ""
 }
 
 // newFlagSet returns a flag set for a subcommand that reports errors instead
@@ -64,7 +40,6 @@ func newFlagSet(c string, env *cmdEnv) *flag.FlagSet {
 // ("validate DIR --format json"), and returns the positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	defer helpOut.Delete(fs)
-	defer envSecrets.Delete(fs)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -76,11 +51,9 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			applyEnvSecrets(fs)
 			return pos, nil
 		}
 		if args[0] == "--" {
-			applyEnvSecrets(fs)
 			return append(pos, args[1:]...), nil
 		}
 		pos = append(pos, args[0])
