@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gitfleet/gitfleet/internal/freeport"
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -140,7 +140,7 @@ var scenarios = []scenario{
 			f.remote = gittest.NewBare(f.t, root, "fleet.git")
 			srv := gittest.NewServer(f.t, root)
 			f.repoArg = srv.URL + "/fleet.git"
-			f.listen = freeAddr(f.t)
+			f.listen = "127.0.0.1:" + strconv.Itoa(freeport.Port(f.t))
 			f.daemonArgs = []string{"--webhook-secret", "race-secret"}
 			if out, err := exec.Command("git", "-C", f.repo, "push", "-q", f.remote, "main").CombinedOutput(); err != nil {
 				f.t.Fatalf("git push: %v\n%s", err, out)
@@ -338,14 +338,4 @@ func (f *fleet) webhook(delivery string) {
 	if resp.StatusCode >= 400 && resp.StatusCode != http.StatusServiceUnavailable {
 		f.t.Errorf("webhook %s: %s", delivery, resp.Status)
 	}
-}
-
-// freeAddr is a loopback address nobody listens on.
-func freeAddr(t interface{ Fatal(...any) }) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }

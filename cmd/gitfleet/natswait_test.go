@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/internal/freeport"
 	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
@@ -130,12 +131,7 @@ func TestServeWaitsForNATS(t *testing.T) {
 
 func freeTCPPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(freeport.Port(t))
 }
 
 // TestSlowClientIsCutOff: a client that sends its webhook body a byte at

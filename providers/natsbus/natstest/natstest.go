@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/internal/freeport"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -130,17 +130,35 @@ func Intend(tb testing.TB, js jetstream.JetStream, tasks ...wire.Task) {
 // StartCluster starts n routed nats-servers with JetStream on 127.0.0.1,
 // in this process, waits until they form a JetStream cluster, and returns
 // them (shut down on cleanup).
+//
+// Each server must be told every route port before it starts, so the ports
+// are chosen first and bound later (package freeport says how), and when a
+// server could not bind its route port all are stopped and started again
+// on other ports.
 func StartCluster(tb testing.TB, n int) []*server.Server {
 	tb.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
+	deadline := time.Now().Add(90 * time.Second)
+	for attempt := 1; ; attempt++ {
+		srvs, stuck := startCluster(tb, n, deadline)
+		if stuck == "" {
+			return srvs
 		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		for _, s := range srvs {
+			s.Shutdown()
+		}
+		if attempt == 3 || time.Now().After(deadline) {
+			tb.Fatalf("the NATS cluster did not form (attempt %d): %s", attempt, stuck)
+		}
+		tb.Logf("the NATS cluster did not form, starting it again on other ports: %s", stuck)
 	}
+}
+
+// startCluster starts n servers and waits for them until deadline. When
+// they do not form a cluster it returns why (and the servers, to be shut
+// down).
+func startCluster(tb testing.TB, n int, deadline time.Time) ([]*server.Server, string) {
+	tb.Helper()
+	ports := pickRoutePorts(tb, n)
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
@@ -159,25 +177,58 @@ func StartCluster(tb testing.TB, n int) []*server.Server {
 		srvs = append(srvs, s)
 		tb.Cleanup(s.Shutdown)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, s := range srvs {
-		for !s.ReadyForConnections(100*time.Millisecond) || !s.JetStreamIsCurrent() {
-			if time.Now().After(deadline) {
-				tb.Fatal("the NATS cluster did not form within 30s")
+	started := time.Now()
+	for !allCurrent(srvs) {
+		// A server that listens for clients but, seconds later, not for
+		// routes lost its route port to someone else.
+		for i, s := range srvs {
+			if s.Addr() != nil && s.ClusterAddr() == nil && time.Since(started) > 5*time.Second {
+				return srvs, fmt.Sprintf("%s could not listen on its route port %d; %s", s.Name(), ports[i], describe(srvs))
 			}
-			time.Sleep(100 * time.Millisecond)
 		}
+		if time.Now().After(deadline) {
+			return srvs, "not current in time; " + describe(srvs)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	// Current is not enough for placement: until the meta leader has heard
 	// from every peer, a stream of n replicas is refused with "no suitable
 	// peers for placement, peer offline".
 	for !allPeersOnline(srvs) {
 		if time.Now().After(deadline) {
-			tb.Fatal("the NATS cluster's meta leader did not see every peer online within 30s")
+			return srvs, "the meta leader did not see every peer online in time; " + describe(srvs)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return srvs
+	return srvs, ""
+}
+
+// pickRoutePorts is freeport.Ports; a test of StartCluster replaces it.
+var pickRoutePorts = freeport.Ports
+
+// describe says, for each server, what a failed formation leaves to read.
+func describe(srvs []*server.Server) string {
+	var parts []string
+	for _, s := range srvs {
+		route := "none"
+		if a := s.ClusterAddr(); a != nil {
+			route = a.String()
+		}
+		parts = append(parts, fmt.Sprintf("%s: route listener %s, %d routes, current %t, meta leader %t",
+			s.Name(), route, s.NumRoutes(), s.JetStreamIsCurrent(), s.JetStreamIsLeader()))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// allCurrent: every server takes clients and routes and is current with
+// its JetStream meta leader.
+func allCurrent(srvs []*server.Server) bool {
+	for _, s := range srvs {
+		if !s.ReadyForConnections(10*time.Millisecond) || !s.JetStreamIsCurrent() {
+			return false
+		}
+	}
+	return true
 }
 
 // allPeersOnline: some server leads the meta group and counts every other

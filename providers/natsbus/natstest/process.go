@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gitfleet/gitfleet/internal/freeport"
 )
 
 var (
@@ -60,7 +62,7 @@ type Process struct {
 // cleanup.
 func StartProcess(tb testing.TB, args ...string) *Process {
 	tb.Helper()
-	p := &Process{tb: tb, bin: ServerBinary(tb), Store: filepath.Join(tb.TempDir(), "jetstream"), Port: freePort(tb), args: args}
+	p := &Process{tb: tb, bin: ServerBinary(tb), Store: filepath.Join(tb.TempDir(), "jetstream"), Port: freeport.Port(tb), args: args}
 	p.Start()
 	tb.Cleanup(func() { p.Kill() })
 	return p
@@ -121,13 +123,3 @@ func (p *Process) Pause() { p.signal(syscall.SIGSTOP) }
 
 // Resume continues a paused server.
 func (p *Process) Resume() { p.signal(syscall.SIGCONT) }
-
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
