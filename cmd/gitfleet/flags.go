@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/gitfleet/gitfleet/sources"
@@ -68,8 +69,10 @@ func printHelp(fs *flag.FlagSet) {
 	if out == nil {
 		return
 	}
-	name := fs.Name()
-	if c := commands[name[len("gitfleet "):]]; c != nil {
+	// A subcommand's flag set ("gitfleet import capi", "gitfleet node
+	// list") prints its command's usage line.
+	name, _, _ := strings.Cut(strings.TrimPrefix(fs.Name(), "gitfleet "), " ")
+	if c := commands[name]; c != nil {
 		fmt.Fprintf(out, "Usage: gitfleet %s\n\n%s\n\nFlags:\n", c.usage, c.summary)
 	}
 	fs.SetOutput(out)

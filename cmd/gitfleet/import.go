@@ -18,6 +18,10 @@ func init() {
 }
 
 func runImport(ctx context.Context, env *cmdEnv, args []string) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		// capi is the one thing import converts: its help is import's.
+		args = []string{"capi", "-h"}
+	}
 	if len(args) == 0 || args[0] != "capi" {
 		return &exitError{code: exitUsage, err: errors.New("import what? gitfleet imports Cluster API YAML: gitfleet import capi FILE|DIR...")}
 	}

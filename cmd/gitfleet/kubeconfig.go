@@ -27,7 +27,8 @@ func init() {
 func runKubeconfig(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet("kubeconfig", env)
 	nopts := natsbus.Options{Name: "gitfleet-kubeconfig"}
-	nopts.BindFlags(fs)
+	nopts.BindClientFlags(fs)
+	fs.Lookup("nats").Usage = "NATS URL nats://host:port (comma-separated for a cluster); default: the running daemon's embedded server, found in --data-dir"
 	dataDir := fs.String("data-dir", filepath.Join(".gitfleet", "data"), "the daemon's data dir: with no --nats, its embedded server's port and credentials are read there")
 	keyFile := fs.String("secrets-key-file", "", "the daemon's secrets key (default DATA-DIR/secrets.key)")
 	out := fs.String("o", "", "write the kubeconfig to this file (mode 600) instead of standard output")

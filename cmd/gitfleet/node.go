@@ -33,7 +33,7 @@ func runNode(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	fs := newFlagSet("node", env)
 	o := local.NodeOptions{NATS: natsbus.Options{Name: "gitfleet-node"}}
-	o.NATS.BindFlags(fs)
+	o.NATS.BindClientFlags(fs)
 	fs.StringVar(&o.Cluster, "cluster", "", "cluster the machine belongs to")
 	fs.StringVar(&o.Machine, "machine", "", "machine name")
 	fs.StringVar(&o.StateDir, "state-dir", "", "the machine's state folder")
@@ -47,6 +47,11 @@ func runNode(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.DurationVar(&o.StartupDelay, "startup-delay", 0, "report unhealthy (booting) for this long after start")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if o.NATS.URL == natsbus.Embedded {
+		// A node runs no server: it would retry "embedded" as an address
+		// forever, warning, and never send a heartbeat.
+		return &exitError{code: exitUsage, err: errors.New("--nats embedded: a node connects to its worker's NATS; give that server's nats://host:port (the local worker passes it)")}
 	}
 	log, err := lo.logger(env.stderr)
 	if err != nil {

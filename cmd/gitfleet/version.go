@@ -70,8 +70,12 @@ func runCompletion(_ context.Context, env *cmdEnv, args []string) error {
 	}
 	slices.Sort(names)
 	list := strings.Join(names, " ")
-	// A command's flags: the lines of its -h that start with "  -".
-	const flags = `gitfleet "$cmd" -h 2>/dev/null | sed -n 's/^  \(-[-a-z]*\).*/-\1/p'`
+	// A command's flags: the lines of its -h that start with "  -". The
+	// word after the command goes along unless it is a flag, so a
+	// subcommand's flags come (import capi, node list); any other word
+	// there is an argument the command reads after its flags, and -h
+	// still prints the help.
+	const flags = `gitfleet "$cmd" ${sub:+"$sub"} -h 2>/dev/null | sed -n 's/^  \(-[-a-z]*\).*/-\1/p'`
 	switch pos[0] {
 	case "bash":
 		fmt.Fprintf(env.stdout, `# gitfleet completion for bash: source <(gitfleet completion bash)
@@ -80,7 +84,8 @@ _gitfleet() {
   if [ "$COMP_CWORD" -eq 1 ]; then
     COMPREPLY=($(compgen -W "%s help" -- "$cur")); return
   fi
-  local cmd=${COMP_WORDS[1]}
+  local cmd=${COMP_WORDS[1]} sub=
+  if [ "$COMP_CWORD" -gt 2 ] && [[ ${COMP_WORDS[2]} != -* ]]; then sub=${COMP_WORDS[2]}; fi
   case "$cur" in
     -*) COMPREPLY=($(compgen -W "$(%s)" -- "$cur")) ;;
     *) COMPREPLY=($(compgen -f -- "$cur")) ;;
@@ -95,7 +100,8 @@ _gitfleet() {
   if (( CURRENT == 2 )); then
     compadd -- %s help; return
   fi
-  local cmd=${words[2]}
+  local cmd=${words[2]} sub=
+  if (( CURRENT > 3 )) && [[ ${words[3]} != -* ]]; then sub=${words[3]}; fi
   if [[ ${words[CURRENT]} == -* ]]; then
     compadd -- $(%s)
   else
@@ -108,7 +114,7 @@ compdef _gitfleet gitfleet
 		fmt.Fprintf(env.stdout, "# gitfleet completion for fish: gitfleet completion fish | source\n")
 		fmt.Fprintf(env.stdout, "complete -c gitfleet -f -n __fish_use_subcommand -a '%s help'\n", list)
 		for _, n := range names {
-			fmt.Fprintf(env.stdout, "complete -c gitfleet -n '__fish_seen_subcommand_from %s' -a '(gitfleet %s -h 2>/dev/null | sed -n \"s/^  \\(-[-a-z]*\\).*/-\\1/p\")'\n", n, n)
+			fmt.Fprintf(env.stdout, "complete -c gitfleet -n '__fish_seen_subcommand_from %s' -a '(set -l t (commandline -opc); gitfleet %s (string match -v -- \"-*\" $t[3]) -h 2>/dev/null | sed -n \"s/^  \\(-[-a-z]*\\).*/-\\1/p\")'\n", n, n)
 		}
 	default:
 		return &exitError{code: exitUsage, err: fmt.Errorf("shell %q: use bash, zsh or fish", pos[0])}

@@ -59,9 +59,12 @@ type Options struct {
 	userSeed []byte
 }
 
-// BindFlags registers --nats and its credential and TLS options on fs.
-func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.URL, "nats", o.URL, "NATS: `embedded` or a nats://host:port URL (comma-separated for a cluster)")
+// BindClientFlags registers what a client needs to reach NATS: --nats (a
+// URL) and its credential and TLS options. Commands that only connect
+// (kubeconfig, node) bind these alone, so their help offers nothing they
+// would ignore.
+func (o *Options) BindClientFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.URL, "nats", o.URL, "NATS URL nats://host:port (comma-separated for a cluster)")
 	fs.StringVar(&o.User, "nats-user", o.User, "NATS user name")
 	fs.StringVar(&o.Password, "nats-password", o.Password, "NATS password (prefer $GITFLEET_NATS_PASSWORD)")
 	fs.StringVar(&o.Token, "nats-token", o.Token, "NATS token (prefer $GITFLEET_NATS_TOKEN)")
@@ -70,6 +73,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.TLSCert, "nats-tls-cert", o.TLSCert, "client certificate `file` for NATS TLS")
 	fs.StringVar(&o.TLSKey, "nats-tls-key", o.TLSKey, "client key `file` for NATS TLS")
 	fs.StringVar(&o.TLSCA, "nats-tls-ca", o.TLSCA, "CA `file` to verify the NATS server")
+}
+
+// BindFlags registers every NATS flag of a process that may run the
+// embedded server, make streams and sign for nodes (serve, up, worker):
+// BindClientFlags' and --nats-node-signer, --nats-auth, --nats-replicas.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	o.BindClientFlags(fs)
+	fs.Lookup("nats").Usage = "NATS: `embedded` or a nats://host:port URL (comma-separated for a cluster)"
 	fs.StringVar(&o.NodeSigner, "nats-node-signer", o.NodeSigner, "local and docker providers: node signer `file` (the daemon's DATA-DIR/nats-auth/node-signer.nk): each node gets NATS credentials that publish its own heartbeats and join reviews only")
 	fs.StringVar(&o.Auth, "nats-auth", AuthGenerated, "with --nats embedded: generated (credentials made under DATA-DIR/nats-auth and required) or none")
 	fs.Func("nats-replicas", "servers that keep each JetStream stream and bucket (default 1): set on those made; given, also on those that exist (never lowered otherwise)", func(v string) error {
