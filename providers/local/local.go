@@ -89,6 +89,20 @@ func New(o Options) (*Provider, error) {
 	if o.NATSURL == "" {
 		return nil, errors.New("local: nodes need a NATS URL for heartbeats")
 	}
+	if o.NodeSigner == nil && o.NATS.CredsFile != "" {
+		// Without a signer the nodes connect as the worker. A worker's user
+		// that may not send heartbeats (gitfleet's own worker.creds may
+		// not) would leave every machine without them, to be judged dead
+		// and replaced over and over.
+		forbid, err := natsbus.CredsForbid(o.NATS.CredsFile, wire.HeartbeatSubject("cluster", "machine"))
+		if err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+		if forbid {
+			return nil, fmt.Errorf("local: nodes connect with this worker's NATS credentials (%s) when no node signer makes theirs, "+
+				"and those may not publish heartbeats: give --nats-node-signer (the daemon's DATA-DIR/nats-auth/node-signer.nk, docs/operations.md)", o.NATS.CredsFile)
+		}
+	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 5 * time.Second
 	}

@@ -355,3 +355,40 @@ func writeSecret(path string, data []byte) error {
 	}
 	return nil
 }
+
+// CredsForbid reports whether the user of the NATS credentials file at
+// path is visibly forbidden to publish subject: its JWT lists publish
+// permissions and they refuse it (a deny that matches, or allows none of
+// which matches). A user made by a scoped signing key carries no
+// permissions in its JWT (the server applies the scope's), so such a file
+// is never reported; nor is a JWT without permissions, which may publish
+// anything its account may.
+func CredsForbid(path, subject string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, fmt.Errorf("nats credentials: %w", err)
+	}
+	token, err := jwt.ParseDecoratedJWT(data)
+	if err != nil {
+		return false, fmt.Errorf("nats credentials %s: %w", path, err)
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return false, fmt.Errorf("nats credentials %s: %w", path, err)
+	}
+	pub := uc.Permissions.Pub
+	for _, d := range pub.Deny {
+		if server.SubjectMatchesFilter(subject, d) {
+			return true, nil
+		}
+	}
+	if len(pub.Allow) == 0 {
+		return false, nil
+	}
+	for _, a := range pub.Allow {
+		if server.SubjectMatchesFilter(subject, a) {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers"
@@ -329,4 +331,74 @@ func TestExternalServerLayout(t *testing.T) {
 		t.Fatalf("daemon: Ensure: %v", err)
 	}
 	checkPermissions(t, bus, authDir)
+}
+
+// TestCredsForbid: of the generated credentials, the worker's visibly may
+// not publish a heartbeat (its JWT lists what it may publish) and may
+// publish an event; the daemon's may publish anything; a node's, made by a
+// scoped key, carry no permissions of their own and are not reported. A
+// deny that matches forbids; a file that is no credentials is an error.
+func TestCredsForbid(t *testing.T) {
+	dir := t.TempDir()
+	a, err := natsbus.LoadAuth(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeCreds, err := a.NodeSigner().Creds("c", "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(dir, "node.creds")
+	denyAll := filepath.Join(dir, "deny.creds")
+	if err := os.WriteFile(node, nodeCreds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(denyAll, denyingCreds(t, "gitfleet.heartbeat.>"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	heartbeat := wire.HeartbeatSubject("c", "m")
+	for _, c := range []struct {
+		file, subject string
+		want          bool
+	}{
+		{natsbus.WorkerCredsFile, heartbeat, true},
+		{natsbus.WorkerCredsFile, wire.SubjectEvents + ".c", false},
+		{natsbus.DaemonCredsFile, heartbeat, false},
+		{"node.creds", heartbeat, false},
+		{"deny.creds", heartbeat, true},
+		{"deny.creds", wire.SubjectEvents + ".c", false},
+	} {
+		got, err := natsbus.CredsForbid(filepath.Join(dir, c.file), c.subject)
+		if err != nil || got != c.want {
+			t.Errorf("%s publishing %s: forbidden %t, %v; want %t", c.file, c.subject, got, err, c.want)
+		}
+	}
+	bad := filepath.Join(dir, "bad.creds")
+	if err := os.WriteFile(bad, []byte("not credentials\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natsbus.CredsForbid(bad, heartbeat); err == nil {
+		t.Error("a file that holds no credentials gave no error")
+	}
+}
+
+// denyingCreds is a user's credentials whose JWT denies publishing deny
+// and allows everything else.
+func denyingCreds(t *testing.T, deny string) []byte {
+	t.Helper()
+	account, _ := nkeys.CreateAccount()
+	user, _ := nkeys.CreateUser()
+	pub, _ := user.PublicKey()
+	seed, _ := user.Seed()
+	uc := jwt.NewUserClaims(pub)
+	uc.Pub.Deny.Add(deny)
+	j, err := uc.Encode(account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := jwt.FormatUserConfig(j, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return creds
 }
