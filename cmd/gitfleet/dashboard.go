@@ -20,10 +20,11 @@ import (
 
 func init() {
 	register(&command{
-		name:    "dashboard",
-		usage:   "dashboard [--repo DIR|URL] [--interval D] [--listen ADDR] [--status-branch B] [--ui-users FILE] [--ui-token-file FILE]",
-		summary: "serve the fleet's web pages read-only from a clone's (or a URL's) status branch, with no daemon and no NATS",
-		run:     runDashboard,
+		name:         "dashboard",
+		usage:        "dashboard [--repo DIR|URL] [--interval D] [--listen ADDR] [--status-branch B] [--ui-users FILE] [--ui-token-file FILE]",
+		summary:      "serve the fleet's web pages read-only from a clone's (or a URL's) status branch, with no daemon and no NATS",
+		run:          runDashboard,
+		untilStopped: true,
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
 )
 
 // command is one subcommand. Run gets the arguments after the subcommand's
@@ -21,6 +22,10 @@ type command struct {
 	usage   string // e.g. "validate [DIR] [--format text|json]"
 	summary string
 	run     func(ctx context.Context, env *cmdEnv, args []string) error
+	// untilStopped: the command runs until a signal stops it (a daemon, a
+	// worker, a node) and shuts down cleanly when ctx ends, however long
+	// that takes; a second signal ends it at once.
+	untilStopped bool
 }
 
 // cmdEnv is what a command may touch of the outside world.
@@ -64,10 +69,45 @@ const exitUsage = 1
 var errSilent = &exitError{code: 1}
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], &cmdEnv{stdout: os.Stdout, stderr: os.Stderr})
-	stop()
-	os.Exit(code)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	untilStopped := false
+	if len(os.Args) > 1 && commands[os.Args[1]] != nil {
+		untilStopped = commands[os.Args[1]].untilStopped
+	}
+	go stopOnSignal(sigs, cancel, untilStopped, os.Stderr, os.Exit)
+	os.Exit(run(ctx, os.Args[1:], &cmdEnv{stdout: os.Stdout, stderr: os.Stderr}))
+}
+
+// oneShotGrace is how long a one-shot command has to return after a
+// signal before the process ends.
+const oneShotGrace = time.Second
+
+// stopOnSignal ends ctx (cancel) at the first SIGINT or SIGTERM. A command
+// that runs until stopped shuts down in its own time; a second signal
+// ends the process at once. A one-shot command (validate, plan, ...) may
+// be deep in work that does not watch ctx, a policy's evaluation or a
+// read that blocks: it has oneShotGrace to return, then the process ends.
+// Either way the exit code is the shell's for a signal, 128 + its number.
+func stopOnSignal(sigs <-chan os.Signal, cancel func(), untilStopped bool, stderr io.Writer, exit func(int)) {
+	sig := <-sigs
+	cancel()
+	if untilStopped {
+		sig = <-sigs
+		fmt.Fprintf(stderr, "gitfleet: %v again: stopping at once\n", sig)
+	} else {
+		select {
+		case sig = <-sigs:
+		case <-time.After(oneShotGrace):
+		}
+		fmt.Fprintf(stderr, "gitfleet: %v: stopped\n", sig)
+	}
+	code := 1
+	if s, ok := sig.(syscall.Signal); ok {
+		code = 128 + int(s)
+	}
+	exit(code)
 }
 
 // run executes one command line and returns the process exit code.

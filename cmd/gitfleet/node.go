@@ -17,10 +17,11 @@ import (
 
 func init() {
 	register(&command{
-		name:    "node",
-		usage:   "node list|kill MACHINE|stop [--data-dir DIR]",
-		summary: "the local provider's machines on this host: list them, kill one (to try remediation), stop them all; node --cluster C --machine M --state-dir DIR is one machine (started by the local worker)",
-		run:     runNode,
+		name:         "node",
+		usage:        "node list|kill MACHINE|stop [--data-dir DIR]",
+		summary:      "the local provider's machines on this host: list them, kill one (to try remediation), stop them all; node --cluster C --machine M --state-dir DIR is one machine (started by the local worker)",
+		run:          runNode,
+		untilStopped: true,
 	})
 }
 

@@ -7,10 +7,11 @@ import (
 
 func init() {
 	register(&command{
-		name:    "serve",
-		usage:   "serve [--repo PATH|URL] [--branch B] [--nats embedded|URL] [--listen ADDR] ...",
-		summary: "run the daemon: follow the repo, plan, publish tasks, commit status",
-		run:     runServe,
+		name:         "serve",
+		usage:        "serve [--repo PATH|URL] [--branch B] [--nats embedded|URL] [--listen ADDR] ...",
+		summary:      "run the daemon: follow the repo, plan, publish tasks, commit status",
+		run:          runServe,
+		untilStopped: true,
 	})
 }
 

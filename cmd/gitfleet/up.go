@@ -15,10 +15,11 @@ import (
 
 func init() {
 	register(&command{
-		name:    "up",
-		usage:   "up [--repo DIR] [--docker]",
-		summary: "all in one: daemon + embedded NATS + local and inmemory workers (and docker, with --docker)",
-		run:     runUp,
+		name:         "up",
+		usage:        "up [--repo DIR] [--docker]",
+		summary:      "all in one: daemon + embedded NATS + local and inmemory workers (and docker, with --docker)",
+		run:          runUp,
+		untilStopped: true,
 	})
 }
 

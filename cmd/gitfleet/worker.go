@@ -27,10 +27,11 @@ import (
 
 func init() {
 	register(&command{
-		name:    "worker",
-		usage:   "worker --provider inmemory|local|docker [--nats URL] [--secrets-key-file F] [--concurrency N] [--listen ADDR]",
-		summary: "run a provider worker: take machine tasks from NATS, report events",
-		run:     runWorker,
+		name:         "worker",
+		usage:        "worker --provider inmemory|local|docker [--nats URL] [--secrets-key-file F] [--concurrency N] [--listen ADDR]",
+		summary:      "run a provider worker: take machine tasks from NATS, report events",
+		run:          runWorker,
+		untilStopped: true,
 	})
 }
 
