@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -135,18 +137,24 @@ func (c *closure) add(dir string) error {
 	}
 	var doc map[string]any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("%s: %w", kf, err)
+		e := &schemas.Error{Path: kf, Message: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+		if m := yamlLine.FindStringSubmatch(e.Message); m != nil {
+			e.Line, _ = strconv.Atoi(m[1])
+			e.Message = "not valid YAML: " + e.Message[len(m[0]):]
+		}
+		return e
 	}
+	k := kustomization{path: kf, data: data}
 	for _, key := range []string{"helmCharts", "helmChartInflationGenerator"} {
 		if _, ok := doc[key]; ok {
-			return fmt.Errorf("%s: %s: Helm runs a program, which gitfleet does not do; render the chart and commit its output", kf, key)
+			return k.error(key, key+":", "Helm runs a program, which gitfleet does not do; render the chart and commit its output")
 		}
 	}
 	for _, key := range []string{"resources", "bases", "components"} {
 		list, _ := doc[key].([]any)
 		for _, v := range list {
 			ref, _ := v.(string)
-			if err := c.ref(dir, kf, key, ref, true); err != nil {
+			if err := c.ref(dir, k, key, ref, true); err != nil {
 				return err
 			}
 		}
@@ -156,56 +164,80 @@ func (c *closure) add(dir string) error {
 	var walkErr error
 	walkStrings(doc, func(v string) {
 		if walkErr == nil {
-			walkErr = c.ref(dir, kf, "", v, false)
+			walkErr = c.ref(dir, k, "", v, false)
 		}
 	})
 	return walkErr
 }
 
-// ref adds one reference made by kustomization file kf.
-func (c *closure) ref(dir, kf, key, ref string, strict bool) error {
+// yamlLine is where yaml.v3 says a syntax error is, after "yaml: ".
+var yamlLine = regexp.MustCompile(`^not valid YAML: line (\d+): `)
+
+// kustomization is a kustomization file as written, for errors at the
+// line that names what is wrong.
+type kustomization struct {
+	path string
+	data []byte
+}
+
+// error is an error at field of the kustomization, at the first place
+// value is written (a list item, block or flow style, or a key; line
+// unknown when it is nowhere, as written in another form).
+func (k kustomization) error(field, value, msg string) error {
+	e := &schemas.Error{Path: k.path, Field: field, Message: msg}
+	for i, l := range strings.Split(string(k.data), "\n") {
+		if at := strings.Index(l, value); at >= 0 && !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			e.Line, e.Col = i+1, at+1
+			break
+		}
+	}
+	return e
+}
+
+// ref adds one reference made by kustomization file k.
+func (c *closure) ref(dir string, k kustomization, key, ref string, strict bool) error {
 	if ref == "" {
 		return nil
 	}
 	if strict && looksRemote(ref) {
-		return fmt.Errorf("%s: %s: remote base %q refused: gitfleet renders only what is in the repository; copy it in (vendor it) and refer to the local folder", kf, key, ref)
+		return k.error(key, ref, fmt.Sprintf("remote base %q refused: gitfleet renders only what is in the repository; copy it in (vendor it) and refer to the local folder", ref))
 	}
 	p, ok := joinRel(dir, ref)
 	if !ok {
 		if strict {
-			return fmt.Errorf("%s: %s: %q is outside the repository; only files in the repository can be used", kf, key, ref)
+			return k.error(key, ref, fmt.Sprintf("%q is outside the repository; only files in the repository can be used", ref))
 		}
 		return nil
 	}
 	if _, isFile := c.s.files.Get(p); isFile {
 		c.files[p] = true
-		return c.checkFunction(kf, p)
+		return c.checkFunction(k, key, ref, p)
 	}
 	if p != "" && c.s.isDir(p) {
 		if kustomizationFile(c.s, p) != "" {
 			return c.add(p)
 		}
 		if strict {
-			return fmt.Errorf("%s: %s: %q is a folder without a kustomization.yaml", kf, key, ref)
+			return k.error(key, ref, fmt.Sprintf("%q is a folder without a kustomization.yaml: add one, or name its files", ref))
 		}
 		return nil
 	}
 	if strict {
-		return fmt.Errorf("%s: %s: %q does not exist at this revision", kf, key, ref)
+		return k.error(key, ref, fmt.Sprintf("%q does not exist at this revision: fix the path, or commit the file", ref))
 	}
 	return nil
 }
 
 // checkFunction refuses KRM function configs: gitfleet does not run
 // programs or containers from the repository.
-func (c *closure) checkFunction(kf, p string) error {
+func (c *closure) checkFunction(k kustomization, key, ref, p string) error {
 	data, err := c.s.readFile(p)
 	if err != nil {
 		return err
 	}
 	for _, marker := range []string{"config.kubernetes.io/function", "config.k8s.io/function"} {
 		if bytes.Contains(data, []byte(marker)) {
-			return fmt.Errorf("%s: %s is an exec or container plugin (%s), which gitfleet does not run; commit the generated output instead", kf, p, marker)
+			return k.error(key, ref, fmt.Sprintf("%s is an exec or container plugin (%s), which gitfleet does not run; commit the generated output instead", p, marker))
 		}
 	}
 	return nil
@@ -240,6 +272,10 @@ func displayDir(d string) string {
 }
 
 func kustomizeError(dir string, err error) schemas.Error {
+	// An error in a kustomization file names that file and its line.
+	if se := (*schemas.Error)(nil); errors.As(err, &se) {
+		return *se
+	}
 	return schemas.Error{Path: path.Join(dir, "kustomization.yaml"), Message: strings.TrimPrefix(err.Error(), "kustomize: ")}
 }
 
