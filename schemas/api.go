@@ -34,6 +34,10 @@ type Error struct {
 	Col     int    // 1-based; 0 when unknown
 	Field   string // dotted field path, e.g. spec.topology.version; may be empty
 	Message string // what is wrong and, where obvious, the fix
+	// Dangling marks a reference to an object the fleet lacks (a cluster's
+	// ClusterClass, a MachineDeployment's cluster): a file that could not
+	// be read may define it (AwaitUnread).
+	Dangling bool
 }
 
 // Error formats as path:line:col: field: message.

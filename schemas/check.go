@@ -262,6 +262,14 @@ func (c *checker) errorAt(o *Object, field, format string, args ...any) {
 	c.errs = append(c.errs, objectError(o, field, fmt.Sprintf(format, args...)))
 }
 
+// danglingAt is an error at field of o, which names an object the fleet
+// lacks (Error.Dangling).
+func (c *checker) danglingAt(o *Object, field, msg string) {
+	e := objectError(o, field, msg)
+	e.Dangling = true
+	c.errs = append(c.errs, e)
+}
+
 // objectError is an error at field's line in o.
 func objectError(o *Object, field, msg string) Error {
 	return errorNear(o.Source.Path, o.Source.Line, o.Lines, field, msg)
@@ -390,7 +398,7 @@ func (c *checker) clusterExists(o *Object, name string) {
 	if o == nil || c.objectOf(v1alpha1.KindCluster, name) != nil {
 		return
 	}
-	c.errorAt(o, "spec.clusterName", "%s", notFound("cluster", name, "", keys(c.byKind[v1alpha1.KindCluster])))
+	c.danglingAt(o, "spec.clusterName", notFound("cluster", name, "", keys(c.byKind[v1alpha1.KindCluster])))
 }
 
 // notFound says a name is unknown (in where, when not empty) and suggests

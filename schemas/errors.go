@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -13,4 +14,51 @@ func sortErrors(es Errors) Errors {
 			cmp.Compare(a.Col, b.Col), cmp.Compare(a.Field, b.Field), cmp.Compare(a.Message, b.Message))
 	})
 	return slices.Compact(es)
+}
+
+// AwaitUnread keeps the errors of a fleet in which some files could not be
+// read at all (unread: their paths, e.g. YAML that does not parse), less
+// the dangling references: those files may define what they name, and one
+// broken class file would otherwise blame every cluster of the class. The
+// first error of each unread file says how many references wait for it;
+// they are checked again once the files parse.
+func AwaitUnread(errs Errors, unread []string) Errors {
+	if len(unread) == 0 {
+		return errs
+	}
+	var kept Errors
+	var first *Error
+	waiting := 0
+	for i, e := range errs {
+		if !e.Dangling {
+			kept = append(kept, e)
+			continue
+		}
+		if waiting == 0 {
+			first = &errs[i]
+		}
+		waiting++
+	}
+	if waiting == 0 {
+		return errs
+	}
+	kept = sortErrors(kept)
+	what := "1 reference to an object not found waits"
+	if waiting > 1 {
+		what = fmt.Sprintf("%d references to objects not found wait", waiting)
+	}
+	seen := map[string]bool{}
+	for _, p := range unread {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		for i := range kept {
+			if kept[i].Path == p {
+				kept[i].Message += fmt.Sprintf(" (%s for this file, which may define them: the first, %s:%d: %s)", what, first.Path, first.Line, first.Message)
+				break
+			}
+		}
+	}
+	return kept
 }

@@ -46,7 +46,7 @@ func Load(files []File) (*v1alpha1.Fleet, Errors) {
 	// encoded.
 	fleet, cerrs := Check(append(cfgObjs, objs...), nil)
 	errs = append(errs, cerrs...)
-	return fleet, sortErrors(errs)
+	return fleet, sortErrors(AwaitUnread(errs, unread(perrs, objs)))
 }
 
 // loadConfig parses gitfleet.yaml; its spec tells what else to read.
@@ -167,3 +167,19 @@ func parseAll(files []File, policies []File) ([]Object, Errors) {
 
 // parallel calls work(0..n-1) on one goroutine per core and waits.
 func parallel(n int, work func(i int)) { workers.Each(n, runtime.GOMAXPROCS(0), work) }
+
+// unread are the paths of files that have errors and not one object: a
+// file whose YAML does not parse.
+func unread(errs Errors, objs []Object) []string {
+	read := map[string]bool{}
+	for _, o := range objs {
+		read[o.Source.Path] = true
+	}
+	var paths []string
+	for _, e := range errs {
+		if !read[e.Path] {
+			paths = append(paths, e.Path)
+		}
+	}
+	return paths
+}

@@ -150,7 +150,7 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 	o := c.objectOf(v1alpha1.KindCluster, cl.Metadata.Name)
 	classObj := c.objectOf(v1alpha1.KindClusterClass, cl.Spec.Topology.ClassRef.Name)
 	if classObj == nil {
-		c.errorAt(o, "spec.topology.classRef.name", "%s", notFound("ClusterClass", cl.Spec.Topology.ClassRef.Name, "", keys(c.byKind[v1alpha1.KindClusterClass])))
+		c.danglingAt(o, "spec.topology.classRef.name", notFound("ClusterClass", cl.Spec.Topology.ClassRef.Name, "", keys(c.byKind[v1alpha1.KindClusterClass])))
 		return
 	}
 	if classObj.Invalid {

@@ -168,6 +168,20 @@ func sameNames(old, cur *parsed) bool {
 
 // errors are the assembly's files' errors, in file order: each file's
 // misplaced objects, then its parse and schema errors.
+// unread are the paths of the files with errors and not one object (YAML
+// that does not parse): files that may define what a reference misses.
+func (a *assembly) unread() []string {
+	var paths []string
+	for _, i := range a.bad {
+		if p := a.results[i]; len(p.objs) == 0 {
+			for _, e := range p.errs {
+				paths = append(paths, e.Path)
+			}
+		}
+	}
+	return paths
+}
+
 func (a *assembly) errors() schemas.Errors {
 	var errs schemas.Errors
 	for _, i := range a.bad {

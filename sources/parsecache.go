@@ -128,6 +128,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	pc.last = a
 	pc.mu.Unlock()
 	errs = append(errs, cerrs...)
+	errs = schemas.AwaitUnread(errs, a.unread())
 	newSourceLines(ins).fix(errs)
 	sortErrors(errs)
 	return fleet, errs, &keys, nil

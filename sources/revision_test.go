@@ -39,6 +39,34 @@ func TestRevisionNamesFileAndLineOfABrokenFile(t *testing.T) {
 	}
 }
 
+// TestABrokenClassIsOneError: a revision whose class file does not parse
+// is rejected with that file's error alone, saying its clusters' references
+// wait for it (not one more error a cluster); a next revision that also
+// changes a cluster (the parse cache's patched assembly) says the same.
+func TestABrokenClassIsOneError(t *testing.T) {
+	ctx := context.Background()
+	work := gittest.NewRepo(t)
+	work.Commit("good", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a"), "clusters/b.yaml": cluster("b")})
+	r := open(t, work.Dir)
+	if rev, err := r.Revision(ctx, "main"); err != nil || rev.Rejected() {
+		t.Fatalf("good revision: %v %v", err, rev.Errors)
+	}
+	work.Commit("a tab in the class", map[string]string{"classes/standard.yaml": strings.Replace(classYAML, "\n  ", "\n\t", 1)})
+	for _, edit := range []map[string]string{nil, {"clusters/b.yaml": cluster("b") + "# edited\n"}} {
+		if edit != nil {
+			work.Commit("edit b", edit)
+		}
+		rev, err := r.Revision(ctx, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rev.Errors) != 1 || rev.Errors[0].Path != "classes/standard.yaml" ||
+			!strings.Contains(rev.Errors[0].Message, "2 references to objects not found wait for this file") {
+			t.Errorf("errors = %v, want the class file's alone, saying 2 references wait for it", rev.Errors)
+		}
+	}
+}
+
 // TestRevisionTellsItsFileCount: Options.Files hears how many files each
 // revision read lists (plan sizes its collector by it): those the fleet's
 // paths select, not the repository's.

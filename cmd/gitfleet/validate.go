@@ -131,7 +131,7 @@ func writeValidateJSON(env *cmdEnv, fleet *v1alpha1.Fleet, errs schemas.Errors) 
 		"healthChecks":       len(fleet.HealthChecks),
 	}}
 	for _, e := range errs {
-		out.Errors = append(out.Errors, validateError(e))
+		out.Errors = append(out.Errors, validateError{Path: e.Path, Line: e.Line, Col: e.Col, Field: e.Field, Message: e.Message})
 	}
 	enc := json.NewEncoder(env.stdout)
 	enc.SetIndent("", "  ")
