@@ -29,6 +29,7 @@ func validateCUE(c *compiled, path string, d *doc, kind string, m map[string]any
 	}
 	var out []Error
 	missing := map[string]bool{}
+	shapes := allowedShapes()
 	for _, g := range groupErrors(err, m, 1) {
 		if strings.Contains(g.msg, "field not allowed") {
 			continue // unknown fields come from shapes, all of them
@@ -50,7 +51,9 @@ func validateCUE(c *compiled, path string, d *doc, kind string, m map[string]any
 			}
 			continue
 		}
-		out = append(out, d.errorAt(path, g.field, message(v, g.path, d, g.field, g.msg)))
+		x, _ := lookupRaw(m, g.path)
+		want := shapes.at(shapes.kinds[kind], m, g.path)
+		out = append(out, d.errorAt(path, g.field, message(v, g.path, d, g.field, g.msg, want, x)))
 	}
 	return data, out
 }
@@ -133,19 +136,48 @@ func fieldPath(data any, sels []string) (string, cue.Path) {
 	return b.String(), cue.MakePath(cs...)
 }
 
-// message says what is wrong with the value written at field: the schema's
-// @help text after the value as written, or CUE's own message.
-func message(v cue.Value, p cue.Path, d *doc, field, raw string) string {
+// message says what is wrong with the value x written at field, whose
+// place in the schema has the shape want (nil when not known): a number
+// written as a string, a value of a kind the place does not take
+// (kinds.go), the schema's @help text after the value as written, or
+// CUE's own message.
+func message(v cue.Value, p cue.Path, d *doc, field, raw string, want *shape, x any) string {
 	n := d.valueNodes()[field]
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && strings.Contains(raw, "mismatched types") && strings.Contains(raw, "string") {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && strings.Contains(raw, "mismatched types") && strings.Contains(raw, "string") &&
+		(want == nil || want.kind&cue.NumberKind != 0) {
 		if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
-			return strconv.Quote(n.Value) + " is a string, not a number: remove the quotes"
+			return stringNotNumber(n)
 		}
 	}
-	if help, ok := helpFor(v, p, n); ok {
+	help, hasHelp := helpFor(v, p, n)
+	if kindMismatch(want, x, hasHelp) {
+		return kindMessage(want, lastKey(p), x, n)
+	}
+	if hasHelp {
 		return shown(n) + " " + help
 	}
 	return raw
+}
+
+// stringNotNumber says that a number was written as a string, and what
+// made it one: quotes, a !!str tag or a block scalar.
+func stringNotNumber(n *yaml.Node) string {
+	switch {
+	case n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0:
+		return strconv.Quote(n.Value) + " is a string, not a number: remove the quotes"
+	case n.Style&yaml.TaggedStyle != 0:
+		return "!!str " + n.Value + " is a string, not a number: remove the !!str tag"
+	}
+	return strconv.Quote(n.Value) + " is a string, not a number: write it as a plain number after the colon"
+}
+
+// lastKey is the name of the field p ends with; "" for a list element.
+func lastKey(p cue.Path) string {
+	sels := p.Selectors()
+	if len(sels) == 0 || sels[len(sels)-1].Type() != cue.StringLabel {
+		return ""
+	}
+	return sels[len(sels)-1].Unquoted()
 }
 
 // helpFor finds the @help attribute of the field at p, or of its parent

@@ -17,6 +17,12 @@ type shape struct {
 	open     bool              // any field allowed (a map like labels, or {...})
 	elem     *shape            // list element
 	template bool              // a machine template: spec's shape depends on provider
+	// kind is the kinds of value the schema takes here (cue.TopKind:
+	// any), so that a value of another kind is told in words (kinds.go).
+	kind     cue.Kind
+	optional bool     // a field that may be left out
+	names    []string // fields in the schema's order, for hints
+	pattern  *shape   // the value of each field of a map like labels ([string]: T)
 }
 
 // shapes is the allowed-field tree of every kind and provider spec.
@@ -39,12 +45,15 @@ func buildShapes(root cue.Value) *shapes {
 }
 
 func shapeOf(v cue.Value, depth int) *shape {
-	sh := &shape{}
+	sh := &shape{kind: cue.TopKind}
 	if depth > 32 {
 		sh.open = true
 		return sh
 	}
 	k := v.IncompleteKind()
+	if k != cue.BottomKind {
+		sh.kind = k
+	}
 	if k&cue.ListKind != 0 {
 		sh.elem = shapeOf(v.LookupPath(cue.MakePath(cue.AnyIndex)), depth+1)
 	}
@@ -54,6 +63,9 @@ func shapeOf(v cue.Value, depth int) *shape {
 	sh.fields = map[string]*shape{}
 	if p := v.LookupPath(cue.MakePath(cue.AnyString)); p.Exists() || v.Allows(cue.AnyString) {
 		sh.open = true
+		if p.Exists() {
+			sh.pattern = shapeOf(p, depth+1)
+		}
 	}
 	it, err := v.Fields(cue.Optional(true))
 	if err != nil {
@@ -65,7 +77,10 @@ func shapeOf(v cue.Value, depth int) *shape {
 		if sel.IsDefinition() || sel.PkgPath() != "" {
 			continue
 		}
-		sh.fields[sel.Unquoted()] = shapeOf(it.Value(), depth+1)
+		f := shapeOf(it.Value(), depth+1)
+		f.optional = it.IsOptional()
+		sh.fields[sel.Unquoted()] = f
+		sh.names = append(sh.names, sel.Unquoted())
 	}
 	if _, ok := sh.fields["provider"]; ok {
 		sh.template = true // #MachineTemplate: spec's fields come from #providers[provider]

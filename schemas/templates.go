@@ -254,11 +254,20 @@ func (vs *variables) checkSpec(sh *shapes, prov *shape, tpl v1alpha1.MachineTemp
 				continue // reported as unknown above
 			}
 			msg := g.msg
+			x, _ := lookupRaw(data, g.path)
+			want := sh.at(&shape{fields: map[string]*shape{"spec": prov}}, data, g.path)
 			var n yaml.Node
-			if n.Encode(lookup(data, g.field)) == nil {
-				if help, ok := helpFor(v, g.path, &n); ok {
-					msg = help
-				}
+			help, hasHelp := "", false
+			if n.Encode(x) == nil {
+				help, hasHelp = helpFor(v, g.path, &n)
+			}
+			switch {
+			case hasHelp:
+				msg = help
+			case kindMismatch(want, x, false):
+				// Not CUE's dump of the schema: the patch's value is in
+				// the message already, what the spec takes there is said.
+				msg = expectedWords(want) + " is expected"
 			}
 			out = append(out, specViolation{field: g.field, msg: fmt.Sprintf("which provider %s's spec refuses: %s", tpl.Provider, msg)})
 		}
@@ -268,17 +277,4 @@ func (vs *variables) checkSpec(sh *shapes, prov *shape, tpl v1alpha1.MachineTemp
 		vs.v.used = rotateAfter // do not reuse a context CUE panicked in
 	}
 	return out
-}
-
-// lookup returns the value at a dotted field path of data (maps only).
-func lookup(data map[string]any, field string) any {
-	var cur any = data
-	for _, k := range strings.Split(field, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = m[k]
-	}
-	return cur
 }
