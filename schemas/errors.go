@@ -55,7 +55,7 @@ func AwaitUnread(errs Errors, unread []string) Errors {
 		seen[p] = true
 		for i := range kept {
 			if kept[i].Path == p {
-				kept[i].Message += fmt.Sprintf(" (%s for this file, which may define them: the first, %s:%d: %s)", what, first.Path, first.Line, first.Message)
+				kept[i].Message += fmt.Sprintf(" (%s for this file, which may define them: the first, %s)", what, first.Error())
 				break
 			}
 		}

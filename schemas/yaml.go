@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -85,7 +87,7 @@ func splitYAML(path string, data []byte) ([]*doc, *Error) {
 			return docs, nil
 		}
 		if err != nil {
-			return docs, yamlSyntaxError(path, err)
+			return docs, yamlSyntaxError(path, err, data)
 		}
 		if len(n.Content) > 0 {
 			add(n.Content[0])
@@ -105,7 +107,12 @@ func (d *doc) valueNodes() map[string]*yaml.Node {
 	return d.vals
 }
 
-func yamlSyntaxError(path string, err error) *Error {
+// yamlSyntaxError is the YAML parser's error with its line, and what the
+// parser's words leave out: where a character YAML cannot read is (a byte
+// that is not UTF-8, a control character: the parser gives no line for
+// them), and the usual cause of a message (a tab that indents, a
+// non-breaking space copied from a web page).
+func yamlSyntaxError(path string, err error, data []byte) *Error {
 	msg := err.Error()
 	e := &Error{Path: path}
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
@@ -115,6 +122,48 @@ func yamlSyntaxError(path string, err error) *Error {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 	}
 	e.Message = "not valid YAML: " + msg
+	lines := strings.Split(string(data), "\n")
+	switch {
+	case strings.Contains(msg, "UTF-8"):
+		for i, l := range lines {
+			if !utf8.ValidString(l) {
+				e.Line = i + 1
+				e.Message = "not valid YAML: this line has bytes that are not UTF-8: save the file as UTF-8"
+				return e
+			}
+		}
+	case strings.Contains(msg, "control characters"):
+		for i, l := range lines {
+			if at := strings.IndexFunc(l, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\r' }); at >= 0 {
+				r, _ := utf8.DecodeRuneInString(l[at:])
+				e.Line, e.Col = i+1, at+1
+				e.Message = fmt.Sprintf("not valid YAML: a control character (U+%04X) YAML does not allow: remove it", r)
+				return e
+			}
+		}
+	}
+	if strings.Contains(msg, "did not find expected key") {
+		e.Message += ": a key below this line is indented differently from the keys beside it (keys of one map start in the same column)"
+		return e
+	}
+	// Near the line the parser names (it often names the next one):
+	for _, n := range []int{e.Line, e.Line - 1} {
+		if n < 1 || n > len(lines) {
+			continue
+		}
+		l := lines[n-1]
+		indent := l[:len(l)-len(strings.TrimLeft(l, " \t\u00a0"))]
+		switch {
+		case strings.Contains(indent, "\t"):
+			e.Line = n
+			e.Message += ": a tab indents line " + strconv.Itoa(n) + "; YAML indents with spaces only"
+			return e
+		case strings.Contains(l, "\u00a0"):
+			e.Line = n
+			e.Message += ": line " + strconv.Itoa(n) + " has a non-breaking space (U+00A0, often pasted from a web page); write a plain space"
+			return e
+		}
+	}
 	return e
 }
 
