@@ -38,12 +38,7 @@ func TestCheckSortsAndKeepsSources(t *testing.T) {
 // kept their raw value (ParseFile), as a caller that did not apply them
 // while parsing needs.
 func TestCheckWithPolicies(t *testing.T) {
-	class, _ := ParseFile(File{Path: "classes/c.yaml", Data: []byte(header + `kind: ClusterClass
-metadata: {name: c}
-spec:
-  controlPlane: {machineTemplate: {provider: inmemory}}
-  workers: {machineDeployments: [{class: w, template: {provider: inmemory}}]}
-`)})
+	class := inmemoryClassC(t)
 	clusters, errs := ParseFile(File{Path: "clusters/a.yaml", Data: []byte(header + `kind: Cluster
 metadata: {name: a, labels: {env: prod, team: x}}
 spec:
@@ -70,9 +65,91 @@ Clustr: {}
 	_, errs = Check(append(class, clusters...), policies)
 	want := []string{
 		`clusters/a.yaml:3:41: metadata.labels.team: violates policy policies/teams.cue:2: "x" is not a team of this fleet: use payments or search`,
-		`clusters/a.yaml:7:20: spec.topology.controlPlane.replicas: violates policy policies/prod.cue:4: conflicting values 3 and 1; conflicting values 5 and 1`,
+		`clusters/a.yaml:7:20: spec.topology.controlPlane.replicas: violates policy policies/prod.cue:4: 1 does not satisfy 3 | 5`,
 		`policies/teams.cue:3:1: "Clustr" is not a kind; did you mean "Cluster"?`,
 	}
+	if d := cmp.Diff(want, errLines(errs)); d != "" {
+		t.Errorf("errors (-want +got):\n%s", d)
+	}
+}
+
+// inmemoryClassC is a ClusterClass c of inmemory machines with one worker
+// class w, for tests of clusters against policies.
+func inmemoryClassC(t *testing.T) []Object {
+	t.Helper()
+	class, errs := ParseFile(File{Path: "classes/c.yaml", Data: []byte(header + `kind: ClusterClass
+metadata: {name: c}
+spec:
+  controlPlane: {machineTemplate: {provider: inmemory}}
+  workers: {machineDeployments: [{class: w, template: {provider: inmemory}}]}
+`)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return class
+}
+
+// TestPolicyNamesTheConstraintBroken: with two constraints on one field in
+// one policy file, a violation names the line and help of the one the
+// value breaks, not the first one found (which the value may meet).
+func TestPolicyNamesTheConstraintBroken(t *testing.T) {
+	class := inmemoryClassC(t)
+	clusters, _ := ParseFile(File{Path: "clusters/a.yaml", Data: []byte(header + `kind: Cluster
+metadata: {name: a, labels: {env: prod}}
+spec:
+  topology:
+    classRef: {name: c}
+    controlPlane: {replicas: 3}
+    version: v1.31.2
+`)})
+	for _, c := range []struct{ policy, want string }{
+		{`Cluster: {
+	metadata: labels?: env?: string
+	if metadata.labels.env != _|_ if metadata.labels.env == "prod" {
+		spec: topology: controlPlane: replicas: 3 | 5 @help("must be 3 or 5")
+	}
+}
+Cluster: spec: topology: controlPlane: replicas: <= 2 @help("at most 2 in this lab")
+`, `clusters/a.yaml:7:20: spec.topology.controlPlane.replicas: violates policy policies/p.cue:7: 3 at most 2 in this lab`},
+		{`Cluster: {
+	metadata: labels?: env?: string
+	if metadata.labels.env != _|_ if metadata.labels.env == "prod" {
+		spec: topology: controlPlane: replicas: 3 | 5 @help("must be 3 or 5")
+	}
+}
+Cluster: spec: topology: controlPlane: replicas: <= 2
+`, `clusters/a.yaml:7:20: spec.topology.controlPlane.replicas: violates policy policies/p.cue:7: 3 does not satisfy <=2`},
+		{`Cluster: spec: topology: version: =~"^v1[.]30[.]" @help("runs 1.30 only")
+Cluster: spec: topology: version: string
+`, `clusters/a.yaml:8:5: spec.topology.version: violates policy policies/p.cue:1: "v1.31.2" runs 1.30 only`},
+	} {
+		_, errs := Check(append(class, clusters...), []File{{Path: "policies/p.cue", Data: []byte(c.policy)}})
+		if d := cmp.Diff([]string{c.want}, errLines(errs)); d != "" {
+			t.Errorf("policy\n%s\nerrors (-want +got):\n%s", c.policy, d)
+		}
+	}
+}
+
+// TestPolicyReadingAnUnsetField: a policy whose condition reads a field an
+// object leaves out cannot be decided for it; the error names the
+// reference and how to guard it (it said only "undefined field: version").
+func TestPolicyReadingAnUnsetField(t *testing.T) {
+	objs, _ := ParseFile(File{Path: "clusters/a.yaml", Data: []byte(header + `kind: Cluster
+metadata: {name: a}
+spec:
+  topology:
+    classRef: {name: c}
+`)})
+	class := inmemoryClassC(t)
+	policy := File{Path: "policies/old.cue", Data: []byte(`Cluster: {
+	spec: topology: classRef: name: string
+	if spec.topology.version == "v1.30.6" {
+		metadata: labels: env: "old"
+	}
+}
+`)}
+	_, errs := Check(append(class, objs...), []File{policy})
+	want := []string{`clusters/a.yaml:1:1: violates policy policies/old.cue:3: it reads spec.topology.version, which this Cluster does not set: guard the reference, as in if spec.topology.version != _|_ if spec.topology.version == …`}
 	if d := cmp.Diff(want, errLines(errs)); d != "" {
 		t.Errorf("errors (-want +got):\n%s", d)
 	}

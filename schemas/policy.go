@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"unicode"
 	"unsafe"
 
 	"cuelang.org/go/cue"
@@ -114,7 +115,7 @@ func (c *compiled) policyErrors(policies []File, o *Object, data cue.Value) []Er
 			}
 			u := p.Unify(data)
 			if err := u.Validate(cue.Concrete(true)); err != nil {
-				errs = append(errs, policyViolations(f.Path, o, u, err)...)
+				errs = append(errs, policyViolations(f, o, u, err)...)
 				remember = false
 			}
 			return nil
@@ -226,13 +227,40 @@ func policyFileErrors(path string, err error) []Error {
 
 // policyViolations reports each conflict at the object's field, naming the
 // policy's line.
-func policyViolations(policyPath string, o *Object, u cue.Value, err error) []Error {
+func policyViolations(f File, o *Object, u cue.Value, err error) []Error {
+	policyPath := f.Path
 	var out []Error
 	for _, g := range groupErrors(err, o.Raw, 1) {
 		msg := g.msg
 		raw, written := lookupRaw(o.Raw, g.path)
 		help, hasHelp := helpFor(u, g.path, nil)
+		var at token.Pos
+		if written {
+			// With several constraints on the field, the one the value
+			// breaks names the line and the help (the first @help found
+			// may be another's, which the value meets).
+			if c, ok := brokenConstraint(policyPath, u, g.path, raw); ok {
+				at = c.Pos()
+				if a := c.Attribute("help"); a.Err() == nil {
+					help, _ = a.String(0)
+					hasHelp = true
+				} else if s := fmt.Sprint(c); len(s) <= 80 && !strings.Contains(s, "\n") {
+					help, hasHelp = "does not satisfy "+s, true
+				} else {
+					hasHelp = false // CUE's own words, at the constraint's line
+				}
+			}
+		}
+		name, undefined := strings.CutPrefix(g.msg, "undefined field: ")
 		switch {
+		case undefined && len(g.path.Selectors()) == 0:
+			// A condition or a reference reads a field this object leaves
+			// out: the policy cannot be decided for it.
+			ref := name
+			if at := policyPos(policyPath, g.first, cue.Value{}); at.IsValid() {
+				ref = referenceAt(f.Data, at.Line(), name)
+			}
+			msg = fmt.Sprintf("it reads %s, which this %s does not set: guard the reference, as in if %s != _|_ if %s == …", ref, o.Kind, ref, ref)
 		case !written && hasHelp:
 			msg = "is not set; it " + help
 		case !written:
@@ -241,12 +269,56 @@ func policyViolations(policyPath string, o *Object, u cue.Value, err error) []Er
 			msg = describe(raw) + " " + help
 		}
 		where := policyPath
-		if pos := policyPos(policyPath, g.first, u.LookupPath(g.path)); pos.IsValid() {
-			where = fmt.Sprintf("%s:%d", policyPath, pos.Line())
+		if !at.IsValid() {
+			at = policyPos(policyPath, g.first, u.LookupPath(g.path))
+		}
+		if at.IsValid() {
+			where = fmt.Sprintf("%s:%d", policyPath, at.Line())
 		}
 		out = append(out, objectError(o, g.field, fmt.Sprintf("violates policy %s: %s", where, msg)))
 	}
 	return out
+}
+
+// referenceAt is the first dotted reference on a policy's line that ends
+// with the field name (spec.topology.version for version); name alone
+// when none does.
+func referenceAt(data []byte, line int, name string) string {
+	lines := strings.Split(string(data), "\n")
+	if line < 1 || line > len(lines) {
+		return name
+	}
+	isRef := func(r rune) bool {
+		return r == '.' || r == '_' || r == '#' || r == '$' || unicode.IsLetter(r) || unicode.IsDigit(r)
+	}
+	for _, r := range strings.FieldsFunc(lines[line-1], func(r rune) bool { return !isRef(r) }) {
+		if r == name || strings.HasSuffix(r, "."+name) {
+			return r
+		}
+	}
+	return name
+}
+
+// brokenConstraint is the constraint of the policy file at p that the
+// value written there breaks on its own, when the field has several
+// (a unification of conjuncts, some maybe the object's own). A constraint
+// that cannot be decided alone (it refers to other fields) is not
+// blamed; none: ok is false.
+func brokenConstraint(policyPath string, u cue.Value, p cue.Path, raw any) (cue.Value, bool) {
+	op, conjuncts := u.LookupPath(p).Expr()
+	if op != cue.AndOp {
+		return cue.Value{}, false
+	}
+	val := u.Context().Encode(raw)
+	for _, c := range conjuncts {
+		if pos := c.Pos(); !pos.IsValid() || pos.Filename() != policyPath {
+			continue
+		}
+		if c.Unify(val).Validate() != nil {
+			return c, true
+		}
+	}
+	return cue.Value{}, false
 }
 
 // policyPos is the first position of the error, or of the value it is

@@ -369,15 +369,7 @@ func TestProjectionKeysAreExact(t *testing.T) {
 // looks is unified with the policy once per context, not once a cluster,
 // and its errors are the same with the verdicts remembered or not.
 func TestPolicyVerdictsAreShared(t *testing.T) {
-	class, errs := ParseFile(File{Path: "classes/c.yaml", Data: []byte(header + `kind: ClusterClass
-metadata: {name: c}
-spec:
-  controlPlane: {machineTemplate: {provider: inmemory}}
-  workers: {machineDeployments: [{class: w, template: {provider: inmemory}}]}
-`)})
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	class := inmemoryClassC(t)
 	var fleet strings.Builder
 	for i := range 600 {
 		env, replicas := "prod", 3
