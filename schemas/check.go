@@ -275,6 +275,15 @@ func objectError(o *Object, field, msg string) Error {
 	return errorNear(o.Source.Path, o.Source.Line, o.Lines, field, msg)
 }
 
+// placeOf says where field is written in o, path:line (the document's
+// line when the field is not written).
+func (o *Object) placeOf(field string) string {
+	if p, ok := o.Lines.At(field); ok {
+		return fmt.Sprintf("%s:%d", o.Source.Path, p.Line)
+	}
+	return o.Source.String()
+}
+
 // ErrorAt is an error at field's line and column in o (or its nearest
 // written parent's), for checks made after parsing (the planner's). field
 // uses the keys of Object.Lines: spec.topology.workers.machineDeployments[0].replicas.
@@ -317,7 +326,7 @@ func (c *checker) index(objs []Object) {
 			if o.Kind == v1alpha1.KindFleetConfig {
 				c.errorAt(o, "kind", "a second FleetConfig (the first is at %s): keep one, in gitfleet.yaml", first.Source)
 			} else {
-				c.errorAt(o, "metadata.name", "duplicate %s %q (also at %s): names are unique per kind; rename one", o.Kind, o.Name, first.Source)
+				c.errorAt(o, "metadata.name", "duplicate %s %q (also at %s): names are unique per kind; rename one", o.Kind, o.Name, first.placeOf("metadata.name"))
 			}
 			continue
 		}

@@ -111,10 +111,11 @@ func checkMachineNames(add addFunc, field, cluster, pool string) {
 }
 
 // checkPercent refuses a percentage above 100%: a share of more than every
-// machine (or cluster) means nothing.
-func checkPercent(add addFunc, field string, v *v1alpha1.IntOrPercent) {
+// machine (or cluster) means nothing. least is the smallest percentage the
+// field takes, for the fix (0, or 1 where 0% would never do anything).
+func checkPercent(add addFunc, field string, v *v1alpha1.IntOrPercent, least int) {
 	if v != nil && v.Percent && v.Value > 100 {
-		add(field, "%s is more than 100%%: use a percentage from 0%% to 100%%, or a count", v)
+		add(field, "%s is more than 100%%: use a percentage from %d%% to 100%%, or a count", v, least)
 	}
 }
 
@@ -191,8 +192,8 @@ func checkStrategy(add addFunc, field string, s *v1alpha1.MachineDeploymentStrat
 		return
 	}
 	ru := s.RollingUpdate
-	checkPercent(add, field+".rollingUpdate.maxSurge", ru.MaxSurge)
-	checkPercent(add, field+".rollingUpdate.maxUnavailable", ru.MaxUnavailable)
+	checkPercent(add, field+".rollingUpdate.maxSurge", ru.MaxSurge, 0)
+	checkPercent(add, field+".rollingUpdate.maxUnavailable", ru.MaxUnavailable, 0)
 	if ru.MaxSurge.Scaled(100, true, 1) == 0 && ru.MaxUnavailable.Scaled(100, false, 0) == 0 {
 		add(field+".rollingUpdate", "maxSurge and maxUnavailable are both 0, so no machine can ever be replaced: set maxSurge: 1 (or maxUnavailable: 1)")
 	}
@@ -210,7 +211,7 @@ func checkRollout(add addFunc, r *v1alpha1.RolloutSpec) {
 			add(p+".name", "duplicate wave %q: rename one", w.Name)
 		}
 		names[w.Name] = true
-		checkPercent(add, p+".maxConcurrent", w.MaxConcurrent)
+		checkPercent(add, p+".maxConcurrent", w.MaxConcurrent, 1)
 		if w.MaxConcurrent != nil && w.MaxConcurrent.Value == 0 {
 			add(p+".maxConcurrent", "%s would never start a cluster of this wave: use at least 1 (or \"10%%\")", w.MaxConcurrent)
 		}
@@ -269,7 +270,7 @@ func checkHealthRules(add addFunc, field string, h v1alpha1.HealthRules) {
 	}
 	checkMaxInFlight(add, field+".remediation.maxInFlight", h.Remediation.MaxInFlight)
 	if t := h.Remediation.TriggerIf; t != nil {
-		checkPercent(add, field+".remediation.triggerIf.unhealthyLessThanOrEqualTo", t.UnhealthyLessThanOrEqualTo)
+		checkPercent(add, field+".remediation.triggerIf.unhealthyLessThanOrEqualTo", t.UnhealthyLessThanOrEqualTo, 0)
 		if _, _, ok := t.Range(); t.UnhealthyInRange != "" && !ok {
 			add(field+".remediation.triggerIf.unhealthyInRange", "%q is not a range like \"[3-5]\": write [min-max] with min <= max", t.UnhealthyInRange)
 		}
@@ -337,7 +338,7 @@ func qualifiedName(k string) bool {
 // checkMaxInFlight: a remediation's maxInFlight (at field) is a count or
 // a percentage up to 100%, and not 0.
 func checkMaxInFlight(add addFunc, field string, m *v1alpha1.IntOrPercent) {
-	checkPercent(add, field, m)
+	checkPercent(add, field, m, 1)
 	if m != nil && m.Value == 0 {
 		add(field, "0 would never replace an unhealthy machine: use at least 1 (or 1%%), or leave it unset for no bound")
 	}

@@ -233,8 +233,12 @@ func (c *checker) checkVariables(o *Object, cl *v1alpha1.Cluster, class *v1alpha
 		}
 		decl := class.Spec.Variables[ci]
 		if msg := cv.check(withSchemaDefaults(&decl, v.Value)); msg != "" {
+			where := class.Source.String()
+			if co := c.objectOf(v1alpha1.KindClusterClass, class.Metadata.Name); co != nil {
+				where = co.placeOf(fmt.Sprintf("spec.variables[%d]", ci))
+			}
 			c.errorAt(o, p+".value", "%s does not satisfy %s of variable %q in ClusterClass %q (%s): %s",
-				describe(v.Value), constraintName(decl), v.Name, class.Metadata.Name, class.Source, msg)
+				describe(v.Value), constraintName(decl), v.Name, class.Metadata.Name, where, msg)
 		}
 	}
 	for _, v := range class.Spec.Variables {
