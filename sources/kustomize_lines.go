@@ -18,11 +18,12 @@ import (
 // field path is looked up in the source file instead; when it is not there
 // (a field kustomize added), the line is left out rather than made up.
 type sourceLines struct {
-	docs map[string][]*yaml.Node // source path → its documents
+	docs     map[string][]*yaml.Node // source path → its documents
+	rendered map[string][]*yaml.Node // source path → kustomize's output of it
 }
 
 func newSourceLines(ins []input) *sourceLines {
-	sl := &sourceLines{docs: map[string][]*yaml.Node{}}
+	sl := &sourceLines{docs: map[string][]*yaml.Node{}, rendered: map[string][]*yaml.Node{}}
 	for _, in := range ins {
 		if in.origin == nil {
 			continue
@@ -30,21 +31,74 @@ func newSourceLines(ins []input) *sourceLines {
 		if _, done := sl.docs[in.Path]; done {
 			continue
 		}
-		var docs []*yaml.Node
-		dec := yaml.NewDecoder(bytes.NewReader(in.origin))
-		for {
-			var n yaml.Node
-			if err := dec.Decode(&n); err != nil {
-				if !errors.Is(err, io.EOF) {
-					docs = nil
-				}
-				break
-			}
-			docs = append(docs, &n)
-		}
-		sl.docs[in.Path] = docs
+		sl.docs[in.Path] = yamlDocs(in.origin)
+		sl.rendered[in.Path] = yamlDocs(in.Data)
 	}
 	return sl
+}
+
+// yamlDocs are the documents of data, none when it does not parse.
+func yamlDocs(data []byte) []*yaml.Node {
+	var docs []*yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if !errors.Is(err, io.EOF) {
+				return nil
+			}
+			return docs
+		}
+		docs = append(docs, &n)
+	}
+}
+
+// sourceDocs are the source documents an error at line of the rendered
+// output may be about: the one of the same kind and name as the rendered
+// document at that line (kustomize may have added a prefix or suffix to
+// the name), else every document of the file.
+func (sl *sourceLines) sourceDocs(path string, line int) []*yaml.Node {
+	docs := sl.docs[path]
+	var at *yaml.Node
+	for _, r := range sl.rendered[path] {
+		if r.Line <= line {
+			at = r // the last document that starts at or before the line
+		}
+	}
+	if at == nil {
+		return docs
+	}
+	kind, name := identity(at)
+	var same, named []*yaml.Node
+	for _, d := range docs {
+		k, n := identity(d)
+		if k != kind || n == "" {
+			continue
+		}
+		if n == name {
+			same = append(same, d)
+		} else if strings.Contains(name, n) {
+			named = append(named, d)
+		}
+	}
+	switch {
+	case len(same) == 1:
+		return same
+	case len(same) == 0 && len(named) == 1:
+		return named
+	}
+	return docs
+}
+
+// identity is a document's kind and metadata.name.
+func identity(d *yaml.Node) (kind, name string) {
+	if n := lookupField(d, "kind"); n != nil {
+		kind = n.Value
+	}
+	if n := lookupField(d, "metadata.name"); n != nil {
+		name = n.Value
+	}
+	return kind, name
 }
 
 // fix rewrites the line and column of errors in rendered files.
@@ -53,12 +107,11 @@ func (sl *sourceLines) fix(errs schemas.Errors) {
 		return
 	}
 	for i, e := range errs {
-		docs, ok := sl.docs[e.Path]
-		if !ok {
+		if _, ok := sl.docs[e.Path]; !ok {
 			continue
 		}
 		errs[i].Line, errs[i].Col = 0, 0
-		for _, d := range docs {
+		for _, d := range sl.sourceDocs(e.Path, e.Line) {
 			if n := lookupField(d, e.Field); n != nil {
 				errs[i].Line, errs[i].Col = n.Line, n.Column
 				break

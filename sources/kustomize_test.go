@@ -2,6 +2,7 @@ package sources_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -124,5 +125,41 @@ func TestValidateRevAndDir(t *testing.T) {
 	fleet, errs, err = sources.ValidateDir(ctx, work.Dir, sources.ValidateOptions{})
 	if err != nil || len(errs) != 0 || len(fleet.Clusters) != 2 {
 		t.Errorf("ValidateDir after fixing = %v, %v, %v", fleet, errs, err)
+	}
+}
+
+// TestKustomizedErrorInALaterDocument: an error in the second document of
+// a file a kustomization renders is placed at that document's line, not
+// at the same field of the first document (both have metadata.name), also
+// when the kustomization prefixes the names.
+func TestKustomizedErrorInALaterDocument(t *testing.T) {
+	ctx := context.Background()
+	c := cluster("a") + `---
+apiVersion: gitfleet.io/v1alpha1
+kind: MachineHealthCheck
+metadata:
+  name: A-Workers
+spec:
+  clusterName: a
+  selector:
+    matchLabels:
+      gitfleet.io/deployment: md-0
+`
+	for _, kustomization := range []string{"resources: [c.yaml]\n", "namePrefix: eu-\nresources: [c.yaml]\n"} {
+		work := gittest.NewRepo(t)
+		work.Commit("fleet", map[string]string{"classes/standard.yaml": classYAML, "app/kustomization.yaml": kustomization, "app/c.yaml": c})
+		rev, err := open(t, work.Dir).Revision(ctx, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var at []string
+		for _, e := range rev.Errors {
+			if e.Field == "metadata.name" {
+				at = append(at, fmt.Sprintf("%s:%d:%d", e.Path, e.Line, e.Col))
+			}
+		}
+		if want := []string{"app/c.yaml:13:9"}; !slices.Equal(at, want) {
+			t.Errorf("with %q: metadata.name errors at %v, want %v (all: %v)", kustomization, at, want, rev.Errors)
+		}
 	}
 }
