@@ -101,7 +101,7 @@ func (r *PreviewReport) HasChanges() bool { return len(r.Clusters) > 0 }
 // observed are the machines running now (from the status branch), or nil to
 // assume every cluster of base runs exactly as base says.
 func Preview(base, head *v1alpha1.Fleet, headErrs []error, observed []ObservedMachine) *PreviewReport {
-	return PreviewKeyed(base, head, nil, nil, headErrs, observed)
+	return PreviewOf(PreviewInput{Base: base, Head: head, HeadErrs: headErrs, Observed: observed})
 }
 
 // PreviewKeyed is Preview for fleets whose objects have content keys (as
@@ -109,20 +109,43 @@ func Preview(base, head *v1alpha1.Fleet, headErrs []error, observed []ObservedMa
 // have base's keys keeps base's expansion, so a pull request that changes
 // one cluster expands the others once.
 func PreviewKeyed(base, head *v1alpha1.Fleet, baseKey, headKey func(kind, name string) string, headErrs []error, observed []ObservedMachine) *PreviewReport {
+	return PreviewOf(PreviewInput{Base: base, Head: head, BaseKey: baseKey, HeadKey: headKey, HeadErrs: headErrs, Observed: observed})
+}
+
+// PreviewInput is what PreviewOf compares.
+type PreviewInput struct {
+	// Base and Head are the fleets; a nil one is empty.
+	Base, Head *v1alpha1.Fleet
+	// BaseKey and HeadKey are their objects' content keys (PreviewKeyed);
+	// nil: none.
+	BaseKey, HeadKey func(kind, name string) string
+	// HeadErrs are head's validation errors.
+	HeadErrs []error
+	// Observed are the machines running now (from the status branch), or
+	// nil to assume every cluster of base runs exactly as base says.
+	Observed []ObservedMachine
+	// Locate places the problems the planner finds in head at their
+	// fields' lines and columns (nil: at their documents' first lines).
+	Locate Locator
+}
+
+// PreviewOf compares in.Base and in.Head.
+func PreviewOf(in PreviewInput) *PreviewReport {
+	base, head, observed := in.Base, in.Head, in.Observed
 	r := &PreviewReport{Observed: observed != nil}
-	for _, e := range headErrs {
+	for _, e := range in.HeadErrs {
 		r.Errors = append(r.Errors, e.Error())
 	}
-	bd, _ := ExpandReusing(nil, base, baseKey)
+	bd, _ := ExpandReusing(nil, base, in.BaseKey)
 	var hd *Desired
 	var probs []Problem
-	if baseKey != nil && headKey != nil {
-		hd, probs = ExpandReusing(bd, head, headKey)
+	if in.BaseKey != nil && in.HeadKey != nil {
+		hd, probs = ExpandReusing(bd, head, in.HeadKey)
 	} else {
 		hd, probs = Expand(head)
 	}
 	for _, p := range probs {
-		r.Errors = append(r.Errors, p.Error())
+		r.Errors = append(r.Errors, p.Place(in.Locate).Error())
 	}
 	var by map[string][]ObservedMachine
 	if observed != nil {
@@ -138,7 +161,7 @@ func PreviewKeyed(base, head *v1alpha1.Fleet, baseKey, headKey func(kind, name s
 	sorted := sortedKeys(names)
 	type compared struct {
 		cc   *ClusterChange
-		errs []string
+		errs []Problem
 	}
 	results := make([]compared, len(sorted))
 	inParallel(len(sorted), func(lo, hi int) {
@@ -155,7 +178,9 @@ func PreviewKeyed(base, head *v1alpha1.Fleet, baseKey, headKey func(kind, name s
 	fd := newFleetDiff(base, head)
 	for i, n := range sorted {
 		cc, errs := results[i].cc, results[i].errs
-		r.Errors = append(r.Errors, errs...)
+		for _, p := range errs {
+			r.Errors = append(r.Errors, p.Place(in.Locate).Error())
+		}
 		diff := fd.of(n)
 		if cc == nil {
 			r.Unchanged++
@@ -227,7 +252,7 @@ func assumeConverged(dc *DesiredCluster) []ObservedMachine {
 	return ms
 }
 
-func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []ObservedMachine) (*ClusterChange, []string) {
+func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []ObservedMachine) (*ClusterChange, []Problem) {
 	cc := &ClusterChange{Name: name, Change: ChangeChanged}
 	// Machines are large: the comparison points at them.
 	live := make([]*ObservedMachine, 0, len(ms))
@@ -258,7 +283,7 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 	if b == nil {
 		cc.Change = ChangeAdded
 	}
-	var errs []string
+	var errs []Problem
 	cpVer := ""
 	for _, m := range live {
 		if m.Deployment == "" && (cpVer == "" || compareVersions(m.Version, cpVer) < 0) {
@@ -269,7 +294,7 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		cc.FromVersion = cpVer
 		chain, verr := upgradeChain(cpVer, h.Version, h.KubernetesVersions)
 		if verr != nil {
-			errs = append(errs, Problem{Source: h.VersionSource, Field: h.VersionField, Message: "cluster " + name + ": " + verr.message}.Error())
+			errs = append(errs, Problem{Source: h.VersionSource, Field: h.VersionField, Message: "cluster " + name + ": " + verr.message})
 			cc.Refused = "the version change is refused (see the errors)"
 		} else if len(chain) > 1 {
 			cc.Chain = chain[:len(chain)-1]

@@ -57,9 +57,9 @@ func newParseCache(known *verdicts) *parseCache {
 // validate parses every input (cached ones are not parsed again), checking
 // each document against the schemas and the policies, then runs the
 // cross-object checks. pre are errors found while reading. It also returns
-// each object's content key.
+// each object's content key, and where the objects' fields are written.
 // load reads the content of inputs that turn out not to be cached.
-func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*input) error) (*v1alpha1.Fleet, schemas.Errors, *objectKeys, error) {
+func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*input) error) (*v1alpha1.Fleet, schemas.Errors, *objectKeys, *Places, error) {
 	var policies []*input
 	for i, in := range ins {
 		if strings.HasSuffix(in.Path, ".cue") {
@@ -76,7 +76,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 		}
 	}
 	if err := load(policies); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	// Policies are applied while each document is parsed, where it is
 	// already encoded for the schema, as schemas.Load does; the objects
@@ -84,7 +84,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	good, polErrs := pc.compilePolicies(policies)
 	results, err := pc.parseAll(docs, good, policiesKey(good), load)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	// The documents are decoded: let go of their text, so that a large
 	// fleet's files are not held through the cross-object checks (a file
@@ -131,7 +131,7 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	errs = schemas.AwaitUnread(errs, a.unread())
 	newSourceLines(ins).fix(errs)
 	sortErrors(errs)
-	return fleet, errs, &keys, nil
+	return fleet, errs, &keys, newPlaces(results, ins), nil
 }
 
 // compilePolicies is schemas.CompilePolicies, trusting a verdict for a

@@ -30,6 +30,10 @@ type Revision struct {
 	// Err says why the revision was rejected (errors.Is ErrInvalid,
 	// ErrUnsigned or ErrUntrusted); nil for a good revision.
 	Err error
+	// Places says where the fields of the revision's objects are written,
+	// for errors found after validation (the planner's); nil when the
+	// revision was not validated (a signature was refused).
+	Places *Places
 	// keys are the objects' content keys (ObjectKey, ChangedSince).
 	keys *objectKeys
 }
@@ -204,7 +208,7 @@ func (r *Repo) RevisionSince(ctx context.Context, rev, since string) (*Revision,
 		}
 		out.Signer = signer
 	}
-	out.Fleet, out.Errors, out.keys, err = r.validate(ctx, c.Hash.String())
+	out.Fleet, out.Errors, out.keys, out.Places, err = r.validate(ctx, c.Hash.String())
 	if err != nil {
 		return nil, err
 	}
@@ -234,15 +238,15 @@ func short(h string) string {
 
 // validate reads rev, loading only the files whose parse result is not
 // cached, and validates it.
-func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schemas.Errors, *objectKeys, error) {
+func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schemas.Errors, *objectKeys, *Places, error) {
 	_, ins, pre, listed, patchable, err := r.read(ctx, rev, r.parsed.has)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if r.opts.Files != nil {
 		r.opts.Files(len(ins))
 	}
-	fleet, errs, keys, err := r.parsed.validate(ins, pre, r.loadLocked)
+	fleet, errs, keys, places, err := r.parsed.validate(ins, pre, r.loadLocked)
 	// Nothing else holds the inputs now (the parse results keep what
 	// they need, and validation let go of the contents): they are the
 	// listing the next read patches when they list the tree it starts
@@ -276,7 +280,7 @@ func (r *Repo) validate(ctx context.Context, rev string) (*v1alpha1.Fleet, schem
 		}
 		r.mu.Unlock()
 	}
-	return fleet, errs, keys, err
+	return fleet, errs, keys, places, err
 }
 
 // verdictSaveInterval is how often a repository read revision after

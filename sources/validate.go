@@ -21,7 +21,10 @@ func ValidateRev(ctx context.Context, dir, rev string, vo ValidateOptions) (*v1a
 		return nil, nil, err
 	}
 	defer repo.Close()
-	fleet, errs, _, err := repo.validate(ctx, rev)
+	fleet, errs, _, places, err := repo.validate(ctx, rev)
+	if err == nil && vo.Places != nil {
+		vo.Places(places)
+	}
 	return fleet, errs, err
 }
 
@@ -50,9 +53,12 @@ func ValidateDir(ctx context.Context, dir string, vo ValidateOptions) (*v1alpha1
 	if vo.CacheFile != "" {
 		known = loadVerdicts(vo.CacheFile)
 	}
-	fleet, errs, _, err := newParseCache(known).validate(ins, pre, loadAll)
+	fleet, errs, _, places, err := newParseCache(known).validate(ins, pre, loadAll)
 	if err == nil {
 		_ = known.save()
+		if vo.Places != nil {
+			vo.Places(places)
+		}
 	}
 	return fleet, errs, err
 }
@@ -78,6 +84,9 @@ type ValidateOptions struct {
 	// Files, if set, is told how many files ValidateDir is about to
 	// parse (validate sizes its garbage-collection floor by it).
 	Files func(n int)
+	// Places, if set, is told where the fields of the validated objects
+	// are written (validate places the planner's errors with it).
+	Places func(*Places)
 }
 
 func loadAll(ins []*input) error {

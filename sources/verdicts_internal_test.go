@@ -192,7 +192,7 @@ func validateWith(t *testing.T, dir string, known *verdicts) {
 	if err := rekeyByContent(ins); err != nil {
 		t.Fatal(err)
 	}
-	if _, errs, _, err := newParseCache(known).validate(ins, pre, loadAll); err != nil || len(errs) > 0 {
+	if _, errs, _, _, err := newParseCache(known).validate(ins, pre, loadAll); err != nil || len(errs) > 0 {
 		t.Fatalf("validate: %v %v", errs, err)
 	}
 }

@@ -151,10 +151,10 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 	for _, e := range head.Errors {
 		headErrs = append(headErrs, e)
 	}
-	headFleet, headKey := head.Fleet, head.ObjectKey
+	headFleet, headKey, headPlaces := head.Fleet, head.ObjectKey, head.Places
 	if headFleet == nil {
 		// Head does not validate: report its errors, and no changes.
-		headFleet, headKey = base.Fleet, base.ObjectKey
+		headFleet, headKey, headPlaces = base.Fleet, base.ObjectKey, base.Places
 	}
 	// Both revisions are read: the repository writes its caches (the
 	// object cache is ~8 MiB at 10,000 clusters) while the preview is
@@ -164,7 +164,13 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 		defer close(closed)
 		_ = repo.Close()
 	}()
-	report := planner.PreviewKeyed(base.Fleet, headFleet, base.ObjectKey, headKey, headErrs, observed)
+	report := planner.PreviewOf(planner.PreviewInput{
+		Base: base.Fleet, Head: headFleet, BaseKey: base.ObjectKey, HeadKey: headKey,
+		HeadErrs: headErrs, Observed: observed,
+		// The planner's problems point at their fields, as validation
+		// errors do, not at their documents' first lines.
+		Locate: headPlaces.At,
+	})
 	<-closed
 	report.Base = fmt.Sprintf("%s (%.7s)", baseRef, base.Commit)
 	report.Head = fmt.Sprintf("%s (%.7s)", headRef, head.Commit)

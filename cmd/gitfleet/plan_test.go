@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,7 +135,7 @@ func TestPlanSkippedMinorFails(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
 	}
-	want = "error: classes/standard.yaml:3: spec.version: cluster dev-1: cannot upgrade from v1.31.2 to v1.33.1: minor versions go up one at a time and no v1.32.x is listed to pass through; add one (e.g. v1.32.0) to the class's spec.kubernetesVersions, or upgrade to v1.32.x first"
+	want = "error: classes/standard.yaml:9:3: spec.version: cluster dev-1: cannot upgrade from v1.31.2 to v1.33.1: minor versions go up one at a time and no v1.32.x is listed to pass through; add one (e.g. v1.32.0) to the class's spec.kubernetesVersions, or upgrade to v1.32.x first"
 	if !strings.Contains(stdout, want) {
 		t.Errorf("plan output lacks\n%s\n---\n%s", want, stdout)
 	}
@@ -227,3 +228,43 @@ func TestPlanNamesPinnedCluster(t *testing.T) {
 		planGolden(t, f.file, regexp.MustCompile(`"(base|head)": "([a-z]+) \([0-9a-f]{7}\)"`).ReplaceAllString(stdout, `"$1": "$2 (COMMIT)"`))
 	}
 }
+
+// The planner's errors point at their field's line and column, as
+// validation errors do, not at line 1 of the file: a downgrade, a skipped
+// minor version, a pool newer than its control plane.
+func TestPlanErrorsPointAtTheirField(t *testing.T) {
+	dir := fleetRepo(t)
+	branch(t, dir, "downgrade", map[string][2]string{"clusters/prod-1.yaml": {"version: v1.31.2", "version: v1.30.6"}})
+	branch(t, dir, "skip", map[string][2]string{"clusters/prod-1.yaml": {"version: v1.31.2", "version: v1.35.0"}})
+	branch(t, dir, "pool", map[string][2]string{"clusters/dev-1.yaml": {"          replicas: 2\n", "          replicas: 2\n" + newerPool}})
+	for _, c := range []struct{ head, want string }{
+		{"downgrade", "clusters/prod-1.yaml:17:5: spec.topology.version: cluster prod-1: cannot downgrade from v1.31.2 to v1.30.6: Kubernetes versions never go down; set the version back to v1.31.2 or later"},
+		{"skip", "clusters/prod-1.yaml:17:5: spec.topology.version: cluster prod-1: cannot upgrade from v1.31.2 to v1.35.0: minor versions go up one at a time and no v1.33.x is listed to pass through; add one (e.g. v1.33.0) to the class's spec.kubernetesVersions, or upgrade to v1.33.x first"},
+		{"pool", "clusters/dev-1.yaml:32:3: spec.version: v1.32.0 is newer than the cluster's control plane (v1.31.2); workers are never newer than the control plane: set v1.31.2 or older, or upgrade the cluster first"},
+	} {
+		code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", c.head)
+		if code != 1 || !strings.Contains(stdout, "\nerror: "+c.want+"\n") {
+			t.Errorf("%s: exit %d, want 1 and\nerror: %s\n---\n%s%s", c.head, code, c.want, stdout, stderr)
+		}
+		_, js, _ := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", c.head, "-o", "json")
+		var rep struct{ Errors []string }
+		if err := json.Unmarshal([]byte(js), &rep); err != nil || !slices.Contains(rep.Errors, c.want) {
+			t.Errorf("%s: json errors %q (%v), want %q", c.head, rep.Errors, err, c.want)
+		}
+	}
+}
+
+// newerPool is a standalone pool whose version is newer than its
+// cluster's control plane: the schemas accept it, the planner does not.
+const newerPool = `---
+apiVersion: gitfleet.io/v1alpha1
+kind: MachineDeployment
+metadata:
+  name: dev-1-gpu
+spec:
+  clusterName: dev-1
+  replicas: 1
+  version: v1.32.0
+  template:
+    provider: local
+`

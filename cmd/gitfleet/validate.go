@@ -55,7 +55,8 @@ func runValidate(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	var fleet *v1alpha1.Fleet
 	var errs schemas.Errors
-	vo := sources.ValidateOptions{CacheFile: validationCache()}
+	var places *sources.Places
+	vo := sources.ValidateOptions{CacheFile: validationCache(), Places: func(p *sources.Places) { places = p }}
 	// A one-shot run over a fleet's files: let the heap grow with the
 	// fleet before collecting (internal/gcfloor).
 	undoFloor := func() {}
@@ -73,7 +74,7 @@ func runValidate(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	errs = append(errs, plannerErrors(fleet, errs)...)
+	errs = append(errs, plannerErrors(fleet, errs, places.At)...)
 	if *format == "json" {
 		if err := writeValidateJSON(env, fleet, errs); err != nil {
 			return err
@@ -95,15 +96,21 @@ func runValidate(ctx context.Context, env *cmdEnv, args []string) error {
 }
 
 // plannerErrors are the planner's rules (odd control planes, classes and
-// variables it can expand, versions) for a fleet that passed the schemas.
-func plannerErrors(fleet *v1alpha1.Fleet, errs schemas.Errors) schemas.Errors {
+// variables it can expand, versions) for a fleet that passed the schemas,
+// each at its field's line and column as locate says.
+func plannerErrors(fleet *v1alpha1.Fleet, errs schemas.Errors, locate planner.Locator) schemas.Errors {
 	if fleet == nil || len(errs) > 0 {
 		return nil
 	}
 	_, problems := planner.Expand(fleet)
 	var out schemas.Errors
 	for _, p := range problems {
-		out = append(out, schemas.Error{Path: p.Source.Path, Line: p.Source.Line, Field: p.Field, Message: p.Message})
+		p = p.Place(locate)
+		line := p.Line
+		if line == 0 {
+			line = p.Source.Line
+		}
+		out = append(out, schemas.Error{Path: p.Source.Path, Line: line, Col: p.Col, Field: p.Field, Message: p.Message})
 	}
 	return out
 }

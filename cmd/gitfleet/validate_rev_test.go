@@ -73,7 +73,12 @@ spec:
 		t.Fatal(err)
 	}
 	code, out = validate()
-	if code != 1 || !strings.Contains(out, "clusters/dev-1.yaml:") || !strings.Contains(out, "v1.32.0") {
-		t.Fatalf("pool newer than the control plane: exit %d, want 1 naming the file and version\n%s", code, out)
+	// At the pool's spec.version, line and column, as a schema error.
+	if code != 1 || !strings.Contains(out, "clusters/dev-1.yaml:32:3: spec.version: v1.32.0 is newer") {
+		t.Fatalf("pool newer than the control plane: exit %d, want 1 naming clusters/dev-1.yaml:32:3 and the version\n%s", code, out)
+	}
+	gitIn("commit", "-qam", "a pool newer than the control plane")
+	if code, out := validate("--rev", "main"); code != 1 || !strings.Contains(out, "clusters/dev-1.yaml:32:3: spec.version: v1.32.0 is newer") {
+		t.Fatalf("validate --rev main: exit %d, want 1 naming clusters/dev-1.yaml:32:3\n%s", code, out)
 	}
 }
