@@ -12,10 +12,17 @@ import (
 // PreviewReport is what merging head into base would do: clusters added,
 // removed and changed, and head's errors.
 type PreviewReport struct {
-	Base     string          `json:"base,omitempty"` // refs, set by the caller
-	Head     string          `json:"head,omitempty"`
-	Errors   []string        `json:"errors,omitempty"`
-	Clusters []ClusterChange `json:"clusters"`
+	Base string `json:"base,omitempty"` // refs, set by the caller
+	Head string `json:"head,omitempty"`
+	// ComparedWith is what head was compared against: CompareBase, or
+	// CompareEmpty when base does not validate (BaseErrors say why). Then
+	// every cluster of head is listed as added, whether or not the change
+	// adds it, and what merging changes is not known here: the daemon
+	// runs the last revision that validated, not base.
+	ComparedWith string          `json:"comparedWith"`
+	BaseErrors   []string        `json:"baseErrors,omitempty"`
+	Errors       []string        `json:"errors,omitempty"`
+	Clusters     []ClusterChange `json:"clusters"`
 	// Observed says whether the machines came from the status branch
 	// (true) or were assumed to match base exactly (false).
 	Observed bool `json:"observed"`
@@ -44,6 +51,16 @@ type PreviewTotals struct {
 	Created  int `json:"machinesCreated"`
 	Deleted  int `json:"machinesDeleted"`
 }
+
+// What a preview compared head against (PreviewReport.ComparedWith).
+const (
+	CompareBase  = "base"
+	CompareEmpty = "empty fleet"
+)
+
+// BaseInvalid reports whether base did not validate, so that head was
+// compared against an empty fleet.
+func (r *PreviewReport) BaseInvalid() bool { return r.ComparedWith == CompareEmpty }
 
 // Kinds of cluster change.
 const (
@@ -119,6 +136,10 @@ type PreviewInput struct {
 	// BaseKey and HeadKey are their objects' content keys (PreviewKeyed);
 	// nil: none.
 	BaseKey, HeadKey func(kind, name string) string
+	// BaseErrs are base's validation errors when base does not validate
+	// (Base is then nil): the report says head was compared against an
+	// empty fleet, and why.
+	BaseErrs []error
 	// HeadErrs are head's validation errors.
 	HeadErrs []error
 	// Observed are the machines running now (from the status branch), or
@@ -132,7 +153,14 @@ type PreviewInput struct {
 // PreviewOf compares in.Base and in.Head.
 func PreviewOf(in PreviewInput) *PreviewReport {
 	base, head, observed := in.Base, in.Head, in.Observed
-	r := &PreviewReport{Observed: observed != nil}
+	r := &PreviewReport{Observed: observed != nil, ComparedWith: CompareBase}
+	if len(in.BaseErrs) > 0 {
+		r.ComparedWith = CompareEmpty
+		base = nil
+		for _, e := range in.BaseErrs {
+			r.BaseErrors = append(r.BaseErrors, e.Error())
+		}
+	}
 	for _, e := range in.HeadErrs {
 		r.Errors = append(r.Errors, e.Error())
 	}

@@ -26,6 +26,17 @@ func RenderText(w io.Writer, r *PreviewReport) error {
 	if r.Base != "" || r.Head != "" {
 		fmt.Fprintf(&b, "Comparing %s with %s.\n\n", r.Base, r.Head)
 	}
+	if r.BaseInvalid() {
+		fmt.Fprintf(&b, "warning: %s\n  %s\n  %s:\n", baseWarning(r, plain), baseWarningDetail(plain), baseErrorsTitle(r))
+		shown, more := baseErrorsShown(r)
+		for _, e := range shown {
+			fmt.Fprintf(&b, "    %s\n", e)
+		}
+		if more > 0 {
+			fmt.Fprintf(&b, "    ...and %d more (-o json lists them all)\n", more)
+		}
+		b.WriteString("\n")
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "error: %s\n", e)
 	}
@@ -88,8 +99,48 @@ func writeTextDiff(b *strings.Builder, lines []string) {
 	}
 }
 
+// maxBaseErrors is how many of base's errors the text and the Markdown
+// list when base does not validate; JSON has them all.
+const maxBaseErrors = 10
+
+// baseWarning says that base does not validate and what the preview
+// compared head against instead; code formats a ref (Markdown quotes it).
+func baseWarning(r *PreviewReport, code func(string) string) string {
+	base := "base"
+	if r.Base != "" {
+		base += " " + code(r.Base)
+	}
+	return fmt.Sprintf("%s does not validate, so head is compared against an empty fleet: every cluster of head is listed as added, whether or not this change adds it.", base)
+}
+
+// baseWarningDetail says what the daemon runs when base does not validate,
+// and how to see what merging changes; code formats a command.
+func baseWarningDetail(code func(string) string) string {
+	return "The daemon does not run base: it keeps the last revision that validated (" + code("gitfleet describe") +
+		": Last applied), and merging makes it apply head: plan with " + code("--base") + " set to that commit to see what that changes."
+}
+
+func baseErrorsTitle(r *PreviewReport) string {
+	return "base's " + plural(len(r.BaseErrors), "error")
+}
+
+// baseErrorsShown are the base errors the text and the Markdown list, and
+// how many more there are.
+func baseErrorsShown(r *PreviewReport) ([]string, int) {
+	if len(r.BaseErrors) <= maxBaseErrors {
+		return r.BaseErrors, 0
+	}
+	return r.BaseErrors[:maxBaseErrors], len(r.BaseErrors) - maxBaseErrors
+}
+
 // mergeFooter says what merging head does.
 func mergeFooter(r *PreviewReport) string {
+	if r.BaseInvalid() {
+		if len(r.Errors) > 0 {
+			return "Merging as it is would be refused: the daemon keeps running the last revision that validated (base does not either) and shows these errors in status (gitfleet describe, Last rejected)."
+		}
+		return "Merging: the daemon applies head at its next poll or webhook in place of the last revision that validated, not of base: the clusters of that revision missing from head are deleted, and the others change where head differs from it. This plan, against an empty fleet, does not show which."
+	}
 	if len(r.Errors) > 0 {
 		return "Merging as it is would be refused: the daemon keeps running base's revision and shows these errors in status (gitfleet describe, Last rejected)."
 	}
@@ -176,13 +227,20 @@ func changeMark(change string) string {
 
 func summaryLine(r *PreviewReport) string {
 	t := r.Totals
-	return fmt.Sprintf("Plan: %s added, %d changed, %d removed; %s replaced, %d created, %d deleted; %s unchanged.",
-		plural(t.Added, "cluster"), t.Changed, t.Removed, plural(t.Replaced, "machine"), t.Created, t.Deleted, plural(r.Unchanged, "cluster"))
+	what := "Plan"
+	if r.BaseInvalid() {
+		what = "Plan against an empty fleet (base does not validate)"
+	}
+	return fmt.Sprintf("%s: %s added, %d changed, %d removed; %s replaced, %d created, %d deleted; %s unchanged.",
+		what, plural(t.Added, "cluster"), t.Changed, t.Removed, plural(t.Replaced, "machine"), t.Created, t.Deleted, plural(r.Unchanged, "cluster"))
 }
 
 func assumption(r *PreviewReport) string {
 	if r.Observed {
 		return "Machines as observed on the status branch."
+	}
+	if r.BaseInvalid() {
+		return "No observed state, and base does not validate: assumed no machine runs."
 	}
 	return "No observed state: assumed every cluster runs exactly as base describes."
 }
@@ -280,6 +338,19 @@ func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
 	}
 	b.WriteString(title + "\n\n")
 	cutErrors, cutRows, cutDetails := 0, 0, 0
+	if r.BaseInvalid() {
+		// First, before anything that reads as what the change does.
+		fmt.Fprintf(&b, "> [!WARNING]\n> **%s**\n>\n> %s\n>\n> %s:\n>\n",
+			upperFirst(baseWarning(r, quoted)), baseWarningDetail(quoted), upperFirst(baseErrorsTitle(r)))
+		shown, more := baseErrorsShown(r)
+		for _, e := range shown {
+			fmt.Fprintf(&b, "> - `%s`\n", strings.ReplaceAll(e, "`", "'"))
+		}
+		if more > 0 {
+			fmt.Fprintf(&b, "> - ...and %d more (`gitfleet plan --format json` lists them all)\n", more)
+		}
+		b.WriteString("\n")
+	}
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(&b, "**%d errors** — merging this would be rejected:\n\n", len(r.Errors))
 		for i, e := range r.Errors {
@@ -370,6 +441,18 @@ func writeMarkdownDiff(b *strings.Builder, lines []string) {
 		b.WriteString(strings.ReplaceAll(l, "```", "'''") + "\n")
 	}
 	b.WriteString("```\n\n")
+}
+
+// plain and quoted format a ref or a command in text and in Markdown.
+func plain(s string) string  { return s }
+func quoted(s string) string { return "`" + s + "`" }
+
+// upperFirst capitalizes s's first letter (ASCII).
+func upperFirst(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
 }
 
 func plural(n int, noun string) string {

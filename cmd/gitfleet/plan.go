@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,9 +90,15 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 			floor, undoFloor = f, gcfloor.Set(f)
 		}
 	}
-	report, err := previewRepo(ctx, opts, *baseRef, *headRef, env)
+	report, err := previewRepo(ctx, opts, *baseRef, *headRef)
 	if err != nil {
 		return err
+	}
+	if report.BaseInvalid() && *format != "text" {
+		// The output carries it; stdout is a file to post, and this is
+		// for the log of the job that posts it.
+		fmt.Fprintf(env.stderr, "gitfleet plan: warning: base %s does not validate (%d %s); head is compared against an empty fleet\n",
+			*baseRef, len(report.BaseErrors), pluralNoun(len(report.BaseErrors), "error", "errors"))
 	}
 	switch *format {
 	case "json":
@@ -101,6 +108,9 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 	default:
 		err = planner.RenderText(env.stdout, report)
 	}
+	// A base that does not validate changes no exit code: the pull
+	// request that fixes a broken main must be able to pass
+	// (docs/pull-requests.md).
 	switch {
 	case err != nil:
 		return err
@@ -113,8 +123,10 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 }
 
 // previewRepo reads base and head from the repository and compares them
-// against the machines observed on the status branch.
-func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef string, env *cmdEnv) (*planner.PreviewReport, error) {
+// against the machines observed on the status branch. A base that does
+// not validate is compared as an empty fleet, and the report says so and
+// why.
+func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef string) (*planner.PreviewReport, error) {
 	repo, err := sources.Open(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("--repo: %w", err)
@@ -136,8 +148,14 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 	if head.Fleet == nil && len(head.Errors) == 0 && head.Err != nil {
 		return nil, fmt.Errorf("--head %s: %w", headRef, head.Err)
 	}
+	var baseErrs []error
 	if base.Fleet == nil {
-		fmt.Fprintf(env.stderr, "gitfleet plan: base %s does not validate (%v); comparing against an empty fleet\n", baseRef, base.Err)
+		for _, e := range base.Errors {
+			baseErrs = append(baseErrs, e)
+		}
+		if len(baseErrs) == 0 {
+			baseErrs = append(baseErrs, cmp.Or(base.Err, errors.New("does not validate")))
+		}
 	}
 	branch := v1alpha1.DefaultStatusBranch
 	if f := base.Fleet; f != nil && f.Config.Spec.StatusBranch != "" {
@@ -166,7 +184,7 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 	}()
 	report := planner.PreviewOf(planner.PreviewInput{
 		Base: base.Fleet, Head: headFleet, BaseKey: base.ObjectKey, HeadKey: headKey,
-		HeadErrs: headErrs, Observed: observed,
+		BaseErrs: baseErrs, HeadErrs: headErrs, Observed: observed,
 		// The planner's problems point at their fields, as validation
 		// errors do, not at their documents' first lines.
 		Locate: headPlaces.At,

@@ -229,6 +229,68 @@ func TestPlanNamesPinnedCluster(t *testing.T) {
 	}
 }
 
+// brokenDev1 is the error of a dev-1 whose control plane has "many"
+// replicas, at its field's line and column.
+const brokenDev1 = `clusters/dev-1.yaml:18:7: spec.topology.controlPlane.replicas: "many" is not a control-plane machine count: use an odd number >= 1 (1, 3 or 5)`
+
+// A pull request that fixes a base that does not validate: every output
+// says first that base does not validate, why (its errors, file:line:col)
+// and that head is compared against an empty fleet, so that the comment
+// cannot be read as "adds 2 clusters" (golden files). The exit codes are
+// a good base's: the fix must be able to pass.
+func TestPlanBaseDoesNotValidate(t *testing.T) {
+	dir := fleetRepo(t)
+	branch(t, dir, "broken", map[string][2]string{"clusters/dev-1.yaml": {"replicas: 1", "replicas: many"}})
+	gitCLI(t, dir, "checkout", "-q", "-b", "fix", "broken")
+	gitCLI(t, dir, "revert", "--no-edit", "HEAD")
+	gitCLI(t, dir, "checkout", "-q", "main")
+
+	for _, f := range []struct {
+		format, file string
+		first        string // what the output starts with after the title
+	}{
+		{"text", "base-invalid.txt", "warning: base broken (COMMIT) does not validate, so head is compared against an empty fleet: every cluster of head is listed as added, whether or not this change adds it.\n"},
+		{"markdown", "base-invalid.md", "> [!WARNING]\n> **Base `broken (COMMIT)` does not validate, so head is compared against an empty fleet: every cluster of head is listed as added, whether or not this change adds it.**\n"},
+		{"json", "base-invalid.json", `  "base": "broken (COMMIT)",` + "\n" + `  "head": "fix (COMMIT)",` + "\n" + `  "comparedWith": "empty fleet",` + "\n" + `  "baseErrors": [` + "\n"},
+	} {
+		code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "broken", "--head", "fix", "-o", f.format, "--detailed-exitcode")
+		if code != 2 {
+			t.Fatalf("%s: exit %d, want 2 (changes)\n%s%s", f.format, code, stdout, stderr)
+		}
+		got := commitRE.ReplaceAllString(stdout, "(COMMIT)")
+		_, rest, _ := strings.Cut(got, "\n")
+		if f.format != "json" {
+			rest = strings.TrimPrefix(rest, "\n")
+		}
+		if !strings.HasPrefix(rest, f.first) {
+			t.Errorf("%s does not start with\n%s---\n%s", f.format, f.first, got)
+		}
+		if f.format == "json" {
+			var rep struct {
+				ComparedWith string   `json:"comparedWith"`
+				BaseErrors   []string `json:"baseErrors"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.ComparedWith != "empty fleet" || !slices.Equal(rep.BaseErrors, []string{brokenDev1}) {
+				t.Errorf("json: comparedWith %q, baseErrors %q (%v); want %q and base's error", rep.ComparedWith, rep.BaseErrors, err, "empty fleet")
+			}
+		} else if !strings.Contains(stdout, brokenDev1) || strings.Contains(stdout, "\nPlan: ") {
+			t.Errorf("%s lacks base's error, or reads as a plan against base:\n%s", f.format, stdout)
+		}
+		if warned := strings.Contains(stderr, "warning: base broken does not validate (1 error); head is compared against an empty fleet"); warned != (f.format != "text") {
+			t.Errorf("%s: stderr %q: want the warning on stderr when stdout is not text", f.format, stderr)
+		}
+		planGolden(t, f.file, stdout)
+	}
+	if code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "broken", "--head", "fix"); code != 0 {
+		t.Errorf("without --detailed-exitcode: exit %d, want 0\n%s%s", code, stdout, stderr)
+	}
+	// Head broken too: head's errors fail the plan.
+	if code, stdout, _ := runCmd(t, "plan", "--repo", dir, "--base", "broken", "--head", "broken", "--detailed-exitcode"); code != 1 ||
+		!strings.Contains(stdout, "warning: base broken") || !strings.Contains(stdout, "error: "+brokenDev1) {
+		t.Errorf("broken..broken: exit %d, want 1 with the warning and head's error\n%s", code, stdout)
+	}
+}
+
 // The planner's errors point at their field's line and column, as
 // validation errors do, not at line 1 of the file: a downgrade, a skipped
 // minor version, a pool newer than its control plane.
