@@ -69,23 +69,30 @@ func (sl *sourceLines) sourceDocs(path string, line int) []*yaml.Node {
 		return docs
 	}
 	kind, name := identity(at)
-	var same, named []*yaml.Node
+	return docsOf(docs, kind, name)
+}
+
+// docsOf are the documents of a rendered file's source that are the
+// object kustomize rendered as kind and name: the one of that name, else
+// the one with the longest name found in it (kustomize may add a prefix or
+// suffix: prod-edge2 is edge2, not edge), else all of them.
+func docsOf(docs []*yaml.Node, kind, name string) []*yaml.Node {
+	var best []*yaml.Node
+	longest := 0
 	for _, d := range docs {
 		k, n := identity(d)
-		if k != kind || n == "" {
+		if k != kind || n == "" || !strings.Contains(name, n) {
 			continue
 		}
-		if n == name {
-			same = append(same, d)
-		} else if strings.Contains(name, n) {
-			named = append(named, d)
+		switch {
+		case len(n) > longest:
+			best, longest = []*yaml.Node{d}, len(n)
+		case len(n) == longest:
+			best = append(best, d)
 		}
 	}
-	switch {
-	case len(same) == 1:
-		return same
-	case len(same) == 0 && len(named) == 1:
-		return named
+	if len(best) == 1 {
+		return best
 	}
 	return docs
 }

@@ -1,14 +1,12 @@
 package sources
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"strings"
 	"sync"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/gitfleet/gitfleet/schemas"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
@@ -59,9 +57,23 @@ func (p *Places) At(src v1alpha1.Source, field string) (line, col int, ok bool) 
 	if p == nil {
 		return 0, 0, false
 	}
+	o := p.object(src)
 	if data, rendered := p.origins[src.Path]; rendered {
-		return p.inSource(src.Path, data, field)
+		kind, name := "", ""
+		if o != nil {
+			kind, name = o.Kind, o.Name
+		}
+		return p.inSource(src.Path, data, kind, name, field)
 	}
+	if o == nil {
+		return 0, 0, false
+	}
+	e := o.ErrorAt(field, "")
+	return e.Line, e.Col, true
+}
+
+// object is the object whose document starts at src, nil when p holds none.
+func (p *Places) object(src v1alpha1.Source) *schemas.Object {
 	p.once.Do(func() {
 		p.byPath = make(map[string][]int, len(p.results))
 		for i, r := range p.results {
@@ -76,37 +88,29 @@ func (p *Places) At(src v1alpha1.Source, field string) (line, col int, ok bool) 
 		objs := p.results[i].objs
 		for j := range objs {
 			if o := &objs[j]; o.Source == src {
-				e := o.ErrorAt(field, "")
-				return e.Line, e.Col, true
+				return o
 			}
 		}
 	}
-	return 0, 0, false
+	return nil
 }
 
-// inSource finds field, or its nearest parent, in the documents of a
-// rendered file's source text.
-func (p *Places) inSource(path string, data []byte, field string) (int, int, bool) {
+// inSource finds field, or its nearest parent, in the document of a
+// rendered file's source text that is the object kind and name (docsOf).
+func (p *Places) inSource(path string, data []byte, kind, name, field string) (int, int, bool) {
 	p.mu.Lock()
 	docs, parsed := p.rendered[path]
 	if !parsed {
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		for {
-			var n yaml.Node
-			if err := dec.Decode(&n); err != nil {
-				if !errors.Is(err, io.EOF) {
-					docs = nil
-				}
-				break
-			}
-			docs = append(docs, &n)
-		}
+		docs = yamlDocs(data)
 		if p.rendered == nil {
 			p.rendered = map[string][]*yaml.Node{}
 		}
 		p.rendered[path] = docs
 	}
 	p.mu.Unlock()
+	if kind != "" {
+		docs = docsOf(docs, kind, name)
+	}
 	for f := field; f != ""; f = parentField(f) {
 		for _, d := range docs {
 			if n := lookupField(d, f); n != nil {

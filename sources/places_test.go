@@ -20,7 +20,7 @@ func TestRevisionPlacesFields(t *testing.T) {
 		"classes/standard.yaml":   classYAML,
 		"clusters/ab.yaml":        "# two clusters\n" + cluster("a") + "---\n" + cluster("b"),
 		"edge/kustomization.yaml": "resources: [cluster.yaml]\nnamePrefix: prod-\n",
-		"edge/cluster.yaml":       "# the edge cluster\n\n" + cluster("edge"),
+		"edge/cluster.yaml":       "# the edge cluster\n\n" + cluster("edge") + "---\n" + cluster("edge2"),
 	})
 	rev, err := open(t, work.Dir).Revision(ctx, "main")
 	if err != nil {
@@ -44,6 +44,9 @@ func TestRevisionPlacesFields(t *testing.T) {
 		// in rendered files are.
 		{"prod-edge", "spec.topology.version", 10, 14, true},
 		{"prod-edge", "spec.topology.workers", 9, 5, true},
+		// The file's second document, though the first has the field too.
+		{"prod-edge2", "spec.topology.version", 19, 14, true},
+		{"prod-edge2", "metadata.name", 15, 9, true},
 	} {
 		src := rev.Fleet.Cluster(c.cluster).Source
 		line, col, ok := rev.Places.At(src, c.field)
