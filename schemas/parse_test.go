@@ -70,6 +70,10 @@ func TestParseFileErrors(t *testing.T) {
 		{"not yaml", "kind: Cluster\n  bad: [\n", []string{"f.yaml:2: not valid YAML: mapping values are not allowed in this context"}},
 		{"plain text", "These are my notes.\n", []string{`f.yaml:1:1: not a fleet document: found "These are my notes." where a YAML mapping with apiVersion and kind was expected`}},
 		{"binary", "\x00\x01\x02", []string{"f.yaml:1:1: not valid YAML: a control character (U+0000) YAML does not allow: remove it"}},
+		// NEL is allowed; the column counts characters, not bytes.
+		{"control character after NEL", "a: \u0085b\nc: é\x01\n", []string{"f.yaml:2:5: not valid YAML: a control character (U+0001) YAML does not allow: remove it"}},
+		// A non-breaking space inside a quoted value is no cause.
+		{"nbsp in a value", "note: \"10\u00a0GB\"\nlabels: {a: b\n", []string{"f.yaml:1: not valid YAML: did not find expected ',' or '}'"}},
 		{"duplicate key", header + "kind: MachineHealthCheck\nmetadata: {name: a}\nspec: {clusterName: x}\nspec: {clusterName: y}\n",
 			[]string{`f.yaml:5:1: spec: duplicate key "spec": remove one`}},
 		{"alias cycle", "a: &a [*a]\n", []string{

@@ -134,9 +134,10 @@ func yamlSyntaxError(path string, err error, data []byte) *Error {
 		}
 	case strings.Contains(msg, "control characters"):
 		for i, l := range lines {
-			if at := strings.IndexFunc(l, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\r' }); at >= 0 {
+			// YAML allows tab, CR and NEL among the C0 and C1 controls.
+			if at := strings.IndexFunc(l, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\r' && r != '\u0085' }); at >= 0 {
 				r, _ := utf8.DecodeRuneInString(l[at:])
-				e.Line, e.Col = i+1, at+1
+				e.Line, e.Col = i+1, utf8.RuneCountInString(l[:at])+1
 				e.Message = fmt.Sprintf("not valid YAML: a control character (U+%04X) YAML does not allow: remove it", r)
 				return e
 			}
@@ -158,7 +159,7 @@ func yamlSyntaxError(path string, err error, data []byte) *Error {
 			e.Line = n
 			e.Message += ": a tab indents line " + strconv.Itoa(n) + "; YAML indents with spaces only"
 			return e
-		case strings.Contains(l, "\u00a0"):
+		case strings.Contains(indent, "\u00a0"):
 			e.Line = n
 			e.Message += ": line " + strconv.Itoa(n) + " has a non-breaking space (U+00A0, often pasted from a web page); write a plain space"
 			return e

@@ -186,12 +186,30 @@ type kustomization struct {
 func (k kustomization) error(field, value, msg string) error {
 	e := &schemas.Error{Path: k.path, Field: field, Message: msg}
 	for i, l := range strings.Split(string(k.data), "\n") {
-		if at := strings.Index(l, value); at >= 0 && !strings.HasPrefix(strings.TrimSpace(l), "#") {
+		if at := scalarAt(l, value); at >= 0 && !strings.HasPrefix(strings.TrimSpace(l), "#") {
 			e.Line, e.Col = i+1, at+1
 			break
 		}
 	}
 	return e
+}
+
+// scalarAt is where value is written whole on line l (not as a part of a
+// longer value: ../base in ../base-common), or -1.
+func scalarAt(l, value string) int {
+	const around = " \t-[],{}:\"'#"
+	for from := 0; ; {
+		at := strings.Index(l[from:], value)
+		if at < 0 {
+			return -1
+		}
+		at += from
+		end := at + len(value)
+		if (at == 0 || strings.ContainsRune(around, rune(l[at-1]))) && (end == len(l) || strings.ContainsRune(around, rune(l[end]))) {
+			return at
+		}
+		from = at + 1
+	}
 }
 
 // ref adds one reference made by kustomization file k.

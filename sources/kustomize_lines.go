@@ -18,23 +18,39 @@ import (
 // field path is looked up in the source file instead; when it is not there
 // (a field kustomize added), the line is left out rather than made up.
 type sourceLines struct {
-	docs     map[string][]*yaml.Node // source path → its documents
-	rendered map[string][]*yaml.Node // source path → kustomize's output of it
+	origins  map[string][]byte   // source path → its text
+	renders  map[string][][]byte // source path → kustomize's outputs of it (one an overlay)
+	docs     map[string][]*yaml.Node
+	rendered map[string][][]*yaml.Node
 }
 
+// newSourceLines keeps the rendered inputs' texts; each is parsed only
+// when an error names its path (fix), so a revision without errors in
+// rendered files parses none.
 func newSourceLines(ins []input) *sourceLines {
-	sl := &sourceLines{docs: map[string][]*yaml.Node{}, rendered: map[string][]*yaml.Node{}}
+	sl := &sourceLines{origins: map[string][]byte{}, renders: map[string][][]byte{}}
 	for _, in := range ins {
 		if in.origin == nil {
 			continue
 		}
-		if _, done := sl.docs[in.Path]; done {
-			continue
-		}
-		sl.docs[in.Path] = yamlDocs(in.origin)
-		sl.rendered[in.Path] = yamlDocs(in.Data)
+		sl.origins[in.Path] = in.origin
+		sl.renders[in.Path] = append(sl.renders[in.Path], in.Data)
 	}
 	return sl
+}
+
+// parsed parses path's source and renderings, once.
+func (sl *sourceLines) parsed(path string) {
+	if sl.docs == nil {
+		sl.docs, sl.rendered = map[string][]*yaml.Node{}, map[string][][]*yaml.Node{}
+	}
+	if _, done := sl.docs[path]; done {
+		return
+	}
+	sl.docs[path] = yamlDocs(sl.origins[path])
+	for _, r := range sl.renders[path] {
+		sl.rendered[path] = append(sl.rendered[path], yamlDocs(r))
+	}
 }
 
 // yamlDocs are the documents of data, none when it does not parse.
@@ -54,22 +70,46 @@ func yamlDocs(data []byte) []*yaml.Node {
 }
 
 // sourceDocs are the source documents an error at line of the rendered
-// output may be about: the one of the same kind and name as the rendered
-// document at that line (kustomize may have added a prefix or suffix to
-// the name), else every document of the file.
-func (sl *sourceLines) sourceDocs(path string, line int) []*yaml.Node {
+// output, about field, may be about: the one of the same kind and name as
+// the rendered document at that line (kustomize may have added a prefix
+// or suffix to the name), else every document of the file. A file two
+// overlays render has two outputs, and an error does not say which: the
+// outputs whose document at that line has field there (or starts there)
+// are asked, and the document is known when they agree.
+func (sl *sourceLines) sourceDocs(path string, line int, field string) []*yaml.Node {
 	docs := sl.docs[path]
-	var at *yaml.Node
-	for _, r := range sl.rendered[path] {
-		if r.Line <= line {
-			at = r // the last document that starts at or before the line
+	var found, fallback []*yaml.Node
+	for _, rendered := range sl.rendered[path] {
+		var at *yaml.Node
+		for _, r := range rendered {
+			if r.Line <= line {
+				at = r // the last document that starts at or before the line
+			}
 		}
+		if at == nil {
+			continue
+		}
+		kind, name := identity(at)
+		d := docsOf(docs, kind, name)
+		if len(d) != 1 {
+			return docs
+		}
+		if n := lookupField(at, field); at.Line != line && (n == nil || n.Line != line) {
+			fallback = d // this output has nothing at that line: maybe not the error's
+			continue
+		}
+		if found != nil && found[0] != d[0] {
+			return docs
+		}
+		found = d
 	}
-	if at == nil {
-		return docs
+	switch {
+	case found != nil:
+		return found
+	case fallback != nil && len(sl.rendered[path]) == 1:
+		return fallback
 	}
-	kind, name := identity(at)
-	return docsOf(docs, kind, name)
+	return docs
 }
 
 // docsOf are the documents of a rendered file's source that are the
@@ -110,15 +150,16 @@ func identity(d *yaml.Node) (kind, name string) {
 
 // fix rewrites the line and column of errors in rendered files.
 func (sl *sourceLines) fix(errs schemas.Errors) {
-	if len(sl.docs) == 0 {
+	if len(sl.origins) == 0 {
 		return
 	}
 	for i, e := range errs {
-		if _, ok := sl.docs[e.Path]; !ok {
+		if _, ok := sl.origins[e.Path]; !ok {
 			continue
 		}
+		sl.parsed(e.Path)
 		errs[i].Line, errs[i].Col = 0, 0
-		for _, d := range sl.sourceDocs(e.Path, e.Line) {
+		for _, d := range sl.sourceDocs(e.Path, e.Line, e.Field) {
 			if n := lookupField(d, e.Field); n != nil {
 				errs[i].Line, errs[i].Col = n.Line, n.Column
 				break

@@ -83,6 +83,9 @@ func TestKustomizeRefusesRemoteOutsideAndPlugins(t *testing.T) {
 			"app/kustomization.yaml:2:1: helmCharts: Helm runs a program"},
 		"missing": {map[string]string{"app/kustomization.yaml": "resources:\n  - ../classes/standard.yaml\n  - nope.yaml\n"},
 			`app/kustomization.yaml:3:5: resources: "nope.yaml" does not exist at this revision: fix the path, or commit the file`},
+		// The line that names it whole, not one that names a longer path.
+		"missing, a longer one listed first": {map[string]string{"app/kustomization.yaml": "resources: [../classes/standard.yaml]\nbases:\n  - ../class\n"},
+			`app/kustomization.yaml:3:5: bases: "../class" does not exist at this revision`},
 		"not YAML": {map[string]string{"app/kustomization.yaml": "resources:\n- a.yaml\n- [\n"},
 			"app/kustomization.yaml:3: not valid YAML: did not find expected node content"},
 	} {
@@ -133,8 +136,43 @@ func TestValidateRevAndDir(t *testing.T) {
 // at the same field of the first document (both have metadata.name), also
 // when the kustomization prefixes the names.
 func TestKustomizedErrorInALaterDocument(t *testing.T) {
-	ctx := context.Background()
-	c := cluster("a") + `---
+	c := clusterAndBadHealthCheck()
+	for _, kustomization := range []string{"resources: [c.yaml]\n", "namePrefix: eu-\nresources: [c.yaml]\n"} {
+		work := gittest.NewRepo(t)
+		work.Commit("fleet", map[string]string{"classes/standard.yaml": classYAML, "app/kustomization.yaml": kustomization, "app/c.yaml": c})
+		if at, want := namesAt(t, work.Dir), []string{"app/c.yaml:13:9"}; !slices.Equal(at, want) {
+			t.Errorf("with %q: metadata.name errors at %v, want %v", kustomization, at, want)
+		}
+	}
+}
+
+// TestKustomizedErrorInASharedBase: a base two overlays render (one making
+// the Cluster longer with a patch) has two outputs; an error in either
+// overlay's MachineHealthCheck is placed at the base's MachineHealthCheck,
+// not at the Cluster's field of the same name.
+func TestKustomizedErrorInASharedBase(t *testing.T) {
+	c := clusterAndBadHealthCheck()
+	long := `namePrefix: a-
+resources: [../../base]
+patches:
+- target: {kind: Cluster}
+  patch: |
+    - op: add
+      path: /metadata/labels
+      value: {l1: x, l2: x, l3: x, l4: x, l5: x, l6: x, l7: x, l8: x, l9: x, l10: x, l11: x, l12: x}
+`
+	work := gittest.NewRepo(t)
+	work.Commit("fleet", map[string]string{"classes/standard.yaml": classYAML, "base/kustomization.yaml": "resources: [c.yaml]\n", "base/c.yaml": c,
+		"overlays/a/kustomization.yaml": long, "overlays/b/kustomization.yaml": "namePrefix: b-\nresources: [../../base]\n"})
+	if at, want := namesAt(t, work.Dir), []string{"base/c.yaml:13:9", "base/c.yaml:13:9"}; !slices.Equal(at, want) {
+		t.Errorf("metadata.name errors at %v, want %v", at, want)
+	}
+}
+
+// clusterAndBadHealthCheck is a file of a Cluster a and, on its line 13, a
+// MachineHealthCheck whose metadata.name (A-Workers) is not a DNS name.
+func clusterAndBadHealthCheck() string {
+	return cluster("a") + `---
 apiVersion: gitfleet.io/v1alpha1
 kind: MachineHealthCheck
 metadata:
@@ -145,21 +183,21 @@ spec:
     matchLabels:
       gitfleet.io/deployment: md-0
 `
-	for _, kustomization := range []string{"resources: [c.yaml]\n", "namePrefix: eu-\nresources: [c.yaml]\n"} {
-		work := gittest.NewRepo(t)
-		work.Commit("fleet", map[string]string{"classes/standard.yaml": classYAML, "app/kustomization.yaml": kustomization, "app/c.yaml": c})
-		rev, err := open(t, work.Dir).Revision(ctx, "main")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var at []string
-		for _, e := range rev.Errors {
-			if e.Field == "metadata.name" {
-				at = append(at, fmt.Sprintf("%s:%d:%d", e.Path, e.Line, e.Col))
-			}
-		}
-		if want := []string{"app/c.yaml:13:9"}; !slices.Equal(at, want) {
-			t.Errorf("with %q: metadata.name errors at %v, want %v (all: %v)", kustomization, at, want, rev.Errors)
+}
+
+// namesAt are where the errors of main's revision in the repository at dir
+// place a metadata.name, as path:line:col.
+func namesAt(t *testing.T, dir string) []string {
+	t.Helper()
+	rev, err := open(t, dir).Revision(context.Background(), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []string
+	for _, e := range rev.Errors {
+		if e.Field == "metadata.name" {
+			at = append(at, fmt.Sprintf("%s:%d:%d", e.Path, e.Line, e.Col))
 		}
 	}
+	return at
 }

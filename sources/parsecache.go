@@ -128,8 +128,9 @@ func (pc *parseCache) validate(ins []input, pre schemas.Errors, load func([]*inp
 	pc.last = a
 	pc.mu.Unlock()
 	errs = append(errs, cerrs...)
-	errs = schemas.AwaitUnread(errs, a.unread())
+	// Lines of rendered files first: AwaitUnread quotes an error whole.
 	newSourceLines(ins).fix(errs)
+	errs = schemas.AwaitUnread(errs, a.unread())
 	sortErrors(errs)
 	return fleet, errs, &keys, newPlaces(results, ins), nil
 }

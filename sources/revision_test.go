@@ -346,3 +346,20 @@ func TestRevisionsReadAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestABrokenFileQuotesARenderedLine: the reference a broken file holds
+// back, quoted in that file's error, is placed in a kustomized file's
+// source (line 10 below), not at kustomize's output line.
+func TestABrokenFileQuotesARenderedLine(t *testing.T) {
+	c := "# one\n# two\n# three\n" + strings.Replace(cluster("a"), "name: standard", "name: other", 1)
+	work := gittest.NewRepo(t)
+	work.Commit("fleet", map[string]string{"classes/standard.yaml": classYAML, "classes/broken.yaml": "a: [\n",
+		"app/kustomization.yaml": "namePrefix: eu-\nresources: [c.yaml]\n", "app/c.yaml": c})
+	rev, err := open(t, work.Dir).Revision(context.Background(), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rev.Errors) != 1 || !strings.Contains(rev.Errors[0].Message, "the first, app/c.yaml:10:") {
+		t.Errorf("errors = %v, want the broken class file's, quoting app/c.yaml:10", rev.Errors)
+	}
+}

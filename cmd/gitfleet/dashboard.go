@@ -24,7 +24,7 @@ func init() {
 		usage:        "dashboard [--repo DIR|URL] [--interval D] [--listen ADDR] [--status-branch B] [--ui-users FILE] [--ui-token-file FILE]",
 		summary:      "serve the fleet's web pages read-only from a clone's (or a URL's) status branch, with no daemon and no NATS",
 		run:          runDashboard,
-		untilStopped: true,
+		untilStopped: always,
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -22,10 +23,48 @@ type command struct {
 	usage   string // e.g. "validate [DIR] [--format text|json]"
 	summary string
 	run     func(ctx context.Context, env *cmdEnv, args []string) error
-	// untilStopped: the command runs until a signal stops it (a daemon, a
-	// worker, a node) and shuts down cleanly when ctx ends, however long
-	// that takes; a second signal ends it at once.
-	untilStopped bool
+	// untilStopped says whether the command line (the arguments after the
+	// command's name) runs until a signal stops it (a daemon, a worker, a
+	// node) and shuts down cleanly when ctx ends, however long that takes;
+	// a second signal ends it at once. nil: a one-shot command.
+	untilStopped func(args []string) bool
+}
+
+// always is untilStopped for a command that always runs until stopped.
+func always([]string) bool { return true }
+
+// interruptCleanups are what a one-shot command asked to be done if a
+// signal ends its process (onInterrupt): the deferred calls os.Exit skips.
+var interruptCleanups struct {
+	sync.Mutex
+	fns []func()
+}
+
+// onInterrupt has fn run if a signal ends the process before the command
+// returns, such as removing a temporary folder.
+func onInterrupt(fn func()) {
+	interruptCleanups.Lock()
+	defer interruptCleanups.Unlock()
+	interruptCleanups.fns = append(interruptCleanups.fns, fn)
+}
+
+// exitOnSignal is how stopOnSignal ends the process: a one-shot command's
+// cleanups (onInterrupt) first, then exit.
+func exitOnSignal(untilStopped bool, exit func(int)) func(int) {
+	return func(code int) {
+		if !untilStopped {
+			runInterruptCleanups()
+		}
+		exit(code)
+	}
+}
+
+func runInterruptCleanups() {
+	interruptCleanups.Lock()
+	defer interruptCleanups.Unlock()
+	for _, fn := range interruptCleanups.fns {
+		fn()
+	}
 }
 
 // cmdEnv is what a command may touch of the outside world.
@@ -73,10 +112,12 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	untilStopped := false
-	if len(os.Args) > 1 && commands[os.Args[1]] != nil {
-		untilStopped = commands[os.Args[1]].untilStopped
+	if len(os.Args) > 1 {
+		if c := commands[os.Args[1]]; c != nil && c.untilStopped != nil {
+			untilStopped = c.untilStopped(os.Args[2:])
+		}
 	}
-	go stopOnSignal(sigs, cancel, untilStopped, os.Stderr, os.Exit)
+	go stopOnSignal(sigs, cancel, untilStopped, os.Stderr, exitOnSignal(untilStopped, os.Exit))
 	os.Exit(run(ctx, os.Args[1:], &cmdEnv{stdout: os.Stdout, stderr: os.Stderr}))
 }
 
@@ -89,7 +130,9 @@ const oneShotGrace = time.Second
 // ends the process at once. A one-shot command (validate, plan, ...) may
 // be deep in work that does not watch ctx, a policy's evaluation or a
 // read that blocks: it has oneShotGrace to return, then the process ends.
-// Either way the exit code is the shell's for a signal, 128 + its number.
+// When the signal ends the process, the exit code is the shell's for a
+// signal, 128 + its number; a command that returns within the moment exits
+// with its own code.
 func stopOnSignal(sigs <-chan os.Signal, cancel func(), untilStopped bool, stderr io.Writer, exit func(int)) {
 	sig := <-sigs
 	cancel()

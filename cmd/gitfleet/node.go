@@ -21,14 +21,21 @@ func init() {
 		usage:        "node list|kill MACHINE|stop [--data-dir DIR]",
 		summary:      "the local provider's machines on this host: list them, kill one (to try remediation), stop them all; node --cluster C --machine M --state-dir DIR is one machine (started by the local worker)",
 		run:          runNode,
-		untilStopped: true,
+		untilStopped: nodeRuns,
 	})
 }
 
+// nodeRuns: node runs a machine until stopped; its control verbs (list,
+// kill, stop) are one-shot.
+func nodeRuns(args []string) bool {
+	return len(args) == 0 || !slices.Contains(nodeVerbs, args[0])
+}
+
+var nodeVerbs = []string{"list", "kill", "stop"}
+
 func runNode(ctx context.Context, env *cmdEnv, args []string) error {
 	if len(args) > 0 {
-		switch args[0] {
-		case "list", "kill", "stop":
+		if slices.Contains(nodeVerbs, args[0]) {
 			return runNodeControl(env, args[0], args[1:])
 		}
 	}

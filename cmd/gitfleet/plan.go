@@ -76,6 +76,7 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
+		onInterrupt(func() { os.RemoveAll(dir) }) // the defer does not run then
 		*dataDir = dir
 	}
 	// A one-shot run that reads two revisions of a fleet: let the heap

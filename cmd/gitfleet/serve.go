@@ -11,7 +11,7 @@ func init() {
 		usage:        "serve [--repo PATH|URL] [--branch B] [--nats embedded|URL] [--listen ADDR] ...",
 		summary:      "run the daemon: follow the repo, plan, publish tasks, commit status",
 		run:          runServe,
-		untilStopped: true,
+		untilStopped: always,
 	})
 }
 

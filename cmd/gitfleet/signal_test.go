@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,33 +59,118 @@ func TestCtrlCEndsABlockedCommand(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skipf("no FIFO here: %v", err)
 	}
-	cmd := exec.Command(filepath.Join(asMain(t), "gitfleet"), "import", "capi", "-o", t.TempDir(), fifo)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr, err := interrupted(t, nil, nil, "import", "capi", "-o", t.TempDir(), fifo)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("after SIGINT: %v, want exit code 130\n%s", err, stderr)
+	}
+}
+
+// interrupted runs gitfleet (this test binary as its main) with args and
+// env, sends it SIGINT once it has had 2 s to set its signal handling up
+// and reach its work (else SIGINT's default would end it, and the test
+// would say nothing), after before, and returns how it ended.
+func interrupted(t *testing.T, before func(), env []string, args ...string) (stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(asMain(t), "gitfleet"), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	// Give the process time to set its signal handling up (else SIGINT's
-	// default would end it, and the test would say nothing).
 	time.Sleep(2 * time.Second)
 	select {
 	case err := <-done:
-		t.Fatalf("import of a FIFO nobody writes returned: %v\n%s", err, stderr.String())
+		t.Fatalf("gitfleet %s returned before the signal: %v\n%s", strings.Join(args, " "), err, out.String())
 	default:
+	}
+	if before != nil {
+		before()
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
-			t.Errorf("after SIGINT: %v, want exit code 130\n%s", err, stderr.String())
-		}
+	case err = <-done:
+		return out.String(), err
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatalf("still running 30 s after SIGINT\n%s", stderr.String())
+		t.Fatalf("still running 30 s after SIGINT\n%s", out.String())
+	}
+	return "", nil
+}
+
+// TestInterruptCleanups: a signal that ends a one-shot command's process
+// runs what the command asked for (plan's temporary clone, removed by a
+// defer that os.Exit skips) before exiting; a daemon's second signal
+// does not (its own shutdown was cut short on purpose).
+func TestInterruptCleanups(t *testing.T) {
+	// Only this test's cleanup: earlier tests' (plan's) are set aside.
+	interruptCleanups.Lock()
+	saved := interruptCleanups.fns
+	interruptCleanups.fns = nil
+	interruptCleanups.Unlock()
+	defer func() {
+		interruptCleanups.Lock()
+		interruptCleanups.fns = saved
+		interruptCleanups.Unlock()
+	}()
+	ran := 0
+	onInterrupt(func() { ran++ })
+	var code int
+	exitOnSignal(true, func(c int) { code = c })(143)
+	if ran != 0 || code != 143 {
+		t.Errorf("a daemon's exit ran %d cleanups, code %d", ran, code)
+	}
+	exitOnSignal(false, func(c int) { code = c })(130)
+	if ran != 1 || code != 130 {
+		t.Errorf("a one-shot command's exit ran %d cleanups, code %d; want 1, 130", ran, code)
+	}
+}
+
+// TestCtrlCRemovesPlansClone: plan of a remote that never answers, ended
+// by SIGINT, leaves no temporary clone behind.
+func TestCtrlCRemovesPlansClone(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // read nothing, answer nothing
+		}
+	}()
+	tmp := t.TempDir()
+	stderr, _ := interrupted(t, func() {
+		if left, _ := filepath.Glob(filepath.Join(tmp, "gitfleet-plan-*")); len(left) == 0 {
+			t.Fatal("plan made no temporary clone: the test tests nothing")
+		}
+	}, []string{"TMPDIR=" + tmp, "GITFLEET_CACHE=off"}, "plan", "--repo", "http://"+l.Addr().String()+"/fleet.git", "--base", "main", "--head", "pr")
+	left, _ := filepath.Glob(filepath.Join(tmp, "gitfleet-plan-*"))
+	if len(left) > 0 {
+		t.Errorf("left behind: %v\n%s", left, stderr)
+	}
+}
+
+// TestNodeVerbsAreOneShot: node runs a machine until stopped, but its
+// control verbs end on the first signal like any one-shot command.
+func TestNodeVerbsAreOneShot(t *testing.T) {
+	for args, want := range map[string]bool{"": true, "--cluster c --machine m": true, "list": false, "kill m": false, "stop": false} {
+		if got := commands["node"].untilStopped(strings.Fields(args)); got != want {
+			t.Errorf("node %s: runs until stopped %t, want %t", args, got, want)
+		}
+	}
+	for _, c := range []string{"validate", "plan", "import", "kubeconfig", "scale"} {
+		if commands[c].untilStopped != nil {
+			t.Errorf("%s runs until stopped; it is one-shot", c)
+		}
 	}
 }

@@ -19,7 +19,7 @@ func init() {
 		usage:        "up [--repo DIR] [--docker]",
 		summary:      "all in one: daemon + embedded NATS + local and inmemory workers (and docker, with --docker)",
 		run:          runUp,
-		untilStopped: true,
+		untilStopped: always,
 	})
 }
 

@@ -31,7 +31,7 @@ func init() {
 		usage:        "worker --provider inmemory|local|docker [--nats URL] [--secrets-key-file F] [--concurrency N] [--listen ADDR]",
 		summary:      "run a provider worker: take machine tasks from NATS, report events",
 		run:          runWorker,
-		untilStopped: true,
+		untilStopped: always,
 	})
 }
 
