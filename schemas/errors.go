@@ -9,11 +9,13 @@ import (
 // sortErrors orders errors by path, line, column, field and message, and
 // drops exact repeats.
 func sortErrors(es Errors) Errors {
-	slices.SortFunc(es, func(a, b Error) int {
-		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Line, b.Line),
-			cmp.Compare(a.Col, b.Col), cmp.Compare(a.Field, b.Field), cmp.Compare(a.Message, b.Message))
-	})
+	slices.SortFunc(es, compareErrors)
 	return slices.Compact(es)
+}
+
+func compareErrors(a, b Error) int {
+	return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Line, b.Line),
+		cmp.Compare(a.Col, b.Col), cmp.Compare(a.Field, b.Field), cmp.Compare(a.Message, b.Message))
 }
 
 // AwaitUnread keeps the errors of a fleet in which some files could not be
@@ -34,8 +36,8 @@ func AwaitUnread(errs Errors, unread []string) Errors {
 			kept = append(kept, e)
 			continue
 		}
-		if waiting == 0 {
-			first = &errs[i]
+		if first == nil || compareErrors(e, *first) < 0 {
+			first = &errs[i] // the first in the order errors are printed
 		}
 		waiting++
 	}
