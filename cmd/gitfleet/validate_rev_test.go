@@ -57,19 +57,7 @@ func TestValidateRevAndPlannerRules(t *testing.T) {
 
 	// Schemas accept a standalone pool at any version; the planner refuses
 	// workers newer than the control plane.
-	pool := `---
-apiVersion: gitfleet.io/v1alpha1
-kind: MachineDeployment
-metadata:
-  name: dev-1-gpu
-spec:
-  clusterName: dev-1
-  replicas: 1
-  version: v1.32.0
-  template:
-    provider: local
-`
-	if err := os.WriteFile(path, append(good, []byte(pool)...), 0o644); err != nil {
+	if err := os.WriteFile(path, append(good, []byte(newerPool)...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	code, out = validate()
