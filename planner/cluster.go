@@ -28,6 +28,9 @@ type ClusterInput struct {
 	// (by pool name), kept by the daemon; a pool with none runs its
 	// minimum, and every count is held within the pool's bounds.
 	Scale map[string]ScaleRequest
+	// Locate places the problems a Blocked condition names at their
+	// fields' lines and columns (nil: at their documents' first lines).
+	Locate Locator
 }
 
 // ScaleRequest is the size last asked for an autoscaled pool, by whom and
@@ -279,11 +282,11 @@ func (p *clusterPass) plan() {
 	switch {
 	case len(dc.Problems) > 0:
 		st.Phase = PhaseBlocked
-		p.cond(CondBlocked, "%s", joinProblems(dc.Problems))
+		p.cond(CondBlocked, "%s", joinProblems(dc.Problems, p.in.Locate))
 		return
 	case verErr != nil:
 		st.Phase = PhaseBlocked
-		p.cond(CondBlocked, "%s", verErr.Error())
+		p.cond(CondBlocked, "%s", verErr.Place(p.in.Locate).Error())
 		return
 	case dc.Paused:
 		st.Phase = PhasePaused
@@ -425,13 +428,13 @@ func lowerVersion(a, b string) string {
 	return b
 }
 
-func joinProblems(ps []Problem) string {
+func joinProblems(ps []Problem, loc Locator) string {
 	var b strings.Builder
 	for i, pr := range ps {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(pr.Error())
+		b.WriteString(pr.Place(loc).Error())
 	}
 	return b.String()
 }

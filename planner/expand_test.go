@@ -284,6 +284,18 @@ func TestPlanRefusesSkippedMinor(t *testing.T) {
 	if c.Phase != PhaseBlocked || !c.Has(CondBlocked) || !strings.Contains(c.Conditions[0].Message, "classes/standard.yaml:1: spec.version: cannot upgrade from v1.29.4 to v1.31.0") {
 		t.Errorf("status = %+v", c)
 	}
+	// With a Locator (the daemon's is the revision's sources.Places) the
+	// condition names the field's line and column.
+	locate := func(src v1alpha1.Source, field string) (int, int, bool) {
+		if src.Path == "classes/standard.yaml" && field == "spec.version" {
+			return 6, 3, true
+		}
+		return 0, 0, false
+	}
+	res = Plan(Input{Desired: s.desired, Observed: s.observed(), Now: s.now, NewName: s.newName, Locate: locate})
+	if c := res.Clusters[0]; !strings.Contains(c.Conditions[0].Message, "classes/standard.yaml:6:3: spec.version: cannot upgrade") {
+		t.Errorf("placed status = %+v", c)
+	}
 }
 
 func TestPausedClusterGetsNoSteps(t *testing.T) {

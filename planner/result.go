@@ -21,6 +21,8 @@ type Input struct {
 	// Scale holds, by cluster, the sizes asked for autoscaled pools
 	// (ClusterInput.Scale).
 	Scale map[string]map[string]ScaleRequest
+	// Locate places the problems of Blocked conditions (ClusterInput.Locate).
+	Locate Locator
 }
 
 // Result is what is allowed to happen right now, and why the rest is not.

@@ -604,7 +604,7 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 		desired, problems = planner.ExpandReusing(r.desired, rev.Fleet, rev.ObjectKey)
 	}
 	for _, p := range problems {
-		log.Warn().Str("problem", p.Error()).Msg("cluster blocked by the planner's rules")
+		log.Warn().Str("problem", p.Place(rev.Places.At).Error()).Msg("cluster blocked by the planner's rules")
 	}
 	desired.Change = planner.Change{Commit: rev.Commit, Author: rev.Author, Subject: rev.Subject()}
 	prev := r.desired
@@ -769,6 +769,7 @@ func (r *Reconciler) step(ctx context.Context) {
 	var intents []*intent
 	var planned []plannedCluster
 	backoff := planner.Backoff{Base: r.o.RetryInterval, Jitter: jitter}
+	locate := r.rev.Places.At // a Blocked condition names its field's line
 	// Plans too are made on every core for a large pass (the planner is
 	// pure; NewName, the caller's, is called one at a time), and carried
 	// out here, in order.
@@ -792,6 +793,7 @@ func (r *Reconciler) step(ctx context.Context) {
 		results[i] = planner.PlanCluster(planner.ClusterInput{
 			Name: name, Desired: r.desired.Cluster(name), Machines: ms, Record: recs.Cluster(name),
 			Gate: gates.For(name), Now: now, NewName: newName, Backoff: backoff, Scale: r.scale[name],
+			Locate: locate,
 		})
 	})
 	for i, name := range names {
