@@ -31,6 +31,12 @@ type WatchOptions struct {
 	// the newest good and the newest revision and skips those read while
 	// nobody followed, so the source never waits for a reader.
 	Newest bool
+	// LastGood names the commit that was in force before this start (the
+	// daemon's: the status branch's last applied commit; "" for none).
+	// When a head is rejected and no good revision has been read yet, that
+	// commit is read and, if it is good, stays in force (Current) as it
+	// would have without the restart; it is delivered before the head.
+	LastGood func(ctx context.Context) (string, error)
 }
 
 // Source follows a branch and turns each new head into a Revision: read,
@@ -177,13 +183,17 @@ func (s *Source) run(ctx context.Context, refs *refWatcher) {
 }
 
 // check fetches (remote), resolves the branch and, if its head moved, reads
-// and delivers the new revision.
+// and delivers the new revision (after the last good one, when a rejected
+// head made checkOnce read that).
 func (s *Source) check(ctx context.Context) error {
-	rev, err := s.checkOnce(ctx)
+	revs, err := s.checkOnce(ctx)
 	s.mu.Lock()
 	s.err = err
 	s.mu.Unlock()
-	if rev != nil && !s.opts.Newest {
+	for _, rev := range revs {
+		if s.opts.Newest {
+			break
+		}
 		select {
 		case s.out <- rev:
 		case <-ctx.Done():
@@ -234,9 +244,10 @@ func (s *Source) Follow(ctx context.Context) <-chan *Revision {
 	return out
 }
 
-// checkOnce returns the new head's revision, or nil if the head is the
-// one already read.
-func (s *Source) checkOnce(ctx context.Context) (*Revision, error) {
+// checkOnce returns the new head's revision, or nothing if the head is the
+// one already read; a rejected head read before any good revision comes
+// after the last good one (WatchOptions.LastGood) when that can be read.
+func (s *Source) checkOnce(ctx context.Context) ([]*Revision, error) {
 	fctx, cancel := context.WithTimeout(ctx, max(s.opts.Interval, time.Minute))
 	defer cancel()
 	if _, err := s.repo.Fetch(fctx); err != nil {
@@ -265,10 +276,19 @@ func (s *Source) checkOnce(ctx context.Context) (*Revision, error) {
 		return nil, err
 	}
 	rev.Ref = s.opts.Branch
+	var good *Revision
+	if rev.Rejected() && since == "" {
+		good = s.lastGood(ctx, head)
+	}
 	s.mu.Lock()
 	s.last = rev
-	if !rev.Rejected() {
+	switch {
+	case !rev.Rejected():
 		s.current = rev
+	case good != nil && s.current == nil:
+		s.current = good
+	default:
+		good = nil
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -278,5 +298,37 @@ func (s *Source) checkOnce(ctx context.Context) (*Revision, error) {
 	} else {
 		s.log.Info().Str("commit", short(rev.Commit)).Msg("new revision")
 	}
-	return rev, nil
+	if good != nil {
+		return []*Revision{good, rev}, nil
+	}
+	return []*Revision{rev}, nil
+}
+
+// lastGood reads the revision WatchOptions.LastGood names, when head is
+// rejected and none was good since the start: nil when there is none, or
+// it cannot be read, or it does not validate (any more).
+func (s *Source) lastGood(ctx context.Context, head string) *Revision {
+	if s.opts.LastGood == nil {
+		return nil
+	}
+	commit, err := s.opts.LastGood(ctx)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("cannot tell which revision was in force before the start; none is until a head validates")
+		return nil
+	}
+	if commit == "" || commit == head {
+		return nil
+	}
+	rev, err := s.repo.Revision(ctx, commit)
+	if err != nil {
+		s.log.Warn().Err(err).Str("commit", short(commit)).Msg("cannot read the revision in force before the start; none is until a head validates")
+		return nil
+	}
+	if rev.Rejected() {
+		s.log.Warn().Err(rev.Err).Str("commit", short(commit)).Msg("the revision in force before the start does not validate now; none is until a head validates")
+		return nil
+	}
+	rev.Ref = s.opts.Branch
+	s.log.Warn().Str("commit", short(commit)).Str("head", short(head)).Msg("head rejected at the start: the revision in force before it stays in force")
+	return rev
 }

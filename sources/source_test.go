@@ -457,3 +457,68 @@ func TestFollowStartsFromTheNewest(t *testing.T) {
 	default:
 	}
 }
+
+// A daemon restarted on a head it rejects keeps the revision in force
+// before the restart (WatchOptions.LastGood: the status branch's last
+// applied commit) in force: Current is that one, delivered before the
+// rejected head; a revision that no longer validates, or none, leaves
+// nothing in force, as before.
+func TestRejectedHeadAtTheStartKeepsTheLastGood(t *testing.T) {
+	work := gittest.NewRepo(t)
+	good := work.Commit("a", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a")})
+	broken := "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: d\nspec:\n  topology:\n    classRef: {name: nope}\n"
+	bad := work.Commit("break d", map[string]string{"clusters/d.yaml": broken})
+	r := open(t, work.Dir)
+	lastGood := func(commit string) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) { return commit, nil }
+	}
+
+	s := watch(t, r, sources.WatchOptions{Branch: "main", Interval: time.Hour, LastGood: lastGood(good)})
+	if rev := next(t, s, 5*time.Second); rev.Commit != good || rev.Rejected() {
+		t.Fatalf("first revision %s (err %v), want the last good %s", rev.Commit, rev.Err, good)
+	}
+	if rev := next(t, s, 5*time.Second); rev.Commit != bad || !rev.Rejected() {
+		t.Fatalf("second revision %s (err %v), want the rejected head %s", rev.Commit, rev.Err, bad)
+	}
+	if cur := s.Current(); cur == nil || cur.Commit != good {
+		t.Errorf("Current = %v, want %s", cur, good)
+	}
+	fixed := work.Commit("fix d", map[string]string{"clusters/d.yaml": cluster("d")})
+	if rev := next(t, s, 5*time.Second); rev.Commit != fixed || rev.Rejected() {
+		t.Fatalf("after a fix: %s (err %v), want %s", rev.Commit, rev.Err, fixed)
+	}
+
+	// The followers of a daemon (Newest) get the same two, in order.
+	work.Commit("break d again", map[string]string{"clusters/d.yaml": broken})
+	f := watch(t, r, sources.WatchOptions{Branch: "main", Interval: time.Hour, Newest: true, LastGood: lastGood(fixed)})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	revs := f.Follow(ctx)
+	for i, want := range []string{fixed, "rejected"} {
+		select {
+		case rev := <-revs:
+			got := rev.Commit
+			if rev.Rejected() {
+				got = "rejected"
+			}
+			if got != want {
+				t.Errorf("Follow's revision %d: %s, want %s", i, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Follow delivered %d revisions, want 2", i)
+		}
+	}
+
+	// A last good commit that is rejected now, or unknown, or none: nothing
+	// is in force until a head validates.
+	for _, commit := range []string{bad, "0123456789abcdef0123456789abcdef01234567", ""} {
+		s := watch(t, r, sources.WatchOptions{Branch: "main", Interval: time.Hour, LastGood: lastGood(commit)})
+		if rev := next(t, s, 5*time.Second); !rev.Rejected() {
+			t.Errorf("LastGood %q: first revision %s is good, want the rejected head only", commit, rev.Commit)
+		}
+		none(t, s, 100*time.Millisecond)
+		if cur := s.Current(); cur != nil {
+			t.Errorf("LastGood %q: Current = %s, want none", commit, cur.Commit)
+		}
+	}
+}

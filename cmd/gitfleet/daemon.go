@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -158,7 +159,10 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	if o.nats.Name == "" {
 		o.nats.Name = "gitfleet-" + o.replica
 	}
-	src, err := sources.Watch(ctx, repo, sources.WatchOptions{Branch: o.branch, Interval: o.interval, Log: &log, Newest: true})
+	src, err := sources.Watch(ctx, repo, sources.WatchOptions{Branch: o.branch, Interval: o.interval, Log: &log, Newest: true,
+		// A head rejected at the start leaves the revision in force before
+		// the restart in force, as it would have without the restart.
+		LastGood: func(context.Context) (string, error) { return lastApplied(repo, o.statusBranch) }})
 	if err != nil {
 		return err
 	}
@@ -256,6 +260,14 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 	})
 	log.Info().Msg("gitfleet daemon stopping")
 	return err
+}
+
+// lastApplied is the fleet commit the status branch says was applied last,
+// as this replica last read or fetched the branch.
+func lastApplied(repo *sources.Repo, branch string) (string, error) {
+	return readGit(repo.GitDir(), func(g *git.Repository) (string, error) {
+		return status.LastApplied(g, plumbing.ReferenceName(repo.BranchRef(branch)))
+	})
 }
 
 // lead runs the reconciler and the status writer for one term as leader.

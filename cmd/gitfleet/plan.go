@@ -201,18 +201,27 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 // The status branch records no heartbeats: a machine is taken as healthy
 // unless the daemon marked it unhealthy.
 func observedMachines(gitDir, branch string) ([]planner.ObservedMachine, error) {
+	return readGit(gitDir, func(repo *git.Repository) ([]planner.ObservedMachine, error) {
+		snap, err := status.Read(repo, branch)
+		if errors.Is(err, status.ErrNoStatus) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read status branch %s: %w", branch, err)
+		}
+		return snap.Observed(), nil
+	})
+}
+
+// readGit opens the repository at gitDir for one read, whose files it
+// closes after: apart from the storage a Repo or a status Writer keeps.
+func readGit[T any](gitDir string, read func(*git.Repository) (T, error)) (T, error) {
 	st := filesystem.NewStorage(osfs.New(gitDir), cache.NewObjectLRUDefault())
 	defer st.Close()
 	repo, err := git.Open(st, nil)
 	if err != nil {
-		return nil, fmt.Errorf("read status branch: %w", err)
+		var zero T
+		return zero, fmt.Errorf("read status branch: %w", err)
 	}
-	snap, err := status.Read(repo, branch)
-	if errors.Is(err, status.ErrNoStatus) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read status branch %s: %w", branch, err)
-	}
-	return snap.Observed(), nil
+	return read(repo)
 }

@@ -214,3 +214,46 @@ func (s *Snapshot) Observed() []planner.ObservedMachine {
 	}
 	return ms
 }
+
+// LastApplied returns the fleet repository commit that fleet.yaml at ref
+// (a status branch, local or remote-tracking) says the daemon applied
+// last: the revision in force, whatever was pushed to the fleet's branch
+// since. "" when there is no such ref or it names none.
+func LastApplied(repo *git.Repository, ref plumbing.ReferenceName) (string, error) {
+	r, err := repo.Reference(ref, true)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", ref, err)
+	}
+	return rereadingPacks(repo.Storer, func() (string, error) {
+		c, err := object.GetCommit(repo.Storer, r.Hash())
+		if err != nil {
+			return "", fmt.Errorf("read status commit %s: %w", r.Hash(), err)
+		}
+		tree, err := c.Tree()
+		if err != nil {
+			return "", err
+		}
+		entry, err := tree.FindEntry(FleetFile)
+		if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		data, err := loose.ReadBlob(repo.Storer, entry.Hash)
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", FleetFile, err)
+		}
+		f, err := DecodeFleet(data)
+		if err != nil {
+			return "", fmt.Errorf("%s at %s: %w", FleetFile, short(r.Hash().String()), err)
+		}
+		if f.LastApplied == nil {
+			return "", nil
+		}
+		return f.LastApplied.Commit, nil
+	})
+}
