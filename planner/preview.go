@@ -14,15 +14,20 @@ import (
 type PreviewReport struct {
 	Base string `json:"base,omitempty"` // refs, set by the caller
 	Head string `json:"head,omitempty"`
-	// ComparedWith is what head was compared against: CompareBase, or
-	// CompareEmpty when base does not validate (BaseErrors say why). Then
-	// every cluster of head is listed as added, whether or not the change
-	// adds it, and what merging changes is not known here: the daemon
-	// runs the last revision that validated, not base.
-	ComparedWith string          `json:"comparedWith"`
-	BaseErrors   []string        `json:"baseErrors,omitempty"`
-	Errors       []string        `json:"errors,omitempty"`
-	Clusters     []ClusterChange `json:"clusters"`
+	// ComparedWith is what head was compared against: CompareBase, or,
+	// when base does not validate (BaseErrors say why), CompareApplied:
+	// the revision the daemon runs, the status branch's last applied
+	// commit (Applied), which merging puts head in place of; or
+	// CompareEmpty when there is none that validates. Against an empty
+	// fleet every cluster of head is listed as added, whether or not the
+	// change adds it, and what merging changes is not known here.
+	ComparedWith string `json:"comparedWith"`
+	// Applied is the commit compared against when ComparedWith is
+	// CompareApplied.
+	Applied    string          `json:"applied,omitempty"`
+	BaseErrors []string        `json:"baseErrors,omitempty"`
+	Errors     []string        `json:"errors,omitempty"`
+	Clusters   []ClusterChange `json:"clusters"`
 	// Observed says whether the machines came from the status branch
 	// (true) or were assumed to match base exactly (false).
 	Observed bool `json:"observed"`
@@ -54,13 +59,16 @@ type PreviewTotals struct {
 
 // What a preview compared head against (PreviewReport.ComparedWith).
 const (
-	CompareBase  = "base"
-	CompareEmpty = "empty fleet"
+	CompareBase    = "base"
+	CompareApplied = "last applied revision"
+	CompareEmpty   = "empty fleet"
 )
 
 // BaseInvalid reports whether base did not validate, so that head was
-// compared against an empty fleet.
-func (r *PreviewReport) BaseInvalid() bool { return r.ComparedWith == CompareEmpty }
+// compared against the last applied revision or an empty fleet.
+func (r *PreviewReport) BaseInvalid() bool {
+	return r.ComparedWith == CompareApplied || r.ComparedWith == CompareEmpty
+}
 
 // Kinds of cluster change.
 const (
@@ -136,10 +144,14 @@ type PreviewInput struct {
 	// BaseKey and HeadKey are their objects' content keys (PreviewKeyed);
 	// nil: none.
 	BaseKey, HeadKey func(kind, name string) string
-	// BaseErrs are base's validation errors when base does not validate
-	// (Base is then nil): the report says head was compared against an
-	// empty fleet, and why.
+	// BaseErrs are base's validation errors when base does not validate:
+	// the report says so, and what head was compared against instead.
+	// Base is then the revision the daemon runs (the status branch's last
+	// applied commit, named by Applied), or nil (an empty fleet).
 	BaseErrs []error
+	// Applied is the commit Base is when BaseErrs are set; "": Base is not
+	// looked at, and head is compared against an empty fleet.
+	Applied string
 	// HeadErrs are head's validation errors.
 	HeadErrs []error
 	// Observed are the machines running now (from the status branch), or
@@ -156,7 +168,11 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 	r := &PreviewReport{Observed: observed != nil, ComparedWith: CompareBase}
 	if len(in.BaseErrs) > 0 {
 		r.ComparedWith = CompareEmpty
-		base = nil
+		if in.Applied != "" && base != nil {
+			r.ComparedWith, r.Applied = CompareApplied, in.Applied
+		} else {
+			base = nil
+		}
 		for _, e := range in.BaseErrs {
 			r.BaseErrors = append(r.BaseErrors, e.Error())
 		}

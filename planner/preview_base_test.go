@@ -46,16 +46,12 @@ func TestPreviewBaseDoesNotValidate(t *testing.T) {
 	if !strings.HasPrefix(out, "Comparing main (abc1234) with fix (def5678).\n\n"+warning+"\n") {
 		t.Errorf("text does not start with the warning:\n%s", out)
 	}
-	for _, want := range []string{
-		"  base's 1 error:\n    " + brokenBase + "\n",
+	lacks(t, "text", out,
+		"  base's 1 error:\n    "+brokenBase+"\n",
 		"Plan against an empty fleet (base does not validate): 2 clusters added",
 		"No observed state, and base does not validate: assumed no machine runs.",
 		"in place of the last revision that validated, not of base",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("text lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "\nPlan: ") || strings.Contains(out, "At once, in no wave") {
 		t.Errorf("text reads as a plan against base:\n%s", out)
 	}
@@ -70,15 +66,11 @@ func TestPreviewBaseDoesNotValidate(t *testing.T) {
 	if !strings.HasPrefix(out, top) {
 		t.Errorf("markdown does not start with the warning:\n%s", out)
 	}
-	for _, want := range []string{
-		"> Base's 1 error:\n>\n> - `" + brokenBase + "`\n\n",
+	lacks(t, "markdown", out,
+		"> Base's 1 error:\n>\n> - `"+brokenBase+"`\n\n",
 		"Plan against an empty fleet (base does not validate): 2 clusters added",
 		"_No observed state, and base does not validate: assumed no machine runs._",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("markdown lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if w, table := strings.Index(out, "[!WARNING]"), strings.Index(out, "| + |"); table < 0 || w > table {
 		t.Errorf("the warning does not come before the table:\n%s", out)
 	}
@@ -145,6 +137,78 @@ func TestPreviewBaseAndHeadDoNotValidate(t *testing.T) {
 		"the daemon keeps running the last revision that validated (base does not either)"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// In place of a base that does not validate, head is compared with the
+// revision the daemon runs (the status branch's last applied commit):
+// what merging changes is shown, and every output says against what.
+func TestPreviewBaseComparedWithTheAppliedRevision(t *testing.T) {
+	applied := testFleet(testClass("v1.29.4"), testCluster("c1", 1, 2))
+	head := testFleet(testClass("v1.29.4"), testCluster("c1", 1, 2), testCluster("c2", 3, 1))
+	const commit = "4e1f2a3b5c6d7e8f90a1b2c3d4e5f60718293a4b"
+	r := PreviewOf(PreviewInput{Base: applied, Head: head, BaseErrs: []error{errors.New(brokenBase)}, Applied: commit})
+	r.Base, r.Head = "main (abc1234)", "fix (def5678)"
+	if !r.BaseInvalid() || r.ComparedWith != CompareApplied || r.Applied != commit || len(r.BaseErrors) != 1 {
+		t.Fatalf("comparedWith %q, applied %q, baseErrors %q", r.ComparedWith, r.Applied, r.BaseErrors)
+	}
+	if r.Totals.Added != 1 || r.Unchanged != 1 {
+		t.Fatalf("totals %+v, unchanged %d: want c2 added and c1 unchanged", r.Totals, r.Unchanged)
+	}
+
+	var text bytes.Buffer
+	if err := RenderText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	out := text.String()
+	lacks(t, "text", out,
+		"warning: base main (abc1234) does not validate, so head is compared with the revision the daemon runs: 4e1f2a3, the last it applied (the status branch).\n"+
+			"  The daemon does not run base: it keeps 4e1f2a3 in force until a revision validates, and merging makes it apply head in place of that: what this plan shows.\n"+
+			"  base's 1 error:\n    "+brokenBase+"\n",
+		"Plan against the last applied revision 4e1f2a3 (base does not validate): 1 cluster added, 0 changed, 0 removed",
+		"No observed state: assumed every cluster runs exactly as 4e1f2a3 describes.",
+		"Merging: the daemon applies head at its next poll or webhook, in place of 4e1f2a3.",
+	)
+
+	var md bytes.Buffer
+	if err := RenderMarkdown(&md, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	if want := "> **Base `main (abc1234)` does not validate, so head is compared with the revision the daemon runs: `4e1f2a3`, the last it applied (the status branch).**\n"; !strings.Contains(md.String(), want) {
+		t.Errorf("markdown lacks %q:\n%s", want, md.String())
+	}
+
+	var js bytes.Buffer
+	if err := RenderJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		ComparedWith string `json:"comparedWith"`
+		Applied      string `json:"applied"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.ComparedWith != "last applied revision" || back.Applied != commit {
+		t.Errorf("json comparedWith %q, applied %q (%v)", back.ComparedWith, back.Applied, err)
+	}
+
+	// Head broken too: refused, and the daemon keeps the applied revision.
+	r = PreviewOf(PreviewInput{Base: applied, Head: applied, BaseErrs: []error{errors.New(brokenBase)}, Applied: commit,
+		HeadErrs: []error{errors.New("clusters/c2.yaml:4:3: kind: wrong")}})
+	text.Reset()
+	if err := RenderText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "the daemon keeps running 4e1f2a3 (base does not validate either)"; !strings.Contains(text.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, text.String())
+	}
+}
+
+// lacks fails t for each of wants that out (the output called name) lacks.
+func lacks(t *testing.T, name, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", name, want, out)
 		}
 	}
 }

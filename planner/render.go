@@ -27,7 +27,7 @@ func RenderText(w io.Writer, r *PreviewReport) error {
 		fmt.Fprintf(&b, "Comparing %s with %s.\n\n", r.Base, r.Head)
 	}
 	if r.BaseInvalid() {
-		fmt.Fprintf(&b, "warning: %s\n  %s\n  %s:\n", baseWarning(r, plain), baseWarningDetail(plain), baseErrorsTitle(r))
+		fmt.Fprintf(&b, "warning: %s\n  %s\n  %s:\n", baseWarning(r, plain), baseWarningDetail(r, plain), baseErrorsTitle(r))
 		shown, more := baseErrorsShown(r)
 		for _, e := range shown {
 			fmt.Fprintf(&b, "    %s\n", e)
@@ -110,15 +110,25 @@ func baseWarning(r *PreviewReport, code func(string) string) string {
 	if r.Base != "" {
 		base += " " + code(r.Base)
 	}
+	if r.ComparedWith == CompareApplied {
+		return fmt.Sprintf("%s does not validate, so head is compared with the revision the daemon runs: %s, the last it applied (the status branch).", base, code(shortCommit(r.Applied)))
+	}
 	return fmt.Sprintf("%s does not validate, so head is compared against an empty fleet: every cluster of head is listed as added, whether or not this change adds it.", base)
 }
 
 // baseWarningDetail says what the daemon runs when base does not validate,
 // and how to see what merging changes; code formats a command.
-func baseWarningDetail(code func(string) string) string {
+func baseWarningDetail(r *PreviewReport, code func(string) string) string {
+	if r.ComparedWith == CompareApplied {
+		return "The daemon does not run base: it keeps " + code(shortCommit(r.Applied)) +
+			" in force until a revision validates, and merging makes it apply head in place of that: what this plan shows."
+	}
 	return "The daemon does not run base: it keeps the last revision that validated (" + code("gitfleet describe") +
 		": Last applied), and merging makes it apply head: plan with " + code("--base") + " set to that commit to see what that changes."
 }
+
+// shortCommit is a commit's first 7 digits, as Git shows it.
+func shortCommit(c string) string { return c[:min(len(c), 7)] }
 
 func baseErrorsTitle(r *PreviewReport) string {
 	return "base's " + plural(len(r.BaseErrors), "error")
@@ -135,7 +145,10 @@ func baseErrorsShown(r *PreviewReport) ([]string, int) {
 
 // mergeFooter says what merging head does.
 func mergeFooter(r *PreviewReport) string {
-	if r.BaseInvalid() {
+	if r.ComparedWith == CompareApplied && len(r.Errors) > 0 {
+		return "Merging as it is would be refused: the daemon keeps running " + shortCommit(r.Applied) + " (base does not validate either) and shows these errors in status (gitfleet describe, Last rejected)."
+	}
+	if r.ComparedWith == CompareEmpty {
 		if len(r.Errors) > 0 {
 			return "Merging as it is would be refused: the daemon keeps running the last revision that validated (base does not either) and shows these errors in status (gitfleet describe, Last rejected)."
 		}
@@ -148,7 +161,11 @@ func mergeFooter(r *PreviewReport) string {
 		return "Merging changes no machine."
 	}
 	var b strings.Builder
-	b.WriteString("Merging: the daemon applies head at its next poll or webhook.")
+	b.WriteString("Merging: the daemon applies head at its next poll or webhook")
+	if r.ComparedWith == CompareApplied {
+		b.WriteString(", in place of " + shortCommit(r.Applied))
+	}
+	b.WriteString(".")
 	type wave struct {
 		name     string
 		clusters []string
@@ -228,7 +245,10 @@ func changeMark(change string) string {
 func summaryLine(r *PreviewReport) string {
 	t := r.Totals
 	what := "Plan"
-	if r.BaseInvalid() {
+	switch r.ComparedWith {
+	case CompareApplied:
+		what = "Plan against the last applied revision " + shortCommit(r.Applied) + " (base does not validate)"
+	case CompareEmpty:
 		what = "Plan against an empty fleet (base does not validate)"
 	}
 	return fmt.Sprintf("%s: %s added, %d changed, %d removed; %s replaced, %d created, %d deleted; %s unchanged.",
@@ -239,7 +259,10 @@ func assumption(r *PreviewReport) string {
 	if r.Observed {
 		return "Machines as observed on the status branch."
 	}
-	if r.BaseInvalid() {
+	switch r.ComparedWith {
+	case CompareApplied:
+		return "No observed state: assumed every cluster runs exactly as " + shortCommit(r.Applied) + " describes."
+	case CompareEmpty:
 		return "No observed state, and base does not validate: assumed no machine runs."
 	}
 	return "No observed state: assumed every cluster runs exactly as base describes."
@@ -341,7 +364,7 @@ func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
 	if r.BaseInvalid() {
 		// First, before anything that reads as what the change does.
 		fmt.Fprintf(&b, "> [!WARNING]\n> **%s**\n>\n> %s\n>\n> %s:\n>\n",
-			upperFirst(baseWarning(r, quoted)), baseWarningDetail(quoted), upperFirst(baseErrorsTitle(r)))
+			upperFirst(baseWarning(r, quoted)), baseWarningDetail(r, quoted), upperFirst(baseErrorsTitle(r)))
 		shown, more := baseErrorsShown(r)
 		for _, e := range shown {
 			fmt.Fprintf(&b, "> - `%s`\n", strings.ReplaceAll(e, "`", "'"))

@@ -98,8 +98,12 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 	if report.BaseInvalid() && *format != "text" {
 		// The output carries it; stdout is a file to post, and this is
 		// for the log of the job that posts it.
-		fmt.Fprintf(env.stderr, "gitfleet plan: warning: base %s does not validate (%d %s); head is compared against an empty fleet\n",
-			*baseRef, len(report.BaseErrors), pluralNoun(len(report.BaseErrors), "error", "errors"))
+		against := "an empty fleet"
+		if report.ComparedWith == planner.CompareApplied {
+			against = fmt.Sprintf("the last applied revision %.7s", report.Applied)
+		}
+		fmt.Fprintf(env.stderr, "gitfleet plan: warning: base %s does not validate (%d %s); head is compared against %s\n",
+			*baseRef, len(report.BaseErrors), pluralNoun(len(report.BaseErrors), "error", "errors"), against)
 	}
 	switch *format {
 	case "json":
@@ -124,9 +128,10 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 }
 
 // previewRepo reads base and head from the repository and compares them
-// against the machines observed on the status branch. A base that does
-// not validate is compared as an empty fleet, and the report says so and
-// why.
+// against the machines observed on the status branch. In place of a base
+// that does not validate head is compared with the revision the daemon
+// runs (the status branch's last applied commit), or an empty fleet when
+// there is none that validates; the report says so and why.
 func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef string) (*planner.PreviewReport, error) {
 	repo, err := sources.Open(ctx, opts)
 	if err != nil {
@@ -159,12 +164,25 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 		}
 	}
 	branch := v1alpha1.DefaultStatusBranch
-	if f := base.Fleet; f != nil && f.Config.Spec.StatusBranch != "" {
-		branch = f.Config.Spec.StatusBranch
+	for _, f := range []*v1alpha1.Fleet{base.Fleet, head.Fleet} {
+		if f != nil {
+			if f.Config.Spec.StatusBranch != "" {
+				branch = f.Config.Spec.StatusBranch
+			}
+			break
+		}
 	}
 	observed, err := observedMachines(repo.GitDir(), branch)
 	if err != nil {
 		return nil, err
+	}
+	// What head is compared with: base, or in its place the revision the
+	// daemon runs.
+	from, applied := base, ""
+	if base.Fleet == nil {
+		if rev := appliedRevision(ctx, repo, branch); rev != nil {
+			from, applied = rev, rev.Commit
+		}
 	}
 	var headErrs []error
 	for _, e := range head.Errors {
@@ -173,7 +191,7 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 	headFleet, headKey, headPlaces := head.Fleet, head.ObjectKey, head.Places
 	if headFleet == nil {
 		// Head does not validate: report its errors, and no changes.
-		headFleet, headKey, headPlaces = base.Fleet, base.ObjectKey, base.Places
+		headFleet, headKey, headPlaces = from.Fleet, from.ObjectKey, from.Places
 	}
 	// Both revisions are read: the repository writes its caches (the
 	// object cache is ~8 MiB at 10,000 clusters) while the preview is
@@ -184,8 +202,8 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 		_ = repo.Close()
 	}()
 	report := planner.PreviewOf(planner.PreviewInput{
-		Base: base.Fleet, Head: headFleet, BaseKey: base.ObjectKey, HeadKey: headKey,
-		BaseErrs: baseErrs, HeadErrs: headErrs, Observed: observed,
+		Base: from.Fleet, Head: headFleet, BaseKey: from.ObjectKey, HeadKey: headKey,
+		BaseErrs: baseErrs, Applied: applied, HeadErrs: headErrs, Observed: observed,
 		// The planner's problems point at their fields, as validation
 		// errors do, not at their documents' first lines.
 		Locate: headPlaces.At,
@@ -194,6 +212,21 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 	report.Base = fmt.Sprintf("%s (%.7s)", baseRef, base.Commit)
 	report.Head = fmt.Sprintf("%s (%.7s)", headRef, head.Commit)
 	return report, nil
+}
+
+// appliedRevision is the revision the status branch says the daemon
+// applied last, read from the repository; nil when there is none, or it
+// cannot be read, or it does not validate.
+func appliedRevision(ctx context.Context, repo *sources.Repo, branch string) *sources.Revision {
+	commit, err := lastApplied(repo, branch)
+	if err != nil || commit == "" {
+		return nil
+	}
+	rev, err := repo.Revision(ctx, commit)
+	if err != nil || rev.Rejected() {
+		return nil
+	}
+	return rev
 }
 
 // observedMachines reads the machines of the status branch, or nil when the

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/sources"
 )
 
 var updatePlan = flag.Bool("update", false, "rewrite golden files of plan")
@@ -289,6 +291,96 @@ func TestPlanBaseDoesNotValidate(t *testing.T) {
 		!strings.Contains(stdout, "warning: base broken") || !strings.Contains(stdout, "error: "+brokenDev1) {
 		t.Errorf("broken..broken: exit %d, want 1 with the warning and head's error\n%s", code, stdout)
 	}
+}
+
+// A pull request that fixes a base that does not validate, in a fleet a
+// daemon runs: head is compared with the revision the daemon runs, the
+// status branch's last applied commit, so the plan shows what merging
+// changes (golden files): the revert alone changes nothing, the revert
+// with one more worker adds that worker. Every output says against what.
+func TestPlanBaseDoesNotValidateComparesWithTheAppliedRevision(t *testing.T) {
+	dir := fleetRepo(t)
+	good := strings.TrimSpace(gitCLI(t, dir, "rev-parse", "main"))
+	w := statusWriter(t, dir)
+	w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: good, Subject: "init"}}, status.Origin{SourceCommit: good})
+	for _, c := range runningAsWritten(t, dir, good) {
+		if err := w.SetCluster(c, status.Origin{SourceCommit: good}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushStatus(t, w)
+	branch(t, dir, "broken", map[string][2]string{"clusters/dev-1.yaml": {"replicas: 1", "replicas: many"}})
+	gitCLI(t, dir, "checkout", "-q", "-b", "fix", "broken")
+	gitCLI(t, dir, "revert", "--no-edit", "HEAD")
+	gitCLI(t, dir, "checkout", "-q", "-b", "fix-and-grow", "fix")
+	gitCLI(t, dir, "checkout", "-q", "main")
+	branch(t, dir, "grow", map[string][2]string{"clusters/dev-1.yaml": {"replicas: 2", "replicas: 3"}})
+	gitCLI(t, dir, "checkout", "-q", "fix-and-grow")
+	gitCLI(t, dir, "cherry-pick", "grow")
+	gitCLI(t, dir, "checkout", "-q", "main")
+	hide := func(s string) string {
+		return commitRE.ReplaceAllString(strings.NewReplacer(good, "APPLIED", good[:7], "APPLIED").Replace(s), "(COMMIT)")
+	}
+
+	code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "broken", "--head", "fix", "--detailed-exitcode")
+	if code != 0 || !strings.Contains(stdout, "No changes: 2 clusters unchanged.") {
+		t.Errorf("the revert alone: exit %d, want 0 and no changes (the daemon runs what it restores)\n%s%s", code, stdout, stderr)
+	}
+	planGolden(t, "base-invalid-applied-revert.txt", hide(stdout))
+	for _, f := range []struct{ format, file string }{
+		{"text", "base-invalid-applied.txt"}, {"markdown", "base-invalid-applied.md"}, {"json", "base-invalid-applied.json"},
+	} {
+		code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "broken", "--head", "fix-and-grow", "-o", f.format, "--detailed-exitcode")
+		if code != 2 {
+			t.Fatalf("%s: exit %d, want 2 (changes)\n%s%s", f.format, code, stdout, stderr)
+		}
+		if f.format == "json" {
+			var rep struct {
+				ComparedWith, Applied string
+				Totals                planner.PreviewTotals
+			}
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.ComparedWith != planner.CompareApplied || rep.Applied != good ||
+				rep.Totals != (planner.PreviewTotals{Changed: 1, Created: 1}) {
+				t.Errorf("json: comparedWith %q, applied %q, totals %+v (%v); want the applied revision and one worker more", rep.ComparedWith, rep.Applied, rep.Totals, err)
+			}
+		} else if !strings.Contains(stdout, "does not validate, so head is compared with the revision the daemon runs") || !strings.Contains(stdout, brokenDev1) {
+			t.Errorf("%s does not say what head is compared with, or lacks base's error:\n%s", f.format, stdout)
+		}
+		if want := "head is compared against the last applied revision " + good[:7]; (f.format != "text") != strings.Contains(stderr, want) {
+			t.Errorf("%s: stderr %q: want %q when stdout is not text", f.format, stderr, want)
+		}
+		planGolden(t, f.file, hide(stdout))
+	}
+}
+
+// runningAsWritten is the status of every cluster of commit's fleet with
+// all its machines Running as the fleet describes them (their templates'
+// hashes as the planner makes them).
+func runningAsWritten(t *testing.T, dir, commit string) []status.ClusterStatus {
+	t.Helper()
+	repo, err := sources.Open(t.Context(), sources.Options{Location: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	rev, err := repo.Revision(t.Context(), commit)
+	if err != nil || rev.Rejected() {
+		t.Fatalf("%s: %v %v", commit, err, rev.Err)
+	}
+	d, _ := planner.Expand(rev.Fleet)
+	var out []status.ClusterStatus
+	for _, dc := range d.Clusters {
+		c := status.ClusterStatus{Name: dc.Name, Class: dc.Class, Version: dc.Version, Phase: status.ClusterProvisioned}
+		for _, p := range append([]planner.Pool{dc.ControlPlane}, dc.Deployments...) {
+			for i := range p.Replicas {
+				m := machine(dc.Name, p.Name, "m"+itoa(i), "Running", p.Version, statusEpoch)
+				m.TemplateHash = p.TemplateHash
+				c.Machines = append(c.Machines, m)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // The planner's errors point at their field's line and column, as
