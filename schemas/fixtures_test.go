@@ -102,6 +102,42 @@ func TestLoadSkipsWhatIsNotAFleetDocument(t *testing.T) {
 	}
 }
 
+// TestReadDirAndLoadTakeUpperCaseExtensions: a cluster in prod-1.YAML (or
+// .Yml) is read like one in prod-1.yaml; it was skipped, and the cluster
+// silently did not exist.
+func TestReadDirAndLoadTakeUpperCaseExtensions(t *testing.T) {
+	fleet, err := fixtures.Overlay(os.DirFS(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for p, data := range fleet {
+		p = strings.Replace(p, "prod-1.yaml", "prod-1.YAML", 1)
+		p = strings.Replace(p, "dev-1.yaml", "dev-1.Yml", 1)
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, errs := Load(files)
+	if len(errs) > 0 {
+		t.Fatalf("errors:\n%v", errs)
+	}
+	var names []string
+	for _, c := range f.Clusters {
+		names = append(names, c.Metadata.Name+"@"+c.Source.Path)
+	}
+	if want := []string{"dev-1@clusters/dev-1.Yml", "prod-1@clusters/prod-1.YAML"}; !slices.Equal(names, want) {
+		t.Errorf("clusters = %v, want %v", names, want)
+	}
+}
+
 func TestConfigFieldError(t *testing.T) {
 	cfg := File{Path: ConfigFile, Data: []byte(header + "kind: FleetConfig\nspec:\n  paths:\n    - a\n    - b\n")}
 	if got := ConfigFieldError(cfg, "spec.paths[1]", "no").Error(); got != "gitfleet.yaml:6:7: spec.paths[1]: no" {

@@ -31,9 +31,7 @@ func ReadDir(dir string) ([]File, error) {
 			}
 			return nil
 		}
-		switch path.Ext(d.Name()) {
-		case ".yaml", ".yml", ".cue":
-		default:
+		if !IsYAMLFile(d.Name()) && path.Ext(d.Name()) != ".cue" {
 			return nil
 		}
 		rel, err := filepath.Rel(dir, p)

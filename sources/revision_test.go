@@ -10,6 +10,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/schemas"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/sources"
 )
 
@@ -134,6 +135,34 @@ func TestFilesFollowsFleetConfigPaths(t *testing.T) {
 	}
 	if !rev.Rejected() || len(rev.Errors) == 0 || !strings.Contains(rev.Errors[0].Error(), "gitfleet.yaml:4:11: spec.paths[0]: \"fleet/clsuters\" matches no YAML file") {
 		t.Errorf("errors = %v, want gitfleet.yaml:4:11: spec.paths[0] matches no YAML file", rev.Errors)
+	}
+}
+
+// TestUpperCaseExtensionsAreRead: clusters/b.YAML and c.Yml are YAML
+// files, read like a.yaml, in a revision and in the working tree; they
+// were skipped, and their clusters silently did not exist.
+func TestUpperCaseExtensionsAreRead(t *testing.T) {
+	ctx := context.Background()
+	work := gittest.NewRepo(t)
+	work.Commit("fleet", map[string]string{"classes/standard.yaml": classYAML,
+		"clusters/a.yaml": cluster("a"), "clusters/b.YAML": cluster("b"), "clusters/c.Yml": cluster("c")})
+	fromRev, errs, err := sources.ValidateRev(ctx, work.Dir, "main", sources.ValidateOptions{})
+	if err != nil || len(errs) > 0 {
+		t.Fatalf("ValidateRev: %v %v", err, errs)
+	}
+	fromDir, errs, err := sources.ValidateDir(ctx, work.Dir, sources.ValidateOptions{})
+	if err != nil || len(errs) > 0 {
+		t.Fatalf("ValidateDir: %v %v", err, errs)
+	}
+	for name, fleet := range map[string]*v1alpha1.Fleet{"ValidateRev": fromRev, "ValidateDir": fromDir} {
+		var got []string
+		for _, c := range fleet.Clusters {
+			got = append(got, c.Source.Path)
+		}
+		slices.Sort(got)
+		if want := []string{"clusters/a.yaml", "clusters/b.YAML", "clusters/c.Yml"}; !slices.Equal(got, want) {
+			t.Errorf("%s: clusters from %v, want %v", name, got, want)
+		}
 	}
 }
 

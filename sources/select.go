@@ -110,10 +110,6 @@ func joinRel(dir, rel string) (string, bool) {
 	return p, true
 }
 
-func isYAML(p string) bool {
-	return strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")
-}
-
 // hidden reports whether p is in or is a dot folder or file (.github, .ci).
 func hidden(p string) bool {
 	return strings.HasPrefix(p, ".") || strings.Contains(p, "/.")
@@ -202,7 +198,7 @@ func collectListing(s *snapshot, rc *renderCache, buf []input) (_ []input, _ sch
 		}
 		matched := false
 		for _, f := range s.under(p) {
-			if hidden(strings.TrimPrefix(f, p)) || !isYAML(f) || f == ConfigFile {
+			if hidden(strings.TrimPrefix(f, p)) || !schemas.IsYAMLFile(f) || f == ConfigFile {
 				continue
 			}
 			if isKustomization(path.Base(f)) {
