@@ -155,6 +155,25 @@ spec:
 	}
 }
 
+// TestPolicyCycleIsPlaced: CUE reports a structural cycle with the field
+// but no position; the error is placed at the field, which it names (it
+// said only "policies/p.cue: not a valid policy: structural cycle"), also
+// for a hidden field of a file with a package clause.
+func TestPolicyCycleIsPlaced(t *testing.T) {
+	const fix = ": not a valid policy: structural cycle: the value refers back to a field that holds it, so it would contain itself without end; refer to a field outside it, or remove the reference"
+	for policy, want := range map[string]string{
+		"Cluster: spec: a: b: Cluster.spec.a\n":                           "policies/p.cue:1:19: Cluster.spec.a.b" + fix,
+		"#Net: {\n\tpods: #Net\n}\nCluster: spec: clusterNetwork: #Net\n": "policies/p.cue:2:2: #Net.pods" + fix,
+		"Cluster: metadata: l: [1, l]\n":                                  "policies/p.cue:1:27: Cluster.metadata.l[1]" + fix,
+		"package policies\n\n_#A: {a: _#A}\nCluster: spec: x: _#A\n":      "policies/p.cue:3:7: _#A.a" + fix,
+	} {
+		_, errs := CompilePolicies([]File{{Path: "policies/p.cue", Data: []byte(policy)}})
+		if d := cmp.Diff([]string{want}, errLines(errs)); d != "" {
+			t.Errorf("policy\n%s\nerrors (-want +got):\n%s", policy, d)
+		}
+	}
+}
+
 // TestPatchedTemplatesAreChecked: a patch writing a field the provider's
 // spec lacks, or a variable value the spec refuses, is caught before any
 // machine is made, at the set entry's line, naming the patch, the clusters,

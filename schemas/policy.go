@@ -60,7 +60,7 @@ func compilePolicies(policies []File) (good []File, errs []Error) {
 		err := safely(func() error {
 			pv := c.ctx.CompileBytes(f.Data, cue.Filename(f.Path))
 			if err := pv.Err(); err != nil {
-				es = policyFileErrors(f.Path, err)
+				es = policyFileErrors(f.Path, pv, err)
 				return nil
 			}
 			_, es = policyKinds(f.Path, pv)
@@ -197,7 +197,7 @@ func policyKinds(path string, pv cue.Value) (map[string]cue.Value, []Error) {
 	var errs []Error
 	it, err := pv.Fields()
 	if err != nil {
-		return nil, policyFileErrors(path, err)
+		return nil, policyFileErrors(path, pv, err)
 	}
 	for it.Next() {
 		name := it.Selector().Unquoted()
@@ -215,14 +215,70 @@ func policyKinds(path string, pv cue.Value) (map[string]cue.Value, []Error) {
 	return kinds, errs
 }
 
-func policyFileErrors(path string, err error) []Error {
+// policyFileErrors are the errors err of the policy file at path, compiled
+// into pv. CUE gives some (a structural cycle) a field but no position:
+// those are placed at the field in pv.
+func policyFileErrors(path string, pv cue.Value, err error) []Error {
 	var out []Error
 	for _, e := range cueerrors.Errors(err) {
 		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
 		pos := e.Position()
-		out = append(out, Error{Path: path, Line: pos.Line(), Col: pos.Column(), Message: "not a valid policy: " + fmt.Sprintf(format, args...)})
+		var field string
+		if !pos.IsValid() {
+			var at cue.Value
+			field, at = policyField(pv, e.Path())
+			pos = at.Pos()
+		}
+		if msg == "structural cycle" {
+			msg += ": the value refers back to a field that holds it, so it would contain itself without end; refer to a field outside it, or remove the reference"
+		}
+		out = append(out, Error{Path: path, Line: pos.Line(), Col: pos.Column(), Field: field, Message: "not a valid policy: " + msg})
 	}
 	return out
+}
+
+// policyField is the field of a policy at the labels of a CUE error's
+// path, as written (Cluster.spec.l[0]), and its value; the value does not
+// exist when the labels cannot be followed.
+func policyField(pv cue.Value, labels []string) (string, cue.Value) {
+	sels := make([]cue.Selector, 0, len(labels))
+	v := pv
+	for _, l := range labels {
+		sel, ok := policySelector(v, l)
+		if !ok {
+			return strings.Join(labels, "."), cue.Value{}
+		}
+		sels = append(sels, sel)
+		v = v.LookupPath(cue.MakePath(sel))
+	}
+	if len(sels) == 0 {
+		return "", cue.Value{}
+	}
+	return cue.MakePath(sels...).String(), v
+}
+
+// policySelector is the selector of v's field labelled l in a CUE error's
+// path. A hidden field's is found among v's fields: it is scoped by the
+// file's package, which its label does not say.
+func policySelector(v cue.Value, l string) (cue.Selector, bool) {
+	if !strings.HasPrefix(l, "_") {
+		p := cue.ParsePath(l)
+		if p.Err() != nil || len(p.Selectors()) != 1 {
+			return cue.Selector{}, false
+		}
+		return p.Selectors()[0], true
+	}
+	it, err := v.Fields(cue.Hidden(true), cue.Definitions(true))
+	if err != nil {
+		return cue.Selector{}, false
+	}
+	for it.Next() {
+		if it.Selector().String() == l {
+			return it.Selector(), true
+		}
+	}
+	return cue.Selector{}, false
 }
 
 // policyViolations reports each conflict at the object's field, naming the
