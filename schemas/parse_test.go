@@ -80,6 +80,12 @@ func TestParseFileErrors(t *testing.T) {
 			"f.yaml:1:1: document has no kind: add kind: one of ClusterClass, Cluster, MachineDeployment, MachineHealthCheck, FleetConfig",
 			"f.yaml:1:8: a[0][0]: alias *a refers to itself",
 		}},
+		// An application's tags, on a value and on a mapping, are refused
+		// (the value was read as written, tag dropped); YAML's own are not.
+		{"application tags", header + "kind: MachineDeployment\nmetadata: {name: !!str a}\nspec:\n  clusterName: !vault secret/x\n  template: !Ref {provider: local}\n", []string{
+			"f.yaml:5:16: spec.clusterName: YAML tag !vault is not resolved: gitfleet reads values as written, so write the literal value here; secrets never go in Git (no fleet field takes one: docs/security.md)",
+			"f.yaml:6:13: spec.template: YAML tag !Ref is not resolved: gitfleet reads values as written, so write the literal value here; secrets never go in Git (no fleet field takes one: docs/security.md)",
+		}},
 		{"no apiVersion", "kind: Cluster\nmetadata: {name: a}\n", []string{"f.yaml:1:1: document has no apiVersion: add apiVersion: gitfleet.io/v1alpha1"}},
 		{"kind not a string", header + "kind: [Cluster]\n", []string{`f.yaml:2:1: kind: unknown kind a list; gitfleet reads ClusterClass, Cluster, MachineDeployment, MachineHealthCheck, FleetConfig`}},
 		{"every error of a document", header + "kind: MachineHealthCheck\nmetadata: {name: A}\nspec:\n  clusterName: x\n  checks: {nodeStartupTimeoutSeconds: soon}\n  remediation: {triggerIf: {unhealthyLessThanOrEqualTo: -1}}\n  extra: 1\n", []string{

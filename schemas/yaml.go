@@ -198,6 +198,12 @@ func (b *docBuilder) value(n *yaml.Node, p string, seen []*yaml.Node) any {
 	if _, ok := b.d.pos[p]; !ok {
 		b.d.pos[p] = Pos{n.Line, n.Column}
 	}
+	if n.Tag != "" && !strings.HasPrefix(n.Tag, "!!") {
+		// An application's tag (!vault, !Ref, !e!name), not YAML's own
+		// (!!str, !!int): the value would be read as written, tag dropped.
+		b.errorf(n, p, "YAML tag %s is not resolved: gitfleet reads values as written, so write the literal value here; secrets never go in Git (no fleet field takes one: docs/security.md)", n.Tag)
+		return nil
+	}
 	switch n.Kind {
 	case yaml.AliasNode:
 		for _, s := range seen {
