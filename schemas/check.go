@@ -216,7 +216,7 @@ func CheckIndexed(objs []Object, policies []File, known KnownGood, idx *Index) (
 		c.errs = append(c.errs, sc.errs...)
 		findings = append(findings, sc.findings...)
 	}
-	c.errs = append(c.errs, patchErrors(findings)...)
+	c.errs = append(c.errs, patchErrors(findings, c.errs)...)
 	for _, md := range fleet.MachineDeployments {
 		c.clusterExists(c.objectOf(v1alpha1.KindMachineDeployment, md.Metadata.Name), md.Spec.ClusterName)
 	}

@@ -118,17 +118,37 @@ func blame(applied []patch.Applied, field string) (patch.Applied, bool) {
 }
 
 // patchErrors turns findings into errors at each JSON patch's line, one
-// per JSON patch, field and message, naming the clusters.
-func patchErrors(findings []patchFinding) []Error {
+// per JSON patch, field and message, naming the clusters. A patch that
+// fails at a field where reported has an error already is that error met
+// again by each cluster (a path that is not a pointer, a template that
+// does not parse: the class's own checks say so), and is left out.
+func patchErrors(findings []patchFinding, reported []Error) []Error {
 	type key struct {
 		class             string
 		patch, def, op    int
 		field, value, msg string
 	}
+	type place struct {
+		path      string
+		line, col int
+		field     string
+	}
+	var said map[place]bool
 	groups := map[key][]*patchFinding{}
 	var order []key
 	for i := range findings {
 		f := &findings[i]
+		if f.failed != "" {
+			if said == nil {
+				said = map[place]bool{}
+				for _, e := range reported {
+					said[place{e.Path, e.Line, e.Col, e.Field}] = true
+				}
+			}
+			if e := f.class.ErrorAt(f.field, ""); said[place{e.Path, e.Line, e.Col, e.Field}] {
+				continue
+			}
+		}
 		k := key{f.class.Name, f.set.Patch, f.set.Definition, f.set.Op, f.field, describe(f.set.Value), f.msg + f.failed}
 		if f.unknown || f.failed != "" {
 			k.value = "" // the field is unknown whatever the value
