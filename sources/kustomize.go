@@ -350,11 +350,13 @@ func (rc *renderCache) render(s *snapshot, dir string) ([]input, error) {
 func build(s *snapshot, dir string, files []string) ([]input, error) {
 	fs := filesys.MakeFsInMemory()
 	root := kustomizationFile(s, dir)
+	texts := make(map[string][]byte, len(files)) // as written
 	for _, f := range files {
 		data, err := s.readFile(f)
 		if err != nil {
 			return nil, err
 		}
+		texts[f] = data
 		if f == root {
 			data, err = withOriginAnnotations(data)
 			if err != nil {
@@ -391,19 +393,40 @@ func build(s *snapshot, dir string, files []string) ([]input, error) {
 		}
 		b.Write(y)
 	}
+	// The files read that are no object's source (kustomization files,
+	// patches) are kept for a value the rendering sets.
+	by := &kustomized{file: root, texts: map[string][]byte{}}
+	for f, data := range texts {
+		if _, isSource := byFile[f]; !isSource || f == root {
+			by.texts[f] = data
+		}
+	}
 	out := make([]input, 0, len(order))
 	for _, src := range order {
 		data := byFile[src].Bytes()
 		sum := sha256.Sum256(data)
 		in := input{File: schemas.File{Path: src, Data: data}, key: hex.EncodeToString(sum[:]) + " " + src}
 		if src != root {
-			if in.origin, err = s.readFile(src); err != nil {
-				return nil, err
-			}
+			in.render = &rendering{source: texts[src], by: by}
 		}
 		out = append(out, in)
 	}
 	return out, nil
+}
+
+// rendering is where a kustomize-rendered input comes from: the text of
+// its source file, and the rendering of the kustomization that made it.
+type rendering struct {
+	source []byte
+	by     *kustomized
+}
+
+// kustomized is one rendering of a kustomization: its file (the root's),
+// and the files it read that are no object's source (kustomization files,
+// patches), as written, where a value the rendering sets is looked for.
+type kustomized struct {
+	file  string
+	texts map[string][]byte
 }
 
 // withOriginAnnotations adds buildMetadata: [originAnnotations] to a

@@ -3,13 +3,17 @@ package sources
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"path"
+	"sort"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/gitfleet/gitfleet/schemas"
+	"github.com/gitfleet/gitfleet/schemas/patch"
 )
 
 // sourceLines maps errors found in kustomize output back to the source file
@@ -20,6 +24,7 @@ import (
 type sourceLines struct {
 	origins  map[string][]byte   // source path → its text
 	renders  map[string][][]byte // source path → kustomize's outputs of it (one an overlay)
+	by       map[string][]*kustomized
 	docs     map[string][]*yaml.Node
 	rendered map[string][][]*yaml.Node
 }
@@ -28,13 +33,14 @@ type sourceLines struct {
 // when an error names its path (fix), so a revision without errors in
 // rendered files parses none.
 func newSourceLines(ins []input) *sourceLines {
-	sl := &sourceLines{origins: map[string][]byte{}, renders: map[string][][]byte{}}
+	sl := &sourceLines{origins: map[string][]byte{}, renders: map[string][][]byte{}, by: map[string][]*kustomized{}}
 	for _, in := range ins {
-		if in.origin == nil {
+		if in.render == nil {
 			continue
 		}
-		sl.origins[in.Path] = in.origin
+		sl.origins[in.Path] = in.render.source
 		sl.renders[in.Path] = append(sl.renders[in.Path], in.Data)
+		sl.by[in.Path] = append(sl.by[in.Path], in.render.by)
 	}
 	return sl
 }
@@ -80,12 +86,7 @@ func (sl *sourceLines) sourceDocs(path string, line int, field string) []*yaml.N
 	docs := sl.docs[path]
 	var found, fallback []*yaml.Node
 	for _, rendered := range sl.rendered[path] {
-		var at *yaml.Node
-		for _, r := range rendered {
-			if r.Line <= line {
-				at = r // the last document that starts at or before the line
-			}
-		}
+		at := docAt(rendered, line)
 		if at == nil {
 			continue
 		}
@@ -110,6 +111,17 @@ func (sl *sourceLines) sourceDocs(path string, line int, field string) []*yaml.N
 		return fallback
 	}
 	return docs
+}
+
+// docAt is the last of docs that starts at or before line; nil: none.
+func docAt(docs []*yaml.Node, line int) *yaml.Node {
+	var at *yaml.Node
+	for _, d := range docs {
+		if d.Line <= line {
+			at = d
+		}
+	}
+	return at
 }
 
 // docsOf are the documents of a rendered file's source that are the
@@ -159,12 +171,162 @@ func (sl *sourceLines) fix(errs schemas.Errors) {
 		}
 		sl.parsed(e.Path)
 		errs[i].Line, errs[i].Col = 0, 0
+		var written *yaml.Node
 		for _, d := range sl.sourceDocs(e.Path, e.Line, e.Field) {
 			if n := lookupField(d, e.Field); n != nil {
 				errs[i].Line, errs[i].Col = n.Line, n.Column
+				written = n
 				break
 			}
 		}
+		if v, by := sl.renderedValue(e.Path, e.Line, e.Field, e.Message); v != nil && !sameValue(e.Field, written, v) {
+			sl.setBy(&errs[i], by, v)
+		}
+	}
+}
+
+// renderedValue is the scalar at field of the rendered document an error
+// at line of path's output is about, and the rendering it is in; nil when
+// no output has a scalar field there at that line. Of two overlays' outputs
+// with the field at that line, the one whose value the message quotes.
+func (sl *sourceLines) renderedValue(path string, line int, field, msg string) (*yaml.Node, *kustomized) {
+	var first *yaml.Node
+	var firstBy *kustomized
+	for i, rendered := range sl.rendered[path] {
+		at := docAt(rendered, line)
+		if at == nil {
+			continue
+		}
+		n := lookupField(at, field)
+		if n == nil || n.Kind != yaml.ScalarNode || n.Line != line {
+			continue
+		}
+		if strings.Contains(msg, n.Value) {
+			return n, sl.by[path][i]
+		}
+		if first == nil {
+			first, firstBy = n, sl.by[path][i]
+		}
+	}
+	return first, firstBy
+}
+
+// sameValue reports whether the scalar v of the rendering is the value
+// written in the source (src, nil when not written there): a value a
+// kustomization sets is not. A name may have gained a namePrefix or
+// nameSuffix.
+func sameValue(field string, src, v *yaml.Node) bool {
+	switch {
+	case src == nil:
+		return false
+	case src.Kind != yaml.ScalarNode:
+		return true // the error is about a whole mapping or list, written there
+	case field == "metadata.name":
+		return strings.Contains(v.Value, src.Value)
+	}
+	return src.Value == v.Value
+}
+
+// setBy places an error about a value v that a kustomization's rendering
+// by sets, not the source file: at the patch that writes it, or, when no
+// patch says it as written, at no line of the source, saying where the
+// value comes from.
+func (sl *sourceLines) setBy(e *schemas.Error, by *kustomized, v *yaml.Node) {
+	src := e.Path
+	if p, n := by.writes(e.Field, v.Value); n != nil {
+		e.Path, e.Line, e.Col = p, n.Line, n.Column
+		e.Message += fmt.Sprintf(" (a kustomize patch sets it on %s)", src)
+		return
+	}
+	e.Line, e.Col = 0, 0
+	e.Message += fmt.Sprintf(" (kustomize's rendering of %s sets the value; it is not written in this file)", by.file)
+}
+
+// writes finds where one of the kustomization's files (its own and its
+// bases', the patch files they name) writes value at field: a strategic
+// merge patch that has it, or a JSON 6902 operation on its path, in a
+// file or inline in a kustomization (a literal block, patch: |). The
+// node has the line and column in that file.
+func (k *kustomized) writes(field, value string) (string, *yaml.Node) {
+	paths := make([]string, 0, len(k.texts))
+	for p := range k.texts {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		data := k.texts[p]
+		if n := patchWrites(yamlDocs(data), field, value); n != nil {
+			return p, n
+		}
+		if !isKustomization(path.Base(p)) {
+			continue
+		}
+		// Inline patches: each literal block is a patch of its own.
+		lines := strings.Split(string(data), "\n")
+		var found *yaml.Node
+		for _, d := range yamlDocs(data) {
+			walkNodes(d, func(b *yaml.Node) {
+				if found != nil || b.Kind != yaml.ScalarNode || b.Style != yaml.LiteralStyle || b.Line >= len(lines) {
+					return
+				}
+				n := patchWrites(yamlDocs([]byte(b.Value)), field, value)
+				if n == nil {
+					return
+				}
+				// The block's text starts on the next line, indented.
+				first := lines[b.Line] // the line after b.Line (1-based)
+				indent := len(first) - len(strings.TrimLeft(first, " "))
+				found = &yaml.Node{Kind: n.Kind, Value: n.Value, Line: b.Line + n.Line, Column: indent + n.Column}
+			})
+		}
+		if found != nil {
+			return p, found
+		}
+	}
+	return "", nil
+}
+
+// patchWrites is the node of docs (a patch's documents) that writes value
+// at field: the field of a strategic merge patch, or the value of a JSON
+// 6902 operation whose path is the field or holds it.
+func patchWrites(docs []*yaml.Node, field, value string) *yaml.Node {
+	for _, d := range docs {
+		root := d
+		if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+			root = root.Content[0]
+		}
+		if root.Kind == yaml.SequenceNode {
+			for _, op := range root.Content {
+				p, v := mappingValue(op, "path"), mappingValue(op, "value")
+				if p == nil || v == nil || !strings.HasPrefix(p.Value, "/") {
+					continue
+				}
+				at := patch.Pointer(strings.Split(p.Value[1:], "/")).Dotted()
+				var n *yaml.Node
+				switch {
+				case at == field:
+					n = v
+				case strings.HasPrefix(field, at+"."):
+					n = lookupField(v, field[len(at)+1:])
+				}
+				if n != nil && n.Kind == yaml.ScalarNode && n.Value == value {
+					return n
+				}
+			}
+			continue
+		}
+		if n := lookupField(d, field); n != nil && n.Kind == yaml.ScalarNode && n.Value == value {
+			return n
+		}
+	}
+	return nil
+}
+
+// walkNodes calls fn on n and every node below it.
+func walkNodes(n *yaml.Node, fn func(*yaml.Node)) {
+	fn(n)
+	for _, c := range n.Content {
+		walkNodes(c, fn)
 	}
 }
 

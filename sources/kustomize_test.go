@@ -3,6 +3,7 @@ package sources_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -200,4 +201,54 @@ func namesAt(t *testing.T, dir string) []string {
 		}
 	}
 	return at
+}
+
+// TestKustomizedValueIsPlacedWhereItIsWritten: a value an overlay's patch
+// sets is not in the base's file; its error was placed at the base's line
+// of the field, which holds another value. It is placed at the patch that
+// writes it — a patch file, an inline JSON 6902 or strategic merge patch —
+// and, where no patch writes it as it is, at no line of the base, saying
+// that the kustomization's rendering sets it.
+func TestKustomizedValueIsPlacedWhereItIsWritten(t *testing.T) {
+	const msg = `spec.topology.version: "v1.31" is not a Kubernetes version like v1.31.2`
+	for name, tc := range map[string]struct {
+		overlay map[string]string
+		want    string
+	}{
+		"patch file": {map[string]string{
+			"overlays/prod/kustomization.yaml": "resources: [../../base]\npatches:\n- path: version.yaml\n",
+			"overlays/prod/version.yaml":       "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: edge\nspec:\n  topology:\n    version: v1.31\n",
+		}, "overlays/prod/version.yaml:7:14: " + msg + " (a kustomize patch sets it on base/cluster.yaml)"},
+		"inline JSON 6902": {map[string]string{
+			"overlays/prod/kustomization.yaml": "resources: [../../base]\npatches:\n- target: {kind: Cluster}\n  patch: |\n    - op: replace\n      path: /spec/topology/version\n      value: v1.31\n",
+		}, "overlays/prod/kustomization.yaml:7:14: " + msg + " (a kustomize patch sets it on base/cluster.yaml)"},
+		"inline strategic merge, the parent added": {map[string]string{
+			"overlays/prod/kustomization.yaml": "resources: [../../base]\npatches:\n- patch: |-\n    apiVersion: gitfleet.io/v1alpha1\n    kind: Cluster\n    metadata: {name: edge}\n    spec: {topology: {version: v1.31}}\n",
+		}, "overlays/prod/kustomization.yaml:7:32: " + msg + " (a kustomize patch sets it on base/cluster.yaml)"},
+		"another overlay renders the base as written": {map[string]string{
+			"overlays/a/kustomization.yaml": "resources: [../../base]\nnamePrefix: a-\n",
+			"overlays/b/kustomization.yaml": "resources: [../../base]\nnamePrefix: b-\npatches:\n- target: {kind: Cluster}\n  patch: |\n    - op: replace\n      path: /spec/topology/version\n      value: v1.31\n",
+		}, "overlays/b/kustomization.yaml:8:14: " + msg + " (a kustomize patch sets it on base/cluster.yaml)"},
+		"no patch writes it": {map[string]string{
+			"overlays/prod/kustomization.yaml": "resources: [../../base]\nreplacements:\n- source: {kind: Cluster, fieldPath: metadata.labels.env}\n  targets:\n  - select: {kind: Cluster}\n    fieldPaths: [spec.topology.version]\n",
+		}, `base/cluster.yaml: spec.topology.version: "v1.31" is not a Kubernetes version like v1.31.2 (kustomize's rendering of overlays/prod/kustomization.yaml sets the value; it is not written in this file)`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			files := map[string]string{
+				"classes/standard.yaml":   classYAML,
+				"base/kustomization.yaml": "resources: [cluster.yaml]\n",
+				"base/cluster.yaml":       strings.Replace(cluster("edge"), "metadata:\n", "metadata:\n  labels: {env: v1.31}\n", 1),
+			}
+			maps.Copy(files, tc.overlay)
+			work := gittest.NewRepo(t)
+			work.Commit(name, files)
+			rev, err := open(t, work.Dir).Revision(context.Background(), "main")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rev.Rejected() || len(rev.Errors) != 1 || rev.Errors[0].Error() != tc.want {
+				t.Errorf("errors = %v\nwant one: %s", rev.Errors, tc.want)
+			}
+		})
+	}
 }

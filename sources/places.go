@@ -34,14 +34,14 @@ type Places struct {
 func newPlaces(results []*parsed, ins []input) *Places {
 	p := &Places{results: results}
 	for _, in := range ins {
-		if in.origin == nil {
+		if in.render == nil {
 			continue
 		}
 		if p.origins == nil {
 			p.origins = map[string][]byte{}
 		}
 		if _, ok := p.origins[in.Path]; !ok {
-			p.origins[in.Path] = in.origin
+			p.origins[in.Path] = in.render.source
 		}
 	}
 	return p

@@ -22,9 +22,10 @@ const ConfigFile = "gitfleet.yaml"
 type input struct {
 	schemas.File
 	key string
-	// origin is the source file of a kustomize-rendered input, whose
-	// lines errors are mapped back to; nil for files read as they are.
-	origin []byte
+	// render is where a kustomize-rendered input comes from (its source
+	// file, whose lines errors are mapped back to); nil for files read as
+	// they are.
+	render *rendering
 	// ent is the snapshot entry of a file read as it is (nil for a
 	// rendered one): it remembers the file's parse result, and reads the
 	// file again when its text was let go.
