@@ -21,7 +21,7 @@
 //
 //	src, err := sources.Watch(ctx, repo, sources.WatchOptions{Branch: "main"})
 //	defer src.Close()
-//	hook, err := src.Webhook(secret)        // mount on sources.WebhookPath
+//	hook, err := src.Webhook(sources.WebhookOptions{Secret: secret}) // mount on sources.WebhookPath
 //	for rev := range src.Revisions() { ... } // each new head, good or rejected
 //	good := src.Current()                    // last good revision
 //

@@ -7,7 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -145,14 +147,8 @@ func sign(secret, body []byte) string {
 }
 
 func TestSignedWebhookTriggersFetchAndForgedOneIsRefused(t *testing.T) {
-	rm := newRemote(t)
 	secret := []byte("s3cret")
-	s := watch(t, open(t, rm.srv.URL+"/fleet.git"), sources.WatchOptions{Interval: time.Hour})
-	next(t, s, 5*time.Second)
-	hook, err := s.Webhook(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rm, s, hook := hookedRemote(t, secret)
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
 	post := func(body string, hdr map[string]string) int {
@@ -190,8 +186,11 @@ func TestSignedWebhookTriggersFetchAndForgedOneIsRefused(t *testing.T) {
 	// A burst of 20 signed pushes is coalesced into a few fetches.
 	pushed = rm.push(t, "add c", "c")
 	before = rm.srv.Fetches()
-	for range 20 {
-		post(body, map[string]string{sources.HeaderGitLab: string(secret)})
+	for i := range 20 {
+		body := fmt.Sprintf(`{"ref":"refs/heads/main","after":"%d"}`, i)
+		if code := post(body, map[string]string{sources.HeaderGitLab: string(secret)}); code != http.StatusAccepted {
+			t.Errorf("push %d of a burst: status %d, want 202", i, code)
+		}
 	}
 	if rev := next(t, s, 5*time.Second); rev.Commit != pushed {
 		t.Errorf("after burst: revision %s, want %s", rev.Commit, pushed)
@@ -202,14 +201,17 @@ func TestSignedWebhookTriggersFetchAndForgedOneIsRefused(t *testing.T) {
 	}
 }
 
+// TestWebhookSignatures: each forge's signature is checked, and a
+// delivery ID seen already is a replay.
 func TestWebhookSignatures(t *testing.T) {
 	secret := []byte("s3cret")
 	triggered := 0
-	h, err := sources.NewWebhook(secret, "main", func() { triggered++ })
+	h, err := sources.NewWebhook(sources.WebhookOptions{Secret: secret, Branch: "main", Trigger: func() { triggered++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := []byte(`{"ref":"refs/heads/main","after":"abc"}`)
+	push := func(after string) []byte { return []byte(`{"ref":"refs/heads/main","after":"` + after + `"}`) }
+	body := push("abc")
 	for _, tc := range []struct {
 		name    string
 		method  string
@@ -219,21 +221,22 @@ func TestWebhookSignatures(t *testing.T) {
 		trigger bool
 	}{
 		{"github", "POST", body, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, body)}, 202, true},
-		{"gitea", "POST", body, map[string]string{"X-Gitea-Signature": sign(secret, body)}, 202, true},
-		{"gitlab", "POST", body, map[string]string{"X-Gitlab-Token": "s3cret"}, 202, true},
-		{"generic", "POST", body, map[string]string{"X-Gitfleet-Signature-256": "sha256=" + sign(secret, body)}, 202, true},
-		{"no signature", "POST", body, nil, 401, false},
-		{"wrong gitlab token", "POST", body, map[string]string{"X-Gitlab-Token": "s3cre"}, 401, false},
-		{"signature of another body", "POST", body, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, []byte("{}"))}, 401, false},
-		{"not hex", "POST", body, map[string]string{"X-Gitea-Signature": "zz"}, 401, false},
+		{"gitea", "POST", push("2"), map[string]string{"X-Gitea-Signature": sign(secret, push("2"))}, 202, true},
+		{"gitlab", "POST", push("3"), map[string]string{"X-Gitlab-Token": "s3cret"}, 202, true},
+		{"generic", "POST", push("4"), map[string]string{"X-Gitfleet-Signature-256": "sha256=" + sign(secret, push("4"))}, 202, true},
+		{"no signature", "POST", push("5"), nil, 401, false},
+		{"wrong gitlab token", "POST", push("6"), map[string]string{"X-Gitlab-Token": "s3cre"}, 401, false},
+		{"signature of another body", "POST", push("7"), map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, []byte("{}"))}, 401, false},
+		{"not hex", "POST", push("8"), map[string]string{"X-Gitea-Signature": "zz"}, 401, false},
 		{"other branch", "POST", []byte(`{"ref":"refs/heads/dev"}`), map[string]string{"X-Gitlab-Token": "s3cret"}, 202, false},
 		{"too big", "POST", bytes.Repeat([]byte("x"), sources.MaxWebhookBody+1), map[string]string{"X-Gitlab-Token": "s3cret"}, 413, false},
 		{"GET", "GET", nil, nil, 405, false},
-		{"github delivery", "POST", body, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, body), "X-GitHub-Delivery": "d-1"}, 202, true},
-		{"replay of that delivery", "POST", body, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, body), "X-GitHub-Delivery": "d-1"}, 409, false},
-		{"gitlab delivery", "POST", body, map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-1"}, 202, true},
-		{"replay of the gitlab delivery", "POST", body, map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-1"}, 409, false},
-		{"another delivery", "POST", body, map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-2"}, 202, true},
+		{"github delivery", "POST", push("9"), map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, push("9")), "X-GitHub-Delivery": "d-1"}, 202, true},
+		{"replay of that delivery", "POST", push("9"), map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, push("9")), "X-GitHub-Delivery": "d-1"}, 409, false},
+		{"its ID on another body", "POST", push("10"), map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, push("10")), "X-GitHub-Delivery": "d-1"}, 409, false},
+		{"gitlab delivery", "POST", push("11"), map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-1"}, 202, true},
+		{"replay of the gitlab delivery", "POST", push("11"), map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-1"}, 409, false},
+		{"another delivery", "POST", push("12"), map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-2"}, 202, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			triggered = 0
@@ -248,16 +251,17 @@ func TestWebhookSignatures(t *testing.T) {
 			}
 		})
 	}
-	if _, err := sources.NewWebhook(nil, "main", func() {}); err == nil {
+	if _, err := sources.NewWebhook(sources.WebhookOptions{Branch: "main", Trigger: func() {}}); err == nil {
 		t.Error("NewWebhook without a secret succeeded")
 	}
 }
 
 // TestWebhookConcurrencyCap: requests beyond MaxWebhookRequests in
 // progress get 503 at once instead of queueing, even one whose own body is
-// still coming; the held ones are served when their bodies end.
+// still coming; the held ones are served when their bodies end. They come
+// from several addresses, each holding MaxWebhookRequestsPerClient.
 func TestWebhookConcurrencyCap(t *testing.T) {
-	h, err := sources.NewWebhook([]byte("s3cret"), "main", func() {})
+	h, err := sources.NewWebhook(sources.WebhookOptions{Secret: []byte("s3cret"), Branch: "main", Trigger: func() {}, BodyTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,10 +275,12 @@ func TestWebhookConcurrencyCap(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	post := func(body io.Reader) (int, error) {
+	var bodies atomic.Int64 // each body its own: a body seen already is a replay
+	rest := func() string { return fmt.Sprintf(`"ref":"refs/heads/main","n":%d}`, bodies.Add(1)) }
+	post := func(from string, body io.Reader) (int, error) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+sources.WebhookPath, body)
 		req.Header.Set(sources.HeaderGitLab, "s3cret")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := clientFrom(from).Do(req)
 		if err != nil {
 			return 0, err
 		}
@@ -287,18 +293,19 @@ func TestWebhookConcurrencyCap(t *testing.T) {
 	var held []*io.PipeWriter
 	release := func() {
 		for _, pw := range held {
-			_, _ = pw.Write([]byte(`"ref":"refs/heads/main"}`))
+			_, _ = pw.Write([]byte(rest()))
 			pw.Close()
 		}
 		held = nil
 	}
 	defer release()
 	codes := make(chan int, sources.MaxWebhookRequests+1)
-	for range sources.MaxWebhookRequests {
+	for i := range sources.MaxWebhookRequests {
+		from := fmt.Sprintf("127.0.0.%d", 1+i/sources.MaxWebhookRequestsPerClient)
 		pr, pw := io.Pipe()
 		held = append(held, pw)
 		go func() {
-			code, err := post(pr)
+			code, err := post(from, pr)
 			if err != nil {
 				t.Errorf("held request: %v", err)
 			}
@@ -321,7 +328,7 @@ func TestWebhookConcurrencyCap(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	go func() {
-		code, err := post(pr)
+		code, err := post("127.0.0.100", pr)
 		if err != nil {
 			t.Errorf("request over the cap: %v", err)
 		}
@@ -336,7 +343,7 @@ func TestWebhookConcurrencyCap(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("with %d requests held, a slow one got no answer in 30 s; want 503 at once", sources.MaxWebhookRequests)
 	}
-	if code, err := post(strings.NewReader(`{"ref":"refs/heads/main"}`)); err != nil || code != http.StatusServiceUnavailable {
+	if code, err := post("127.0.0.100", strings.NewReader("{"+rest())); err != nil || code != http.StatusServiceUnavailable {
 		t.Fatalf("with %d requests held, another got %d (%v), want 503", sources.MaxWebhookRequests, code, err)
 	}
 	release()
@@ -345,9 +352,16 @@ func TestWebhookConcurrencyCap(t *testing.T) {
 			t.Errorf("a held request got %d once its body ended, want 202", code)
 		}
 	}
-	if code, err := post(strings.NewReader(`{"ref":"refs/heads/main"}`)); err != nil || code != http.StatusAccepted {
+	if code, err := post("127.0.0.1", strings.NewReader("{"+rest())); err != nil || code != http.StatusAccepted {
 		t.Errorf("with the held requests served, a new one got %d (%v), want 202", code, err)
 	}
+}
+
+// clientFrom is an HTTP client whose connections come from the loopback
+// address ip (any of 127.0.0.0/8), as from another host.
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
 }
 
 // firstRead signals once on the first Read of a request's body.

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -42,113 +44,211 @@ const (
 )
 
 // MaxWebhookRequests is how many webhook requests are served at once;
-// more get 503 at once rather than queue.
-const MaxWebhookRequests = 16
+// more get 503 at once rather than queue. One client address may hold
+// MaxWebhookRequestsPerClient of them, so one sender cannot hold them all.
+const (
+	MaxWebhookRequests          = 16
+	MaxWebhookRequestsPerClient = 4
+)
+
+// WebhookBodyTimeout is how long a request's body may take to arrive once
+// it is served; a slower one gets 408 and its connection is closed.
+const WebhookBodyTimeout = 5 * time.Second
+
+// WebhookOptions configure a Webhook.
+type WebhookOptions struct {
+	// Secret is shared with the forge; required.
+	Secret []byte
+	// Branch (may be empty) filters pushes by ref.
+	Branch string
+	// Trigger is called for each accepted push and must not block
+	// (Source.Trigger coalesces bursts).
+	Trigger func()
+	// BodyTimeout bounds the read of a body; default WebhookBodyTimeout.
+	BodyTimeout time.Duration
+}
 
 // Webhook receives push notifications and triggers an immediate fetch. A
 // request without a valid signature or token gets 401 and triggers nothing;
 // a push to another branch is acknowledged and ignored.
 type Webhook struct {
-	secret  []byte
-	branch  string
-	trigger func()
-	slots   chan struct{} // a token per request in progress
-	now     func() time.Time
+	o   WebhookOptions
+	now func() time.Time
 
-	mu    sync.Mutex
-	seen  map[string]time.Time // delivery ID → when it came
-	order []string             // delivery IDs, oldest first
+	mu      sync.Mutex
+	serving int                  // requests in progress
+	clients map[string]int       // requests in progress by client address
+	seen    map[string]time.Time // delivery ID → when it came
+	order   []string             // delivery IDs, oldest first
 }
 
-// NewWebhook returns the handler for WebhookPath. secret is shared with the
-// forge; branch (may be empty) filters pushes by ref; trigger is called for
-// each accepted push and must not block (Source.Trigger coalesces bursts).
-func NewWebhook(secret []byte, branch string, trigger func()) (*Webhook, error) {
-	if len(secret) == 0 {
+// NewWebhook returns the handler for WebhookPath.
+func NewWebhook(o WebhookOptions) (*Webhook, error) {
+	if len(o.Secret) == 0 {
 		return nil, errors.New("webhook: a secret is required; an unsigned webhook would let anyone trigger fetches")
 	}
-	return &Webhook{secret: secret, branch: branch, trigger: trigger, slots: make(chan struct{}, MaxWebhookRequests),
-		now: time.Now, seen: map[string]time.Time{}}, nil
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = WebhookBodyTimeout
+	}
+	return &Webhook{o: o, now: time.Now, clients: map[string]int{}, seen: map[string]time.Time{}}, nil
 }
 
-// Webhook returns a webhook handler that triggers this source.
-func (s *Source) Webhook(secret []byte) (*Webhook, error) {
-	return NewWebhook(secret, s.opts.Branch, s.Trigger)
+// Webhook returns a webhook handler that triggers this source: o's Branch
+// and Trigger are the source's.
+func (s *Source) Webhook(o WebhookOptions) (*Webhook, error) {
+	o.Branch, o.Trigger = s.opts.Branch, s.Trigger
+	return NewWebhook(o)
 }
 
 func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	client := clientAddr(r.RemoteAddr)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
 		return
 	}
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-	default:
-		// Closing the connection sends the answer now: otherwise the server
-		// first reads what is left of the body (up to 256 KiB), which a slow
-		// sender would make it wait for.
+	// Before a place is taken and the body read: a request that cannot be
+	// signed is refused at once, however slowly its body comes. Closing the
+	// connection sends each of these answers now: otherwise the server
+	// first reads what is left of the body (up to 256 KiB), which a slow
+	// sender would make it wait for.
+	if signer(r.Header) == nil {
 		w.Header().Set("Connection", "close")
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, fmt.Sprintf("%d webhook requests in progress already", MaxWebhookRequests), http.StatusServiceUnavailable)
+		http.Error(w, errNoSignature.Error(), http.StatusUnauthorized)
 		return
 	}
+	if msg := h.enter(client); msg != "" {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	}
+	defer h.leave(client)
+	// The server's ReadTimeout is longer; a body that is still coming
+	// after BodyTimeout holds its place no longer. A ResponseWriter that
+	// cannot set deadlines (a test's recorder) reads without one.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.o.BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		w.Header().Set("Connection", "close")
+		switch {
+		case errors.As(err, &tooBig):
 			http.Error(w, fmt.Sprintf("body larger than %d bytes", MaxWebhookBody), http.StatusRequestEntityTooLarge)
-			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			http.Error(w, fmt.Sprintf("the body did not arrive within %v", h.o.BodyTimeout), http.StatusRequestTimeout)
+		default:
+			http.Error(w, "reading body failed", http.StatusBadRequest)
 		}
-		http.Error(w, "reading body failed", http.StatusBadRequest)
 		return
 	}
 	if err := h.authenticate(r.Header, body); err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
-	if id := h.replayed(r.Header); id != "" {
-		http.Error(w, "delivery "+id+" was received already: a replay is refused", http.StatusConflict)
+	if msg := h.replayed(deliveryID(r.Header)); msg != "" {
+		http.Error(w, msg, http.StatusConflict)
 		return
 	}
-	if ref := pushedRef(body); h.branch != "" && strings.HasPrefix(ref, "refs/heads/") && ref != "refs/heads/"+h.branch {
+	ref := pushedRef(body)
+	if h.o.Branch != "" && strings.HasPrefix(ref, "refs/heads/") && ref != "refs/heads/"+h.o.Branch {
 		w.WriteHeader(http.StatusAccepted)
-		fmt.Fprintf(w, "ignored: push to %s, following %s\n", ref, h.branch)
+		fmt.Fprintf(w, "ignored: push to %s, following %s\n", ref, h.o.Branch)
 		return
 	}
-	h.trigger()
+	h.o.Trigger()
 	w.WriteHeader(http.StatusAccepted)
 	fmt.Fprintln(w, "fetch triggered")
 }
 
-// authenticate accepts the first signature header present; a present but
-// wrong one fails without trying the others.
-func (h *Webhook) authenticate(hdr http.Header, body []byte) error {
-	mac := hmac.New(sha256.New, h.secret)
-	mac.Write(body)
-	sum := mac.Sum(nil)
-	checkHex := func(name, v string) error {
-		got, err := hex.DecodeString(v)
-		if err != nil || !hmac.Equal(got, sum) {
-			return fmt.Errorf("%s does not match the body signed with the webhook secret", name)
-		}
-		return nil
+// clientAddr is the host of a request's RemoteAddr: its client, or the
+// proxy in front of it.
+func clientAddr(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
 	}
+	return remote
+}
+
+// enter takes a place for a request from client, or says why there is
+// none.
+func (h *Webhook) enter(client string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	switch {
-	case hdr.Get(HeaderGitHub) != "":
-		return checkHex(HeaderGitHub, strings.TrimPrefix(hdr.Get(HeaderGitHub), "sha256="))
-	case hdr.Get(HeaderGeneric) != "":
-		return checkHex(HeaderGeneric, strings.TrimPrefix(hdr.Get(HeaderGeneric), "sha256="))
-	case hdr.Get(HeaderGitea) != "":
-		return checkHex(HeaderGitea, hdr.Get(HeaderGitea))
-	case hdr.Get(HeaderGitLab) != "":
-		if subtle.ConstantTimeCompare([]byte(hdr.Get(HeaderGitLab)), h.secret) != 1 {
+	case h.serving >= MaxWebhookRequests:
+		return fmt.Sprintf("%d webhook requests in progress already", MaxWebhookRequests)
+	case h.clients[client] >= MaxWebhookRequestsPerClient:
+		return fmt.Sprintf("%d webhook requests from %s in progress already", MaxWebhookRequestsPerClient, client)
+	}
+	h.serving++
+	h.clients[client]++
+	return ""
+}
+
+// leave gives back the place enter took.
+func (h *Webhook) leave(client string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.serving--
+	if h.clients[client]--; h.clients[client] == 0 {
+		delete(h.clients, client)
+	}
+}
+
+// A signature is a signature header: check compares its value with the
+// body's HMAC-SHA256 (sum), or with the secret itself.
+type signature struct {
+	header, provider string
+	check            func(v string, sum, secret []byte) bool
+}
+
+// signatures in the order they are tried: the first header present is
+// checked, a wrong one failing without trying the others.
+var signatures = []signature{
+	{HeaderGitHub, "github", hexSum("sha256=")},
+	{HeaderGeneric, "generic", hexSum("sha256=")},
+	{HeaderGitea, "gitea", hexSum("")},
+	{HeaderGitLab, "gitlab", func(v string, _, secret []byte) bool {
+		return subtle.ConstantTimeCompare([]byte(v), secret) == 1
+	}},
+}
+
+// hexSum checks a hex HMAC written after prefix.
+func hexSum(prefix string) func(v string, sum, _ []byte) bool {
+	return func(v string, sum, _ []byte) bool {
+		got, err := hex.DecodeString(strings.TrimPrefix(v, prefix))
+		return err == nil && hmac.Equal(got, sum)
+	}
+}
+
+var errNoSignature = fmt.Errorf("no signature: send %s, %s, %s or %s", HeaderGitHub, HeaderGitLab, HeaderGitea, HeaderGeneric)
+
+// signer is the signature the request carries, or nil.
+func signer(hdr http.Header) *signature {
+	for i := range signatures {
+		if hdr.Get(signatures[i].header) != "" {
+			return &signatures[i]
+		}
+	}
+	return nil
+}
+
+// authenticate checks the request's signature.
+func (h *Webhook) authenticate(hdr http.Header, body []byte) error {
+	sig := signer(hdr)
+	if sig == nil {
+		return errNoSignature
+	}
+	mac := hmac.New(sha256.New, h.o.Secret)
+	mac.Write(body)
+	if !sig.check(hdr.Get(sig.header), mac.Sum(nil), h.o.Secret) {
+		if sig.header == HeaderGitLab {
 			return fmt.Errorf("%s is not the webhook secret", HeaderGitLab)
 		}
-		return nil
+		return fmt.Errorf("%s does not match the body signed with the webhook secret", sig.header)
 	}
-	return fmt.Errorf("no signature: send %s, %s, %s or %s", HeaderGitHub, HeaderGitLab, HeaderGitea, HeaderGeneric)
+	return nil
 }
 
 // pushedRef is the "ref" of a push payload (GitHub, GitLab and Gitea all
@@ -163,19 +263,28 @@ func pushedRef(body []byte) string {
 	return p.Ref
 }
 
-// replayed remembers the request's delivery ID and returns it when it was
-// seen within DeliveryWindow ("" otherwise, or when the request has none).
-func (h *Webhook) replayed(hdr http.Header) string {
-	id := ""
+// A delivery is the ID a forge gives a delivery, under its header
+// (deliveryHeaders).
+type delivery struct{ header, value string }
+
+// deliveryID is the request's delivery ID, from the first of
+// deliveryHeaders it has.
+func deliveryID(hdr http.Header) delivery {
 	for _, name := range deliveryHeaders {
 		if v := hdr.Get(name); v != "" {
-			id = name + ":" + v
-			break
+			return delivery{name, v}
 		}
 	}
-	if id == "" {
+	return delivery{}
+}
+
+// replayed remembers the delivery ID and returns it when it was seen
+// within DeliveryWindow ("" otherwise, or when the request has none).
+func (h *Webhook) replayed(d delivery) string {
+	if d.value == "" {
 		return ""
 	}
+	id := d.header + ":" + d.value
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -184,7 +293,7 @@ func (h *Webhook) replayed(hdr http.Header) string {
 		h.order = h.order[1:]
 	}
 	if at, ok := h.seen[id]; ok && now.Sub(at) <= DeliveryWindow {
-		return id[strings.Index(id, ":")+1:]
+		return "delivery " + d.value + " was received already: a replay is refused"
 	}
 	h.seen[id] = now
 	h.order = append(h.order, id)

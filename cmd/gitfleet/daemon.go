@@ -466,7 +466,7 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if o.webhookSecret != "" {
-		hook, err := src.Webhook([]byte(o.webhookSecret))
+		hook, err := src.Webhook(sources.WebhookOptions{Secret: []byte(o.webhookSecret)})
 		if err != nil {
 			return nil, err
 		}
