@@ -201,8 +201,9 @@ func TestSignedWebhookTriggersFetchAndForgedOneIsRefused(t *testing.T) {
 	}
 }
 
-// TestWebhookSignatures: each forge's signature is checked, and a
-// delivery ID seen already is a replay.
+// TestWebhookSignatures: each forge's signature is checked, and a signed
+// delivery is remembered by its ID and by its body: a replay is refused
+// under its own ID, under another forge's ID and under none.
 func TestWebhookSignatures(t *testing.T) {
 	secret := []byte("s3cret")
 	triggered := 0
@@ -211,7 +212,7 @@ func TestWebhookSignatures(t *testing.T) {
 		t.Fatal(err)
 	}
 	push := func(after string) []byte { return []byte(`{"ref":"refs/heads/main","after":"` + after + `"}`) }
-	body := push("abc")
+	body, replayed := push("abc"), push("replayed")
 	for _, tc := range []struct {
 		name    string
 		method  string
@@ -237,6 +238,11 @@ func TestWebhookSignatures(t *testing.T) {
 		{"gitlab delivery", "POST", push("11"), map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-1"}, 202, true},
 		{"replay of the gitlab delivery", "POST", push("11"), map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-1"}, 409, false},
 		{"another delivery", "POST", push("12"), map[string]string{"X-Gitlab-Token": "s3cret", "X-Gitlab-Event-UUID": "u-2"}, 202, true},
+		{"signed", "POST", replayed, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, replayed), "X-GitHub-Delivery": "d-2"}, 202, true},
+		{"replayed without its delivery ID", "POST", replayed, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, replayed)}, 409, false},
+		{"replayed under a new ID", "POST", replayed, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, replayed), "X-GitHub-Delivery": "d-3"}, 409, false},
+		{"replayed under another forge's ID", "POST", replayed, map[string]string{"X-Hub-Signature-256": "sha256=" + sign(secret, replayed), "X-Gitfleet-Delivery": "d-2"}, 409, false},
+		{"replayed with the GitLab token", "POST", replayed, map[string]string{"X-Gitlab-Token": "s3cret"}, 409, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			triggered = 0

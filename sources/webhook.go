@@ -32,15 +32,17 @@ const (
 	HeaderGeneric = "X-Gitfleet-Signature-256"
 )
 
-// Delivery ID headers: a delivery seen in the last DeliveryWindow is a
-// replay and is refused (409), whatever its signature.
+// Delivery ID headers: a signed delivery whose ID or body was seen in the
+// last DeliveryWindow is a replay and is refused (409).
 var deliveryHeaders = []string{"X-GitHub-Delivery", "X-Gitlab-Event-UUID", "X-Gitea-Delivery", "X-Gitfleet-Delivery"}
 
-// DeliveryWindow is how long a delivery ID is remembered; at most
-// maxDeliveries are, the oldest forgotten first.
+// DeliveryWindow is how long a delivery is remembered; at most
+// maxDeliveries are (by body and ID: maxRemembered keys), the oldest
+// forgotten first.
 const (
 	DeliveryWindow = time.Hour
 	maxDeliveries  = 10000
+	maxRemembered  = 2 * maxDeliveries
 )
 
 // MaxWebhookRequests is how many webhook requests are served at once;
@@ -78,8 +80,8 @@ type Webhook struct {
 	mu      sync.Mutex
 	serving int                  // requests in progress
 	clients map[string]int       // requests in progress by client address
-	seen    map[string]time.Time // delivery ID → when it came
-	order   []string             // delivery IDs, oldest first
+	seen    map[string]time.Time // delivery ID or body hash → when it came
+	order   []string             // keys of seen, oldest first
 }
 
 // NewWebhook returns the handler for WebhookPath.
@@ -146,7 +148,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
-	if msg := h.replayed(deliveryID(r.Header)); msg != "" {
+	if msg := h.replayed(deliveryID(r.Header), body); msg != "" {
 		http.Error(w, msg, http.StatusConflict)
 		return
 	}
@@ -278,24 +280,35 @@ func deliveryID(hdr http.Header) delivery {
 	return delivery{}
 }
 
-// replayed remembers the delivery ID and returns it when it was seen
-// within DeliveryWindow ("" otherwise, or when the request has none).
-func (h *Webhook) replayed(d delivery) string {
-	if d.value == "" {
-		return ""
+// replayed remembers a signed delivery by its ID (when it has one) and by
+// its body's SHA-256, and says which was seen within DeliveryWindow ("":
+// neither). Forges do not sign the ID: a captured body resent under
+// another ID, or none, is a replay too.
+func (h *Webhook) replayed(d delivery, body []byte) string {
+	var keys []string
+	if d.value != "" {
+		keys = append(keys, d.header+":"+d.value)
 	}
-	id := d.header + ":" + d.value
+	sum := sha256.Sum256(body)
+	keys = append(keys, "body:"+hex.EncodeToString(sum[:]))
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for len(h.order) > 0 && (len(h.order) >= maxDeliveries || now.Sub(h.seen[h.order[0]]) > DeliveryWindow) {
+	for len(h.order) > 0 && (len(h.order) >= maxRemembered || now.Sub(h.seen[h.order[0]]) > DeliveryWindow) {
 		delete(h.seen, h.order[0])
 		h.order = h.order[1:]
 	}
-	if at, ok := h.seen[id]; ok && now.Sub(at) <= DeliveryWindow {
-		return "delivery " + d.value + " was received already: a replay is refused"
+	for _, k := range keys {
+		if at, ok := h.seen[k]; ok && now.Sub(at) <= DeliveryWindow {
+			if strings.HasPrefix(k, "body:") {
+				return "this body was received already, signed, in the last hour: a replay is refused"
+			}
+			return "delivery " + d.value + " was received already: a replay is refused"
+		}
 	}
-	h.seen[id] = now
-	h.order = append(h.order, id)
+	for _, k := range keys {
+		h.seen[k] = now
+		h.order = append(h.order, k)
+	}
 	return ""
 }
