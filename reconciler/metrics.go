@@ -34,6 +34,8 @@ type Metrics struct {
 	Orphans            *prometheus.GaugeVec   // by provider
 	Inventories        *prometheus.CounterVec // by provider
 	ClustersPlanned    prometheus.Counter
+	WebhookRequests    *prometheus.CounterVec // by outcome (sources.WebhookOutcomes)
+	ScaleRequests      *prometheus.CounterVec // by outcome
 }
 
 // NewMetrics registers the series on reg (nil: a fresh registry).
@@ -122,8 +124,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Inventories: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gitfleet_inventories_total", Help: "Complete inventory reports received from workers.",
 		}, []string{"provider"}),
+		WebhookRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitfleet_webhook_requests_total", Help: "Requests to /hooks/git by outcome: accepted (a fetch triggered), ignored (a push to another branch), or why it was refused: unsigned, forged, replay, busy, slow, too_large, unreadable, method.",
+		}, []string{"outcome"}),
+		ScaleRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitfleet_scale_requests_total", Help: "Requests to the scale API by outcome: scaled, or why not: unauthorized, bad_request, refused (no such pool, not autoscaled, out of bounds), unavailable (not the leader), failed.",
+		}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
+	reg.MustRegister(m.WebhookRequests, m.ScaleRequests, m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,
 		m.TasksCompleted, m.TasksFailed, m.Machines, m.Clusters, m.StatusCommits, m.StatusPushFailures, m.Leader, m.Malformed, m.CreateFailures,
 		m.Missing, m.Orphans, m.Inventories, m.ClustersPlanned, m.TaskSeconds, m.Events, m.Heartbeats, m.HeartbeatsDropped,
 		m.RolloutClusters, m.RolloutWave, m.RolloutHalted, m.LeaderChanges)

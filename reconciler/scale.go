@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gitfleet/gitfleet/planner"
 )
 
@@ -159,10 +161,18 @@ const UserHeader = "X-Gitfleet-User"
 
 // ScaleHandler serves ScalePath: a JSON body {"replicas": N}, the bearer
 // token, and leader(), the reconciler of this replica while it leads (nil
-// otherwise).
-func ScaleHandler(token []byte, leader func() *Reconciler) http.Handler {
+// otherwise). Each request is counted in metrics by outcome; a refused one
+// is a warning in log, at most a few every floodLogEvery (anyone who
+// reaches the port can send them). A request done is logged by the
+// reconciler.
+func ScaleHandler(token []byte, leader func() *Reconciler, metrics *Metrics, log zerolog.Logger) http.Handler {
+	refusals := log.Sample(&zerolog.BurstSampler{Burst: 5, Period: floodLogEvery})
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		fail := func(status int, msg string) {
+			outcome := scaleOutcome(status)
+			metrics.ScaleRequests.WithLabelValues(outcome).Inc()
+			refusals.Warn().Str("remote", req.RemoteAddr).Str("reason", outcome).Int("status", status).Str("detail", msg).
+				Msg("scale request refused")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
@@ -202,8 +212,24 @@ func ScaleHandler(token []byte, leader func() *Reconciler) http.Handler {
 		case err != nil:
 			fail(http.StatusInternalServerError, err.Error())
 		default:
+			metrics.ScaleRequests.WithLabelValues("scaled").Inc()
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(res)
 		}
 	})
+}
+
+// scaleOutcome names a refused scale request's status for the metric.
+func scaleOutcome(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "unauthorized"
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity:
+		return "refused" // no such pool, not autoscaled, out of its bounds
+	case http.StatusServiceUnavailable:
+		return "unavailable" // not the leader, or it did not answer
+	}
+	return "failed"
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	git "github.com/go-git/go-git/v5"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -63,23 +65,15 @@ func TestScaleAPI(t *testing.T) {
 	token := []byte("0123456789abcdef0123")
 	api := httptest.NewServer(func() http.Handler {
 		mux := http.NewServeMux()
-		mux.Handle(ScalePath, ScaleHandler(token, func() *Reconciler { return d.rec }))
+		mux.Handle(ScalePath, ScaleHandler(token, func() *Reconciler { return d.rec }, NewMetrics(nil), zerolog.Nop()))
 		return mux
 	}())
 	defer api.Close()
 	scale := func(pool, tok string, n int) (int, string) {
 		body, _ := json.Marshal(map[string]int{"replicas": n})
-		req, _ := http.NewRequest(http.MethodPost, api.URL+"/api/v1/clusters/a1/machinedeployments/"+pool+"/scale", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set(UserHeader, "alice")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		return resp.StatusCode, b.String()
+		code, _, answer := callScale(t, api.URL+"/api/v1/clusters/a1/machinedeployments/"+pool+"/scale", http.MethodPost, string(body),
+			map[string]string{"Authorization": "Bearer " + tok, UserHeader: "alice"})
+		return code, answer
 	}
 	if code, body := scale("md-0", "wrong-token-0000000", 3); code != http.StatusUnauthorized {
 		t.Errorf("wrong token: %d %s", code, body)
@@ -164,4 +158,76 @@ func waitWorkers(t *testing.T, g *git.Repository, pool string, n int, by string)
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("pool %s of a1: want %d Running, asked by %q: %s", pool, n, by, last)
+}
+
+// testToken is the scale API's token in the tests of its handler.
+const testToken = "0123456789abcdef0123"
+
+// followerScaleAPI serves the scale API as a replica that does not lead
+// would: a request that passes every check gets 503.
+func followerScaleAPI(t *testing.T, m *Metrics, log zerolog.Logger) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(ScalePath, ScaleHandler([]byte(testToken), func() *Reconciler { return nil }, m, log))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// a1Scale is the scale path of pool md-0 of cluster a1.
+const a1Scale = "/api/v1/clusters/a1/machinedeployments/md-0/scale"
+
+// callScale sends method with body and the headers hdr to url.
+func callScale(t *testing.T, url, method, body string, hdr map[string]string) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, resp.Header, b.String()
+}
+
+// TestScaleRefusalsAreLoggedAndCounted: every scale request is counted by
+// outcome; refusals are warnings with the caller's address and the reason,
+// a few every ten seconds however many come, and never the token.
+func TestScaleRefusalsAreLoggedAndCounted(t *testing.T) {
+	var log tail
+	m := NewMetrics(nil)
+	srv := followerScaleAPI(t, m, zerolog.New(&log))
+	for range 30 {
+		if code, _, body := callScale(t, srv.URL+a1Scale, http.MethodPost, `{"replicas":2}`, map[string]string{"Authorization": "Bearer wrong-token-0000000"}); code != http.StatusUnauthorized {
+			t.Fatalf("wrong token: %d %s", code, body)
+		}
+	}
+	if code, _, body := callScale(t, srv.URL+a1Scale, http.MethodPost, `{"replicas":2}`, map[string]string{"Authorization": "Bearer " + testToken}); code != http.StatusServiceUnavailable {
+		t.Fatalf("at a follower: %d %s", code, body)
+	}
+	count := func(outcome string) float64 {
+		var pm dto.Metric
+		if err := m.ScaleRequests.WithLabelValues(outcome).Write(&pm); err != nil {
+			t.Fatal(err)
+		}
+		return pm.GetCounter().GetValue()
+	}
+	if n, u := count("unauthorized"), count("unavailable"); n != 30 || u != 1 {
+		t.Errorf("counted %v unauthorized and %v unavailable, want 30 and 1", n, u)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.lines) == 0 || len(log.lines) > 5 {
+		t.Errorf("31 refusals made %d log lines, want 1 to 5", len(log.lines))
+	}
+	for _, line := range log.lines {
+		if !bytes.Contains(line, []byte(`"level":"warn"`)) || !bytes.Contains(line, []byte(`"remote":"127.0.0.1:`)) ||
+			!bytes.Contains(line, []byte(`"reason":"unauthorized"`)) || bytes.Contains(line, []byte("wrong-token")) || bytes.Contains(line, []byte(testToken)) {
+			t.Errorf("a refusal's line: %s", line)
+		}
+	}
 }

@@ -151,18 +151,7 @@ func TestSignedWebhookTriggersFetchAndForgedOneIsRefused(t *testing.T) {
 	rm, s, hook := hookedRemote(t, secret)
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
-	post := func(body string, hdr map[string]string) int {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+sources.WebhookPath, strings.NewReader(body))
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	post := func(body string, hdr map[string]string) int { return postHook(t, srv, body, hdr) }
 	body := `{"ref":"refs/heads/main"}`
 
 	pushed := rm.push(t, "add b", "b")

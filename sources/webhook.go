@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // WebhookPath is where the daemon serves the push webhook.
@@ -66,16 +68,49 @@ type WebhookOptions struct {
 	// Trigger is called for each accepted push and must not block
 	// (Source.Trigger coalesces bursts).
 	Trigger func()
+	// Log hears accepted deliveries (info) and refused requests (warnings,
+	// at most refusalsLogged every refusalsLogEvery); default: nothing.
+	Log *zerolog.Logger
+	// Count, when set, hears each request's outcome (one of
+	// WebhookOutcomes), for a metric.
+	Count func(outcome string)
 	// BodyTimeout bounds the read of a body; default WebhookBodyTimeout.
 	BodyTimeout time.Duration
 }
+
+// The outcomes of a webhook request, as WebhookOptions.Count hears them.
+const (
+	hookAccepted   = "accepted"   // a fetch was triggered
+	hookIgnored    = "ignored"    // a push to another branch
+	hookMethod     = "method"     // not a POST
+	hookUnsigned   = "unsigned"   // no signature header: refused before the body is read
+	hookBusy       = "busy"       // too many requests in progress, overall or from its address
+	hookTooLarge   = "too_large"  // a body over MaxWebhookBody
+	hookSlow       = "slow"       // a body not in within BodyTimeout
+	hookUnreadable = "unreadable" // the body could not be read
+	hookForged     = "forged"     // a signature or token that does not match
+	hookReplay     = "replay"     // a delivery ID or body seen in the last DeliveryWindow
+)
+
+// WebhookOutcomes are the outcomes WebhookOptions.Count hears.
+var WebhookOutcomes = []string{hookAccepted, hookIgnored, hookMethod, hookUnsigned, hookBusy, hookTooLarge, hookSlow, hookUnreadable, hookForged, hookReplay}
+
+// Refused requests are logged at most refusalsLogged every
+// refusalsLogEvery: anyone who reaches the port can send them. Count
+// counts them all.
+const (
+	refusalsLogged   = 5
+	refusalsLogEvery = 10 * time.Second
+)
 
 // Webhook receives push notifications and triggers an immediate fetch. A
 // request without a valid signature or token gets 401 and triggers nothing;
 // a push to another branch is acknowledged and ignored.
 type Webhook struct {
-	o   WebhookOptions
-	now func() time.Time
+	o        WebhookOptions
+	log      zerolog.Logger
+	refusals zerolog.Logger // log, sampled
+	now      func() time.Time
 
 	mu      sync.Mutex
 	serving int                  // requests in progress
@@ -92,13 +127,24 @@ func NewWebhook(o WebhookOptions) (*Webhook, error) {
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = WebhookBodyTimeout
 	}
-	return &Webhook{o: o, now: time.Now, clients: map[string]int{}, seen: map[string]time.Time{}}, nil
+	if o.Count == nil {
+		o.Count = func(string) {}
+	}
+	log := zerolog.Nop()
+	if o.Log != nil {
+		log = *o.Log
+	}
+	return &Webhook{o: o, log: log, refusals: log.Sample(&zerolog.BurstSampler{Burst: refusalsLogged, Period: refusalsLogEvery}),
+		now: time.Now, clients: map[string]int{}, seen: map[string]time.Time{}}, nil
 }
 
 // Webhook returns a webhook handler that triggers this source: o's Branch
-// and Trigger are the source's.
+// and Trigger are the source's, and Log is by default the source's.
 func (s *Source) Webhook(o WebhookOptions) (*Webhook, error) {
 	o.Branch, o.Trigger = s.opts.Branch, s.Trigger
+	if o.Log == nil {
+		o.Log = &s.log
+	}
 	return NewWebhook(o)
 }
 
@@ -106,7 +152,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	client := clientAddr(r.RemoteAddr)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		h.refuse(w, r, http.StatusMethodNotAllowed, hookMethod, "use POST")
 		return
 	}
 	// Before a place is taken and the body read: a request that cannot be
@@ -116,13 +162,13 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// sender would make it wait for.
 	if signer(r.Header) == nil {
 		w.Header().Set("Connection", "close")
-		http.Error(w, errNoSignature.Error(), http.StatusUnauthorized)
+		h.refuse(w, r, http.StatusUnauthorized, hookUnsigned, errNoSignature.Error())
 		return
 	}
 	if msg := h.enter(client); msg != "" {
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, msg, http.StatusServiceUnavailable)
+		h.refuse(w, r, http.StatusServiceUnavailable, hookBusy, msg)
 		return
 	}
 	defer h.leave(client)
@@ -136,31 +182,45 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 		switch {
 		case errors.As(err, &tooBig):
-			http.Error(w, fmt.Sprintf("body larger than %d bytes", MaxWebhookBody), http.StatusRequestEntityTooLarge)
+			h.refuse(w, r, http.StatusRequestEntityTooLarge, hookTooLarge, fmt.Sprintf("body larger than %d bytes", MaxWebhookBody))
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			http.Error(w, fmt.Sprintf("the body did not arrive within %v", h.o.BodyTimeout), http.StatusRequestTimeout)
+			h.refuse(w, r, http.StatusRequestTimeout, hookSlow, fmt.Sprintf("the body did not arrive within %v", h.o.BodyTimeout))
 		default:
-			http.Error(w, "reading body failed", http.StatusBadRequest)
+			h.refuse(w, r, http.StatusBadRequest, hookUnreadable, "reading body failed")
 		}
 		return
 	}
-	if err := h.authenticate(r.Header, body); err != nil {
-		http.Error(w, err.Error(), http.StatusUnauthorized)
+	provider, err := h.authenticate(r.Header, body)
+	if err != nil {
+		h.refuse(w, r, http.StatusUnauthorized, hookForged, err.Error())
 		return
 	}
-	if msg := h.replayed(deliveryID(r.Header), body); msg != "" {
-		http.Error(w, msg, http.StatusConflict)
+	delivery := deliveryID(r.Header)
+	if msg := h.replayed(delivery, body); msg != "" {
+		h.refuse(w, r, http.StatusConflict, hookReplay, msg)
 		return
 	}
 	ref := pushedRef(body)
 	if h.o.Branch != "" && strings.HasPrefix(ref, "refs/heads/") && ref != "refs/heads/"+h.o.Branch {
+		h.o.Count(hookIgnored)
+		h.log.Debug().Str("provider", provider).Str("delivery", delivery.value).Str("ref", ref).Msg("webhook delivery ignored: a push to another branch")
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprintf(w, "ignored: push to %s, following %s\n", ref, h.o.Branch)
 		return
 	}
 	h.o.Trigger()
+	h.o.Count(hookAccepted)
+	h.log.Info().Str("provider", provider).Str("delivery", delivery.value).Str("ref", ref).Msg("webhook delivery accepted: fetch triggered")
 	w.WriteHeader(http.StatusAccepted)
 	fmt.Fprintln(w, "fetch triggered")
+}
+
+// refuse answers status with msg, counts the outcome and logs it (sampled).
+func (h *Webhook) refuse(w http.ResponseWriter, r *http.Request, status int, outcome, msg string) {
+	h.o.Count(outcome)
+	h.refusals.Warn().Str("remote", r.RemoteAddr).Str("reason", outcome).Int("status", status).Str("detail", msg).
+		Msg("webhook request refused")
+	http.Error(w, msg, status)
 }
 
 // clientAddr is the host of a request's RemoteAddr: its client, or the
@@ -236,21 +296,25 @@ func signer(hdr http.Header) *signature {
 	return nil
 }
 
-// authenticate checks the request's signature.
-func (h *Webhook) authenticate(hdr http.Header, body []byte) error {
+// authenticate checks the request's signature and says which forge sent
+// it.
+func (h *Webhook) authenticate(hdr http.Header, body []byte) (provider string, err error) {
 	sig := signer(hdr)
 	if sig == nil {
-		return errNoSignature
+		return "", errNoSignature
 	}
 	mac := hmac.New(sha256.New, h.o.Secret)
 	mac.Write(body)
 	if !sig.check(hdr.Get(sig.header), mac.Sum(nil), h.o.Secret) {
 		if sig.header == HeaderGitLab {
-			return fmt.Errorf("%s is not the webhook secret", HeaderGitLab)
+			return "", fmt.Errorf("%s is not the webhook secret", HeaderGitLab)
 		}
-		return fmt.Errorf("%s does not match the body signed with the webhook secret", sig.header)
+		return "", fmt.Errorf("%s does not match the body signed with the webhook secret", sig.header)
 	}
-	return nil
+	if sig.header == HeaderGitHub && hdr.Get(HeaderGitea) != "" {
+		return "gitea", nil // Gitea sends both
+	}
+	return sig.provider, nil
 }
 
 // pushedRef is the "ref" of a push payload (GitHub, GitLab and Gitea all

@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/sources"
 )
@@ -59,6 +62,22 @@ func hookedRemote(t *testing.T, secret []byte) (*remote, *sources.Source, *sourc
 		t.Fatal(err)
 	}
 	return rm, s, hook
+}
+
+// postHook posts body with the headers hdr to srv's webhook path and
+// returns the status.
+func postHook(t *testing.T, srv *httptest.Server, body string, hdr map[string]string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+sources.WebhookPath, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // entering is a handler that says on the channel it returns when each
@@ -183,4 +202,76 @@ func TestOneClientCannotHoldEveryPlace(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || len(triggered) != 1 {
 		t.Errorf("a signed push from another address: %s, %d fetches triggered; want 202, 1", resp.Status, len(triggered))
 	}
+}
+
+// TestWebhookLogsAndCounts: an accepted delivery is logged at info with
+// its forge, delivery ID and ref, and never the secret; refusals are
+// warnings with the caller's address and the reason, a few every ten
+// seconds however many come; every outcome is counted.
+func TestWebhookLogsAndCounts(t *testing.T) {
+	secret := []byte("s3cret-not-in-logs")
+	var buf lockedBuffer
+	log := zerolog.New(&buf)
+	var mu sync.Mutex
+	counts := map[string]int{}
+	hook, err := sources.NewWebhook(sources.WebhookOptions{Secret: secret, Branch: "main", Trigger: func() {}, Log: &log,
+		Count: func(outcome string) { mu.Lock(); counts[outcome]++; mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(hook)
+	t.Cleanup(srv.Close)
+	post := func(body string, hdr map[string]string) int { return postHook(t, srv, body, hdr) }
+	body := `{"ref":"refs/heads/main"}`
+	signed := map[string]string{sources.HeaderGitLab: string(secret), "X-Gitlab-Event-UUID": "u-42"}
+	if code := post(body, signed); code != http.StatusAccepted {
+		t.Fatalf("signed: %d", code)
+	}
+	if code := post(body, signed); code != http.StatusConflict {
+		t.Fatalf("replay: %d", code)
+	}
+	for range 30 {
+		post(body, nil)
+	}
+	post(body, map[string]string{sources.HeaderGitLab: "guess"})
+
+	mu.Lock()
+	want := map[string]int{"accepted": 1, "replay": 1, "unsigned": 30, "forged": 1}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("counted %v, want %v", counts, want)
+	}
+	mu.Unlock()
+	out := buf.String()
+	if strings.Contains(out, string(secret)) {
+		t.Errorf("the log holds the secret:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !strings.Contains(lines[0], `"level":"info"`) || !strings.Contains(lines[0], `"provider":"gitlab"`) ||
+		!strings.Contains(lines[0], `"delivery":"u-42"`) || !strings.Contains(lines[0], `"ref":"refs/heads/main"`) {
+		t.Errorf("the accepted delivery's line: %s", lines[0])
+	}
+	if !strings.Contains(lines[1], `"level":"warn"`) || !strings.Contains(lines[1], `"reason":"replay"`) || !strings.Contains(lines[1], `"remote":"127.0.0.1:`) {
+		t.Errorf("the replay's line: %s", lines[1])
+	}
+	if n := len(lines) - 1; n > 5 {
+		t.Errorf("32 refusals made %d log lines, want at most 5:\n%s", n, out)
+	}
+}
+
+// lockedBuffer is a log that handlers write while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

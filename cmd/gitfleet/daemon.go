@@ -182,12 +182,12 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		if err != nil {
 			return err
 		}
-		scale := reconciler.ScaleHandler(token, leader.Load)
+		scale := reconciler.ScaleHandler(token, leader.Load, metrics, log)
 		ui := uiOptions(repo.GitDir(), o.branch, o.statusBranch)
 		if err := o.ui.apply(&ui); err != nil {
 			return err
 		}
-		srv, err := serveHTTP(ctx, o, src, &nats, reg, loop, scale, ui, log)
+		srv, err := serveHTTP(ctx, o, src, &nats, reg, metrics, loop, scale, ui, log)
 		if err != nil {
 			return err
 		}
@@ -413,7 +413,7 @@ func splitList(s string) []string {
 
 // serveHTTP starts /healthz, /readyz, /metrics and /hooks/git.
 func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *natsState, reg *prometheus.Registry,
-	loop *reconciler.LoopHealth, scale http.Handler, ui dashboard.Options, log zerolog.Logger) (*http.Server, error) {
+	metrics *reconciler.Metrics, loop *reconciler.LoopHealth, scale http.Handler, ui dashboard.Options, log zerolog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", dashboardHandler(o.listen, ui, log))
 	mux.Handle(reconciler.ScalePath, scale)
@@ -466,7 +466,8 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if o.webhookSecret != "" {
-		hook, err := src.Webhook(sources.WebhookOptions{Secret: []byte(o.webhookSecret)})
+		hook, err := src.Webhook(sources.WebhookOptions{Secret: []byte(o.webhookSecret),
+			Count: func(outcome string) { metrics.WebhookRequests.WithLabelValues(outcome).Inc() }})
 		if err != nil {
 			return nil, err
 		}

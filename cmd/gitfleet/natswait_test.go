@@ -136,7 +136,7 @@ func freeTCPPort(t *testing.T) string {
 
 // TestSlowClientIsCutOff: a client that sends its webhook body a byte at
 // a time is disconnected by the daemon's HTTP server instead of holding a
-// connection open.
+// connection open, and /metrics counts it.
 func TestSlowClientIsCutOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the daemon")
@@ -170,18 +170,22 @@ func TestSlowClientIsCutOff(t *testing.T) {
 		_, _ = io.Copy(io.Discard, conn) // returns when the server closes
 	}()
 	// A byte every 100 ms: 100,000 bytes would take almost three hours.
+sending:
 	for i := 0; ; i++ {
 		select {
 		case <-closed:
-			return
+			break sending
 		case <-time.After(100 * time.Millisecond):
 		}
 		if _, err := conn.Write([]byte("x")); err != nil {
-			return // the server closed the connection
+			break sending // the server closed the connection
 		}
 		if i > 600 {
 			t.Fatal("a slow client held its connection for a minute")
 		}
+	}
+	if _, body := httpGet("http://" + listen + "/metrics"); !strings.Contains(body, `gitfleet_webhook_requests_total{outcome="slow"} 1`) {
+		t.Errorf("/metrics does not count the slow request:\n%s", body)
 	}
 }
 

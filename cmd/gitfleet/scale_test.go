@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gitfleet/gitfleet/reconciler"
 )
 
@@ -18,7 +20,7 @@ func TestScaleCommand(t *testing.T) {
 	token := "0123456789abcdef0123456789abcdef"
 	var gotUser string
 	mux := http.NewServeMux()
-	h := reconciler.ScaleHandler([]byte(token), func() *reconciler.Reconciler { return nil })
+	h := reconciler.ScaleHandler([]byte(token), func() *reconciler.Reconciler { return nil }, reconciler.NewMetrics(nil), zerolog.Nop())
 	mux.Handle(reconciler.ScalePath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotUser = r.Header.Get(reconciler.UserHeader)
 		h.ServeHTTP(w, r)
