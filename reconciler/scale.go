@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -177,19 +178,26 @@ func ScaleHandler(token []byte, leader func() *Reconciler, metrics *Metrics, log
 			w.WriteHeader(status)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 		}
-		got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-		if !ok || len(token) == 0 || subtle.ConstantTimeCompare([]byte(got), token) != 1 {
+		// The scheme is case-insensitive (RFC 7235): "bearer" is Bearer.
+		scheme, got, _ := strings.Cut(req.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || len(token) == 0 || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), token) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gitfleet"`)
 			fail(http.StatusUnauthorized, "a bearer token is needed: the one in the daemon's --api-token-file (gitfleet up: <data-dir>/api-token)")
 			return
 		}
-		var body struct {
-			Replicas *int `json:"replicas"`
+		body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxScaleBody))
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			fail(http.StatusRequestEntityTooLarge, fmt.Sprintf(`the body is larger than %d bytes: it must be {"replicas": N}`, maxScaleBody))
+			return
+		case err != nil:
+			fail(http.StatusBadRequest, "reading the body failed: "+err.Error())
+			return
 		}
-		dec := json.NewDecoder(io.LimitReader(req.Body, 4096))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil || body.Replicas == nil {
-			fail(http.StatusBadRequest, `the body must be {"replicas": N}`)
+		replicas, err := decodeReplicas(body)
+		if err != nil {
+			fail(http.StatusBadRequest, err.Error())
 			return
 		}
 		r := leader()
@@ -204,7 +212,7 @@ func ScaleHandler(token []byte, leader func() *Reconciler, metrics *Metrics, log
 		who += " from " + req.RemoteAddr
 		ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
 		defer cancel()
-		res, err := r.Scale(ctx, req.PathValue("cluster"), req.PathValue("deployment"), *body.Replicas, who)
+		res, err := r.Scale(ctx, req.PathValue("cluster"), req.PathValue("deployment"), replicas, who)
 		var se *ScaleError
 		switch {
 		case errors.As(err, &se):
@@ -219,6 +227,45 @@ func ScaleHandler(token []byte, leader func() *Reconciler, metrics *Metrics, log
 	})
 }
 
+// maxScaleBody is the largest scale request body; larger ones get 413.
+const maxScaleBody = 4096
+
+// decodeReplicas reads a scale request's body: one JSON object whose one
+// field is "replicas" (spelt so: encoding/json would take "REPLICAS" too,
+// and the last of two), a whole number, and nothing after it but space.
+func decodeReplicas(body []byte) (int, error) {
+	const form = `the body must be {"replicas": N}`
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return 0, errors.New(form + ": it is not a JSON object")
+	}
+	var n *int
+	for dec.More() {
+		key, err := dec.Token()
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("%s: %w", form, err)
+		case key != "replicas":
+			return 0, fmt.Errorf("%s: it has a field %q", form, key)
+		case n != nil:
+			return 0, errors.New(form + `: it has "replicas" twice`)
+		}
+		if err := dec.Decode(&n); err != nil || n == nil {
+			return 0, errors.New(form + ": N must be a whole number")
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return 0, errors.New(form + ": it ends before its closing brace")
+	}
+	if n == nil {
+		return 0, errors.New(form + `: "replicas" is missing`)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return 0, errors.New(form + ", and nothing after it")
+	}
+	return *n, nil
+}
+
 // scaleOutcome names a refused scale request's status for the metric.
 func scaleOutcome(status int) string {
 	switch status {
@@ -226,6 +273,8 @@ func scaleOutcome(status int) string {
 		return "unauthorized"
 	case http.StatusBadRequest:
 		return "bad_request"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
 	case http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity:
 		return "refused" // no such pool, not autoscaled, out of its bounds
 	case http.StatusServiceUnavailable:

@@ -231,3 +231,53 @@ func TestScaleRefusalsAreLoggedAndCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleBodyIsStrict: the scale API takes one JSON object with the one
+// field "replicas", spelt so, a whole number, and nothing after it; a
+// larger body than it reads gets 413; the Authorization scheme is
+// case-insensitive. (A follower answers a request that passes every check
+// with 503.)
+func TestScaleBodyIsStrict(t *testing.T) {
+	srv := followerScaleAPI(t, NewMetrics(nil), zerolog.Nop())
+	auth := map[string]string{"Authorization": "Bearer " + testToken}
+	for _, tc := range []struct {
+		body string
+		code int
+		says string
+	}{
+		{`{"replicas":2}`, 503, "does not lead"},
+		{" {\"replicas\": 2}\n", 503, "does not lead"},
+		{`{"replicas":0}`, 503, "does not lead"},
+		{`{"replicas":2} garbage`, 400, "nothing after it"},
+		{`{"replicas":2}{"replicas":3}`, 400, "nothing after it"},
+		{`{"replicas":2,"replicas":5}`, 400, `it has "replicas" twice`},
+		{`{"REPLICAS":5}`, 400, `it has a field "REPLICAS"`},
+		{`{"Replicas":5}`, 400, `it has a field "Replicas"`},
+		{`{"replicas":2,"by":"x"}`, 400, `it has a field "by"`},
+		{`{}`, 400, `"replicas" is missing`},
+		{`{"replicas":null}`, 400, "N must be a whole number"},
+		{`{"replicas":2.5}`, 400, "N must be a whole number"},
+		{`{"replicas":"2"}`, 400, "N must be a whole number"},
+		{`{"replicas":2`, 400, "it ends before its closing brace"},
+		{`[2]`, 400, "not a JSON object"},
+		{``, 400, "not a JSON object"},
+		{`{"replicas":2}` + strings.Repeat(" ", 5000), 413, "larger than 4096 bytes"},
+		{`{"pad":"` + strings.Repeat("x", 5000) + `"}`, 413, "larger than 4096 bytes"},
+	} {
+		code, _, body := callScale(t, srv.URL+a1Scale, http.MethodPost, tc.body, auth)
+		var answer struct{ Error string }
+		if err := json.Unmarshal([]byte(body), &answer); err != nil || code != tc.code || !strings.Contains(answer.Error, tc.says) {
+			t.Errorf("%.40q: %d %s; want %d, %q", tc.body, code, body, tc.code, tc.says)
+		}
+	}
+	for _, a := range []string{"bearer " + testToken, "BEARER " + testToken, "Bearer  " + testToken} {
+		if code, _, body := callScale(t, srv.URL+a1Scale, http.MethodPost, `{"replicas":2}`, map[string]string{"Authorization": a}); code != http.StatusServiceUnavailable {
+			t.Errorf("Authorization %.8q…: %d %s, want the token taken (503 at a follower)", a, code, body)
+		}
+	}
+	for _, a := range []string{"Basic " + testToken, "Bearer", "Bearer" + testToken, testToken} {
+		if code, _, body := callScale(t, srv.URL+a1Scale, http.MethodPost, `{"replicas":2}`, map[string]string{"Authorization": a}); code != http.StatusUnauthorized {
+			t.Errorf("Authorization %.8q…: %d %s, want 401", a, code, body)
+		}
+	}
+}
