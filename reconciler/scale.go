@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -157,8 +159,33 @@ func (r *Reconciler) decodeScale(key string, data []byte) error {
 const ScalePath = "POST /api/v1/clusters/{cluster}/machinedeployments/{deployment}/scale"
 
 // UserHeader names who asks, for the log and the status (the token says
-// only that the caller may).
+// only that the caller may): at most maxUser bytes of printable
+// characters.
 const UserHeader = "X-Gitfleet-User"
+
+// maxUser is the longest UserHeader taken, in bytes.
+const maxUser = 256
+
+// checkUser says what is wrong with the UserHeader values of a request,
+// which go into the status branch, NATS and the log.
+func checkUser(vals []string) error {
+	switch {
+	case len(vals) > 1:
+		return fmt.Errorf("%s is sent %d times: send it once", UserHeader, len(vals))
+	case len(vals) == 0:
+		return nil
+	case len(vals[0]) > maxUser:
+		return fmt.Errorf("%s is %d bytes long: at most %d are taken", UserHeader, len(vals[0]), maxUser)
+	case !utf8.ValidString(vals[0]):
+		return fmt.Errorf("%s is not UTF-8", UserHeader)
+	}
+	for _, c := range vals[0] {
+		if !unicode.IsPrint(c) {
+			return fmt.Errorf("%s has a character that is not printable (%U): only printable characters are taken", UserHeader, c)
+		}
+	}
+	return nil
+}
 
 // ScaleHandler serves ScalePath: a JSON body {"replicas": N}, the bearer
 // token, and leader(), the reconciler of this replica while it leads (nil
@@ -197,6 +224,10 @@ func ScaleHandler(token []byte, leader func() *Reconciler, metrics *Metrics, log
 		}
 		replicas, err := decodeReplicas(body)
 		if err != nil {
+			fail(http.StatusBadRequest, err.Error())
+			return
+		}
+		if err := checkUser(req.Header.Values(UserHeader)); err != nil {
 			fail(http.StatusBadRequest, err.Error())
 			return
 		}

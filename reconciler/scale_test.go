@@ -281,3 +281,43 @@ func TestScaleBodyIsStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleUserHeader: who asks (X-Gitfleet-User) goes into the status
+// branch, NATS and the log, so it is taken only when it is sent once, at
+// most 256 bytes, of printable characters; otherwise the request gets 400
+// saying why.
+func TestScaleUserHeader(t *testing.T) {
+	srv := followerScaleAPI(t, NewMetrics(nil), zerolog.Nop())
+	for _, tc := range []struct {
+		name string
+		user []string
+		code int
+		says string
+	}{
+		{"none", nil, 503, "does not lead"},
+		{"a name", []string{"alice"}, 503, "does not lead"},
+		{"not ASCII", []string{"José Müller"}, 503, "does not lead"},
+		{"256 bytes", []string{strings.Repeat("a", 256)}, 503, "does not lead"},
+		{"257 bytes", []string{strings.Repeat("a", 257)}, 400, "X-Gitfleet-User is 257 bytes long: at most 256 are taken"},
+		{"a tab", []string{"al\tice"}, 400, "not printable (U+0009)"},
+		{"a right-to-left override", []string{"alice\u202egpj.exe"}, 400, "not printable (U+202E)"},
+		{"not UTF-8", []string{"al\xffice"}, 400, "X-Gitfleet-User is not UTF-8"},
+		{"twice", []string{"alice", "bob"}, 400, "X-Gitfleet-User is sent 2 times: send it once"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+a1Scale, strings.NewReader(`{"replicas":2}`))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		for _, u := range tc.user {
+			req.Header.Add(UserHeader, u)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answer struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&answer)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(answer.Error, tc.says) {
+			t.Errorf("%s: %d %q; want %d, %q", tc.name, resp.StatusCode, answer.Error, tc.code, tc.says)
+		}
+	}
+}
