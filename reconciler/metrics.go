@@ -128,7 +128,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gitfleet_webhook_requests_total", Help: "Requests to /hooks/git by outcome: accepted (a fetch triggered), ignored (a push to another branch), or why it was refused: unsigned, forged, replay, busy, slow, too_large, unreadable, method.",
 		}, []string{"outcome"}),
 		ScaleRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gitfleet_scale_requests_total", Help: "Requests to the scale API by outcome: scaled, or why not: unauthorized, bad_request, too_large, refused (no such pool, not autoscaled, out of bounds), unavailable (not the leader), failed.",
+			Name: "gitfleet_scale_requests_total", Help: "Requests to the scale API by outcome: scaled, or why not: method, unauthorized, bad_request, too_large, refused (no such pool, not autoscaled, out of bounds), unavailable (not the leader), failed.",
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.WebhookRequests, m.ScaleRequests, m.Refused, m.RevisionsApplied, m.RevisionsRejected, m.PlanDuration, m.TasksPublished,

@@ -155,8 +155,11 @@ func (r *Reconciler) decodeScale(key string, data []byte) error {
 	return nil
 }
 
-// ScalePath is the route of the scale API, for http.ServeMux.
-const ScalePath = "POST /api/v1/clusters/{cluster}/machinedeployments/{deployment}/scale"
+// ScalePath is the route of the scale API, for http.ServeMux. It takes
+// every method: ScaleHandler answers one other than POST with 405, where a
+// "POST " pattern would let it fall through to a handler of "/" (the
+// daemon's dashboard, which answers 404).
+const ScalePath = "/api/v1/clusters/{cluster}/machinedeployments/{deployment}/scale"
 
 // UserHeader names who asks, for the log and the status (the token says
 // only that the caller may): at most maxUser bytes of printable
@@ -204,6 +207,11 @@ func ScaleHandler(token []byte, leader func() *Reconciler, metrics *Metrics, log
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+		}
+		if req.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			fail(http.StatusMethodNotAllowed, "use POST")
+			return
 		}
 		// The scheme is case-insensitive (RFC 7235): "bearer" is Bearer.
 		scheme, got, _ := strings.Cut(req.Header.Get("Authorization"), " ")
@@ -302,6 +310,8 @@ func scaleOutcome(status int) string {
 	switch status {
 	case http.StatusUnauthorized:
 		return "unauthorized"
+	case http.StatusMethodNotAllowed:
+		return "method"
 	case http.StatusBadRequest:
 		return "bad_request"
 	case http.StatusRequestEntityTooLarge:

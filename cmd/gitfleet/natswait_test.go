@@ -134,6 +134,32 @@ func freeTCPPort(t *testing.T) string {
 	return strconv.Itoa(freeport.Port(t))
 }
 
+// startServe runs gitfleet serve, with args, on a new fleet repository
+// until the test ends, and returns its --listen address once it listens.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	repo := filepath.Join(t.TempDir(), "fleet")
+	if code, _, stderr := runCmd(t, "init", repo); code != 0 {
+		t.Fatalf("init: %s", stderr)
+	}
+	listen := "127.0.0.1:" + freeTCPPort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--repo", repo, "--data-dir", t.TempDir(), "--listen", listen, "--log-level", "error"}, args...),
+			&cmdEnv{stdout: io.Discard, stderr: io.Discard})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	waitUntil(t, "serve listens", func() bool {
+		c, err := net.Dial("tcp", listen)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return listen
+}
+
 // TestSlowClientIsCutOff: a client that sends its webhook body a byte at
 // a time is disconnected by the daemon's HTTP server instead of holding a
 // connection open, and /metrics counts it.
@@ -141,25 +167,11 @@ func TestSlowClientIsCutOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the daemon")
 	}
-	repo := filepath.Join(t.TempDir(), "fleet")
-	if code, _, stderr := runCmd(t, "init", repo); code != 0 {
-		t.Fatalf("init: %s", stderr)
+	listen := startServe(t, "--webhook-secret", "s3cret")
+	conn, err := net.Dial("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
 	}
-	listen := "127.0.0.1:" + freeTCPPort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--repo", repo, "--data-dir", t.TempDir(), "--listen", listen,
-			"--webhook-secret", "s3cret", "--log-level", "error"}, &cmdEnv{stdout: io.Discard, stderr: io.Discard})
-	}()
-	defer func() { cancel(); <-done }()
-	var conn net.Conn
-	waitUntil(t, "serve listens", func() bool {
-		c, err := net.Dial("tcp", listen)
-		conn = c
-		return err == nil
-	})
 	defer conn.Close()
 	if _, err := conn.Write([]byte("POST /hooks/git HTTP/1.1\r\nHost: x\r\nX-Gitlab-Token: s3cret\r\nContent-Length: 100000\r\n\r\n")); err != nil {
 		t.Fatal(err)

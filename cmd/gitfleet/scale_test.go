@@ -48,3 +48,32 @@ func TestScaleCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonScalePathTakesOnlyPOST: the daemon's mux sends every method on
+// the scale path to the scale API, which answers one other than POST with
+// 405 and Allow: POST, rather than the dashboard at / answering 404.
+func TestDaemonScalePathTakesOnlyPOST(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon")
+	}
+	url := "http://" + startServe(t) + "/api/v1/clusters/dev-1/machinedeployments/md-0/scale"
+	for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		req, _ := http.NewRequest(method, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodPost {
+			t.Errorf("%s on the scale path: %s, Allow %q; want 405, POST", method, resp.Status, resp.Header.Get("Allow"))
+		}
+	}
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"replicas":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST without the token: %s, want 401", resp.Status)
+	}
+}
