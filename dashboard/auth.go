@@ -3,15 +3,25 @@ package dashboard
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"maps"
+	"math"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -71,7 +81,11 @@ func (o Options) guard(next http.Handler) http.Handler {
 	tokenOK := func(t string) bool {
 		return o.Token != "" && subtle.ConstantTimeCompare([]byte(t), []byte(o.Token)) == 1
 	}
-	basic := newPasswords(o.Users)
+	// The key of the passwords remembered (an HMAC, not a plain hash: a
+	// memory dump does not give a fast guess of the passwords).
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // never fails (crypto/rand)
+	basic := newPasswords(o, key)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if bearer, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found && tokenOK(bearer) {
 			next.ServeHTTP(w, r)
@@ -86,9 +100,16 @@ func (o Options) guard(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if user, pass, found := r.BasicAuth(); found && basic.check(user, pass) {
-			next.ServeHTTP(w, r)
-			return
+		if user, pass, found := r.BasicAuth(); found {
+			switch ok, retry := basic.check(r, user, pass); {
+			case ok:
+				next.ServeHTTP(w, r)
+				return
+			case retry.code != 0:
+				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.after.Seconds()))))
+				http.Error(w, retry.why, retry.code)
+				return
+			}
 		}
 		var asks []string
 		if o.Token != "" {
@@ -102,55 +123,207 @@ func (o Options) guard(next http.Handler) http.Handler {
 	})
 }
 
+func mac(key []byte, parts ...string) []byte {
+	h := hmac.New(sha256.New, key)
+	for _, p := range parts {
+		_, _ = h.Write([]byte(p))
+		_, _ = h.Write([]byte{0})
+	}
+	return h.Sum(nil)
+}
+
+// authLimits bound what wrong passwords cost the server; the zero value
+// is the defaults (tests make them smaller).
+type authLimits struct {
+	// slots is how many bcrypt checks run at once, and wait how long a
+	// request waits for one before it is answered 503.
+	slots int
+	wait  time.Duration
+	// failures wrong passwords from one address within window, and the
+	// address is answered 429 without a check until the window ends.
+	failures int
+	window   time.Duration
+}
+
+func (l authLimits) withDefaults() authLimits {
+	if l.slots <= 0 {
+		// Half the processors: a flood of guesses leaves the daemon
+		// the rest.
+		l.slots = max(1, runtime.NumCPU()/2)
+	}
+	if l.wait <= 0 {
+		l.wait = time.Second
+	}
+	if l.failures <= 0 {
+		l.failures = 10
+	}
+	if l.window <= 0 {
+		l.window = 5 * time.Minute
+	}
+	return l
+}
+
 // passwords checks basic-auth passwords against the users' bcrypt hashes.
-// bcrypt is slow on purpose (tens of milliseconds), and a browser sends
-// the password with every request, live updates included: a password
-// that passed is remembered by a SHA-256 of user and password, in memory
-// and for a bounded number of pairs, so only the first request of a
-// session pays for bcrypt.
+// bcrypt is slow on purpose (about 70 ms of a processor at cost 10, twice
+// that at each cost above), and a browser sends the password with every
+// request, live updates included: a password that passed is remembered,
+// by an HMAC of user and password under the process's key, in memory,
+// for knownFor and for a bounded number of pairs, so only the first
+// request of a session pays for bcrypt. Wrong passwords are what an
+// attacker sends: at most limits.slots checks run at once, and an address
+// that sent limits.failures wrong ones within limits.window is refused
+// without a check until the window ends.
 type passwords struct {
-	users Users
-	mu    sync.Mutex
-	known map[[32]byte]bool
+	users  Users
+	key    []byte
+	limits authLimits
+	log    zerolog.Logger
+	slots  chan struct{}
+	// standIn is compared against for a user that is not listed: a
+	// hash at the users' highest cost, so an unknown user costs as long
+	// as a wrong password (made at first use: it takes that long).
+	standIn func() []byte
+	mu      sync.Mutex
+	known   map[[32]byte]time.Time // when the pair passed
+	failing map[string]*failures   // by client address
 }
 
-const maxKnownPasswords = 256
-
-// unknownUser is a bcrypt hash of a random password, compared against
-// when the user is not listed; made on first use, not at every start of
-// the binary (bcrypt takes tens of milliseconds on purpose).
-var unknownUser = sync.OnceValue(func() []byte {
-	h, _ := bcrypt.GenerateFromPassword([]byte("no user has this password: "+rand.Text()), bcrypt.DefaultCost)
-	return h
-})
-
-func newPasswords(users Users) *passwords {
-	return &passwords{users: users, known: map[[32]byte]bool{}}
+// failures are an address's wrong passwords since the first of its
+// window.
+type failures struct {
+	n     int
+	since time.Time
 }
 
-func (p *passwords) check(user, pass string) bool {
-	hash, ok := p.users[user]
-	if !ok {
+const (
+	maxKnownPasswords = 256
+	knownFor          = 15 * time.Minute
+	// maxFailing bounds the addresses remembered: past it the ones whose
+	// window ended are forgotten, and if none has, all of them.
+	maxFailing = 4096
+	// weakCost is the lowest bcrypt cost the dashboard does not warn of:
+	// htpasswd -B writes 5 unless told -C.
+	weakCost = 10
+)
+
+// refusal is a request answered without a password check: code (429 or
+// 503), why, and when to try again.
+type refusal struct {
+	code  int
+	why   string
+	after time.Duration
+}
+
+func newPasswords(o Options, key []byte) *passwords {
+	p := &passwords{users: o.Users, key: key, limits: o.limits.withDefaults(), log: o.Log,
+		known: map[[32]byte]time.Time{}, failing: map[string]*failures{}}
+	p.slots = make(chan struct{}, p.limits.slots)
+	highest := bcrypt.MinCost
+	for _, user := range slices.Sorted(maps.Keys(o.Users)) {
+		cost, _ := bcrypt.Cost(o.Users[user]) // ReadUsers checked it
+		highest = max(highest, cost)
+		if cost < weakCost {
+			p.log.Warn().Str("user", user).Int("cost", cost).
+				Msgf("--ui-users: user %s's bcrypt cost %d is below %d, cheap to guess from a stolen file; make it again with htpasswd -B -C 12", user, cost, weakCost)
+		}
+	}
+	p.standIn = sync.OnceValue(func() []byte {
+		h, _ := bcrypt.GenerateFromPassword([]byte("no user has this password: "+rand.Text()), highest)
+		return h
+	})
+	return p
+}
+
+// check says whether pass is user's password; when it did not check, the
+// refusal says why.
+func (p *passwords) check(r *http.Request, user, pass string) (bool, refusal) {
+	key := [32]byte(mac(p.key, user, pass))
+	now := time.Now()
+	addr := clientAddr(r)
+	p.mu.Lock()
+	passed, seen := p.known[key]
+	if seen && now.Sub(passed) < knownFor {
+		p.mu.Unlock()
+		return true, refusal{}
+	}
+	if f := p.failing[addr]; f != nil && f.n >= p.limits.failures && now.Sub(f.since) < p.limits.window {
+		p.mu.Unlock()
+		return false, refusal{http.StatusTooManyRequests, fmt.Sprintf("too many wrong passwords from %s: try again later", addr), f.since.Add(p.limits.window).Sub(now)}
+	}
+	p.mu.Unlock()
+
+	wait := time.NewTimer(p.limits.wait)
+	defer wait.Stop()
+	select {
+	case p.slots <- struct{}{}:
+	case <-wait.C:
+		return false, refusal{http.StatusServiceUnavailable, "too many password checks at once: try again in a second", time.Second}
+	case <-r.Context().Done():
+		return false, refusal{http.StatusServiceUnavailable, "the request ended", time.Second}
+	}
+	hash, listed := p.users[user]
+	if !listed {
 		// As slow as a wrong password, so the time taken does not tell
 		// which users exist.
-		_ = bcrypt.CompareHashAndPassword(unknownUser(), []byte(pass))
-		return false
+		hash = p.standIn()
 	}
-	key := sha256.Sum256([]byte(user + "\x00" + pass))
+	ok := bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil && listed
+	<-p.slots
+
 	p.mu.Lock()
-	seen := p.known[key]
-	p.mu.Unlock()
-	if seen {
-		return true
+	defer p.mu.Unlock()
+	if ok {
+		if len(p.known) >= maxKnownPasswords {
+			clear(p.known)
+		}
+		p.known[key] = now
+		return true, refusal{}
 	}
-	if bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil {
-		return false
+	p.failed(addr, user, listed, now)
+	return false, refusal{}
+}
+
+// failed counts a wrong password from addr and says so in the log at the
+// first of its window and when the address is refused: two lines per
+// address and window at most, however many it sends. Called with p.mu.
+func (p *passwords) failed(addr, user string, listed bool, now time.Time) {
+	f := p.failing[addr]
+	if f == nil || now.Sub(f.since) >= p.limits.window {
+		if len(p.failing) >= maxFailing {
+			maps.DeleteFunc(p.failing, func(_ string, f *failures) bool { return now.Sub(f.since) >= p.limits.window })
+			if len(p.failing) >= maxFailing {
+				clear(p.failing)
+			}
+		}
+		f = &failures{since: now}
+		p.failing[addr] = f
 	}
-	p.mu.Lock()
-	if len(p.known) >= maxKnownPasswords {
-		clear(p.known)
+	f.n++
+	switch f.n {
+	case 1:
+		what := "a wrong password"
+		if !listed {
+			what = "a user that is not in --ui-users"
+		}
+		p.log.Warn().Str("user", user).Str("remote", addr).Msgf("dashboard: %s from %s", what, addr)
+	case p.limits.failures:
+		p.log.Warn().Str("user", user).Str("remote", addr).Int("failures", f.n).
+			Msgf("dashboard: %d wrong passwords from %s within %s: refusing its passwords until %s", f.n, addr, p.limits.window, f.since.Add(p.limits.window).Format(time.TimeOnly))
 	}
-	p.known[key] = true
-	p.mu.Unlock()
-	return true
+}
+
+// clientAddr is the address failures are counted by: the client's IP,
+// or its /64 for IPv6, where one host commonly holds a whole /64. Behind
+// a proxy every client has the proxy's address.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.Is4() || ip.Is4In6() {
+		return host
+	}
+	prefix, _ := ip.Prefix(64)
+	return prefix.String()
 }

@@ -19,6 +19,7 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/reconciler/history"
 	"github.com/gitfleet/gitfleet/reconciler/status"
@@ -59,6 +60,11 @@ type Options struct {
 	// Users, when set, may read the pages with HTTP basic auth (either
 	// this or the token lets a request in).
 	Users Users
+	// Log says who failed to sign in (never the password), and warns of
+	// weak entries in Users.
+	Log zerolog.Logger
+	// limits bound the password checks (zero: the defaults).
+	limits authLimits
 	// PageSize is how many clusters a page lists (default 50).
 	PageSize int
 	// Poll is how often /events looks at the status branch (default 1s).

@@ -184,6 +184,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		}
 		scale := reconciler.ScaleHandler(token, leader.Load, metrics, log)
 		ui := uiOptions(repo.GitDir(), o.branch, o.statusBranch)
+		ui.Log = log
 		if err := o.ui.apply(&ui); err != nil {
 			return err
 		}

@@ -21,7 +21,7 @@ import (
 func init() {
 	register(&command{
 		name:         "dashboard",
-		usage:        "dashboard [--repo DIR|URL] [--interval D] [--listen ADDR] [--status-branch B] [--ui-users FILE] [--ui-token-file FILE]",
+		usage:        "dashboard [--repo DIR|URL] [--interval D] [--listen ADDR] [--status-branch B] [--ui-users FILE] [--ui-token-file FILE] [--log-level L] [--log-format F]",
 		summary:      "serve the fleet's web pages read-only from a clone's (or a URL's) status branch, with no daemon and no NATS",
 		run:          runDashboard,
 		untilStopped: always,
@@ -40,7 +40,13 @@ func runDashboard(ctx context.Context, env *cmdEnv, args []string) error {
 	gitAuthFlags(fs, &auth)
 	var access uiAccess
 	access.flags(fs)
+	var lo logOptions
+	lo.bindFlags(fs)
 	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log, err := lo.logger(env.stderr)
+	if err != nil {
 		return err
 	}
 	if *interval <= 0 {
@@ -86,6 +92,7 @@ func runDashboard(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("--repo %s: %w", src.Location(), err)
 	}
 	ui := uiOptions(dir, *specBranch, *branch)
+	ui.Log = log
 	if err := access.apply(&ui); err != nil {
 		return err
 	}
