@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"math"
@@ -74,6 +75,9 @@ func ReadUsers(path string) (Users, error) {
 // Protected says whether the options ask who is reading: a token or users.
 func (o Options) Protected() bool { return o.Token != "" || len(o.Users) > 0 }
 
+// cookieName is the cookie ?token= sets.
+const cookieName = "gitfleet-ui"
+
 // guard asks for the token (Authorization: Bearer, a cookie, or ?token=
 // which sets the cookie, so links work after the first visit) or a user's
 // password (basic auth; the browser asks for it).
@@ -81,23 +85,37 @@ func (o Options) guard(next http.Handler) http.Handler {
 	tokenOK := func(t string) bool {
 		return o.Token != "" && subtle.ConstantTimeCompare([]byte(t), []byte(o.Token)) == 1
 	}
-	// The key of the passwords remembered (an HMAC, not a plain hash: a
-	// memory dump does not give a fast guess of the passwords).
+	// The cookie holds an HMAC of the token under a key of this process,
+	// not the token: a cookie that leaks (a browser profile, a proxy's
+	// log) is worth nothing once the process restarts, and never lets in
+	// by Authorization: Bearer. The passwords remembered are HMACs under
+	// the same key: a memory dump gives no fast guess of them.
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // never fails (crypto/rand)
+	session := ""
+	if o.Token != "" {
+		session = hex.EncodeToString(mac(key, o.Token))
+	}
 	basic := newPasswords(o, key)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if bearer, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found && tokenOK(bearer) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if c, err := r.Cookie("gitfleet-ui"); err == nil && tokenOK(c.Value) {
+		if c, err := r.Cookie(cookieName); err == nil && session != "" && subtle.ConstantTimeCompare([]byte(c.Value), []byte(session)) == 1 {
 			next.ServeHTTP(w, r)
 			return
 		}
 		if t := r.URL.Query().Get("token"); t != "" && tokenOK(t) {
-			http.SetCookie(w, &http.Cookie{Name: "gitfleet-ui", Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			next.ServeHTTP(w, r)
+			// The token leaves the address bar (and the history, and the
+			// Referer of what the page loads) at once: the same address
+			// without it, now with the cookie.
+			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: session, Path: "/", HttpOnly: true, Secure: overTLS(r), SameSite: http.SameSiteStrictMode})
+			u := *r.URL
+			q := u.Query()
+			q.Del("token")
+			u.RawQuery = q.Encode()
+			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 			return
 		}
 		if user, pass, found := r.BasicAuth(); found {
@@ -121,6 +139,14 @@ func (o Options) guard(next http.Handler) http.Handler {
 		}
 		http.Error(w, "the dashboard asks for "+strings.Join(asks, ", or "), http.StatusUnauthorized)
 	})
+}
+
+// overTLS says whether the browser reached us over TLS: directly, or
+// through a proxy that ends TLS and says so (X-Forwarded-Proto). The
+// header only decides the cookie's Secure flag, which a client that
+// forges it can only deny itself.
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 func mac(key []byte, parts ...string) []byte {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -83,7 +84,12 @@ func serve(t testing.TB, repo *git.Repository, o Options) *httptest.Server {
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	res, err := http.Get(url)
+	return getWith(t, http.DefaultClient, url)
+}
+
+func getWith(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	res, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,13 +258,91 @@ func TestToken(t *testing.T) {
 	if code, _ := get(t, srv.URL+"/api/v1/fleet"); code != http.StatusUnauthorized {
 		t.Errorf("no token: %d", code)
 	}
-	if code, _ := get(t, srv.URL+"/api/v1/fleet?token=s3cret-token-value"); code != 200 {
+	if code, _ := browserGet(t, srv.Client(), srv.URL+"/api/v1/fleet?token=s3cret-token-value"); code != 200 {
 		t.Errorf("with the token: %d", code)
 	}
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
 	req.Header.Set("Authorization", "Bearer s3cret-token-value")
 	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
 		t.Errorf("bearer: %v", err)
+	}
+}
+
+// browserGet gets url as a browser would: following redirects, keeping
+// the cookies they set.
+func browserGet(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c.Jar = jar
+	return getWith(t, c, url)
+}
+
+// ?token= in a link signs a browser in and leaves its address bar at
+// once: 303 to the same address without it, with a cookie that holds an
+// HMAC of the token (worth nothing as a bearer token, nor after a
+// restart), Secure when the request came over TLS (or a proxy says it
+// did).
+func TestTokenLink(t *testing.T) {
+	const token = "s3cret-token-value"
+	repo := fleetRepo(t, 0, 0)
+	for _, tls := range []bool{false, true} {
+		o := Options{Token: token, Source: func() (*status.Snapshot, error) { return status.Read(repo, "gitfleet/status") }}
+		srv := httptest.NewUnstartedServer(Handler(o))
+		if tls {
+			srv.StartTLS()
+		} else {
+			srv.Start()
+		}
+		defer srv.Close()
+		noFollow := *srv.Client()
+		noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		res, err := noFollow.Get(srv.URL + "/rollouts?a=1&token=" + token + "&b=2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/rollouts?a=1&b=2" {
+			t.Errorf("tls %v: %d to %q, want 303 to /rollouts?a=1&b=2", tls, res.StatusCode, res.Header.Get("Location"))
+		}
+		cookies := res.Cookies()
+		if len(cookies) != 1 || cookies[0].Value == "" || strings.Contains(cookies[0].Value, token) || !cookies[0].HttpOnly ||
+			cookies[0].SameSite != http.SameSiteStrictMode || cookies[0].Secure != tls {
+			t.Fatalf("tls %v: the cookie %+v", tls, cookies)
+		}
+		ask := func(header, value string) int {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/fleet", nil)
+			req.Header.Set(header, value)
+			res, err := noFollow.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			return res.StatusCode
+		}
+		if code := ask("Cookie", "gitfleet-ui="+cookies[0].Value); code != 200 {
+			t.Errorf("tls %v: with the cookie: %d", tls, code)
+		}
+		if code := ask("Cookie", "gitfleet-ui="+token); code != http.StatusUnauthorized {
+			t.Errorf("tls %v: a cookie holding the token itself: %d", tls, code)
+		}
+		if code := ask("Authorization", "Bearer "+cookies[0].Value); code != http.StatusUnauthorized {
+			t.Errorf("tls %v: the cookie's value as a bearer token: %d", tls, code)
+		}
+		if code, body := browserGet(t, srv.Client(), srv.URL+"/rollouts?token="+token); code != 200 || !strings.Contains(body, "<h1>Rollouts</h1>") {
+			t.Errorf("tls %v: a browser following the link: %d\n%s", tls, code, body)
+		}
+	}
+	// Behind a proxy that ends TLS.
+	srv := serve(t, repo, Options{Token: token})
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/?token="+token, nil)
+	req.Header.Set("X-Forwarded-Proto", "https")
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if c := res.Cookies(); len(c) != 1 || !c[0].Secure {
+		t.Errorf("behind a TLS proxy: %+v", c)
 	}
 }
 
@@ -325,7 +409,7 @@ func TestUsers(t *testing.T) {
 			t.Errorf("%q: the refusal does not say what is asked: %s", c[0], body)
 		}
 	}
-	if code, _ := get(t, srv.URL+"/api/v1/fleet?token=s3cret-token-value"); code != 200 {
+	if code, _ := browserGet(t, srv.Client(), srv.URL+"/api/v1/fleet?token=s3cret-token-value"); code != 200 {
 		t.Errorf("the token beside the users: %d", code)
 	}
 }
