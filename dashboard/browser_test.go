@@ -69,6 +69,11 @@ func TestPagesInABrowser(t *testing.T) {
 	if got := text("main"); !strings.Contains(got, "aa-prod: Waiting — rollout of class standard halted") {
 		t.Errorf("the waiting cluster:\n%s", got)
 	}
+	// The content security policy lets the page's own style sheet in
+	// (the live updates below show its script and fetches are let in).
+	if got := eval(`String(document.styleSheets.length > 0 && document.styleSheets[0].cssRules.length > 0)`); got != "true" {
+		t.Errorf("the style sheet did not load under the content security policy")
+	}
 	// Keyboard: the first Tab reaches the skip link, the next ones the
 	// navigation; nothing is wider than the phone's screen but tables,
 	// which scroll in their own box.

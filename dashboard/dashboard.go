@@ -10,7 +10,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,9 +100,79 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /live.js", static("live.js", "text/javascript; charset=utf-8"))
 	mux.HandleFunc("GET /api/v1/history", o.apiHistory)
 	if !o.Protected() {
-		return mux
+		return headers(localOnly(mux), false)
 	}
-	return o.guard(mux)
+	return headers(o.guard(mux), true)
+}
+
+// contentPolicy lets a page load its own style sheet and script and fetch
+// its own address, and nothing else: the templates hold no inline script,
+// style or image, so an injection that got past html/template would run
+// nothing.
+const contentPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// headers adds the security headers to every answer, and, when the
+// dashboard asks who is reading (private), tells caches not to keep what
+// it shows.
+func headers(next http.Handler, private bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		if private {
+			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// localOnly serves a dashboard that asks for no password only to requests
+// for this host's names: localhost, a loopback address, or the address the
+// request came in on. Otherwise any web page could read it by DNS
+// rebinding: a name of its own that it points at 127.0.0.1 after the
+// browser loaded it, which makes the dashboard same-origin to the page.
+// The Host header is the name the browser looked up.
+func localOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		if !localHost(r.Host, local) {
+			open := "127.0.0.1"
+			if local != nil {
+				open = local.String()
+			}
+			http.Error(w, fmt.Sprintf("this dashboard answers to localhost and loopback addresses only, not to Host %q: it asks for no password, "+
+				"so a page of another site could read it under a name of its own (DNS rebinding). Open http://%s/, "+
+				"or give --ui-users or --ui-token-file to serve it under other names", r.Host, open), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// localHost says whether host (a Host header) names this host: localhost,
+// a loopback address, or local's address.
+func localHost(host string, local net.Addr) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	if ip.IsLoopback() {
+		return true
+	}
+	if local == nil {
+		return false
+	}
+	at, err := netip.ParseAddrPort(local.String())
+	return err == nil && at.Addr().Unmap() == ip.Unmap()
 }
 
 // static serves an embedded file of the templates folder.
@@ -426,7 +498,9 @@ func (o Options) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
+	if w.Header().Get("Cache-Control") == "" { // no-store when private
+		w.Header().Set("Cache-Control", "no-cache")
+	}
 	// The server's write timeout would end the stream: it ends itself.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	last := ""

@@ -422,7 +422,7 @@ func BenchmarkFleetPage1000(b *testing.B) {
 	h := Handler(Options{Source: Branch(func() (*git.Repository, error) { return repo, nil }, "gitfleet/status")})
 	for b.Loop() {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost/", nil))
 		if rec.Code != 200 {
 			b.Fatal(rec.Code)
 		}
@@ -500,5 +500,80 @@ func TestStaticFiles(t *testing.T) {
 		if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), want) || len(b) < 100 {
 			t.Errorf("%s: %d %q, %d bytes", path, res.StatusCode, res.Header.Get("Content-Type"), len(b))
 		}
+	}
+}
+
+// hostGet asks url with the Host header host.
+func hostGet(t *testing.T, url, host string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Host = host
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+// A dashboard that asks for no password answers only to this host's
+// names: a page of another site that points a name of its own at
+// 127.0.0.1 (DNS rebinding) is refused, saying why and what to do. With
+// users or a token, asking who reads is the guard, whatever the name.
+func TestOnlyLocalNames(t *testing.T) {
+	repo := fleetRepo(t, 0, 0)
+	srv := serve(t, repo, Options{})
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "[::1]:" + port, "127.1.2.3", "[::1]"} {
+		if res, body := hostGet(t, srv.URL+"/api/v1/fleet", host); res.StatusCode != 200 {
+			t.Errorf("Host %s: %d %s", host, res.StatusCode, body)
+		}
+	}
+	for _, host := range []string{"rebind.attacker.example:" + port, "rebind.attacker.example", "localhost.attacker.example", "10.0.0.1:" + port} {
+		res, body := hostGet(t, srv.URL+"/api/v1/fleet", host)
+		if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") || !strings.Contains(body, "--ui-users or --ui-token-file") ||
+			!strings.Contains(body, "http://127.0.0.1:"+port+"/") {
+			t.Errorf("Host %q: %d %s", host, res.StatusCode, body)
+		}
+	}
+	guarded := serve(t, repo, Options{Token: "s3cret-token-value"})
+	req, _ := http.NewRequest(http.MethodGet, guarded.URL+"/api/v1/fleet", nil)
+	req.Host = "dashboard.example.com"
+	req.Header.Set("Authorization", "Bearer s3cret-token-value")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
+		t.Errorf("a guarded dashboard under its public name: %v %v", res, err)
+	}
+}
+
+// Every answer carries a content security policy that allows the pages'
+// own style sheet, script and fetches only, nosniff and no-referrer;
+// behind users or a token, no-store too, so no cache keeps the fleet.
+func TestSecurityHeaders(t *testing.T) {
+	repo := fleetRepo(t, 0, 0)
+	for _, o := range []Options{{}, {Token: "s3cret-token-value"}} {
+		srv := serve(t, repo, o)
+		for _, path := range []string{"/", "/api/v1/fleet", "/style.css", "/live.js", "/clusters/nope", "/api/v1/fleet?token=wrong-token-value"} {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+			req.Header.Set("Authorization", "Bearer "+o.Token)
+			if strings.Contains(path, "token=") {
+				req.Header.Del("Authorization")
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			h := res.Header
+			if h.Get("Content-Security-Policy") != contentPolicy || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "no-referrer" {
+				t.Errorf("token %v, %s (%d): %v", o.Token != "", path, res.StatusCode, h)
+			}
+			if noStore := h.Get("Cache-Control") == "no-store"; noStore != o.Protected() {
+				t.Errorf("token %v, %s: Cache-Control %q", o.Token != "", path, h.Get("Cache-Control"))
+			}
+		}
+	}
+	if !strings.Contains(contentPolicy, "script-src 'self';") || strings.Contains(contentPolicy, "unsafe") {
+		t.Errorf("the policy: %s", contentPolicy)
 	}
 }
