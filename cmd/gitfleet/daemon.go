@@ -482,11 +482,8 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
-	srv := &http.Server{Handler: mux, BaseContext: func(net.Listener) context.Context { return ctx },
-		// A slow client is cut off: headers within 5 s, the whole request
-		// within 15 s; nothing is held open for long.
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second,
-		IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	srv := httpServer(mux)
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("http server stopped")
@@ -494,6 +491,17 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 	}()
 	log.Info().Str("listen", ln.Addr().String()).Msg("serving the dashboard, the scale API, /healthz /readyz /metrics /hooks/git")
 	return srv, nil
+}
+
+// httpServer is the server of the daemon's routes and of gitfleet
+// dashboard. A slow client is cut off: headers within 5 s, the whole
+// request within 15 s, an idle keep-alive connection after a minute;
+// nothing is held open for long. /events clears its write deadline and
+// streams on: the read timeout ends no request whose body was read.
+func httpServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 }
 
 // watchStatusBranch warns (warnStatusBranch) at the first good revision

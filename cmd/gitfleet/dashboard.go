@@ -103,7 +103,7 @@ func runDashboard(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", *listen, err)
 	}
-	srv := &http.Server{Handler: dashboard.Handler(ui), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	srv := httpServer(dashboard.Handler(ui))
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	if src.Remote() {
 		go follow(ctx, src, *interval, env)

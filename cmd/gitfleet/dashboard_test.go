@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -185,5 +186,34 @@ func TestDashboardAccess(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "--ui-users") {
 		t.Errorf("the daemon's dashboard beyond loopback without access: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// gitfleet dashboard has the daemon's server limits (httpServer): a
+// header block past 64 KiB is refused, and idle keep-alive connections
+// are closed after a minute, while /events streams on.
+func TestDashboardServerLimits(t *testing.T) {
+	f, _ := fleetWithDev1(t)
+	listen := "127.0.0.1:" + freeTCPPort(t)
+	stderr, done := startDashboard(t, "--repo", f.dir, "--listen", listen)
+	waitPage(t, "http://"+listen+"/", "dev-1", done, stderr)
+	req, _ := http.NewRequest(http.MethodGet, "http://"+listen+"/", nil)
+	req.Header.Set("X-Padding", strings.Repeat("x", 100<<10))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("100 KiB of headers: %d, want 431", res.StatusCode)
+	}
+	res, err = http.Get("http://" + listen + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	line, err := bufio.NewReader(res.Body).ReadString('\n')
+	if err != nil || line != "event: status\n" {
+		t.Errorf("/events: %q %v", line, err)
 	}
 }
