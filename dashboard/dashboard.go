@@ -8,6 +8,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net"
@@ -240,7 +241,7 @@ func summarize(c *status.ClusterStatus) ClusterSummary {
 // filter is the clusters whose name, class, version or phase holds q.
 func filter(s *status.Snapshot, q string) []ClusterSummary {
 	q = strings.ToLower(strings.TrimSpace(q))
-	var out []ClusterSummary
+	out := []ClusterSummary{} // [] in JSON when none matches, not null
 	for i := range s.Clusters {
 		c := summarize(&s.Clusters[i])
 		if q == "" || strings.Contains(strings.ToLower(c.Name+" "+c.Class+" "+c.Version+" "+c.Phase), q) {
@@ -276,7 +277,7 @@ func (o Options) cluster(w http.ResponseWriter, r *http.Request) (*status.Snapsh
 	}
 	c := s.Cluster(r.PathValue("name"))
 	if c == nil {
-		http.Error(w, "no cluster "+r.PathValue("name")+" on the status branch", http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("no cluster %q on the status branch", r.PathValue("name")), http.StatusNotFound)
 	}
 	return s, c
 }
@@ -541,7 +542,11 @@ func (o Options) readHistory(w http.ResponseWriter, r *http.Request) *historyVie
 	} else {
 		v.Log, err = o.History(r.Context(), v.Cluster)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, history.ErrNotFound):
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return nil
+	case err != nil:
 		http.Error(w, "the history cannot be read: "+err.Error(), http.StatusServiceUnavailable)
 		return nil
 	}

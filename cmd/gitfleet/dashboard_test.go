@@ -217,3 +217,33 @@ func TestDashboardServerLimits(t *testing.T) {
 		t.Errorf("/events: %q %v", line, err)
 	}
 }
+
+// What the dashboard does not have is said plainly: a search that finds
+// nothing is [] (not null), the history of a cluster or machine no commit
+// holds is 404 (the history can be read), and a name that is not there is
+// quoted, control characters and all.
+func TestDashboardAPIMisses(t *testing.T) {
+	f, _ := fleetWithDev1(t)
+	listen := "127.0.0.1:" + freeTCPPort(t)
+	stderr, done := startDashboard(t, "--repo", f.dir, "--listen", listen)
+	base := "http://" + listen
+	waitPage(t, base+"/", "dev-1", done, stderr)
+	if code, body := httpGet(base + "/api/v1/clusters?q=zzz"); code != 200 || strings.TrimSpace(body) != "[]" {
+		t.Errorf("a search that finds nothing: %d %q", code, body)
+	}
+	for path, want := range map[string]string{
+		"/api/v1/history?cluster=zzz":   `cluster "zzz" is in no commit`,
+		"/history?cluster=zzz":          `cluster "zzz" is in no commit`,
+		"/api/v1/history?machine=zzz":   `machine "zzz" is in no commit`,
+		"/history?machine=zzz":          `machine "zzz" is in no commit`,
+		"/api/v1/clusters/a%0Ab%1B[31m": `no cluster "a\nb\x1b[31m" on the status branch`,
+		"/clusters/a%0Ab":               `no cluster "a\nb" on the status branch`,
+	} {
+		if code, body := httpGet(base + path); code != http.StatusNotFound || !strings.Contains(body, want) {
+			t.Errorf("%s: %d %q, want 404 %s", path, code, body, want)
+		}
+	}
+	if code, body := httpGet(base + "/api/v1/history?cluster=dev-1"); code != 200 {
+		t.Errorf("dev-1's history: %d %s", code, body)
+	}
+}

@@ -88,6 +88,10 @@ type StatusCommit struct {
 	Clusters    []status.ClusterChange `json:"clusters"`
 }
 
+// ErrNotFound is what Read and Machine answer (wrapped, with the name)
+// for a cluster or a machine that no commit holds.
+var ErrNotFound = errors.New("in no commit")
+
 // Read builds the trail of repo (g and src open the same repository).
 func Read(ctx context.Context, g *git.Repository, src *sources.Repo, o Options) (*Log, error) {
 	tip, err := Tip(g, o.Branch)
@@ -126,7 +130,7 @@ func Read(ctx context.Context, g *git.Repository, src *sources.Repo, o Options) 
 			on, len(entries), newest.Commit.Commit, strings.Join(newest.Refused.Reasons, "; "))
 	}
 	if o.Cluster != "" && !known {
-		return nil, fmt.Errorf("cluster %q is in no commit of the branch", o.Cluster)
+		return nil, fmt.Errorf("cluster %q is %w of the branch", o.Cluster, ErrNotFound)
 	}
 	attach(entries, chainPos, slog)
 	out := &Log{Cluster: o.Cluster, Commits: []Commit{}}

@@ -57,7 +57,7 @@ func Machine(g *git.Repository, statusBranch, machine string) (*MachineLife, err
 		return nil, err
 	}
 	if len(events) == 0 {
-		return nil, fmt.Errorf("machine %q is in no commit of %s", machine, statusBranch)
+		return nil, fmt.Errorf("machine %q is %w of %s", machine, ErrNotFound, statusBranch)
 	}
 	life := &MachineLife{Machine: machine, Cluster: events[0].Cluster}
 	for _, e := range events {
