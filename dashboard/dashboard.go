@@ -70,8 +70,12 @@ type Options struct {
 	limits authLimits
 	// PageSize is how many clusters a page lists (default 50).
 	PageSize int
-	// Poll is how often /events looks at the status branch (default 1s).
+	// Poll is how often /events looks at the status branch (default 1s),
+	// once for all its streams.
 	Poll time.Duration
+	// MaxStreams is how many /events streams may be open at once
+	// (default 100); more are answered 503.
+	MaxStreams int
 	// History reads the audit trail (all clusters for ""), and
 	// MachineHistory one machine's life; nil: no history page.
 	History        func(ctx context.Context, cluster string) (*history.Log, error)
@@ -87,6 +91,9 @@ func Handler(o Options) http.Handler {
 	if o.Poll <= 0 {
 		o.Poll = time.Second
 	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = 100
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", o.fleetPage)
 	mux.HandleFunc("GET /clusters/{name}", o.clusterPage)
@@ -97,7 +104,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /api/v1/clusters/{name}", o.apiCluster)
 	mux.HandleFunc("GET /api/v1/rollouts", o.apiRollouts)
 	mux.HandleFunc("GET /history", o.historyPage)
-	mux.HandleFunc("GET /events", o.events)
+	mux.Handle("GET /events", newFeed(o.Source, o.Poll, o.MaxStreams))
 	mux.HandleFunc("GET /live.js", static("live.js", "text/javascript; charset=utf-8"))
 	mux.HandleFunc("GET /api/v1/history", o.apiHistory)
 	if !o.Protected() {
@@ -486,38 +493,6 @@ func (o Options) rolloutsPage(w http.ResponseWriter, _ *http.Request) {
 			S        *status.Snapshot
 			Rollouts []ClassRollout
 		}{s, Rollouts(s)})
-	}
-}
-
-// events streams server-sent events: a "status" event with the status
-// commit whenever the status branch moves. The pages' script fetches the
-// page again and swaps its main content, so it updates without a reload.
-func (o Options) events(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	if w.Header().Get("Cache-Control") == "" { // no-store when private
-		w.Header().Set("Cache-Control", "no-cache")
-	}
-	// The server's write timeout would end the stream: it ends itself.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	last := ""
-	tick := time.NewTicker(o.Poll)
-	defer tick.Stop()
-	for {
-		if s, err := o.Source(); err == nil && s.Commit != last {
-			last = s.Commit
-			fmt.Fprintf(w, "event: status\ndata: %s\n\n", last)
-			flusher.Flush()
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-tick.C:
-		}
 	}
 }
 
