@@ -98,7 +98,7 @@ func TestDeployReferencesKnownMetrics(t *testing.T) {
 		}
 	}
 	sort.Strings(alerts)
-	if got := strings.Join(alerts, " "); got != "GitfleetHeartbeatsDropped GitfleetNoLeader GitfleetQueueGrowing GitfleetRolloutHalted GitfleetStatusPushFailing GitfleetTasksFailing" {
+	if got := strings.Join(alerts, " "); got != "GitfleetHeartbeatsDropped GitfleetNoLeader GitfleetQueueGrowing GitfleetRolloutHalted GitfleetStatusPushFailing GitfleetTasksFailing GitfleetWebhookRefused" {
 		t.Errorf("alerts: %s", got)
 	}
 	used := regexp.MustCompile(`gitfleet_[a-z_]+`)
