@@ -24,7 +24,11 @@ type PreviewReport struct {
 	ComparedWith string `json:"comparedWith"`
 	// Applied is the commit compared against when ComparedWith is
 	// CompareApplied.
-	Applied    string          `json:"applied,omitempty"`
+	Applied string `json:"applied,omitempty"`
+	// NotApplied says why head was not compared with the last applied
+	// revision when ComparedWith is CompareEmpty: none is recorded, or it
+	// could not be read, or it does not validate either.
+	NotApplied string          `json:"notApplied,omitempty"`
 	BaseErrors []string        `json:"baseErrors,omitempty"`
 	Errors     []string        `json:"errors,omitempty"`
 	Clusters   []ClusterChange `json:"clusters"`
@@ -152,6 +156,9 @@ type PreviewInput struct {
 	// Applied is the commit Base is when BaseErrs are set; "": Base is not
 	// looked at, and head is compared against an empty fleet.
 	Applied string
+	// NotApplied says why Base is nil when BaseErrs are set, for the
+	// report ("the status branch records no applied revision").
+	NotApplied string
 	// HeadErrs are head's validation errors.
 	HeadErrs []error
 	// Observed are the machines running now (from the status branch), or
@@ -171,7 +178,7 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 		if in.Applied != "" && base != nil {
 			r.ComparedWith, r.Applied = CompareApplied, in.Applied
 		} else {
-			base = nil
+			base, r.NotApplied = nil, in.NotApplied
 		}
 		for _, e := range in.BaseErrs {
 			r.BaseErrors = append(r.BaseErrors, e.Error())

@@ -113,7 +113,11 @@ func baseWarning(r *PreviewReport, code func(string) string) string {
 	if r.ComparedWith == CompareApplied {
 		return fmt.Sprintf("%s does not validate, so head is compared with the revision the daemon runs: %s, the last it applied (the status branch).", base, code(shortCommit(r.Applied)))
 	}
-	return fmt.Sprintf("%s does not validate, so head is compared against an empty fleet: every cluster of head is listed as added, whether or not this change adds it.", base)
+	against := "an empty fleet"
+	if r.NotApplied != "" {
+		against += " (" + r.NotApplied + ")"
+	}
+	return fmt.Sprintf("%s does not validate, so head is compared against %s: every cluster of head is listed as added, whether or not this change adds it.", base, against)
 }
 
 // baseWarningDetail says what the daemon runs when base does not validate,

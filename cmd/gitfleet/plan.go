@@ -99,6 +99,9 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 		// The output carries it; stdout is a file to post, and this is
 		// for the log of the job that posts it.
 		against := "an empty fleet"
+		if report.NotApplied != "" {
+			against += " (" + report.NotApplied + ")"
+		}
 		if report.ComparedWith == planner.CompareApplied {
 			against = fmt.Sprintf("the last applied revision %.7s", report.Applied)
 		}
@@ -178,11 +181,13 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 	}
 	// What head is compared with: base, or in its place the revision the
 	// daemon runs.
-	from, applied := base, ""
+	from, applied, notApplied := base, "", ""
 	if base.Fleet == nil {
-		if rev := appliedRevision(ctx, repo, branch); rev != nil {
+		rev, why := appliedRevision(ctx, repo, branch)
+		if rev != nil {
 			from, applied = rev, rev.Commit
 		}
+		notApplied = why
 	}
 	var headErrs []error
 	for _, e := range head.Errors {
@@ -203,7 +208,7 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 	}()
 	report := planner.PreviewOf(planner.PreviewInput{
 		Base: from.Fleet, Head: headFleet, BaseKey: from.ObjectKey, HeadKey: headKey,
-		BaseErrs: baseErrs, Applied: applied, HeadErrs: headErrs, Observed: observed,
+		BaseErrs: baseErrs, Applied: applied, NotApplied: notApplied, HeadErrs: headErrs, Observed: observed,
 		// The planner's problems point at their fields, as validation
 		// errors do, not at their documents' first lines.
 		Locate: headPlaces.At,
@@ -216,17 +221,28 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 
 // appliedRevision is the revision the status branch says the daemon
 // applied last, read from the repository; nil when there is none, or it
-// cannot be read, or it does not validate.
-func appliedRevision(ctx context.Context, repo *sources.Repo, branch string) *sources.Revision {
+// cannot be read, or it does not validate, and then why, for the plan.
+func appliedRevision(ctx context.Context, repo *sources.Repo, branch string) (*sources.Revision, string) {
 	commit, err := lastApplied(repo, branch)
-	if err != nil || commit == "" {
-		return nil
+	switch {
+	case err != nil:
+		return nil, fmt.Sprintf("the status branch %s could not be read: %v", branch, err)
+	case commit == "":
+		return nil, fmt.Sprintf("the status branch %s records no applied revision", branch)
 	}
 	rev, err := repo.Revision(ctx, commit)
-	if err != nil || rev.Rejected() {
-		return nil
+	switch {
+	case err != nil:
+		// A shallow clone lacks it, for one.
+		return nil, fmt.Sprintf("the last applied commit %.7s could not be read: %v", commit, err)
+	case rev.Rejected():
+		n := len(rev.Errors)
+		if n == 0 && rev.Err != nil {
+			return nil, fmt.Sprintf("the last applied commit %.7s does not validate either: %v", commit, rev.Err)
+		}
+		return nil, fmt.Sprintf("the last applied commit %.7s does not validate either (%d %s)", commit, n, pluralNoun(n, "error", "errors"))
 	}
-	return rev
+	return rev, ""
 }
 
 // observedMachines reads the machines of the status branch, or nil when the

@@ -251,9 +251,9 @@ func TestPlanBaseDoesNotValidate(t *testing.T) {
 		format, file string
 		first        string // what the output starts with after the title
 	}{
-		{"text", "base-invalid.txt", "warning: base broken (COMMIT) does not validate, so head is compared against an empty fleet: every cluster of head is listed as added, whether or not this change adds it.\n"},
-		{"markdown", "base-invalid.md", "> [!WARNING]\n> **Base `broken (COMMIT)` does not validate, so head is compared against an empty fleet: every cluster of head is listed as added, whether or not this change adds it.**\n"},
-		{"json", "base-invalid.json", `  "base": "broken (COMMIT)",` + "\n" + `  "head": "fix (COMMIT)",` + "\n" + `  "comparedWith": "empty fleet",` + "\n" + `  "baseErrors": [` + "\n"},
+		{"text", "base-invalid.txt", "warning: base broken (COMMIT) does not validate, so head is compared against an empty fleet (the status branch gitfleet/status records no applied revision): every cluster of head is listed as added, whether or not this change adds it.\n"},
+		{"markdown", "base-invalid.md", "> [!WARNING]\n> **Base `broken (COMMIT)` does not validate, so head is compared against an empty fleet (the status branch gitfleet/status records no applied revision): every cluster of head is listed as added, whether or not this change adds it.**\n"},
+		{"json", "base-invalid.json", `  "base": "broken (COMMIT)",` + "\n" + `  "head": "fix (COMMIT)",` + "\n" + `  "comparedWith": "empty fleet",` + "\n" + `  "notApplied": "the status branch gitfleet/status records no applied revision",` + "\n" + `  "baseErrors": [` + "\n"},
 	} {
 		code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "broken", "--head", "fix", "-o", f.format, "--detailed-exitcode")
 		if code != 2 {
@@ -278,7 +278,7 @@ func TestPlanBaseDoesNotValidate(t *testing.T) {
 		} else if !strings.Contains(stdout, brokenDev1) || strings.Contains(stdout, "\nPlan: ") {
 			t.Errorf("%s lacks base's error, or reads as a plan against base:\n%s", f.format, stdout)
 		}
-		if warned := strings.Contains(stderr, "warning: base broken does not validate (1 error); head is compared against an empty fleet"); warned != (f.format != "text") {
+		if warned := strings.Contains(stderr, "warning: base broken does not validate (1 error); head is compared against an empty fleet (the status branch gitfleet/status records no applied revision)\n"); warned != (f.format != "text") {
 			t.Errorf("%s: stderr %q: want the warning on stderr when stdout is not text", f.format, stderr)
 		}
 		planGolden(t, f.file, stdout)
@@ -350,6 +350,43 @@ func TestPlanBaseDoesNotValidateComparesWithTheAppliedRevision(t *testing.T) {
 			t.Errorf("%s: stderr %q: want %q when stdout is not text", f.format, stderr, want)
 		}
 		planGolden(t, f.file, hide(stdout))
+	}
+}
+
+// When the status branch names a last applied revision the plan cannot
+// compare with, it says why beside the empty fleet it compares with
+// instead: a commit the clone lacks (a shallow CI checkout), or one that
+// does not validate either.
+func TestPlanSaysWhyNotTheAppliedRevision(t *testing.T) {
+	dir := fleetRepo(t)
+	branch(t, dir, "broken", map[string][2]string{"clusters/dev-1.yaml": {"replicas: 1", "replicas: many"}})
+	gitCLI(t, dir, "checkout", "-q", "-b", "fix", "broken")
+	gitCLI(t, dir, "revert", "--no-edit", "HEAD")
+	gitCLI(t, dir, "checkout", "-q", "main")
+	broken := strings.TrimSpace(gitCLI(t, dir, "rev-parse", "broken"))
+	const missing = "0123456789abcdef0123456789abcdef01234567"
+	w := statusWriter(t, dir)
+	for _, c := range []struct{ applied, why string }{
+		{missing, "the last applied commit 0123456 could not be read: "},
+		{broken, "the last applied commit " + broken[:7] + " does not validate either (1 error)"},
+	} {
+		w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: c.applied, Subject: "x"}}, status.Origin{SourceCommit: c.applied})
+		flushStatus(t, w)
+		code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "broken", "--head", "fix", "-o", "json")
+		var rep struct{ ComparedWith, NotApplied string }
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 {
+			t.Fatalf("applied %.7s: exit %d (%v)\n%s%s", c.applied, code, err, stdout, stderr)
+		}
+		if rep.ComparedWith != planner.CompareEmpty || !strings.HasPrefix(rep.NotApplied, c.why) {
+			t.Errorf("applied %.7s: comparedWith %q, notApplied %q; want %q and %q", c.applied, rep.ComparedWith, rep.NotApplied, planner.CompareEmpty, c.why)
+		}
+		if want := "head is compared against an empty fleet (" + c.why; !strings.Contains(stderr, want) {
+			t.Errorf("applied %.7s: stderr %q lacks %q", c.applied, stderr, want)
+		}
+		_, text, _ := runCmd(t, "plan", "--repo", dir, "--base", "broken", "--head", "fix")
+		if want := "compared against an empty fleet (" + c.why; !strings.Contains(text, want) {
+			t.Errorf("applied %.7s: the text lacks %q:\n%s", c.applied, want, text)
+		}
 	}
 }
 
