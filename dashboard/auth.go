@@ -198,7 +198,9 @@ func (l authLimits) withDefaults() authLimits {
 // request of a session pays for bcrypt. Wrong passwords are what an
 // attacker sends: at most limits.slots checks run at once, and an address
 // that sent limits.failures wrong ones within limits.window is refused
-// without a check until the window ends.
+// without a check until the window ends. Its checks in progress count as
+// wrong ones until they end, so however many it sends at once, no more
+// than limits.failures wrong ones are checked a window.
 type passwords struct {
 	users  Users
 	key    []byte
@@ -215,17 +217,30 @@ type passwords struct {
 }
 
 // failures are an address's wrong passwords since the first of its
-// window.
+// window, and its password checks begun and not yet ended (pending):
+// both count against limits.failures, so guesses sent at once cannot all
+// pass the limit before the first of them is found wrong.
 type failures struct {
-	n     int
-	since time.Time
+	n       int
+	since   time.Time
+	pending int
+}
+
+// recent is how many of f's wrong passwords are within window of now.
+func (f *failures) recent(now time.Time, window time.Duration) int {
+	if now.Sub(f.since) < window {
+		return f.n
+	}
+	return 0
 }
 
 const (
 	maxKnownPasswords = 256
 	knownFor          = 15 * time.Minute
 	// maxFailing bounds the addresses remembered: past it the ones whose
-	// window ended are forgotten, and if none has, all of them.
+	// window ended are forgotten, and if none has, all of them but those
+	// with checks in progress (a handful: each ends within limits.wait
+	// and a check's time).
 	maxFailing = 4096
 	// weakCost is the lowest bcrypt cost the dashboard does not warn of:
 	// htpasswd -B writes 5 unless told -C.
@@ -272,57 +287,89 @@ func (p *passwords) check(r *http.Request, user, pass string) (bool, refusal) {
 		p.mu.Unlock()
 		return true, refusal{}
 	}
-	if f := p.failing[addr]; f != nil && f.n >= p.limits.failures && now.Sub(f.since) < p.limits.window {
+	f := p.tracked(addr, now)
+	if n := f.recent(now, p.limits.window); n >= p.limits.failures {
 		p.mu.Unlock()
 		return false, refusal{http.StatusTooManyRequests, fmt.Sprintf("too many wrong passwords from %s: try again later", addr), f.since.Add(p.limits.window).Sub(now)}
+	} else if n+f.pending >= p.limits.failures {
+		// The checks in progress may all fail: one more could pass the
+		// limit. They end within limits.wait and a check's time.
+		p.mu.Unlock()
+		return false, refusal{http.StatusTooManyRequests, fmt.Sprintf("too many password checks from %s at once: try again in a second", addr), time.Second}
 	}
+	f.pending++
 	p.mu.Unlock()
 
+	ok, listed, unchecked := p.compare(r, user, pass)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f.pending--
+	switch {
+	case ok:
+		if len(p.known) >= maxKnownPasswords {
+			clear(p.known)
+		}
+		p.known[key] = now
+	case unchecked.code == 0:
+		p.failed(f, addr, user, listed, now)
+	}
+	if f.pending == 0 && f.recent(now, p.limits.window) == 0 && p.failing[addr] == f {
+		delete(p.failing, addr)
+	}
+	return ok, unchecked
+}
+
+// compare waits for a check slot (limits.wait at most, and not past the
+// request's end) and compares pass with user's hash: ok when it is user's
+// password, listed when user is in the file; when no slot came, the
+// refusal says so and nothing was compared.
+func (p *passwords) compare(r *http.Request, user, pass string) (ok, listed bool, unchecked refusal) {
 	wait := time.NewTimer(p.limits.wait)
 	defer wait.Stop()
 	select {
 	case p.slots <- struct{}{}:
 	case <-wait.C:
-		return false, refusal{http.StatusServiceUnavailable, "too many password checks at once: try again in a second", time.Second}
+		return false, false, refusal{http.StatusServiceUnavailable, "too many password checks at once: try again in a second", time.Second}
 	case <-r.Context().Done():
-		return false, refusal{http.StatusServiceUnavailable, "the request ended", time.Second}
+		return false, false, refusal{http.StatusServiceUnavailable, "the request ended", time.Second}
 	}
+	defer func() { <-p.slots }()
 	hash, listed := p.users[user]
 	if !listed {
 		// As slow as a wrong password, so the time taken does not tell
 		// which users exist.
 		hash = p.standIn()
 	}
-	ok := bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil && listed
-	<-p.slots
+	return bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil && listed, listed, refusal{}
+}
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if ok {
-		if len(p.known) >= maxKnownPasswords {
-			clear(p.known)
-		}
-		p.known[key] = now
-		return true, refusal{}
+// tracked is addr's entry in p.failing, made when it has none (past
+// maxFailing, see there: an entry with checks in progress is never
+// forgotten, else its checks would not count). Called with p.mu.
+func (p *passwords) tracked(addr string, now time.Time) *failures {
+	if f := p.failing[addr]; f != nil {
+		return f
 	}
-	p.failed(addr, user, listed, now)
-	return false, refusal{}
+	if len(p.failing) >= maxFailing {
+		maps.DeleteFunc(p.failing, func(_ string, f *failures) bool {
+			return f.pending == 0 && f.recent(now, p.limits.window) == 0
+		})
+		if len(p.failing) >= maxFailing {
+			maps.DeleteFunc(p.failing, func(_ string, f *failures) bool { return f.pending == 0 })
+		}
+	}
+	f := &failures{since: now}
+	p.failing[addr] = f
+	return f
 }
 
 // failed counts a wrong password from addr and says so in the log at the
 // first of its window and when the address is refused: two lines per
 // address and window at most, however many it sends. Called with p.mu.
-func (p *passwords) failed(addr, user string, listed bool, now time.Time) {
-	f := p.failing[addr]
-	if f == nil || now.Sub(f.since) >= p.limits.window {
-		if len(p.failing) >= maxFailing {
-			maps.DeleteFunc(p.failing, func(_ string, f *failures) bool { return now.Sub(f.since) >= p.limits.window })
-			if len(p.failing) >= maxFailing {
-				clear(p.failing)
-			}
-		}
-		f = &failures{since: now}
-		p.failing[addr] = f
+func (p *passwords) failed(f *failures, addr, user string, listed bool, now time.Time) {
+	if f.recent(now, p.limits.window) == 0 {
+		f.n, f.since = 0, now
 	}
 	f.n++
 	switch f.n {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -155,5 +156,45 @@ func TestUnknownUserCostsAsMuch(t *testing.T) {
 	// Cost 10 is 32 times cost 5: a stand-in at 10 is far outside this.
 	if unknown > 3*wrong+5*time.Millisecond || wrong > 3*unknown+5*time.Millisecond {
 		t.Errorf("a wrong password takes %s, an unknown user %s: the time tells which users exist", wrong, unknown)
+	}
+}
+
+// Guesses sent all at once do not get past the limit: the checks in
+// progress count against it with the failures, so of 60 wrong passwords
+// from one address at once exactly limits.failures are checked (401) and
+// the rest are answered 429 with Retry-After, without a check.
+func TestGuessesAtOnceAreLimited(t *testing.T) {
+	users := usersFile(t, 7, "alice", "correct horse") // ~10 ms a check: the guesses overlap
+	srv := serve(t, fleetRepo(t, 0, 0), Options{Users: users, limits: authLimits{slots: 2, wait: time.Minute, failures: 10, window: time.Hour}})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 60}}
+	defer client.CloseIdleConnections()
+	codes := map[int]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 60 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+			req.SetBasicAuth("alice", "guess-"+strconv.Itoa(i))
+			<-start
+			res, err := client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			res.Body.Close()
+			if res.StatusCode == http.StatusTooManyRequests && res.Header.Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+			mu.Lock()
+			codes[res.StatusCode]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	if codes[http.StatusUnauthorized] != 10 || codes[http.StatusTooManyRequests] != 50 {
+		t.Errorf("60 wrong passwords at once, limit 10: %d checked (401), %d refused (429), all: %v; want 10 and 50",
+			codes[http.StatusUnauthorized], codes[http.StatusTooManyRequests], codes)
 	}
 }
