@@ -78,6 +78,22 @@ func (o Options) Protected() bool { return o.Token != "" || len(o.Users) > 0 }
 // cookieName is the cookie ?token= sets.
 const cookieName = "gitfleet-ui"
 
+// cookieLabel is what the cookie's HMAC is of, under the token as its
+// key: a label of this use only, so the value is no HMAC the token makes
+// anywhere else. A new label signs every browser out.
+const cookieLabel = "gitfleet dashboard cookie v1"
+
+// cookieValue is the cookie that stands for token: HMAC-SHA256 of
+// cookieLabel keyed by the token. It depends on the token alone, so every
+// replica of the daemon given the token takes the cookie another one set
+// (a Service spreads a browser's requests over them), it does not give
+// the token back, and it is worth nothing once the token is rotated.
+func cookieValue(token string) string {
+	h := hmac.New(sha256.New, []byte(token))
+	_, _ = h.Write([]byte(cookieLabel))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // guard asks for the token (Authorization: Bearer, a cookie, or ?token=
 // which sets the cookie, so links work after the first visit) or a user's
 // password (basic auth; the browser asks for it).
@@ -85,17 +101,18 @@ func (o Options) guard(next http.Handler) http.Handler {
 	tokenOK := func(t string) bool {
 		return o.Token != "" && subtle.ConstantTimeCompare([]byte(t), []byte(o.Token)) == 1
 	}
-	// The cookie holds an HMAC of the token under a key of this process,
-	// not the token: a cookie that leaks (a browser profile, a proxy's
-	// log) is worth nothing once the process restarts, and never lets in
-	// by Authorization: Bearer. The passwords remembered are HMACs under
-	// the same key: a memory dump gives no fast guess of them.
-	key := make([]byte, 32)
-	_, _ = rand.Read(key) // never fails (crypto/rand)
+	// The cookie holds an HMAC of the token (cookieValue), not the token:
+	// a cookie that leaks (a browser profile, a proxy's log) never lets
+	// in by Authorization: Bearer, and is worth nothing once the token is
+	// rotated.
 	session := ""
 	if o.Token != "" {
-		session = hex.EncodeToString(mac(key, o.Token))
+		session = cookieValue(o.Token)
 	}
+	// The passwords remembered are HMACs under a key of this process: a
+	// memory dump gives no fast guess of them.
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // never fails (crypto/rand)
 	basic := newPasswords(o, key)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if bearer, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found && tokenOK(bearer) {

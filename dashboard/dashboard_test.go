@@ -279,9 +279,8 @@ func browserGet(t *testing.T, c *http.Client, url string) (int, string) {
 
 // ?token= in a link signs a browser in and leaves its address bar at
 // once: 303 to the same address without it, with a cookie that holds an
-// HMAC of the token (worth nothing as a bearer token, nor after a
-// restart), Secure when the request came over TLS (or a proxy says it
-// did).
+// HMAC of the token (worth nothing as a bearer token), Secure when the
+// request came over TLS (or a proxy says it did).
 func TestTokenLink(t *testing.T) {
 	const token = "s3cret-token-value"
 	repo := fleetRepo(t, 0, 0)
@@ -343,6 +342,45 @@ func TestTokenLink(t *testing.T) {
 	res.Body.Close()
 	if c := res.Cookies(); len(c) != 1 || !c[0].Secure {
 		t.Errorf("behind a TLS proxy: %+v", c)
+	}
+}
+
+// The cookie a ?token= link sets is made from the token alone: another
+// replica of the daemon (a second process behind the same Service, with
+// the same token) takes it for every page and file, and a dashboard with
+// another token refuses it, so rotating the token signs browsers out.
+func TestTokenCookieAcrossReplicas(t *testing.T) {
+	const token = "s3cret-token-value"
+	repo := fleetRepo(t, 0, 0)
+	one, two := serve(t, repo, Options{Token: token}), serve(t, repo, Options{Token: token})
+	rotated := serve(t, repo, Options{Token: "an0ther-token-value"})
+	noFollow := http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noFollow.Get(one.URL + "/rollouts?token=" + token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	cookies := res.Cookies()
+	if res.StatusCode != http.StatusSeeOther || len(cookies) != 1 {
+		t.Fatalf("the token link: %d, cookies %+v", res.StatusCode, cookies)
+	}
+	ask := func(base, path string) int {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req.AddCookie(cookies[0])
+		res, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for _, path := range []string{"/rollouts", "/style.css", "/live.js", "/api/v1/fleet"} {
+		if code := ask(two.URL, path); code != 200 {
+			t.Errorf("%s on the other replica with the cookie: %d, want 200", path, code)
+		}
+		if code := ask(rotated.URL, path); code != http.StatusUnauthorized {
+			t.Errorf("%s with the cookie of another token: %d, want 401", path, code)
+		}
 	}
 }
 
