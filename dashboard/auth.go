@@ -383,23 +383,34 @@ func (p *passwords) tracked(addr string, now time.Time) *failures {
 
 // failed counts a wrong password from addr and says so in the log at the
 // first of its window and when the address is refused: two lines per
-// address and window at most, however many it sends. Called with p.mu.
+// address and window at most, however many it sends, naming the user when
+// the file lists it. Called with p.mu.
 func (p *passwords) failed(f *failures, addr, user string, listed bool, now time.Time) {
 	if f.recent(now, p.limits.window) == 0 {
 		f.n, f.since = 0, now
 	}
 	f.n++
-	switch f.n {
-	case 1:
+	if f.n != 1 && f.n != p.limits.failures {
+		return
+	}
+	// The name is logged only when the file lists it: a name that is
+	// not there may be a password typed into the user box.
+	ev, unknown := p.log.Warn().Str("remote", addr), ""
+	if listed {
+		ev = ev.Str("user", user)
+	} else {
+		ev, unknown = ev.Bool("unknownUser", true), " (the last for a user that is not in --ui-users)"
+	}
+	if f.n == 1 {
 		what := "a wrong password"
 		if !listed {
 			what = "a user that is not in --ui-users"
 		}
-		p.log.Warn().Str("user", user).Str("remote", addr).Msgf("dashboard: %s from %s", what, addr)
-	case p.limits.failures:
-		p.log.Warn().Str("user", user).Str("remote", addr).Int("failures", f.n).
-			Msgf("dashboard: %d wrong passwords from %s within %s: refusing its passwords until %s", f.n, addr, p.limits.window, f.since.Add(p.limits.window).Format(time.TimeOnly))
+		ev.Msgf("dashboard: %s from %s", what, addr)
+		return
 	}
+	ev.Int("failures", f.n).Msgf("dashboard: %d wrong passwords from %s within %s%s: refusing its passwords until %s",
+		f.n, addr, p.limits.window, unknown, f.since.Add(p.limits.window).Format(time.TimeOnly))
 }
 
 // clientAddr is the address failures are counted by: the client's IP,

@@ -198,3 +198,43 @@ func TestGuessesAtOnceAreLimited(t *testing.T) {
 			codes[http.StatusUnauthorized], codes[http.StatusTooManyRequests], codes)
 	}
 }
+
+// A password typed into the user box stays out of the log: a failed
+// sign-in names the user only when --ui-users lists it, and says the user
+// is unknown otherwise, at the first wrong password of a window and at
+// the refusal alike.
+func TestUnknownUserNotLogged(t *testing.T) {
+	const typo = "Tr0ub4dor&3-correct" // a password, in the user box
+	users := usersFile(t, bcrypt.MinCost, "alice", "correct horse")
+	for _, order := range [][]string{{typo, "alice"}, {"alice", typo}} {
+		var logs bytes.Buffer
+		srv := serve(t, fleetRepo(t, 0, 0), Options{Users: users, Log: zerolog.New(zerolog.SyncWriter(&logs)),
+			limits: authLimits{failures: 2, window: time.Hour}})
+		for _, user := range order {
+			if res, _ := basicGet(t, srv.URL+"/", user, "a guess"); res.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s: %d, want 401", user, res.StatusCode)
+			}
+		}
+		srv.Close() // waits for the handlers: the log is whole
+		var lines []string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, `"remote"`) {
+				lines = append(lines, l)
+			}
+		}
+		if strings.Contains(logs.String(), "Tr0ub4dor") {
+			t.Errorf("%v: the log holds the name typed, a password:\n%s", order, logs.String())
+		}
+		if len(lines) != 2 {
+			t.Fatalf("%v: want 2 lines, the log:\n%s", order, logs.String())
+		}
+		for i, user := range order {
+			if user == "alice" && !strings.Contains(lines[i], `"user":"alice"`) {
+				t.Errorf("%v: the line of alice's wrong password does not name her: %s", order, lines[i])
+			}
+			if user == typo && (strings.Contains(lines[i], `"user"`) || !strings.Contains(lines[i], "not in --ui-users")) {
+				t.Errorf("%v: the line of the unknown user: %s", order, lines[i])
+			}
+		}
+	}
+}
