@@ -189,10 +189,30 @@ func TestDashboardAccess(t *testing.T) {
 	}
 }
 
-// gitfleet dashboard has the daemon's server limits (httpServer): a
-// header block past 64 KiB is refused, and idle keep-alive connections
-// are closed after a minute, while /events streams on.
+// gitfleet dashboard has the daemon's server limits (httpServer): the
+// server httpServer makes has them (read by value: waiting a minute for an
+// idle connection to close would make the test that long), and gitfleet
+// dashboard serves with it, which a header block past 64 KiB shows (431:
+// net/http's own limit is 1 MiB); /events streams on.
 func TestDashboardServerLimits(t *testing.T) {
+	srv := httpServer(http.NotFoundHandler())
+	for _, c := range []struct {
+		name      string
+		got, want time.Duration
+	}{
+		{"ReadHeaderTimeout (headers within)", srv.ReadHeaderTimeout, 5 * time.Second},
+		{"ReadTimeout (a request within)", srv.ReadTimeout, 15 * time.Second},
+		{"WriteTimeout", srv.WriteTimeout, 30 * time.Second},
+		{"IdleTimeout (an idle keep-alive connection closed after)", srv.IdleTimeout, time.Minute},
+	} {
+		if c.got != c.want {
+			t.Errorf("httpServer's %s: %s, want %s", c.name, c.got, c.want)
+		}
+	}
+	if srv.MaxHeaderBytes != 64<<10 {
+		t.Errorf("httpServer's MaxHeaderBytes: %d, want 64 KiB", srv.MaxHeaderBytes)
+	}
+
 	f, _ := fleetWithDev1(t)
 	listen := "127.0.0.1:" + freeTCPPort(t)
 	stderr, done := startDashboard(t, "--repo", f.dir, "--listen", listen)
