@@ -38,6 +38,21 @@ type Error struct {
 	// ClusterClass, a MachineDeployment's cluster): a file that could not
 	// be read may define it (AwaitUnread).
 	Dangling bool
+	// Source is the file of the object the error is about when Path names
+	// another file, where the value is written: a kustomize overlay's
+	// patch that sets it on the object of Source. "" when Path is the
+	// object's file. Not printed; it says whose error it is (a cluster's
+	// history keeps the errors of its own file, SourceFile).
+	Source string
+}
+
+// SourceFile is the file of the object the error is about: Source when
+// the error points at another file (a patch), else Path.
+func (e Error) SourceFile() string {
+	if e.Source != "" {
+		return e.Source
+	}
+	return e.Path
 }
 
 // Error formats as path:line:col: field: message.

@@ -15,7 +15,7 @@ func sortErrors(es Errors) Errors {
 
 func compareErrors(a, b Error) int {
 	return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Line, b.Line),
-		cmp.Compare(a.Col, b.Col), cmp.Compare(a.Field, b.Field), cmp.Compare(a.Message, b.Message))
+		cmp.Compare(a.Col, b.Col), cmp.Compare(a.Field, b.Field), cmp.Compare(a.Message, b.Message), cmp.Compare(a.Source, b.Source))
 }
 
 // AwaitUnread keeps the errors of a fleet in which some files could not be

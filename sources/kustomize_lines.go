@@ -230,11 +230,12 @@ func sameValue(field string, src, v *yaml.Node) bool {
 // setBy places an error about a value v that a kustomization's rendering
 // by sets, not the source file: at the patch that writes it, or, when no
 // patch says it as written, at no line of the source, saying where the
-// value comes from.
+// value comes from. An error moved to the patch keeps the object's file
+// as its Source: it is still that object's (a cluster's history).
 func (sl *sourceLines) setBy(e *schemas.Error, by *kustomized, v *yaml.Node) {
 	src := e.Path
 	if p, n := by.writes(e.Field, v.Value); n != nil {
-		e.Path, e.Line, e.Col = p, n.Line, n.Column
+		e.Path, e.Line, e.Col, e.Source = p, n.Line, n.Column, src
 		e.Message += fmt.Sprintf(" (a kustomize patch sets it on %s)", src)
 		return
 	}

@@ -305,8 +305,10 @@ func commitOf(c *object.Commit) Commit {
 	return Commit{Commit: c.Hash.String(), Author: c.Author.Name, Email: c.Author.Email, Time: c.Author.When, Subject: subject}
 }
 
-// rejectedFor lists a rejected revision's errors, only those in the
-// cluster's or its class's files when cluster is set.
+// rejectedFor lists a rejected revision's errors, only those about the
+// cluster's or its class's files when cluster is set: written there, or
+// in a kustomize patch that sets a value of one of them (the error names
+// the patch, its Source the object's file).
 func rejectedFor(rev *sources.Revision, last *v1alpha1.Fleet, cluster string) []string {
 	var files []string
 	if cluster != "" && last != nil {
@@ -319,7 +321,7 @@ func rejectedFor(rev *sources.Revision, last *v1alpha1.Fleet, cluster string) []
 	}
 	var out []string
 	for _, e := range rev.Errors {
-		if cluster == "" || slices.Contains(files, e.Path) {
+		if cluster == "" || slices.Contains(files, e.SourceFile()) {
 			out = append(out, e.Error())
 		}
 	}

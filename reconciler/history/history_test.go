@@ -125,3 +125,50 @@ func TestRefusedCommitsAreNeverTheBase(t *testing.T) {
 		t.Errorf("text does not mark the daemon's refusal:\n%s", text.String())
 	}
 }
+
+// A commit refused because a kustomize overlay's patch broke a cluster is
+// in that cluster's history: its error names the patch file, where the
+// value is written, not the cluster's file. A commit that broke another
+// cluster is not.
+func TestOverlayPatchRefusalIsInTheClusterHistory(t *testing.T) {
+	work := gittest.NewRepo(t)
+	files := initFiles(t)
+	files["clusters/edge/base/kustomization.yaml"] = "resources: [cluster.yaml]\n"
+	files["clusters/edge/base/cluster.yaml"] = strings.ReplaceAll(files["clusters/dev-1.yaml"], "dev-1", "edge")
+	work.Commit("initial fleet", files)
+	work.Commit("dev-1: scale to many", replicas(t, files, "2", "many"))
+	work.Commit("dev-1: scale to 3", replicas(t, files, "many", "3"))
+	work.Commit("edge: prod overlay on v1.31", map[string]string{
+		"clusters/edge/overlays/prod/kustomization.yaml": "resources: [../../base]\npatches:\n- path: version.yaml\n",
+		"clusters/edge/overlays/prod/version.yaml":       "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: edge\nspec:\n  topology:\n    version: v1.31\n",
+	})
+
+	g, err := git.PlainOpen(work.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := sources.Open(t.Context(), sources.Options{Location: work.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	log, err := history.Read(t.Context(), g, src, history.Options{Cluster: "edge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range log.Commits {
+		row := c.Subject
+		if c.Refused != nil {
+			row += " — refused: " + strings.Join(c.Refused.Reasons, "; ")
+		}
+		got = append(got, row)
+	}
+	want := []string{
+		`edge: prod overlay on v1.31 — refused: clusters/edge/overlays/prod/version.yaml:7:14: spec.topology.version: "v1.31" is not a Kubernetes version like v1.31.2 (a kustomize patch sets it on clusters/edge/base/cluster.yaml)`,
+		"initial fleet",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("history of edge (-want +got):\n%s", diff)
+	}
+}
