@@ -11,9 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"runtime"
 	"slices"
@@ -24,6 +22,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/gitfleet/gitfleet/internal/clientaddr"
 )
 
 // Users are the people the dashboard lets in with HTTP basic auth: each
@@ -297,7 +297,7 @@ func newPasswords(o Options, key []byte) *passwords {
 func (p *passwords) check(r *http.Request, user, pass string) (bool, refusal) {
 	key := [32]byte(mac(p.key, user, pass))
 	now := time.Now()
-	addr := clientAddr(r)
+	addr := clientaddr.Of(r.RemoteAddr) // an IPv6 client by its /64
 	p.mu.Lock()
 	passed, seen := p.known[key]
 	if seen && now.Sub(passed) < knownFor {
@@ -411,20 +411,4 @@ func (p *passwords) failed(f *failures, addr, user string, listed bool, now time
 	}
 	ev.Int("failures", f.n).Msgf("dashboard: %d wrong passwords from %s within %s%s: refusing its passwords until %s",
 		f.n, addr, p.limits.window, unknown, f.since.Add(p.limits.window).Format(time.TimeOnly))
-}
-
-// clientAddr is the address failures are counted by: the client's IP,
-// or its /64 for IPv6, where one host commonly holds a whole /64. Behind
-// a proxy every client has the proxy's address.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil || ip.Is4() || ip.Is4In6() {
-		return host
-	}
-	prefix, _ := ip.Prefix(64)
-	return prefix.String()
 }

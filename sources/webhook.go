@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/internal/clientaddr"
 )
 
 // WebhookPath is where the daemon serves the push webhook.
@@ -48,8 +49,9 @@ const (
 )
 
 // MaxWebhookRequests is how many webhook requests are served at once;
-// more get 503 at once rather than queue. One client address may hold
-// MaxWebhookRequestsPerClient of them, so one sender cannot hold them all.
+// more get 503 at once rather than queue. One client address (an IPv6
+// client's /64) may hold MaxWebhookRequestsPerClient of them, so one
+// sender cannot hold them all.
 const (
 	MaxWebhookRequests          = 16
 	MaxWebhookRequestsPerClient = 4
@@ -149,7 +151,9 @@ func (s *Source) Webhook(o WebhookOptions) (*Webhook, error) {
 }
 
 func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	client := clientAddr(r.RemoteAddr)
+	// An IPv6 client is its /64: one host commonly holds a whole /64, and
+	// a fresh address for each request would be a fresh client.
+	client := clientaddr.Of(r.RemoteAddr)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		h.refuse(w, r, http.StatusMethodNotAllowed, hookMethod, "use POST")
@@ -221,15 +225,6 @@ func (h *Webhook) refuse(w http.ResponseWriter, r *http.Request, status int, out
 	h.refusals.Warn().Str("remote", r.RemoteAddr).Str("reason", outcome).Int("status", status).Str("detail", msg).
 		Msg("webhook request refused")
 	http.Error(w, msg, status)
-}
-
-// clientAddr is the host of a request's RemoteAddr: its client, or the
-// proxy in front of it.
-func clientAddr(remote string) string {
-	if host, _, err := net.SplitHostPort(remote); err == nil {
-		return host
-	}
-	return remote
 }
 
 // enter takes a place for a request from client, or says why there is

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -202,6 +203,48 @@ func TestOneClientCannotHoldEveryPlace(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || len(triggered) != 1 {
 		t.Errorf("a signed push from another address: %s, %d fetches triggered; want 202, 1", resp.Status, len(triggered))
 	}
+}
+
+// TestOneIPv6NetworkIsOneClient: slow requests from five addresses of one
+// IPv6 /64 hold MaxWebhookRequestsPerClient places, as from one address:
+// the fifth gets 503 at once. A host commonly holds a whole /64, and would
+// otherwise be as many clients as it likes. Another /64 is another client.
+func TestOneIPv6NetworkIsOneClient(t *testing.T) {
+	hook, err := sources.NewWebhook(sources.WebhookOptions{Secret: []byte("s3cret"), Trigger: func() {}, BodyTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reading := make(chan struct{}, sources.MaxWebhookRequests)
+	// slow serves a request from addr whose body has not come yet: it
+	// holds its place until the test ends.
+	slow := func(addr string) <-chan int {
+		body, sender := io.Pipe()
+		t.Cleanup(func() { sender.Close() })
+		req := httptest.NewRequest(http.MethodPost, sources.WebhookPath, &firstRead{ReadCloser: body, first: reading})
+		req.RemoteAddr = net.JoinHostPort(addr, "40000")
+		req.Header.Set(sources.HeaderGitHub, "sha256=00")
+		code := make(chan int, 1)
+		go func() {
+			rec := httptest.NewRecorder()
+			hook.ServeHTTP(rec, req)
+			code <- rec.Code
+		}()
+		return code
+	}
+	for i := range sources.MaxWebhookRequestsPerClient {
+		slow(fmt.Sprintf("2001:db8:1:2::%x", i+1))
+	}
+	waitEntered(t, reading, sources.MaxWebhookRequestsPerClient)
+	select {
+	case code := <-slow("2001:db8:1:2:ffff:ffff:ffff:5"):
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("a fifth request from the same /64: %d, want 503", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a fifth request from a /64 whose addresses hold %d places is not answered in 10 s; want 503 at once", sources.MaxWebhookRequestsPerClient)
+	}
+	slow("2001:db8:1:3::1")
+	waitEntered(t, reading, 1) // another /64 takes a place
 }
 
 // TestWebhookLogsAndCounts: an accepted delivery is logged at info with
