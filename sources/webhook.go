@@ -90,7 +90,7 @@ const (
 	hookTooLarge   = "too_large"  // a body over MaxWebhookBody
 	hookSlow       = "slow"       // a body not in within BodyTimeout
 	hookUnreadable = "unreadable" // the body could not be read
-	hookForged     = "forged"     // a signature or token that does not match
+	hookForged     = "forged"     // a signature or token that does not match (a token: before the body is read)
 	hookReplay     = "replay"     // a delivery ID or body seen in the last DeliveryWindow
 )
 
@@ -160,13 +160,20 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Before a place is taken and the body read: a request that cannot be
-	// signed is refused at once, however slowly its body comes. Closing the
-	// connection sends each of these answers now: otherwise the server
-	// first reads what is left of the body (up to 256 KiB), which a slow
-	// sender would make it wait for.
-	if signer(r.Header) == nil {
+	// signed is refused at once, however slowly its body comes, and so is
+	// a wrong token (GitLab's is the secret itself, whatever the body).
+	// Closing the connection sends each of these answers now: otherwise
+	// the server first reads what is left of the body (up to 256 KiB),
+	// which a slow sender would make it wait for.
+	sig := signer(r.Header)
+	if sig == nil {
 		w.Header().Set("Connection", "close")
 		h.refuse(w, r, http.StatusUnauthorized, hookUnsigned, errNoSignature.Error())
+		return
+	}
+	if sig.token && !sig.check(r.Header.Get(sig.header), nil, h.o.Secret) {
+		w.Header().Set("Connection", "close")
+		h.refuse(w, r, http.StatusUnauthorized, hookForged, sig.wrong())
 		return
 	}
 	if msg := h.enter(client); msg != "" {
@@ -254,21 +261,32 @@ func (h *Webhook) leave(client string) {
 }
 
 // A signature is a signature header: check compares its value with the
-// body's HMAC-SHA256 (sum), or with the secret itself.
+// body's HMAC-SHA256 (sum), or, for a token, with the secret itself.
 type signature struct {
 	header, provider string
 	check            func(v string, sum, secret []byte) bool
+	// token: the value is the secret itself, not a signature of the
+	// body, so it is checked before the body is read (sum is nil then).
+	token bool
 }
 
 // signatures in the order they are tried: the first header present is
 // checked, a wrong one failing without trying the others.
 var signatures = []signature{
-	{HeaderGitHub, "github", hexSum("sha256=")},
-	{HeaderGeneric, "generic", hexSum("sha256=")},
-	{HeaderGitea, "gitea", hexSum("")},
+	{HeaderGitHub, "github", hexSum("sha256="), false},
+	{HeaderGeneric, "generic", hexSum("sha256="), false},
+	{HeaderGitea, "gitea", hexSum(""), false},
 	{HeaderGitLab, "gitlab", func(v string, _, secret []byte) bool {
 		return subtle.ConstantTimeCompare([]byte(v), secret) == 1
-	}},
+	}, true},
+}
+
+// wrong says what is wrong with a signature that does not match.
+func (s *signature) wrong() string {
+	if s.token {
+		return s.header + " is not the webhook secret"
+	}
+	return s.header + " does not match the body signed with the webhook secret"
 }
 
 // hexSum checks a hex HMAC written after prefix.
@@ -301,10 +319,7 @@ func (h *Webhook) authenticate(hdr http.Header, body []byte) (provider string, e
 	mac := hmac.New(sha256.New, h.o.Secret)
 	mac.Write(body)
 	if !sig.check(hdr.Get(sig.header), mac.Sum(nil), h.o.Secret) {
-		if sig.header == HeaderGitLab {
-			return "", fmt.Errorf("%s is not the webhook secret", HeaderGitLab)
-		}
-		return "", fmt.Errorf("%s does not match the body signed with the webhook secret", sig.header)
+		return "", errors.New(sig.wrong())
 	}
 	if sig.header == HeaderGitHub && hdr.Get(HeaderGitea) != "" {
 		return "gitea", nil // Gitea sends both

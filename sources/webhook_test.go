@@ -145,6 +145,42 @@ func TestSlowUnsignedRequestsDoNotBlockASignedPush(t *testing.T) {
 	}
 }
 
+// TestWrongGitLabTokenIsRefusedAtOnce: GitLab's token is the secret
+// itself, not a signature of the body, so a wrong one is refused (401)
+// before its body is read or a place taken, however slowly the body
+// comes: more of them than one address may hold places are each answered
+// at once.
+func TestWrongGitLabTokenIsRefusedAtOnce(t *testing.T) {
+	var mu sync.Mutex
+	counts := map[string]int{}
+	hook, err := sources.NewWebhook(sources.WebhookOptions{Secret: []byte("s3cret"), Trigger: func() {}, BodyTimeout: time.Minute,
+		Count: func(outcome string) { mu.Lock(); counts[outcome]++; mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(hook)
+	t.Cleanup(srv.Close)
+	var answers []<-chan string
+	for range sources.MaxWebhookRequestsPerClient + 1 {
+		answers = append(answers, slowRequest(t, srv, "127.0.0.1", sources.HeaderGitLab+": junk\r\n"))
+	}
+	for _, a := range answers {
+		select {
+		case line := <-a:
+			if !strings.Contains(line, " 401 ") {
+				t.Errorf("a slow request with a wrong %s: %q, want 401", sources.HeaderGitLab, line)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a slow request with a wrong %s is not answered in 10 s; want 401 before its body is read", sources.HeaderGitLab)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := map[string]int{"forged": len(answers)}; fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("counted %v, want %v", counts, want)
+	}
+}
+
 // TestSlowSignedBodyIsCutOff: a request that carries a signature header
 // but sends its body a byte a second holds its place for BodyTimeout, not
 // for the server's ReadTimeout: it gets 408.
