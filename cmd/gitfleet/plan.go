@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
@@ -227,6 +228,10 @@ func appliedRevision(ctx context.Context, repo *sources.Repo, branch string) (*s
 	switch {
 	case err != nil:
 		return nil, fmt.Sprintf("the status branch %s could not be read: %v", branch, err)
+	case commit == "" && !hasRef(repo, repo.BranchRef(branch)):
+		// A CI checkout fetches the branch it builds and no other: the
+		// usual reason, and not the same as a daemon that applied nothing.
+		return nil, fmt.Sprintf("the status branch %s is not in this repository: fetch it (git fetch origin %s:%s), or no daemon has run on this fleet yet", branch, branch, branch)
 	case commit == "":
 		return nil, fmt.Sprintf("the status branch %s records no applied revision", branch)
 	}
@@ -243,6 +248,15 @@ func appliedRevision(ctx context.Context, repo *sources.Repo, branch string) (*s
 		return nil, fmt.Sprintf("the last applied commit %.7s does not validate either (%d %s)", commit, n, pluralNoun(n, "error", "errors"))
 	}
 	return rev, ""
+}
+
+// hasRef says whether the repository holds ref; a ref that cannot be
+// read counts as held, so the message then blames what was read.
+func hasRef(repo *sources.Repo, ref string) bool {
+	_, err := readGit(repo.GitDir(), func(g *git.Repository) (*plumbing.Reference, error) {
+		return g.Reference(plumbing.ReferenceName(ref), true)
+	})
+	return !errors.Is(err, plumbing.ErrReferenceNotFound)
 }
 
 // observedMachines reads the machines of the status branch, or nil when the

@@ -251,9 +251,9 @@ func TestPlanBaseDoesNotValidate(t *testing.T) {
 		format, file string
 		first        string // what the output starts with after the title
 	}{
-		{"text", "base-invalid.txt", "warning: base broken (COMMIT) does not validate, so head is compared against an empty fleet (the status branch gitfleet/status records no applied revision): every cluster of head is listed as added, whether or not this change adds it.\n"},
-		{"markdown", "base-invalid.md", "> [!WARNING]\n> **Base `broken (COMMIT)` does not validate, so head is compared against an empty fleet (the status branch gitfleet/status records no applied revision): every cluster of head is listed as added, whether or not this change adds it.**\n"},
-		{"json", "base-invalid.json", `  "base": "broken (COMMIT)",` + "\n" + `  "head": "fix (COMMIT)",` + "\n" + `  "comparedWith": "empty fleet",` + "\n" + `  "notApplied": "the status branch gitfleet/status records no applied revision",` + "\n" + `  "baseErrors": [` + "\n"},
+		{"text", "base-invalid.txt", "warning: base broken (COMMIT) does not validate, so head is compared against an empty fleet (the status branch gitfleet/status is not in this repository: fetch it (git fetch origin gitfleet/status:gitfleet/status), or no daemon has run on this fleet yet): every cluster of head is listed as added, whether or not this change adds it.\n"},
+		{"markdown", "base-invalid.md", "> [!WARNING]\n> **Base `broken (COMMIT)` does not validate, so head is compared against an empty fleet (the status branch gitfleet/status is not in this repository: fetch it (git fetch origin gitfleet/status:gitfleet/status), or no daemon has run on this fleet yet): every cluster of head is listed as added, whether or not this change adds it.**\n"},
+		{"json", "base-invalid.json", `  "base": "broken (COMMIT)",` + "\n" + `  "head": "fix (COMMIT)",` + "\n" + `  "comparedWith": "empty fleet",` + "\n" + `  "notApplied": "the status branch gitfleet/status is not in this repository: fetch it (git fetch origin gitfleet/status:gitfleet/status), or no daemon has run on this fleet yet",` + "\n" + `  "baseErrors": [` + "\n"},
 	} {
 		code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "broken", "--head", "fix", "-o", f.format, "--detailed-exitcode")
 		if code != 2 {
@@ -278,7 +278,7 @@ func TestPlanBaseDoesNotValidate(t *testing.T) {
 		} else if !strings.Contains(stdout, brokenDev1) || strings.Contains(stdout, "\nPlan: ") {
 			t.Errorf("%s lacks base's error, or reads as a plan against base:\n%s", f.format, stdout)
 		}
-		if warned := strings.Contains(stderr, "warning: base broken does not validate (1 error); head is compared against an empty fleet (the status branch gitfleet/status records no applied revision)\n"); warned != (f.format != "text") {
+		if warned := strings.Contains(stderr, "warning: base broken does not validate (1 error); head is compared against an empty fleet (the status branch gitfleet/status is not in this repository: fetch it (git fetch origin gitfleet/status:gitfleet/status), or no daemon has run on this fleet yet)\n"); warned != (f.format != "text") {
 			t.Errorf("%s: stderr %q: want the warning on stderr when stdout is not text", f.format, stderr)
 		}
 		planGolden(t, f.file, stdout)
@@ -367,10 +367,17 @@ func TestPlanSaysWhyNotTheAppliedRevision(t *testing.T) {
 	const missing = "0123456789abcdef0123456789abcdef01234567"
 	w := statusWriter(t, dir)
 	for _, c := range []struct{ applied, why string }{
+		// The branch is there, and a daemon ran, but applied nothing.
+		{"", "the status branch gitfleet/status records no applied revision"},
 		{missing, "the last applied commit 0123456 could not be read: "},
 		{broken, "the last applied commit " + broken[:7] + " does not validate either (1 error)"},
 	} {
-		w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: c.applied, Subject: "x"}}, status.Origin{SourceCommit: c.applied})
+		// A daemon whose every commit so far was rejected.
+		fs := status.FleetStatus{LastRejected: &status.Rejection{SourceCommit: status.SourceCommit{Commit: broken, Subject: "x"}, Errors: []string{brokenDev1}}}
+		if c.applied != "" {
+			fs.LastApplied = &status.SourceCommit{Commit: c.applied, Subject: "x"}
+		}
+		w.SetFleet(fs, status.Origin{SourceCommit: c.applied})
 		flushStatus(t, w)
 		code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "broken", "--head", "fix", "-o", "json")
 		var rep struct{ ComparedWith, NotApplied string }
