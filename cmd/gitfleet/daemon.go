@@ -467,6 +467,13 @@ func serveHTTP(ctx context.Context, o daemonOptions, src *sources.Source, nats *
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if o.webhookSecret != "" {
+		// Every outcome's series from the start: increase() counts no
+		// jump from a missing series, so a replica's first accepted push
+		// would not hold GitfleetWebhookRefused back, nor its first
+		// forged request count toward it.
+		for _, outcome := range sources.WebhookOutcomes {
+			metrics.WebhookRequests.WithLabelValues(outcome)
+		}
 		hook, err := src.Webhook(sources.WebhookOptions{Secret: []byte(o.webhookSecret),
 			Count: func(outcome string) { metrics.WebhookRequests.WithLabelValues(outcome).Inc() }})
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
+	"github.com/gitfleet/gitfleet/sources"
 )
 
 // syncBuffer is a log a command writes while the test reads it.
@@ -198,6 +199,24 @@ sending:
 	}
 	if _, body := httpGet("http://" + listen + "/metrics"); !strings.Contains(body, `gitfleet_webhook_requests_total{outcome="slow"} 1`) {
 		t.Errorf("/metrics does not count the slow request:\n%s", body)
+	}
+}
+
+// TestWebhookOutcomesAreExportedFromTheStart: a daemon that serves the
+// webhook exports every outcome's counter at 0 before any request, so
+// that Prometheus's increase() sees a replica's first accepted push (it
+// counts no jump from a missing series) and the GitfleetWebhookRefused
+// alert is held back by it.
+func TestWebhookOutcomesAreExportedFromTheStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon")
+	}
+	listen := startServe(t, "--webhook-secret", "s3cret")
+	_, body := httpGet("http://" + listen + "/metrics")
+	for _, outcome := range sources.WebhookOutcomes {
+		if want := `gitfleet_webhook_requests_total{outcome="` + outcome + `"} 0`; !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s before any request", want)
+		}
 	}
 }
 
