@@ -249,3 +249,45 @@ func TestAHeartbeatsMessageIsCut(t *testing.T) {
 		t.Errorf("recorded message of %d bytes, starting %.30q; want its start, at most 2 KiB, saying it was cut", len(h.Message), h.Message)
 	}
 }
+
+// A node heartbeats while it boots, saying it is not healthy yet; the
+// provider reports it Running once it is up. Those early heartbeats say
+// nothing of the running machine: it is not recorded unhealthy for them,
+// so the status branch does not tell an auditor that every new machine
+// was unhealthy when it was only booting.
+func TestBootingHeartbeatsDoNotMakeARunningMachineUnhealthy(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 0)
+	l.start()
+	task := l.nextTasks(1)[0]
+	m := task.task.Machine
+	data, err := wire.Encode(&wire.Heartbeat{Cluster: m.Cluster, Machine: m.Name, Version: m.Version, Healthy: false,
+		Message: "booting", Time: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.nc.Publish(wire.HeartbeatSubject(m.Cluster, m.Name), data); err != nil {
+		t.Fatal(err)
+	}
+	l.waitFor("the booting heartbeat taken in", func() (bool, string) {
+		rec := l.records()[m.Name]
+		return rec != nil && rec.Heartbeats, "no heartbeat recorded"
+	})
+	l.answer(task, wire.PhaseRunning)
+	l.waitRecords("Running")
+	// The loop ticks every 50 ms and judges the machine's health at its
+	// first tick after Running: ten ticks.
+	for range 10 {
+		if rec := l.records()[m.Name]; rec.Health != nil && !rec.Health.Healthy {
+			t.Fatalf("a machine that booted and came up Running was recorded %s: %s", rec.Health.Reason, rec.Health.Message)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A heartbeat after Running that says unhealthy still counts.
+	if err := heartbeat(l.nc, m, false); err != nil {
+		t.Fatal(err)
+	}
+	l.waitFor("the machine recorded unhealthy", func() (bool, string) {
+		rec := l.records()[m.Name]
+		return rec.Health != nil && !rec.Health.Healthy, fmt.Sprintf("health %+v", rec.Health)
+	})
+}

@@ -135,7 +135,7 @@ func (r *Reconciler) checkEvent(m jetstream.Msg) *eventWrite {
 	next := cur.rec.clone()
 	if !r.applyEvent(next, ev) {
 		if ev.Phase == wire.PhaseRunning {
-			r.noteRunning(cur)
+			r.noteRunning(cur, false)
 		}
 		_ = m.Ack()
 		return nil
@@ -174,16 +174,23 @@ func (r *Reconciler) eventWritten(ctx context.Context, w *eventWrite, rev uint64
 		r.countOutcome(cur.rec, ev.Phase)
 	}
 	if ev.Phase == wire.PhaseRunning {
-		r.noteRunning(saved)
+		r.noteRunning(saved, cur.rec.Phase != wire.PhaseRunning)
 	}
 	_ = m.Ack()
 }
 
 // noteRunning takes a Running event as the machine's first sign of health:
 // the only one from providers whose machines send no heartbeats (inmemory).
-func (r *Reconciler) noteRunning(m *machine) {
-	if m.lastHeartbeat().Before(m.rec.Created.Add(time.Nanosecond)) {
+// A machine that became Running is healthy until a heartbeat says not:
+// the heartbeats its node sent while it booted ("not healthy yet") came
+// before the provider found it up, and say nothing of it running.
+func (r *Reconciler) noteRunning(m *machine, became bool) {
+	switch {
+	case m.lastHeartbeat().Before(m.rec.Created.Add(time.Nanosecond)):
 		m.beat, m.healthy = beatOf(r.o.Now()), true
+		r.dirty[m.rec.Cluster] = true
+	case became && !m.healthy:
+		m.healthy = true
 		r.dirty[m.rec.Cluster] = true
 	}
 }
