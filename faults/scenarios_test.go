@@ -320,10 +320,16 @@ func (f *fleet) leader() string {
 	return string(e.Value())
 }
 
-// webhook sends a push notification as GitHub does: signed, with a
-// delivery ID of its own.
+// webhook sends a push notification as GitLab does: with its token, a
+// delivery ID of its own and a body that names the pushed commit (two
+// pushes never send the same body; the daemon refuses a body it has seen
+// as a replay).
 func (f *fleet) webhook(delivery string) {
-	body := []byte(`{"ref":"refs/heads/main"}`)
+	head, err := exec.Command("git", "-C", f.repo, "rev-parse", "HEAD").Output()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	body := []byte(fmt.Sprintf(`{"object_kind":"push","ref":"refs/heads/main","after":%q}`, strings.TrimSpace(string(head))))
 	req, err := http.NewRequest(http.MethodPost, "http://"+f.listen+"/hooks/git", strings.NewReader(string(body)))
 	if err != nil {
 		f.t.Fatal(err)
