@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+	"unicode/utf8"
 
 	"github.com/Masterminds/sprig/v3"
 	"gopkg.in/yaml.v3"
@@ -585,6 +586,9 @@ func ParsePointer(s string) (Pointer, error) {
 	}
 	parts := strings.Split(s[1:], "/")
 	for i, p := range parts {
+		if err := checkEscapes(s, p); err != nil {
+			return nil, err
+		}
 		parts[i] = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
 	}
 	switch {
@@ -596,6 +600,23 @@ func ParsePointer(s string) (Pointer, error) {
 		return nil, fmt.Errorf("%q is not in a machine template: gitfleet patches {provider, spec}, so write /spec/<field> (Cluster API's /spec/template/spec/<field> is /spec/<field> here) or /provider", s)
 	}
 	return Pointer(parts), nil
+}
+
+// checkEscapes refuses a ~ in segment p of pointer s that is not ~0 or ~1,
+// the only escapes RFC 6901 has: read as written, ~2 would name a field
+// "~2" that nobody meant.
+func checkEscapes(s, p string) error {
+	for i := strings.IndexByte(p, '~'); i >= 0; i = strings.IndexByte(p, '~') {
+		switch {
+		case i+1 == len(p):
+			return fmt.Errorf("%q is not a JSON pointer: the ~ that ends %q escapes nothing; write ~0 for ~ and ~1 for /", s, p)
+		case p[i+1] != '0' && p[i+1] != '1':
+			_, n := utf8.DecodeRuneInString(p[i+1:])
+			return fmt.Errorf("%q is not a JSON pointer: %s is no escape; write ~0 for ~ and ~1 for /", s, p[i:i+1+n])
+		}
+		p = p[i+2:]
+	}
+	return nil
 }
 
 // Dotted writes the pointer as a field path: spec.disks[0].size.

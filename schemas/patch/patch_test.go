@@ -235,6 +235,10 @@ func TestParsePointer(t *testing.T) {
 		"/spec/disks/0/size":         "spec.disks[0].size",
 		"/spec/disks/-":              "spec.disks[-]",
 		"/spec/a~1b/c~0d":            "spec.a/b.c~d",
+		"/spec/~01":                  "spec.~1", // ~0 then 1: RFC 6901 unescapes ~1 first
+		"/spec/~2":                   `error: "/spec/~2" is not a JSON pointer: ~2 is no escape; write ~0 for ~ and ~1 for /`,
+		"/spec/cpus~":                `error: "/spec/cpus~" is not a JSON pointer: the ~ that ends "cpus~" escapes nothing; write ~0 for ~ and ~1 for /`,
+		"/spec/a~/b":                 `error: "/spec/a~/b" is not a JSON pointer: the ~ that ends "a~" escapes nothing; write ~0 for ~ and ~1 for /`,
 		"/provider":                  "provider",
 		"spec/cpus":                  `error: "spec/cpus" is not a JSON pointer: start it with /, like /spec/cpus`,
 		"/metadata/labels":           `error: "/metadata/labels" is not in a machine template: gitfleet patches {provider, spec}, so write /spec/<field> (Cluster API's /spec/template/spec/<field> is /spec/<field> here) or /provider`,
