@@ -86,6 +86,13 @@ func TestParseFileErrors(t *testing.T) {
 			"f.yaml:5:16: spec.clusterName: YAML tag !vault is not resolved: gitfleet reads values as written, so write the literal value here; secrets never go in Git (no fleet field takes one: docs/security.md)",
 			"f.yaml:6:13: spec.template: YAML tag !Ref is not resolved: gitfleet reads values as written, so write the literal value here; secrets never go in Git (no fleet field takes one: docs/security.md)",
 		}},
+		// On a key too, in every form a key takes: the tag would be
+		// dropped and the key read as written.
+		{"application tags on keys", header + "kind: MachineDeployment\nmetadata: {name: a}\nspec:\n  clusterName: x\n  !vault replicas: 2\n  ? !foo template\n  : {!Ref provider: local}\n", []string{
+			"f.yaml:6:3: spec.replicas: YAML tag !vault on the key is not resolved: gitfleet reads keys as written, so remove the tag and write the plain key replicas",
+			"f.yaml:7:5: spec.template: YAML tag !foo on the key is not resolved: gitfleet reads keys as written, so remove the tag and write the plain key template",
+			"f.yaml:8:6: spec.template.provider: YAML tag !Ref on the key is not resolved: gitfleet reads keys as written, so remove the tag and write the plain key provider",
+		}},
 		{"no apiVersion", "kind: Cluster\nmetadata: {name: a}\n", []string{"f.yaml:1:1: document has no apiVersion: add apiVersion: gitfleet.io/v1alpha1"}},
 		{"kind not a string", header + "kind: [Cluster]\n", []string{`f.yaml:2:1: kind: unknown kind a list; gitfleet reads ClusterClass, Cluster, MachineDeployment, MachineHealthCheck, FleetConfig`}},
 		{"every error of a document", header + "kind: MachineHealthCheck\nmetadata: {name: A}\nspec:\n  clusterName: x\n  checks: {nodeStartupTimeoutSeconds: soon}\n  remediation: {triggerIf: {unhealthyLessThanOrEqualTo: -1}}\n  extra: 1\n", []string{

@@ -198,9 +198,7 @@ func (b *docBuilder) value(n *yaml.Node, p string, seen []*yaml.Node) any {
 	if _, ok := b.d.pos[p]; !ok {
 		b.d.pos[p] = Pos{n.Line, n.Column}
 	}
-	if n.Tag != "" && !strings.HasPrefix(n.Tag, "!!") {
-		// An application's tag (!vault, !Ref, !e!name), not YAML's own
-		// (!!str, !!int): the value would be read as written, tag dropped.
+	if appTag(n) {
 		b.errorf(n, p, "YAML tag %s is not resolved: gitfleet reads values as written, so write the literal value here; secrets never go in Git (no fleet field takes one: docs/security.md)", n.Tag)
 		return nil
 	}
@@ -233,6 +231,13 @@ func (b *docBuilder) value(n *yaml.Node, p string, seen []*yaml.Node) any {
 	}
 }
 
+// appTag: n has an application's tag (!vault, !Ref, !e!name), not YAML's
+// own (!!str, !!int). gitfleet resolves none: the node would be read as
+// written, its tag dropped.
+func appTag(n *yaml.Node) bool {
+	return n.Tag != "" && !strings.HasPrefix(n.Tag, "!!")
+}
+
 // mapping adds n's fields to out. Merge keys (<<: *base) add the base's
 // fields unless set explicitly.
 func (b *docBuilder) mapping(n *yaml.Node, p string, out map[string]any, seen []*yaml.Node, merging bool) {
@@ -248,6 +253,9 @@ func (b *docBuilder) mapping(n *yaml.Node, p string, out map[string]any, seen []
 			continue
 		}
 		fp := internPath(p, k.Value, -1)
+		if appTag(k) {
+			b.errorf(k, fp, "YAML tag %s on the key is not resolved: gitfleet reads keys as written, so remove the tag and write the plain key %s", k.Tag, k.Value)
+		}
 		if _, dup := out[k.Value]; dup {
 			if !merging {
 				b.errorf(k, fp, "duplicate key %q: remove one", k.Value)
