@@ -136,6 +136,16 @@ func TestLogOptions(t *testing.T) {
 	if s := buf.String(); !strings.Contains(s, "readable") || !strings.Contains(s, "k=v") || strings.Contains(s, "\x1b[") {
 		t.Errorf("text log to a buffer %q: want readable, no colour codes", s)
 	}
+	// A duration says its unit, in text and JSON alike ("took=330.156452"
+	// was milliseconds, and nothing said so).
+	for _, format := range []string{logFormatText, logFormatJSON} {
+		buf.Reset()
+		log, _ = logOptions{level: "info", format: format}.logger(&buf)
+		log.Info().Dur("took", 330*time.Millisecond+156*time.Microsecond).Msg("task done")
+		if s := buf.String(); !strings.Contains(s, "330.156ms") {
+			t.Errorf("%s log %q: want the duration with its unit, 330.156ms", format, s)
+		}
+	}
 	for _, o := range []logOptions{{level: "loud"}, {level: "info", format: "xml"}} {
 		if _, err := o.logger(io.Discard); err == nil {
 			t.Errorf("%+v: no error", o)

@@ -17,6 +17,9 @@ const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func init() {
 	zerolog.TimeFieldFormat = logTimeFormat
+	// A duration with its unit ("330.156ms"), not a bare number of
+	// milliseconds a reader must know to assume.
+	zerolog.DurationFieldFormat = zerolog.DurationFormatString
 	zerolog.TimestampFunc = func() time.Time { return time.Now().UTC() }
 }
 
