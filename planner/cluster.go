@@ -238,7 +238,7 @@ func (p *clusterPass) planRemoval() {
 		return
 	}
 	if workersLeft {
-		p.cond(CondDeleting, "deleting %d machines: workers first, the control plane after them", total)
+		p.cond(CondDeleting, "deleting %s: workers first, the control plane after them", plural(total, "machine"))
 	} else {
 		p.cond(CondDeleting, "deleting %d control-plane machines", total)
 	}
@@ -360,7 +360,7 @@ func (p *clusterPass) setPhase(initialized bool, cpStep string, want []string) {
 		st.Phase = PhaseProvisioning
 	case outdated > 0 || upgrading:
 		st.Phase = PhaseRollingOut
-		p.cond(CondRollingOut, "%d machines to replace; control plane moving to %s, target %s", outdated, cpStep, dc.Version)
+		p.cond(CondRollingOut, "%s to replace; control plane moving to %s, target %s", plural(outdated, "machine"), cpStep, dc.Version)
 		if p.in.Gate.Waiting {
 			p.cond(CondWaitingForWave, "%s", p.in.Gate.Reason)
 		}

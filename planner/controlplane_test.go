@@ -154,3 +154,16 @@ func TestGoneMachinesAreReplaced(t *testing.T) {
 		t.Errorf("after the reboot: phase %s, control plane %+v, workers %+v", c.Phase, c.ControlPlane, c.Deployments[0])
 	}
 }
+
+// TestReasonsCountInWords: a scale-down to one machine says "1 machine",
+// not "1 machines", in the delete's reason the status branch records.
+func TestReasonsCountInWords(t *testing.T) {
+	s := newSim(t, testFleet(testClass("v1.30.2"), testCluster("c1", 1, 3)))
+	s.run(50)
+	s.log.Reset()
+	s.setFleet(testFleet(testClass("v1.30.2"), testCluster("c1", 1, 1)))
+	s.run(50)
+	if log := s.log.String(); !strings.Contains(log, "to 1 machine") || strings.Contains(log, "1 machines") {
+		t.Errorf("the scale-down to one machine does not say \"to 1 machine\":\n%s", log)
+	}
+}

@@ -175,7 +175,7 @@ func (p *clusterPass) planControlPlane(ver string) {
 		if !s.upToDate && !hold {
 			p.del(s, fmt.Sprintf("rolling update of the control plane to %s: replaced by a new machine that is ready", ver))
 		} else {
-			p.del(s, fmt.Sprintf("scale down control plane from %d to %d machines", n, pool.Replicas))
+			p.del(s, fmt.Sprintf("scale down control plane from %d to %s", n, plural(pool.Replicas, "machine")))
 		}
 	}
 }
@@ -303,7 +303,7 @@ func (p *clusterPass) planDeployment(pool *Pool, ver, hash string, deferred bool
 		case !s.upToDate && rolling:
 			p.del(s, fmt.Sprintf("rolling update of %s to %s (maxSurge %d, maxUnavailable %d)", pool.Name, ver, pool.Strategy.MaxSurge, pool.Strategy.MaxUnavailable))
 		default:
-			p.del(s, fmt.Sprintf("scale down %s to %d machines", pool.Name, r))
+			p.del(s, fmt.Sprintf("scale down %s to %s", pool.Name, plural(r, "machine")))
 		}
 	}
 }

@@ -334,7 +334,7 @@ func clusterLines(c *ClusterChange) []string {
 		lines = append(lines, "warning: "+w)
 	}
 	if c.Change == ChangeRemoved {
-		lines = append(lines, fmt.Sprintf("deletes %d machines: workers first, then the control plane", c.Deleted))
+		lines = append(lines, fmt.Sprintf("deletes %s: workers first, then the control plane", plural(c.Deleted, "machine")))
 	}
 	for _, p := range c.Pools {
 		lines = append(lines, poolText(p))

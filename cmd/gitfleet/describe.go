@@ -137,7 +137,8 @@ func openGit(dir string) (*git.Repository, error) {
 
 func writeFleetHeader(w io.Writer, s *status.Snapshot, branch string) {
 	f := s.Fleet
-	fmt.Fprintf(w, "Fleet: %d clusters%s, %d machines%s\n", f.Clusters, countList(f.ClustersByPhase), f.Machines, countList(f.MachinesByPhase))
+	fmt.Fprintf(w, "Fleet: %d %s%s, %d %s%s\n", f.Clusters, pluralNoun(f.Clusters, "cluster", "clusters"), countList(f.ClustersByPhase),
+		f.Machines, pluralNoun(f.Machines, "machine", "machines"), countList(f.MachinesByPhase))
 	if a := f.LastApplied; a != nil {
 		fmt.Fprintf(w, "Last applied: %.7s %s\n", a.Commit, a.Subject)
 	}

@@ -218,7 +218,12 @@ func (f FleetStatus) summary() string {
 		parts = append(parts, "applied "+short(f.LastApplied.Commit))
 	}
 	if f.LastRejected != nil {
-		parts = append(parts, fmt.Sprintf("rejected %s (%d errors)", short(f.LastRejected.Commit), len(f.LastRejected.Errors)))
+		n := len(f.LastRejected.Errors)
+		noun := "errors"
+		if n == 1 {
+			noun = "error"
+		}
+		parts = append(parts, fmt.Sprintf("rejected %s (%d %s)", short(f.LastRejected.Commit), n, noun))
 	}
 	for _, c := range f.Conditions {
 		if c.Status == ConditionFalse {

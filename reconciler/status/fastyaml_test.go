@@ -156,3 +156,14 @@ func BenchmarkEncodeCluster(b *testing.B) {
 		})
 	}
 }
+
+// A status commit's subject counts a rejection's errors in words: "1
+// error", not "1 errors".
+func TestFleetSummaryCountsInWords(t *testing.T) {
+	for n, want := range map[int]string{1: "fleet: rejected 0123456 (1 error)", 2: "fleet: rejected 0123456 (2 errors)"} {
+		f := FleetStatus{LastRejected: &Rejection{SourceCommit: SourceCommit{Commit: "0123456789"}, Errors: make([]string, n)}}
+		if got := f.summary(); got != want {
+			t.Errorf("%d errors: summary %q, want %q", n, got, want)
+		}
+	}
+}
