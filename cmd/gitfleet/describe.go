@@ -82,7 +82,10 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 	if len(pos) == 1 {
 		c := snap.Cluster(pos[0])
 		if c == nil {
-			return fmt.Errorf("cluster %q has no status on %s (clusters there: %s)", pos[0], *branch, clusterNames(snap))
+			// A cluster removed from the fleet has no status file any
+			// more, but its life is in the branch's history.
+			return fmt.Errorf("cluster %q has no status on %s (clusters there: %s); if it was removed from the fleet, its history says when, why and by whom: gitfleet history --cluster %s",
+				pos[0], *branch, clusterNames(snap), pos[0])
 		}
 		out, clusters = c, []status.ClusterStatus{*c}
 	}

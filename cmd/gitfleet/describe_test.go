@@ -191,7 +191,7 @@ func TestDescribeTreeFromStatusBranch(t *testing.T) {
 	}
 
 	code, _, stderr = runCmd(t, "describe", "nope", "--repo", dir)
-	if code != 1 || !strings.Contains(stderr, `cluster "nope" has no status on gitfleet/status (clusters there: dev-1, prod-1)`) {
+	if code != 1 || !strings.Contains(stderr, `cluster "nope" has no status on gitfleet/status (clusters there: dev-1, prod-1); if it was removed from the fleet, its history says when, why and by whom: gitfleet history --cluster nope`) {
 		t.Errorf("unknown cluster: exit %d, %q", code, stderr)
 	}
 }
