@@ -231,6 +231,19 @@ func (r *Reconciler) dropped(ctx context.Context, cur *machine) {
 	r.deleted[cur.rec.Cluster] = list[:min(len(list), status.MaxDeleted)]
 }
 
+// carryDeleted starts each cluster's deleted list from what its file on
+// the status branch lists, at most status.MaxDeleted: a new leader goes on
+// with the list rather than starting it again, which cut every earlier
+// removal from the file at its first status commit. The writer read the
+// lists with the files' summaries (from its summary cache for the files
+// it knows), so this reads no file; and a status made from the same list
+// has the key its file was made from, so nothing is built again for it.
+func (r *Reconciler) carryDeleted() {
+	for name, list := range r.o.Status.Deleted() {
+		r.deleted[name] = list[:min(len(list), status.MaxDeleted)]
+	}
+}
+
 func (r *Reconciler) saveFailed(ctx context.Context, rec *Record, err error) {
 	r.log.Error().Err(err).Str(logCluster, rec.Cluster).Str(logMachine, rec.Name).
 		Msg("cannot record machine; nothing changed, it will be tried again")

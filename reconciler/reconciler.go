@@ -167,8 +167,8 @@ type Reconciler struct {
 	scalesStale bool
 	// inv is what the providers' inventories said (inventory.go).
 	inv inventory
-	// deleted are each cluster's last deleted machines, for its status
-	// (kept in memory: a new leader starts the list again).
+	// deleted are each cluster's last deleted machines, for its status;
+	// a new leader starts from the lists the branch holds (carryDeleted).
 	deleted map[string][]status.DeletedMachine
 }
 
@@ -322,6 +322,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		if err := r.o.Status.Ready(ctx); err != nil {
 			return fmt.Errorf("reconciler: %w", err)
 		}
+		r.carryDeleted()
 	}
 	r.resume(ctx)
 

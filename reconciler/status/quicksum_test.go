@@ -16,8 +16,12 @@ func sumText(s clusterSum) string {
 		conds = append(conds, fmt.Sprintf("%q=%q@%s", c.typ, c.status, c.since.UTC().Format(time.RFC3339Nano)))
 	}
 	slices.Sort(conds)
-	return fmt.Sprintf("class=%q version=%q phase=%q machines=%d phases=%v versions=%v created=%s conds=%v",
-		s.class, s.version, s.phase, s.machines, s.machinePhases.toMap(), s.machineVersions.toMap(), s.created.UTC().Format(time.RFC3339Nano), conds)
+	var deleted []string
+	for _, d := range s.deleted {
+		deleted = append(deleted, fmt.Sprintf("%q:%q:%q@%s", d.Name, d.Cause, d.Reason, d.Deleted.UTC().Format(time.RFC3339Nano)))
+	}
+	return fmt.Sprintf("class=%q version=%q phase=%q machines=%d phases=%v versions=%v created=%s conds=%v deleted=%v",
+		s.class, s.version, s.phase, s.machines, s.machinePhases.toMap(), s.machineVersions.toMap(), s.created.UTC().Format(time.RFC3339Nano), conds, deleted)
 }
 
 // TestQuickSummaryAgreesWithYAMLv3: what a new leader reads of a status

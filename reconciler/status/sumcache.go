@@ -39,6 +39,7 @@ type sumJSON struct {
 	MachineVersions map[string]int      `json:"machineVersions,omitempty"`
 	Conds           map[string]condJSON `json:"conds,omitempty"`
 	From            uint64              `json:"from,omitempty"`
+	Deleted         []DeletedMachine    `json:"deleted,omitempty"`
 }
 
 type condJSON struct {
@@ -48,7 +49,8 @@ type condJSON struct {
 
 func sumToJSON(s clusterSum) sumJSON {
 	j := sumJSON{Class: s.class, Version: s.version, Phase: s.phase, Machines: s.machines, Created: s.created,
-		MachinePhases: s.machinePhases.toMap(), MachineVersions: s.machineVersions.toMap(), From: s.from}
+		MachinePhases: s.machinePhases.toMap(), MachineVersions: s.machineVersions.toMap(), From: s.from,
+		Deleted: s.deleted}
 	if len(s.conds) > 0 {
 		j.Conds = make(map[string]condJSON, len(s.conds))
 		for _, c := range s.conds {
@@ -60,7 +62,8 @@ func sumToJSON(s clusterSum) sumJSON {
 
 func sumFromJSON(j sumJSON) clusterSum {
 	s := clusterSum{class: j.Class, version: j.Version, phase: j.Phase, machines: j.Machines, created: j.Created,
-		machinePhases: tallyOf(j.MachinePhases), machineVersions: tallyOf(j.MachineVersions), from: j.From}
+		machinePhases: tallyOf(j.MachinePhases), machineVersions: tallyOf(j.MachineVersions), from: j.From,
+		deleted: j.Deleted}
 	for t, c := range j.Conds {
 		s.conds.set(t, condMark{status: c.Status, since: c.Since})
 	}

@@ -136,6 +136,9 @@ type clusterSum struct {
 	machines              int
 	created               time.Time
 	conds                 condMarks
+	// deleted is the file's deleted list, which a new leader carries on
+	// (Deleted); shared with the status it came from, never changed.
+	deleted []DeletedMachine
 	// from is the caller's key of what the status was made from
 	// (SetClusterFrom); 0 when unknown, as for a file only read.
 	from uint64
@@ -148,7 +151,8 @@ type condMark struct {
 }
 
 func summarize(c ClusterStatus) clusterSum {
-	s := clusterSum{class: c.Class, version: c.Version, phase: c.Phase, machines: len(c.Machines), created: c.Created}
+	s := clusterSum{class: c.Class, version: c.Version, phase: c.Phase, machines: len(c.Machines), created: c.Created,
+		deleted: c.Deleted}
 	for _, cd := range c.Conditions {
 		s.conds.set(cd.Type, condMark{status: cd.Status, since: cd.LastTransitionTime})
 	}
@@ -325,6 +329,26 @@ func (w *Writer) MadeFrom(name string, from uint64) bool {
 	defer w.mu.Unlock()
 	s, ok := w.clusters[name]
 	return ok && s.from == from
+}
+
+// Deleted returns each cluster's deleted machines as its newest status
+// lists them, on the branch or about to be, for clusters that list any:
+// what a new leader carries on, so that a restart does not cut the list
+// short (docs/status.md). It waits for the branch, and returns nil when it
+// could not be read. The lists are shared: they must not be changed.
+func (w *Writer) Deleted() map[string][]DeletedMachine {
+	if w.wait() != nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string][]DeletedMachine{}
+	for name, s := range w.clusters {
+		if len(s.deleted) > 0 {
+			out[name] = s.deleted
+		}
+	}
+	return out
 }
 
 // stamp gives c the times the Writer keeps: the cluster's creation, and
