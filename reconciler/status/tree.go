@@ -20,6 +20,7 @@ type change struct {
 	// status is a cluster's status not encoded yet (SetCluster); data,
 	// hash and summary are set when it is (encodePending).
 	status  *ClusterStatus
+	base    condMarks     // with status: the cluster's conditions before it, as the branch has them or is about to
 	data    []byte        // nil: remove the file
 	hash    plumbing.Hash // blob hash of data; zero when removing
 	summary string        // the file's line in the commit message

@@ -69,7 +69,8 @@ type ClusterStatus struct {
 	Created time.Time `yaml:"created,omitempty" json:"created,omitzero"`
 	// Conditions are sorted by type. The Writer sets LastTransitionTime
 	// of a condition the caller left without one: kept while its status
-	// stays the same, now when it changes.
+	// stays the same (or is back to the one the branch has before the
+	// next commit), now when it changes.
 	Conditions []Condition `yaml:"conditions,omitempty" json:"conditions,omitempty"`
 	// ControlPlane counts the control plane machines.
 	ControlPlane Replicas `yaml:"controlPlane" json:"controlPlane"`

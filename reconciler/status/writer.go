@@ -303,8 +303,13 @@ func (w *Writer) SetClusterFrom(c ClusterStatus, from uint64, o Origin) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.stamp(&c)
-	w.stage(ClusterPath(c.Name), change{status: &c}, o)
+	path := ClusterPath(c.Name)
+	base := w.clusters[c.Name].conds
+	if p, ok := w.pending[path]; ok && p.status != nil {
+		base = p.base // what the branch has, not the status set since
+	}
+	w.stamp(&c, base)
+	w.stage(path, change{status: &c, base: base}, o)
 	s := writtenSum(c)
 	s.from = from
 	if prev, ok := w.clusters[c.Name]; from != 0 && (!ok || prev.from != from) {
@@ -352,8 +357,13 @@ func (w *Writer) Deleted() map[string][]DeletedMachine {
 }
 
 // stamp gives c the times the Writer keeps: the cluster's creation, and
-// since when each condition has its status.
-func (w *Writer) stamp(c *ClusterStatus) {
+// since when each condition has its status. A condition whose status is
+// the one base (the cluster's conditions on the branch or about to be)
+// has keeps base's time: a flip and back between two commits is no
+// transition the branch shows, and moving the time would say there was
+// one. Else the time is kept while the status stays as last set, and is
+// now when it flips.
+func (w *Writer) stamp(c *ClusterStatus, base condMarks) {
 	prev, had := w.clusters[c.Name]
 	now := w.opts.Now().UTC().Truncate(time.Second)
 	if c.Created.IsZero() {
@@ -369,7 +379,9 @@ func (w *Writer) stamp(c *ClusterStatus) {
 			continue
 		}
 		cd.LastTransitionTime = now
-		if p, ok := prev.conds.get(cd.Type); ok && p.status == cd.Status && !p.since.IsZero() {
+		if b, ok := base.get(cd.Type); ok && b.status == cd.Status && !b.since.IsZero() {
+			cd.LastTransitionTime = b.since
+		} else if p, ok := prev.conds.get(cd.Type); ok && p.status == cd.Status && !p.since.IsZero() {
 			cd.LastTransitionTime = p.since
 		}
 	}

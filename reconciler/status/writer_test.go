@@ -310,6 +310,56 @@ func TestWriterKeepsCreatedAndConditionTimes(t *testing.T) {
 	}
 }
 
+// A condition that flips and flips back between two commits shows no
+// transition on the branch, and keeps the time the branch has: every
+// commit said Ready True, and the time moved with each (a machine
+// replaced within a status interval made the cluster not Ready for a
+// moment). A flip that is committed moves it, to when it was first set.
+func TestWriterKeepsTheTimeOfAFlipNeverCommitted(t *testing.T) {
+	repo := newRepo(t, t.TempDir())
+	clock := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	w := newWriter(t, Options{Repo: repo, Interval: time.Hour, Now: func() time.Time { return clock }})
+	set := func(at, ready string) {
+		t.Helper()
+		clock, _ = time.Parse(time.RFC3339, "2026-11-20T"+at+"Z")
+		c := cluster("dev-1", 2, "Running")
+		c.Conditions = []Condition{{Type: ConditionReady, Status: ready}}
+		if err := w.SetCluster(c, origin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readySince := func() string {
+		t.Helper()
+		flush(t, w)
+		snap, err := Read(repo, branch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cd := snap.Cluster("dev-1").Conditions[0]
+		return cd.Status + " since " + cd.LastTransitionTime.Format("15:04:05")
+	}
+	set("09:00:00", ConditionTrue)
+	if got := readySince(); got != "True since 09:00:00" {
+		t.Fatalf("first commit: Ready %s", got)
+	}
+	set("09:01:00", ConditionFalse)
+	set("09:01:02", ConditionTrue)
+	if got := readySince(); got != "True since 09:00:00" {
+		t.Errorf("after a flip and back between two commits: Ready %s, want True since 09:00:00 as committed", got)
+	}
+	set("09:02:00", ConditionFalse)
+	set("09:02:05", ConditionFalse)
+	if got := readySince(); got != "False since 09:02:00" {
+		t.Errorf("after a flip committed: Ready %s, want False since 09:02:00", got)
+	}
+	set("09:03:00", ConditionTrue)
+	set("09:03:01", ConditionFalse)
+	set("09:03:02", ConditionTrue)
+	if got := readySince(); got != "True since 09:03:02" {
+		t.Errorf("after flips that end True: Ready %s, want True since 09:03:02", got)
+	}
+}
+
 // With Refresh set, a quiet fleet's status is rewritten (fleet.yaml's
 // refreshedAt) so its age says whether the daemon runs; a change in the
 // meantime postpones it, and the caller's SetFleet keeps the stamp.
