@@ -17,7 +17,7 @@ import (
 // list the cluster's file holds. Its first pass leaves the file as it is
 // (the status is made from what the file was made from), and a removal
 // after the restart is added in front of the earlier ones, not in their
-// place.
+// place. A cluster that left the fleet stays gone.
 func TestRestartCarriesTheDeletedList(t *testing.T) {
 	l := newLoop(t, "inmemory", 1, 1)
 	l.start()
@@ -73,6 +73,21 @@ func TestRestartCarriesTheDeletedList(t *testing.T) {
 	l.answer(second, wire.PhaseDeleted)
 	want = second.task.Machine.Name + " " + first.task.Machine.Name + " "
 	l.waitFor("both deletes in c1's status, newest first", func() (bool, string) { d := deletedList(); return d == want, d })
+
+	// c1 leaves the fleet: its file goes, and the next leader, which
+	// carries on the lists the branch holds, does not bring it back.
+	l.repo.git("rm", "-q", "clusters/c1.yaml")
+	l.repo.commit("c1 goes")
+	l.apply()
+	l.answer(l.nextTasks(1)[0], wire.PhaseDeleted)
+	l.waitFor("c1's file removed", func() (bool, string) { d := deletedList(); return d == "no file", d })
+	l.stop()
+	l.start()
+	time.Sleep(500 * time.Millisecond)
+	l.stop()
+	if d := deletedList(); d != "no file" {
+		t.Errorf("after a restart, the file of a cluster that left the fleet is back: deleted %s", d)
+	}
 }
 
 // statusFile is a cluster's file on the status branch as it is written.
