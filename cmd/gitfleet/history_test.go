@@ -139,6 +139,8 @@ func upgraded(done bool) status.ClusterStatus {
 	old := &c.Machines[0]
 	if done {
 		m.Phase = "Running"
+		c.Deleted = append(c.Deleted, status.DeletedMachine{Name: old.Name,
+			Cause: "rolling update of the control plane to v1.32.0: replaced by a new machine that is ready", Deleted: at("13:05")})
 		c.Machines = append(c.Machines[1:], m)
 		return c
 	}
@@ -226,6 +228,7 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 		"    machine dev-1-md-0-r2d9z Running → Deleting, because: " + why + "\n",
 		"  class standard: spec.version: v1.31.2 → v1.32.0\n",
 		"    machine dev-1-md-0-b7c3v created: Provisioning v1.31.2\n",
+		"    machine dev-1-control-plane-x7k2p removed (was Running), because: rolling update of the control plane to v1.32.0: replaced by a new machine that is ready\n",
 		"  2026-11-20 11:40:00 +0000  (applied with " + c4[:7] + ")\n    machine dev-1-md-0-r2d9z unhealthy\n",
 	} {
 		if !strings.Contains(stdout, want) {

@@ -261,9 +261,26 @@ func Transitions(before, after *ClusterStatus) []string {
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(bm)) {
-		out = append(out, fmt.Sprintf("machine %s removed (was %s)", n, bm[n].Phase))
+		line := fmt.Sprintf("machine %s removed (was %s)", n, bm[n].Phase)
+		if why := deletedCause(after, n); why != "" && (bm[n].Phase != "Deleting" || bm[n].Cause != why) {
+			line += ", because: " + why
+		}
+		out = append(out, line)
 	}
 	return out
+}
+
+// deletedCause is why machine went, as c's list of deleted machines says
+// (newest first); "" when the list does not name it. A delete often
+// finishes before a status commit shows the machine Deleting, so this is
+// the only place its cause is written.
+func deletedCause(c *ClusterStatus, machine string) string {
+	for _, d := range c.Deleted {
+		if d.Name == machine {
+			return d.Cause
+		}
+	}
+	return ""
 }
 
 func countsOr(r Replicas, ok bool, f func(Replicas) string) string {
