@@ -198,6 +198,8 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 	// dev-1 keeps living while commits that do not touch it land.
 	sick := dev1(4, 4, at("10:01"))
 	sick.Machines[2].Unhealthy, sick.Machines[2].Message = true, "no heartbeat for 40s"
+	sick.Machines[2].Conditions = []status.Condition{{Type: status.ConditionHealthy, Status: status.ConditionFalse,
+		Reason: "HeartbeatMissing", Message: "no heartbeat for 40s", LastTransitionTime: at("11:39")}}
 	o4 := status.Origin{SourceCommit: c4, PlanID: "plan-4"}
 	step("11:40", o4, sick)
 	// Its health check remediates it: deleted, and replaced.
@@ -229,7 +231,7 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 		"  class standard: spec.version: v1.31.2 → v1.32.0\n",
 		"    machine dev-1-md-0-b7c3v created: Provisioning v1.31.2\n",
 		"    machine dev-1-control-plane-x7k2p removed (was Running), because: rolling update of the control plane to v1.32.0: replaced by a new machine that is ready\n",
-		"  2026-11-20 11:40:00 +0000  (applied with " + c4[:7] + ")\n    machine dev-1-md-0-r2d9z unhealthy\n",
+		"  2026-11-20 11:40:00 +0000  (applied with " + c4[:7] + ")\n    machine dev-1-md-0-r2d9z unhealthy: HeartbeatMissing: no heartbeat for 40s\n",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("history dev-1 lacks %q", want)

@@ -30,8 +30,13 @@ type MachineEvent struct {
 	// Reason and Message are what the provider or the health check said.
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+	// HealthReason and HealthMessage are why it is unhealthy: its Healthy
+	// condition's reason and message.
+	HealthReason  string `json:"healthReason,omitempty"`
+	HealthMessage string `json:"healthMessage,omitempty"`
 	// Cause is why the daemon decided the machine's task: a spec change,
-	// a remediation, the inventory, a rollout.
+	// a remediation, the inventory, a rollout. It is not why the machine
+	// is unhealthy.
 	Cause    string    `json:"cause,omitempty"`
 	Triggers []SpecRef `json:"triggers,omitempty"`
 }
@@ -67,6 +72,7 @@ func Machine(g *git.Repository, statusBranch, machine string) (*MachineLife, err
 		}
 		if m := e.Machine; m != nil {
 			ev.Phase, ev.Unhealthy, ev.Reason, ev.Message, ev.Cause = m.Phase, m.Unhealthy, m.Reason, m.Message, m.Cause
+			ev.HealthReason, ev.HealthMessage = m.HealthProblem()
 		}
 		for _, t := range e.Triggers {
 			ev.Triggers = append(ev.Triggers, specRef(g, t))
@@ -87,29 +93,42 @@ func specRef(g *git.Repository, hash string) SpecRef {
 
 // WriteText prints one line per change: time, phase, what the provider
 // or health check said, the cause when it changed, and the spec commits.
+// A change of health says what the Healthy condition says, and no cause:
+// the cause is why the machine's task was decided (its creation, its
+// delete), never why it is unhealthy.
 func (l *MachineLife) WriteText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	fmt.Fprintf(b, "machine %s of cluster %s\n", l.Machine, l.Cluster)
 	cause, fleetAt := "", ""
-	for _, e := range l.Events {
+	var prev *MachineEvent
+	for i := range l.Events {
+		e := &l.Events[i]
 		line := fmt.Sprintf("%s  %-12s", e.Time.Format("2006-01-02 15:04:05"), strings.ToLower(e.Phase))
 		if e.Phase != PhaseGone {
 			line = fmt.Sprintf("%s  %-12s", e.Time.Format("2006-01-02 15:04:05"), e.Phase)
 		}
-		if e.Unhealthy {
+		health := e.healthChange(prev)
+		healthOnly := health != "" && prev != nil && prev.Phase == e.Phase
+		if e.Unhealthy && health == "" {
 			line += " unhealthy"
 		}
-		if e.Reason != "" && e.Phase != PhaseGone {
+		if e.Reason != "" && e.Phase != PhaseGone && !healthOnly {
 			line += " " + e.Reason
 			if e.Message != "" {
 				line += ": " + e.Message
 			}
 		}
-		if e.Cause != "" && e.Cause != cause {
+		if e.Cause != "" && e.Cause != cause && !healthOnly {
 			line += " because: " + e.Cause
 			if e.Phase != PhaseGone {
 				cause = e.Cause
 			}
+			if health != "" {
+				line += ";"
+			}
+		}
+		if health != "" {
+			line += " " + health
 		}
 		// The spec commits the daemon had applied then: the cause of a
 		// create or delete is the "because"; these say which revision of
@@ -123,8 +142,29 @@ func (l *MachineLife) WriteText(w io.Writer) error {
 			fleetAt = at
 		}
 		fmt.Fprintln(b, strings.TrimRight(line, " "))
+		prev = e
 	}
 	return b.Flush()
+}
+
+// healthChange says how e's health differs from prev's (nil: e is the
+// first event): "unhealthy: <reason>: <message>" or "healthy again"; ""
+// when it is the same, or when the machine left Running (only a Running
+// machine is marked unhealthy) or the branch.
+func (e *MachineEvent) healthChange(prev *MachineEvent) string {
+	was := prev != nil && prev.Unhealthy
+	switch {
+	case e.Phase == PhaseGone || e.Unhealthy == was:
+		return ""
+	case e.Unhealthy:
+		if why := status.HealthText(e.HealthReason, e.HealthMessage); why != "" {
+			return "unhealthy: " + why
+		}
+		return "unhealthy"
+	case prev.Phase == e.Phase:
+		return "healthy again"
+	}
+	return ""
 }
 
 func (r SpecRef) text() string {

@@ -252,12 +252,17 @@ func Transitions(before, after *ClusterStatus) []string {
 		if old.Version != m.Version {
 			out = append(out, fmt.Sprintf("machine %s version %s → %s", m.Name, orNone(old.Version), orNone(m.Version)))
 		}
-		if old.Unhealthy != m.Unhealthy {
-			h := "healthy"
-			if m.Unhealthy {
-				h = "unhealthy"
+		// Only a Running machine is marked unhealthy: one that leaves
+		// Running is not healthy again, its phase line says what it is.
+		switch {
+		case m.Unhealthy && !old.Unhealthy:
+			line := "machine " + m.Name + " unhealthy"
+			if why := HealthText(m.HealthProblem()); why != "" {
+				line += ": " + why
 			}
-			out = append(out, fmt.Sprintf("machine %s %s", m.Name, h))
+			out = append(out, line)
+		case old.Unhealthy && !m.Unhealthy && old.Phase == m.Phase:
+			out = append(out, "machine "+m.Name+" healthy again")
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(bm)) {

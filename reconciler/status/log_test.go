@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -44,5 +45,42 @@ func TestTransitionsRemovedSaysWhy(t *testing.T) {
 				t.Errorf("transitions %q\nwant the line %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestTransitionsHealthSaysWhy: a health change in the cluster trail says
+// what the Healthy condition says, as history --machine does; a machine
+// that leaves Running is not called healthy again (only a Running machine
+// is marked unhealthy).
+func TestTransitionsHealthSaysWhy(t *testing.T) {
+	sick := func(c *ClusterStatus) {
+		c.Machines[1].Unhealthy, c.Machines[1].Message = true, "kubelet stopped"
+		c.Machines[1].Conditions = []Condition{{Type: ConditionHealthy, Status: ConditionFalse, Reason: "NodeUnhealthy", Message: "kubelet stopped"}}
+	}
+	healthy, unhealthy, deleting := cluster("c1", 1, "Running"), cluster("c1", 1, "Running"), cluster("c1", 1, "Running")
+	sick(&unhealthy)
+	sick(&deleting)
+	deleting.Machines[1].Phase, deleting.Machines[1].Unhealthy, deleting.Machines[1].Conditions = "Deleting", false, nil
+	machineLines := func(ts []string) []string {
+		var out []string
+		for _, l := range ts {
+			if strings.HasPrefix(l, "machine ") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after *ClusterStatus
+		want          string
+	}{
+		{"unhealthy", &healthy, &unhealthy, "[machine c1-md-0-wa unhealthy: NodeUnhealthy: kubelet stopped]"},
+		{"healthy again", &unhealthy, &healthy, "[machine c1-md-0-wa healthy again]"},
+		{"deleted while unhealthy", &unhealthy, &deleting, "[machine c1-md-0-wa Running → Deleting: kubelet stopped]"},
+	} {
+		if got := fmt.Sprint(machineLines(Transitions(tc.before, tc.after))); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

@@ -109,3 +109,30 @@ func MachineHistory(repo *git.Repository, branch, machine string) ([]MachineEven
 func changedForAudit(a, b *MachineStatus) bool {
 	return a.Phase != b.Phase || a.Cause != b.Cause || a.Reason != b.Reason || a.Unhealthy != b.Unhealthy
 }
+
+// HealthProblem is why m is unhealthy: its Healthy condition's reason and
+// message, or only its message for a status written before the condition;
+// both empty for a healthy machine.
+func (m *MachineStatus) HealthProblem() (reason, message string) {
+	if !m.Unhealthy {
+		return "", ""
+	}
+	for _, c := range m.Conditions {
+		if c.Type == ConditionHealthy && c.Status != ConditionTrue {
+			return c.Reason, c.Message
+		}
+	}
+	return "", m.Message
+}
+
+// HealthText is reason and message as history prints them after
+// "unhealthy: ".
+func HealthText(reason, message string) string {
+	switch {
+	case reason != "" && message != "":
+		return reason + ": " + message
+	case reason != "":
+		return reason
+	}
+	return message
+}
