@@ -264,6 +264,9 @@ func TestHistoryShowsSpecCommitsAndTheirOutcomes(t *testing.T) {
 	if !strings.Contains(stdout, "Try a bigger prod\n  refused, it does not validate:\n    clusters/prod-1.yaml:") {
 		t.Errorf("fleet history does not show the rejected commit with its error:\n%s", stdout)
 	}
+	if !strings.Contains(stdout, "Revert the bigger prod\n  applied, with no change to what runs\n  it clears the refusal of ") {
+		t.Errorf("fleet history does not show who cleared the refusal:\n%s", stdout)
+	}
 
 	if code, _, stderr := runCmd(t, "history", "nope", "--repo", f.dir); code != 1 || !strings.Contains(stderr, `cluster "nope" is in no commit`) {
 		t.Errorf("unknown cluster: exit %d, %q", code, stderr)

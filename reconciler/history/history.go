@@ -58,6 +58,11 @@ type Commit struct {
 	Changes []planner.FieldChange `json:"changes,omitempty"`
 	// Refused is set when the commit was never applied.
 	Refused *Refusal `json:"refused,omitempty"`
+	// Clears are the refused commits of the trail since the last applied
+	// one, whose refusal this applied commit ends: the daemon runs it and
+	// clears lastRejected. Such a commit is shown even when it changes
+	// nothing (a revert of the refused commit).
+	Clears []SpecRef `json:"clears,omitempty"`
 	// Status are the status commits it led to.
 	Status []StatusCommit `json:"status,omitempty"`
 }
@@ -86,6 +91,9 @@ type StatusCommit struct {
 	// edit of another cluster).
 	AppliedWith string                 `json:"appliedWith,omitempty"`
 	Clusters    []status.ClusterChange `json:"clusters"`
+	// Fleet is what it changed of fleet.yaml that the trail follows: the
+	// commit the daemon applied when that cleared a refusal.
+	Fleet []string `json:"fleet,omitempty"`
 }
 
 // ErrNotFound is what Read and Machine answer (wrapped, with the name)
@@ -141,10 +149,14 @@ func Read(ctx context.Context, g *git.Repository, src *sources.Repo, o Options) 
 			if err != nil {
 				return nil, err
 			}
-			if len(changes) == 0 {
+			fleet, err := differ.Cleared(sc.Commit)
+			if err != nil {
+				return nil, err
+			}
+			if len(changes) == 0 && len(fleet) == 0 {
 				continue
 			}
-			e.Status = append(e.Status, StatusCommit{Commit: sc.Hash, Time: sc.Time, AppliedWith: sc.via, Clusters: changes})
+			e.Status = append(e.Status, StatusCommit{Commit: sc.Hash, Time: sc.Time, AppliedWith: sc.via, Clusters: changes, Fleet: fleet})
 		}
 		out.Commits = append(out.Commits, e.Commit)
 	}
@@ -258,11 +270,15 @@ func specHistory(ctx context.Context, g *git.Repository, src *sources.Repo, tip 
 	}
 	var out []entry
 	var prev *v1alpha1.Fleet // the last fleet that was applied
-	var prevTree plumbing.Hash
+	var prevTree, appliedTree plumbing.Hash
+	var pending []SpecRef // refused commits shown since the last applied one
 	known := cluster == ""
 	for i, c := range chain {
 		reasons, byDaemon := refused[c.Hash.String()]
-		if c.TreeHash == prevTree && !byDaemon {
+		// A commit whose tree is the last applied one's after a refusal
+		// (a revert) is applied anew, and ends the refusal.
+		reapplies := len(pending) > 0 && prevTree == appliedTree
+		if c.TreeHash == prevTree && !byDaemon && !reapplies {
 			continue
 		}
 		rev, err := src.Revision(ctx, c.Hash.String())
@@ -275,6 +291,7 @@ func specHistory(ctx context.Context, g *git.Repository, src *sources.Repo, tip 
 			if errs := rejectedFor(rev, prev, cluster); len(errs) > 0 {
 				e.Refused = &Refusal{By: RefusedValidation, Reasons: errs}
 				out = append(out, e)
+				pending = append(pending, e.ref())
 			}
 			continue
 		}
@@ -288,16 +305,22 @@ func specHistory(ctx context.Context, g *git.Repository, src *sources.Repo, tip 
 			if len(e.Changes) > 0 || cluster == "" {
 				e.Refused = &Refusal{By: RefusedDaemon, Reasons: reasons}
 				out = append(out, e)
+				pending = append(pending, e.ref())
 			}
 			continue
 		}
-		prevTree = c.TreeHash
-		if len(e.Changes) > 0 {
+		prevTree, appliedTree = c.TreeHash, c.TreeHash
+		e.Clears, pending = pending, nil
+		if len(e.Changes) > 0 || len(e.Clears) > 0 {
 			out = append(out, e)
 		}
 		prev = rev.Fleet
 	}
 	return out, chainPos, known, nil
+}
+
+func (c Commit) ref() SpecRef {
+	return SpecRef{Commit: c.Commit, Author: c.Author, Subject: c.Subject}
 }
 
 func commitOf(c *object.Commit) Commit {

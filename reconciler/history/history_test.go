@@ -47,6 +47,22 @@ func replicas(t *testing.T, files map[string]string, from, to string) map[string
 	return map[string]string{"clusters/dev-1.yaml": f}
 }
 
+// statusWriter opens work with go-git and a status writer on it that
+// commits when flushed; the writer is closed when t ends.
+func statusWriter(t *testing.T, work *gittest.Repo) (*git.Repository, *status.Writer) {
+	t.Helper()
+	g, err := git.PlainOpen(work.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := status.NewWriter(t.Context(), status.Options{Repo: g, Interval: time.Hour, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return g, w
+}
+
 // A commit the daemon refused (its status branch says so) and one that
 // does not validate are marked refused, with why, and never become the
 // base of the next commit's diff.
@@ -58,21 +74,13 @@ func TestRefusedCommitsAreNeverTheBase(t *testing.T) {
 	work.Commit("scale to many", replicas(t, files, "6", "many"))
 	fixed := work.Commit("scale to 5", replicas(t, files, "many", "5"))
 
-	g, err := git.PlainOpen(work.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := status.NewWriter(t.Context(), status.Options{Repo: g, Interval: time.Hour, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, w := statusWriter(t, work)
 	w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: first},
 		LastRejected: &status.Rejection{SourceCommit: status.SourceCommit{Commit: unsigned}, Errors: []string{"commit is not signed"}}},
 		status.Origin{SourceCommit: unsigned})
 	if err := w.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
 
 	src, err := sources.Open(t.Context(), sources.Options{Location: work.Dir})
 	if err != nil {

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-	"time"
 
-	git "github.com/go-git/go-git/v5"
 	"github.com/google/go-cmp/cmp"
-	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/internal/gittest"
 	"github.com/gitfleet/gitfleet/reconciler/history"
@@ -21,15 +18,7 @@ import (
 func TestMachineHealthChangesSayTheHealth(t *testing.T) {
 	work := gittest.NewRepo(t)
 	work.Commit("initial fleet", map[string]string{"README.md": "fleet\n"})
-	g, err := git.PlainOpen(work.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := status.NewWriter(t.Context(), status.Options{Repo: g, Interval: time.Hour, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	g, w := statusWriter(t, work)
 	const rollout = "rolling update of md-0 to v1.32.0: 1 of 2 machines up to date, surge one"
 	sick := []status.Condition{{Type: status.ConditionHealthy, Status: status.ConditionFalse,
 		Reason: "NodeUnhealthy", Message: "kubelet stopped"}}

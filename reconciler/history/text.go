@@ -41,12 +41,25 @@ func (l *Log) WriteText(w io.Writer) error {
 		for _, ch := range c.Changes {
 			fmt.Fprintf(b, "%s%s\n", indent, l.changeText(ch))
 		}
+		if len(c.Clears) > 0 {
+			if len(c.Changes) == 0 {
+				fmt.Fprintln(b, "  applied, with no change to what runs")
+			}
+			var refs []string
+			for _, r := range c.Clears {
+				refs = append(refs, fmt.Sprintf("%.7s (%s: %s)", r.Commit, r.Author, r.Subject))
+			}
+			fmt.Fprintf(b, "  it clears the refusal of %s\n", strings.Join(refs, ", "))
+		}
 		for _, s := range c.Status {
 			via := ""
 			if s.AppliedWith != "" {
 				via = fmt.Sprintf("  (applied with %.7s)", s.AppliedWith)
 			}
 			fmt.Fprintf(b, "  status %.7s  %s%s\n", s.Commit, s.Time.Format(TimeFormat), via)
+			for _, f := range s.Fleet {
+				fmt.Fprintf(b, "    fleet: %s\n", f)
+			}
 			for _, cc := range s.Clusters {
 				for _, t := range cc.Transitions {
 					if l.Cluster == "" {

@@ -70,14 +70,14 @@ func logFrom(repo *git.Repository, tip plumbing.Hash) ([]Commit, error) {
 // Differ describes what status commits changed, caching decoded files by
 // blob hash so a long history stays cheap.
 type Differ struct {
-	s        storer.EncodedObjectStorer
-	cache    map[plumbing.Hash]*ClusterStatus
-	rejected map[plumbing.Hash]*Rejection // by fleet.yaml blob
+	s      storer.EncodedObjectStorer
+	cache  map[plumbing.Hash]*ClusterStatus
+	fleets map[plumbing.Hash]*FleetStatus // by fleet.yaml blob
 }
 
 // NewDiffer returns a Differ reading repo.
 func NewDiffer(repo *git.Repository) *Differ {
-	return &Differ{s: repo.Storer, cache: map[plumbing.Hash]*ClusterStatus{}, rejected: map[plumbing.Hash]*Rejection{}}
+	return &Differ{s: repo.Storer, cache: map[plumbing.Hash]*ClusterStatus{}, fleets: map[plumbing.Hash]*FleetStatus{}}
 }
 
 // ClusterChange is what one status commit changed of one cluster.
@@ -89,9 +89,37 @@ type ClusterChange struct {
 // Rejected is the commit the daemon had refused, with why, as c's
 // fleet.yaml says (LastRejected); nil when it names none.
 func (d *Differ) Rejected(c Commit) (*Rejection, error) {
-	t, err := object.GetTree(d.s, c.tree)
+	f, err := d.fleetAt(short(c.Hash), c.tree)
+	if err != nil || f == nil {
+		return nil, err
+	}
+	return f.LastRejected, nil
+}
+
+// Cleared says, when c's fleet.yaml cleared the refusal its parent's
+// named by applying a newer commit, "applied <commit>, the refusal of
+// <commit> cleared"; nil otherwise.
+func (d *Differ) Cleared(c Commit) ([]string, error) {
+	if c.parentTree.IsZero() {
+		return nil, nil
+	}
+	before, err := d.fleetAt(short(c.Hash)+"^", c.parentTree)
+	if err != nil || before == nil || before.LastRejected == nil {
+		return nil, err
+	}
+	after, err := d.fleetAt(short(c.Hash), c.tree)
+	if err != nil || after == nil || after.LastRejected != nil || after.LastApplied == nil {
+		return nil, err
+	}
+	return []string{fmt.Sprintf("applied %s, the refusal of %s cleared", short(after.LastApplied.Commit), short(before.LastRejected.Commit))}, nil
+}
+
+// fleetAt is fleet.yaml in tree (of commit, which errors name); nil when
+// there is none.
+func (d *Differ) fleetAt(commit string, tree plumbing.Hash) (*FleetStatus, error) {
+	t, err := object.GetTree(d.s, tree)
 	if err != nil {
-		return nil, fmt.Errorf("read tree %s: %w", c.tree, err)
+		return nil, fmt.Errorf("read tree %s: %w", tree, err)
 	}
 	e, err := t.FindEntry(FleetFile)
 	if errors.Is(err, object.ErrEntryNotFound) {
@@ -100,8 +128,8 @@ func (d *Differ) Rejected(c Commit) (*Rejection, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := d.rejected[e.Hash]; ok {
-		return r, nil
+	if f, ok := d.fleets[e.Hash]; ok {
+		return f, nil
 	}
 	data, err := loose.ReadBlob(d.s, e.Hash)
 	if err != nil {
@@ -109,10 +137,10 @@ func (d *Differ) Rejected(c Commit) (*Rejection, error) {
 	}
 	f, err := DecodeFleet(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s at %s: %w", FleetFile, short(c.Hash), err)
+		return nil, fmt.Errorf("%s at %s: %w", FleetFile, commit, err)
 	}
-	d.rejected[e.Hash] = f.LastRejected
-	return f.LastRejected, nil
+	d.fleets[e.Hash] = &f
+	return &f, nil
 }
 
 // Changes lists what c changed, per cluster, sorted by cluster; only
