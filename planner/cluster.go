@@ -31,7 +31,27 @@ type ClusterInput struct {
 	// Locate places the problems a Blocked condition names at their
 	// fields' lines and columns (nil: at their documents' first lines).
 	Locate Locator
+	// Removed are the cluster's machines the daemon removed for their
+	// health or absence in earlier plans (a Step's Removal), oldest first,
+	// that no create has replaced yet (a Step's Replaces). A create that
+	// makes up for one names it in its reason, so that the replacement
+	// does not read as a spec change's work.
+	Removed []Removed
 }
+
+// Removed is a machine removed for its health or absence: its name, its
+// pool and why (a Step's Removal).
+type Removed struct {
+	Name       string `json:"name"`
+	Deployment string `json:"deployment,omitempty"`
+	Why        string `json:"why"`
+}
+
+// ReplacesPrefix begins the reason of a create that replaces a machine
+// removed for its health or absence: "replaces c1-md-0-x7k2p (gone:
+// NodeExited)". Such a create is the daemon's own doing, not the spec
+// commit's in force.
+const ReplacesPrefix = "replaces "
 
 // ScaleRequest is the size last asked for an autoscaled pool, by whom and
 // when.
@@ -77,6 +97,7 @@ type clusterPass struct {
 	pools   map[string][]*mstate // by Deployment ("" = control plane)
 	backoff []PoolBackoff
 	taken   map[string]bool // machine names in use; made by the first create
+	removed []Removed       // removed for their health, not replaced yet: the input's, then this pass's
 }
 
 // PlanCluster plans one cluster. Plan calls it for every cluster; the daemon
@@ -87,7 +108,8 @@ func PlanCluster(in ClusterInput) ClusterResult {
 		in.NewName = func(cluster, pool string) string { n++; return fmt.Sprintf("%s-%s-%d", cluster, pool, n) }
 	}
 	desired := Scaled(in.Desired, in.Scale)
-	p := &clusterPass{in: &in, desired: desired, dc: desired, pools: map[string][]*mstate{}}
+	p := &clusterPass{in: &in, desired: desired, dc: desired, pools: map[string][]*mstate{},
+		removed: slices.Clone(in.Removed)}
 	p.res.Status.Name = in.Name
 	for i := range in.Machines {
 		m := &in.Machines[i]
@@ -148,9 +170,40 @@ func (p *clusterPass) del(s *mstate, reason string) {
 	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpDelete, Machine: s.m.Machine(), Reason: reason})
 }
 
+// remove deletes an unhealthy machine (remediation, or a machine gone) and
+// keeps it for the create that makes up for it (replace).
+func (p *clusterPass) remove(s *mstate, reason string) {
+	why := "remediated: " + s.unhealthy
+	if s.m.Gone() {
+		why = "gone: " + s.m.Reason
+	}
+	p.del(s, reason)
+	p.res.Steps[len(p.res.Steps)-1].Removal = why
+	p.removed = append(p.removed, Removed{Name: s.m.Name, Deployment: s.m.Deployment, Why: why})
+}
+
 // create asks for a machine of pool, unless the pool backs off after
 // failed creates.
 func (p *clusterPass) create(pool *Pool, ver, hash, reason string) {
+	p.createFor(pool, ver, hash, reason, "")
+}
+
+// replace asks for a machine of pool that makes up for a missing one: the
+// oldest machine of the pool removed for its health and not replaced yet
+// is named (its reason says what it replaces and why), else the create's
+// reason is the pool's count, as create's.
+func (p *clusterPass) replace(pool *Pool, ver, hash, reason string) {
+	i := slices.IndexFunc(p.removed, func(r Removed) bool { return r.Deployment == pool.Name })
+	if i < 0 {
+		p.create(pool, ver, hash, reason)
+		return
+	}
+	r := p.removed[i]
+	p.removed = slices.Delete(p.removed, i, i+1)
+	p.createFor(pool, ver, hash, fmt.Sprintf("%s%s (%s)", ReplacesPrefix, r.Name, r.Why), r.Name)
+}
+
+func (p *clusterPass) createFor(pool *Pool, ver, hash, reason, replaces string) {
 	if waiting(p.backoff, PoolName(pool.Name), p.in.Now) != nil {
 		return
 	}
@@ -161,7 +214,7 @@ func (p *clusterPass) create(pool *Pool, ver, hash, reason string) {
 		p.wakeAt(p.in.Now.Add(nameRetry))
 		return
 	}
-	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpCreate, Reason: reason, Machine: wire.Machine{
+	p.res.Steps = append(p.res.Steps, Step{Op: wire.OpCreate, Reason: reason, Replaces: replaces, Machine: wire.Machine{
 		Name: name, Cluster: p.in.Name, Role: pool.Role, Deployment: pool.Name, Version: ver,
 		Provider: pool.Provider, Spec: pool.Spec, FailureDomain: pool.FailureDomain, TemplateHash: hash,
 		Labels: pool.Labels, Annotations: pool.Annotations, // shared by the pool's machines: read only

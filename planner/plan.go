@@ -43,7 +43,8 @@ func Plan(in Input) Result {
 	}
 	for _, n := range names {
 		cr := PlanCluster(ClusterInput{Name: n, Desired: d.Cluster(n), Machines: byCluster[n], Record: in.Records.Cluster(n),
-			Gate: gates.For(n), Now: in.Now, NewName: in.NewName, Backoff: in.Backoff, Scale: in.Scale[n], Locate: in.Locate})
+			Gate: gates.For(n), Now: in.Now, NewName: in.NewName, Backoff: in.Backoff, Scale: in.Scale[n], Locate: in.Locate,
+			Removed: in.Removed[n]})
 		res.Steps = append(res.Steps, cr.Steps...)
 		if cr.Status.Phase != PhaseDeleted {
 			res.Clusters = append(res.Clusters, cr.Status)

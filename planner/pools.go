@@ -108,7 +108,7 @@ func (p *clusterPass) remediate() {
 		}
 		n++
 		deleting[s.m.Deployment]++
-		p.del(s, "remediate: "+s.unhealthy)
+		p.remove(s, "remediate: "+s.unhealthy)
 	}
 	if n > 0 || waiting > 0 {
 		msg := fmt.Sprintf("replacing %d unhealthy worker machines", n)
@@ -147,7 +147,7 @@ func (p *clusterPass) planControlPlane(ver string) {
 		// Before the control plane ever ran there is no etcd to lose; a
 		// machine that is gone has no member left to lose.
 		if others >= quorum || neverRan(live) || s.m.Gone() {
-			p.del(s, "remediate control plane: "+s.unhealthy)
+			p.remove(s, "remediate control plane: "+s.unhealthy)
 			p.cond(CondRemediating, "replacing unhealthy control-plane machine %s", s.m.Name)
 			return
 		}
@@ -166,7 +166,7 @@ func (p *clusterPass) planControlPlane(ver string) {
 	hold := p.in.Gate.Hold
 	switch n := len(live); {
 	case n < pool.Replicas:
-		p.create(pool, ver, hash, fmt.Sprintf("control plane has %d of %d machines", n, pool.Replicas))
+		p.replace(pool, ver, hash, fmt.Sprintf("control plane has %d of %d machines", n, pool.Replicas))
 	case len(outdated) > 0 && !hold && n == pool.Replicas:
 		p.create(pool, ver, hash, fmt.Sprintf("rolling update of the control plane to %s: surge one machine before removing an outdated one (%d outdated)", ver, len(outdated)))
 	case n > pool.Replicas && allReady:
@@ -254,12 +254,17 @@ func (p *clusterPass) planDeployment(pool *Pool, ver, hash string, deferred bool
 	} else {
 		create = r - len(live)
 	}
-	for range max(create, 0) {
-		reason := fmt.Sprintf("%s has %d of %d machines", pool.Name, len(live), r)
+	for i := range max(create, 0) {
 		if rolling && len(live) >= r {
-			reason = fmt.Sprintf("rolling update of %s to %s: %d of %d machines up to date, surge one", pool.Name, ver, newN, r)
+			p.create(pool, ver, hash, fmt.Sprintf("rolling update of %s to %s: %d of %d machines up to date, surge one", pool.Name, ver, newN, r))
+			continue
 		}
-		p.create(pool, ver, hash, reason)
+		reason := fmt.Sprintf("%s has %d of %d machines", pool.Name, len(live), r)
+		if i < r-len(live) {
+			p.replace(pool, ver, hash, reason) // a missing machine: one removed for its health?
+		} else {
+			p.create(pool, ver, hash, reason)
+		}
 	}
 
 	// Deletions: outdated machines (rolling only) and machines beyond replicas.

@@ -21,6 +21,9 @@ type Input struct {
 	// Scale holds, by cluster, the sizes asked for autoscaled pools
 	// (ClusterInput.Scale).
 	Scale map[string]map[string]ScaleRequest
+	// Removed holds, by cluster, the machines removed for their health
+	// and not replaced yet (ClusterInput.Removed).
+	Removed map[string][]Removed
 	// Locate places the problems of Blocked conditions (ClusterInput.Locate).
 	Locate Locator
 }
@@ -42,6 +45,13 @@ type Step struct {
 	Op      wire.Operation `json:"op"`
 	Machine wire.Machine   `json:"machine"`
 	Reason  string         `json:"reason"`
+	// Removal is set on the delete of a machine removed for its health or
+	// its absence: why, as its replacement's Reason will say it
+	// ("gone: NodeExited", "remediated: no heartbeat for 2m0s (…)").
+	Removal string `json:"removal,omitempty"`
+	// Replaces is set on the create of a machine that replaces one
+	// removed for its health or absence: that machine's name.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // Cluster phases.

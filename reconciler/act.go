@@ -21,6 +21,10 @@ type intent struct {
 	cur  *machine // nil: a new machine
 	next *Record
 	save *Saving
+	// removal and replaces are the step's Removal and Replaces: once the
+	// record is stored, the machine is kept, or forgotten, as one to
+	// replace (replace.go).
+	removal, replaces string
 }
 
 // intend starts one step: the machine's next record is built on a copy
@@ -81,7 +85,8 @@ func (r *Reconciler) intend(s planner.Step, planID string, alike *shapes) *inten
 	if cur != nil {
 		rev = cur.rev
 	}
-	return &intent{cur: cur, next: next, save: r.store.SaveAsync(next.key(), next, rev)}
+	return &intent{cur: cur, next: next, save: r.store.SaveAsync(next.key(), next, rev),
+		removal: s.Removal, replaces: s.Replaces}
 }
 
 // shapes shares the shapes of one cluster's steps in a pass: the creates
@@ -114,6 +119,7 @@ func (r *Reconciler) carryOut(ctx context.Context, intents []*intent) int {
 			m.keep(in.cur)
 		}
 		r.put(m)
+		r.noteRemoval(in)
 		ms = append(ms, m)
 	}
 	if len(ms) > 0 {

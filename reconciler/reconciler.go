@@ -170,6 +170,11 @@ type Reconciler struct {
 	// deleted are each cluster's last deleted machines, for its status;
 	// a new leader starts from the lists the branch holds (carryDeleted).
 	deleted map[string][]status.DeletedMachine
+	// removed are each cluster's machines removed for their health or
+	// absence that no create has replaced yet, oldest first: the planner
+	// names them in the causes of their replacements (replace.go). Kept
+	// in memory, as deleted.
+	removed map[string][]planner.Removed
 }
 
 // New checks opts and returns a Reconciler.
@@ -259,6 +264,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.gone = map[string]bool{}
 	r.inv = newInventory()
 	r.deleted = map[string][]status.DeletedMachine{}
+	r.removed = map[string][]planner.Removed{}
 	// Listen to inventories before anything is asked of the workers.
 	// Parts are decoded on the subscription's goroutine, not the loop's:
 	// a 130,000-machine report is over half a second of JSON.
@@ -794,7 +800,7 @@ func (r *Reconciler) step(ctx context.Context) {
 		results[i] = planner.PlanCluster(planner.ClusterInput{
 			Name: name, Desired: r.desired.Cluster(name), Machines: ms, Record: recs.Cluster(name),
 			Gate: gates.For(name), Now: now, NewName: newName, Backoff: backoff, Scale: r.scale[name],
-			Locate: locate,
+			Locate: locate, Removed: r.removed[name],
 		})
 	})
 	for i, name := range names {

@@ -70,6 +70,7 @@ func (r *Reconciler) countCluster(name string, ps planner.ClusterStatus, planID 
 	}
 	if gone {
 		delete(r.deleted, name)
+		delete(r.removed, name)
 		if !r.gone[name] {
 			r.gone[name] = true
 			r.log.Info().Str(logCluster, name).Msg("cluster deleted")
