@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/gitfleet/gitfleet/internal/loose"
+	"github.com/gitfleet/gitfleet/planner"
 )
 
 // Commit is one commit of the status branch.
@@ -259,7 +260,12 @@ func Transitions(before, after *ClusterStatus) []string {
 		delete(bm, m.Name)
 		if !ok {
 			line := fmt.Sprintf("machine %s created: %s %s", m.Name, m.Phase, m.Version)
-			if m.Cause != "" {
+			switch {
+			case strings.HasPrefix(m.Cause, planner.ReplacesPrefix):
+				// The daemon's own doing: the status commit names the
+				// spec commit in force, whose author did not cause it.
+				line += " (daemon: " + m.Cause + ")"
+			case m.Cause != "":
 				line += ", because: " + m.Cause
 			}
 			out = append(out, line)
