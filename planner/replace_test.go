@@ -1,0 +1,59 @@
+package planner
+
+import (
+	"testing"
+
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// TestReplacementNamesWhatItReplaces: a worker that is gone is deleted with
+// why it went and replaced in the same plan by a create naming it; a
+// control-plane machine removed in an earlier plan (ClusterInput.Removed)
+// is named by the create that makes up for it, and without it the create
+// keeps the pool's count.
+func TestReplacementNamesWhatItReplaces(t *testing.T) {
+	s := newSim(t, testFleet(testClass("v1.30.2"), testCluster("c1", 1, 1)))
+	s.quiet = true
+	s.run(50)
+	var cp, worker string
+	for _, m := range s.observed() {
+		if m.Deployment == "" {
+			cp = m.Name
+		} else {
+			worker = m.Name
+		}
+	}
+	planWith := func(removed []Removed, edit func(*ObservedMachine) bool) []Step {
+		var ms []ObservedMachine
+		for _, m := range s.observed() {
+			if edit(&m) {
+				ms = append(ms, m)
+			}
+		}
+		return PlanCluster(ClusterInput{Name: "c1", Desired: s.desired.Cluster("c1"), Machines: ms,
+			Record: s.records.Cluster("c1"), Now: s.now, NewName: s.newName, Removed: removed}).Steps
+	}
+
+	steps := planWith(nil, func(m *ObservedMachine) bool {
+		if m.Name == worker {
+			m.Phase, m.Reason = wire.PhaseFailed, "NodeExited"
+		}
+		return true
+	})
+	if len(steps) != 2 || steps[0].Op != wire.OpDelete || steps[0].Removal != "gone: NodeExited" ||
+		steps[1].Op != wire.OpCreate || steps[1].Replaces != worker || steps[1].Reason != "replaces "+worker+" (gone: NodeExited)" {
+		t.Errorf("gone worker: steps %+v", steps)
+	}
+
+	noCP := func(m *ObservedMachine) bool { return m.Name != cp }
+	removed := []Removed{{Name: "c1-md-0-old", Deployment: "md-0", Why: "gone: NodeExited"},
+		{Name: cp, Why: "remediated: no heartbeat for 40s"}}
+	steps = planWith(removed, noCP)
+	if len(steps) != 1 || steps[0].Replaces != cp || steps[0].Reason != "replaces "+cp+" (remediated: no heartbeat for 40s)" {
+		t.Errorf("control plane removed earlier: steps %+v", steps)
+	}
+	steps = planWith(nil, noCP)
+	if len(steps) != 1 || steps[0].Replaces != "" || steps[0].Reason != "control plane has 0 of 1 machines" {
+		t.Errorf("control plane missing, none removed: steps %+v", steps)
+	}
+}
