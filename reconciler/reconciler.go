@@ -173,7 +173,7 @@ type Reconciler struct {
 	// removed are each cluster's machines removed for their health or
 	// absence that no create has replaced yet, oldest first: the planner
 	// names them in the causes of their replacements (replace.go). Kept
-	// in memory, as deleted.
+	// in memory only: a new leader starts it empty.
 	removed map[string][]planner.Removed
 }
 
