@@ -60,6 +60,10 @@ func (w *Worker) inventory(ctx context.Context) {
 	}
 	tick := time.NewTicker(w.o.InventoryInterval)
 	defer tick.Stop()
+	var changed <-chan struct{} // nil: the provider tells of no change
+	if wp, ok := w.p.(Watcher); ok {
+		changed = wp.Changed()
+	}
 	request := ""
 	for {
 		switch err := w.report(ctx, request); {
@@ -74,6 +78,8 @@ func (w *Worker) inventory(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-changed:
+			w.o.Log.Info().Msg("a machine stopped outside a task: reporting the inventory now")
 		case m := <-reqs:
 			if r, err := wire.DecodeInventoryRequest(m.Data); err == nil {
 				request = r.ID

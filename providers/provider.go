@@ -59,6 +59,15 @@ type Instance struct {
 	Message string
 }
 
+// Watcher is implemented by providers that learn at once when one of their
+// machines stops outside a task (a local node's process ended): Changed
+// receives then, and the worker reports its inventory right away instead
+// of at its next interval, so the daemon replaces the machine within
+// moments, not after a heartbeat timeout or an inventory interval.
+type Watcher interface {
+	Changed() <-chan struct{}
+}
+
 // HostBound is implemented by providers whose machines live on the host of
 // the worker that made them (local): a task about such a machine is routed
 // to that worker, and each worker's inventory covers its own machines.

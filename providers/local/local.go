@@ -64,7 +64,17 @@ type Provider struct {
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex  // per machine folder
 	children map[int]<-chan struct{} // nodes this process started: closed when reaped
+	stopping map[int]bool            // children Delete stops: their end is no news
+	changed  chan struct{}           // a child ended that Delete did not stop (Changed)
 }
+
+var _ providers.Watcher = (*Provider)(nil)
+
+// Changed implements providers.Watcher: it receives when a node this
+// process started ends and no Delete stopped it (it crashed, or someone
+// killed it). Nodes adopted from an earlier worker are not its children:
+// their end is noticed by their missing heartbeats or the next inventory.
+func (p *Provider) Changed() <-chan struct{} { return p.changed }
 
 var _ providers.Provider = (*Provider)(nil)
 
@@ -110,7 +120,8 @@ func New(o Options) (*Provider, error) {
 		o.StartTimeout = 30 * time.Second
 	}
 	return &Provider{o: o, client: &http.Client{Timeout: time.Second},
-		locks: map[string]*sync.Mutex{}, children: map[int]<-chan struct{}{}}, nil
+		locks: map[string]*sync.Mutex{}, children: map[int]<-chan struct{}{}, stopping: map[int]bool{},
+		changed: make(chan struct{}, 1)}, nil
 }
 
 // Name implements providers.Provider.
@@ -277,8 +288,16 @@ func (p *Provider) start(m wire.Machine, dir string, spec Spec) (int, error) {
 		_ = cmd.Wait()
 		p.mu.Lock()
 		delete(p.children, pid)
+		stopped := p.stopping[pid]
+		delete(p.stopping, pid)
 		p.mu.Unlock()
 		close(exited)
+		if !stopped {
+			select {
+			case p.changed <- struct{}{}:
+			default: // one is waiting already: one inventory tells both
+			}
+		}
 	}()
 	return pid, nil
 }
@@ -370,6 +389,11 @@ func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
 }
 
 func (p *Provider) stop(ctx context.Context, pid int, dir string) error {
+	p.mu.Lock()
+	if _, ours := p.children[pid]; ours {
+		p.stopping[pid] = true
+	}
+	p.mu.Unlock()
 	if err := signalNode(pid, syscall.SIGTERM); err != nil {
 		return providers.Transient(fmt.Errorf("local: SIGTERM node %d: %w", pid, err))
 	}

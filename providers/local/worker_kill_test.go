@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gitfleet/gitfleet/providers/natsbus"
@@ -38,11 +39,11 @@ func (s *syncBuffer) String() string {
 }
 
 // startWorkerProcess runs `gitfleet worker --provider local` as a real process.
-func startWorkerProcess(t *testing.T, url, state string) (*exec.Cmd, *syncBuffer) {
+func startWorkerProcess(t *testing.T, url, state string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	out := &syncBuffer{}
-	cmd := exec.Command(binary, "worker", "--provider", "local", "--nats", url, "--state-dir", state,
-		"--ack-wait", "1s", "--concurrency", "2")
+	cmd := exec.Command(binary, append([]string{"worker", "--provider", "local", "--nats", url, "--state-dir", state,
+		"--ack-wait", "1s", "--concurrency", "2"}, args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -138,4 +139,72 @@ func waitEvent(t *testing.T, js jetstream.JetStream, phase wire.Phase) wire.Even
 	}
 	t.Fatalf("no %s event in 30s", phase)
 	return wire.Event{}
+}
+
+// A node the worker started dies outside a task (SIGKILL): the worker
+// reports its inventory at once, listing the machine as NodeExited, so the
+// daemon replaces it within moments — not at the next inventory interval
+// (an hour here) nor after the heartbeat timeout.
+func TestAKilledNodeIsReportedAtOnce(t *testing.T) {
+	url := startNATS(t)
+	state := t.TempDir()
+	t.Cleanup(func() { killNodes(t, state) })
+	nc, js := natstest.Connect(t, url)
+	// The test is the leader: it takes every inventory part.
+	reports := make(chan wire.Inventory, 16)
+	if _, err := nc.Subscribe(wire.SubjectInventory+".>", func(m *nats.Msg) {
+		if inv, err := wire.DecodeInventory(m.Data); err == nil {
+			reports <- inv
+		}
+		_ = m.Respond(nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, out := startWorkerProcess(t, url, state, "--inventory-interval", "1h")
+	pub := natsbus.NewPublisher(js)
+	create := func(name string) {
+		task := wire.Task{ID: "create-c1-" + name, Operation: wire.OpCreate, Machine: wire.Machine{
+			Name: name, Cluster: "c1", Role: wire.RoleWorker, Version: "v1.31.0", Provider: "local",
+			Spec: json.RawMessage(`{"heartbeatInterval": "200ms"}`)}}
+		natstest.Intend(t, js, task)
+		if _, err := pub.Publish(ctx(t), &task); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Wait(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("m-1")
+	waitEvent(t, js, wire.PhaseRunning)
+	// The report the worker makes at its start, before or after the create.
+	drain := func() {
+		for {
+			select {
+			case <-reports:
+			case <-time.After(500 * time.Millisecond):
+				return
+			}
+		}
+	}
+	drain()
+	pids := nodePIDs(t, state)
+	if len(pids) != 1 {
+		t.Fatalf("node processes %v; want one", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(30 * time.Second)
+	for found := false; !found; {
+		select {
+		case inv := <-reports:
+			for _, in := range inv.Instances {
+				if in.Machine == "m-1" && in.Reason == "NodeExited" {
+					found = true
+				}
+			}
+		case <-deadline:
+			t.Fatalf("no inventory listed the killed node as NodeExited within 30s (interval 1h); worker output:\n%s", out)
+		}
+	}
 }
