@@ -291,3 +291,35 @@ func TestBootingHeartbeatsDoNotMakeARunningMachineUnhealthy(t *testing.T) {
 		return rec.Health != nil && !rec.Health.Healthy, fmt.Sprintf("health %+v", rec.Health)
 	})
 }
+
+// A node's first heartbeat may follow the Running event that made the
+// daemon take the machine as heard from by a few milliseconds: it is no
+// flood, and is taken, not refused for its rate (that refusal was logged
+// as a node flooding its subject, at every new machine and every new
+// leader's start).
+func TestAHeartbeatRightAfterRunningIsTaken(t *testing.T) {
+	created := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	now := created.Add(5 * time.Second)
+	r := clockedReconciler(t, &now)
+	forget(r)
+	m := &machine{rec: &Record{Name: "c1-md-0-a", Shape: &Shape{Cluster: "c1", Provider: "local", Version: "v1.31.0",
+		Role: wire.RoleWorker, Deployment: "md-0"}, Phase: wire.PhaseRunning, Heartbeats: true,
+		Created: StampOf(created), Running: StampOf(now)}}
+	r.put(m)
+	r.noteRunning(m, true) // the Running event
+	if !m.lastHeartbeat().After(created) {
+		t.Fatalf("after Running the machine was last heard at %v, not after its creation %v: it would not count as ready", m.lastHeartbeat(), created)
+	}
+	now = now.Add(2 * time.Millisecond)
+	data, err := wire.Encode(&wire.Heartbeat{Cluster: "c1", Machine: "c1-md-0-a", Version: "v1.31.0", Healthy: true, Time: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.handleHeartbeat(t.Context(), &nats.Msg{Subject: wire.HeartbeatSubject("c1", "c1-md-0-a"), Data: data})
+	if got := metricValueWhere(r.metrics.Refused, "reason", refusedRate); got != 0 {
+		t.Errorf("the node's first heartbeat, 2 ms after its Running event, was refused for its rate (%v refused)", got)
+	}
+	if !m.lastHeartbeat().Equal(now) {
+		t.Errorf("last heard at %v, want the heartbeat's arrival %v", m.lastHeartbeat(), now)
+	}
+}

@@ -560,7 +560,7 @@ func (r *Reconciler) adopt(ctx context.Context, rep *report, in wire.Instance) {
 	if m == nil {
 		return // adopted from the next report
 	}
-	m.beat, m.healthy = beatOf(now), true
+	m.beat, m.healthy = assumedBeat(now, rec.Created.Time()), true
 	r.log.Info().Str(logCluster, rec.Cluster).Str(logMachine, rec.Name).Str("provider", rep.provider).
 		Str("worker", rep.worker).Msg("record rebuilt from the provider's inventory")
 }

@@ -187,7 +187,7 @@ func (r *Reconciler) eventWritten(ctx context.Context, w *eventWrite, rev uint64
 func (r *Reconciler) noteRunning(m *machine, became bool) {
 	switch {
 	case m.lastHeartbeat().Before(m.rec.Created.Add(time.Nanosecond)):
-		m.beat, m.healthy = beatOf(r.o.Now()), true
+		m.beat, m.healthy = assumedBeat(r.o.Now(), m.rec.Created.Time()), true
 		r.dirty[m.rec.Cluster] = true
 	case became && !m.healthy:
 		m.healthy = true

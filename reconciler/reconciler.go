@@ -515,7 +515,7 @@ func (r *Reconciler) load(ctx context.Context) error {
 			}
 			m := &machine{rec: e.rec, rev: e.rev}
 			if e.rec.Phase == wire.PhaseRunning {
-				m.beat, m.healthy = beatOf(now), e.rec.Health == nil || e.rec.Health.Healthy
+				m.beat, m.healthy = assumedBeat(now, e.rec.Created.Time()), e.rec.Health == nil || e.rec.Health.Healthy
 			}
 			r.put(m)
 		}

@@ -376,6 +376,25 @@ type beatTime int64
 var beatEpoch = time.Now()
 
 // beatOf returns t as a beatTime.
+// assumedBeat is the heartbeat a machine is taken to have sent when the
+// daemon learns it runs by other means (its Running event, a new leader's
+// load, an adoption): half the shortest interval before now, so that the
+// node's next real heartbeat, however soon it comes, is not refused as
+// one sent too fast after it (a spurious "rate" refusal, logged as a
+// flood). Timeouts are seconds: half of MinHeartbeatInterval is nothing
+// to them. It is never before the machine's creation (created): a
+// heartbeat from before it does not make it ready (planner).
+func assumedBeat(now, created time.Time) beatTime {
+	at := now.Add(-wire.MinHeartbeatInterval / 2)
+	if !at.After(created) {
+		at = created.Add(time.Nanosecond)
+		if at.After(now) {
+			at = now
+		}
+	}
+	return beatOf(at)
+}
+
 func beatOf(t time.Time) beatTime {
 	if t.IsZero() {
 		return 0
