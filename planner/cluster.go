@@ -74,6 +74,11 @@ type ClusterResult struct {
 	// Wake is when time alone will change this cluster's plan (a pool's
 	// backoff ends); zero when nothing is waiting.
 	Wake time.Time
+	// Settled names the input's Removed machines whose pools lack no
+	// machine now (made smaller before they were replaced): nothing will
+	// replace them, and the caller forgets them, so that a later scale-up
+	// is not named a replacement.
+	Settled []string
 }
 
 // mstate is one live machine (not Deleted) as this pass sees it.
@@ -180,6 +185,20 @@ func (p *clusterPass) remove(s *mstate, reason string) {
 	p.del(s, reason)
 	p.res.Steps[len(p.res.Steps)-1].Removal = why
 	p.removed = append(p.removed, Removed{Name: s.m.Name, Deployment: s.m.Deployment, Why: why})
+}
+
+// settle forgets the removed machines of pool, which lacks no machine:
+// nothing replaces them (ClusterResult.Settled).
+func (p *clusterPass) settle(pool *Pool) {
+	p.removed = slices.DeleteFunc(p.removed, func(r Removed) bool {
+		if r.Deployment != pool.Name {
+			return false
+		}
+		if slices.ContainsFunc(p.in.Removed, func(in Removed) bool { return in.Name == r.Name }) {
+			p.res.Settled = append(p.res.Settled, r.Name)
+		}
+		return true
+	})
 }
 
 // create asks for a machine of pool, unless the pool backs off after

@@ -164,6 +164,9 @@ func (p *clusterPass) planControlPlane(ver string) {
 		}
 	}
 	hold := p.in.Gate.Hold
+	if len(live) >= pool.Replicas {
+		p.settle(pool)
+	}
 	switch n := len(live); {
 	case n < pool.Replicas:
 		p.replace(pool, ver, hash, fmt.Sprintf("control plane has %d of %d machines", n, pool.Replicas))
@@ -248,6 +251,9 @@ func (p *clusterPass) planDeployment(pool *Pool, ver, hash string, deferred bool
 	}
 	rolling := pool.Strategy.Type != "OnDelete" && !p.in.Gate.Hold && !deferred
 	r := pool.Replicas
+	if len(live) >= r {
+		p.settle(pool)
+	}
 	var create int
 	if rolling {
 		create = min(r-newN, r+pool.Strategy.MaxSurge-len(live)-deleting)

@@ -57,3 +57,40 @@ func TestReplacementNamesWhatItReplaces(t *testing.T) {
 		t.Errorf("control plane missing, none removed: steps %+v", steps)
 	}
 }
+
+// TestARemovedMachineAPoolNoLongerLacksIsSettled: a worker removed for its
+// health whose pool was made smaller before it was replaced is settled
+// (ClusterResult.Settled): nothing replaces it, and the caller forgets it,
+// so that a later scale-up of the pool is not named its replacement. One
+// the pool still lacks is not settled.
+func TestARemovedMachineAPoolNoLongerLacksIsSettled(t *testing.T) {
+	s := newSim(t, testFleet(testClass("v1.30.2"), testCluster("c1", 1, 1)))
+	s.quiet = true
+	s.run(50)
+	removed := []Removed{{Name: "c1-md-old", Deployment: "md", Why: "gone: NodeExited"}}
+	plan := func(ms []ObservedMachine) ClusterResult {
+		return PlanCluster(ClusterInput{Name: "c1", Desired: s.desired.Cluster("c1"), Machines: ms,
+			Record: s.records.Cluster("c1"), Now: s.now, NewName: s.newName, Removed: removed})
+	}
+	// md wants 1 and has 1: the removed machine is moot.
+	res := plan(s.observed())
+	if len(res.Settled) != 1 || res.Settled[0] != "c1-md-old" {
+		t.Errorf("pool at its size: settled %q, want the removed machine", res.Settled)
+	}
+	for _, st := range res.Steps {
+		if st.Replaces != "" {
+			t.Errorf("pool at its size: step %+v names a replacement", st)
+		}
+	}
+	// md lacks its machine: the removed one is replaced, not settled.
+	var cpOnly []ObservedMachine
+	for _, m := range s.observed() {
+		if m.Deployment == "" {
+			cpOnly = append(cpOnly, m)
+		}
+	}
+	res = plan(cpOnly)
+	if len(res.Settled) != 0 || len(res.Steps) != 1 || res.Steps[0].Replaces != "c1-md-old" {
+		t.Errorf("pool short of one: settled %q, steps %+v; want the removed machine replaced", res.Settled, res.Steps)
+	}
+}

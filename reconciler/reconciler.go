@@ -805,6 +805,7 @@ func (r *Reconciler) step(ctx context.Context) {
 	})
 	for i, name := range names {
 		res := results[i]
+		r.settleRemoved(name, res.Settled)
 		if res.RecordChanged {
 			if !r.saveClusterRecord(ctx, res.Record) {
 				continue // stays dirty: no step before its decision is recorded

@@ -7,6 +7,21 @@ import (
 	"github.com/gitfleet/gitfleet/reconciler/status"
 )
 
+// settleRemoved forgets the removed machines the planner found nothing
+// will replace (their pools were made smaller meanwhile): a later
+// scale-up of the pool is the spec's doing, not a replacement.
+func (r *Reconciler) settleRemoved(cluster string, settled []string) {
+	if len(settled) == 0 {
+		return
+	}
+	list := slices.DeleteFunc(slices.Clone(r.removed[cluster]), func(rm planner.Removed) bool { return slices.Contains(settled, rm.Name) })
+	if len(list) == 0 {
+		delete(r.removed, cluster)
+		return
+	}
+	r.removed[cluster] = list
+}
+
 // noteRemoval keeps what a stored step says about replacements: a machine
 // deleted for its health or absence waits for the create that makes up for
 // it (planner.ClusterInput.Removed), which names it in its cause, and then
