@@ -69,3 +69,46 @@ func TestTheCommitThatClearsARefusalIsShown(t *testing.T) {
 		}
 	}
 }
+
+// A new leader restarted on a refused head first applies the last good
+// revision again (fleet.yaml without lastRejected for a moment), then
+// refuses the head once more: nothing resolved the refusal, and history
+// must not say a commit cleared it.
+func TestARestartDoesNotClearARefusal(t *testing.T) {
+	work := gittest.NewRepo(t)
+	files := initFiles(t)
+	first := work.Commit("initial fleet", files)
+	dave := work.Commit("scale dev-1 to 6", replicas(t, files, "2", "6"))
+
+	g, w := statusWriter(t, work)
+	fleet := func(f status.FleetStatus, src string) {
+		t.Helper()
+		w.SetFleet(f, status.Origin{SourceCommit: src})
+		if err := w.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applied := &status.SourceCommit{Commit: first, Subject: "initial fleet"}
+	refused := &status.Rejection{SourceCommit: status.SourceCommit{Commit: dave, Subject: "scale dev-1 to 6"}, Errors: []string{"commit is not signed"}}
+	fleet(status.FleetStatus{LastApplied: applied}, first)
+	fleet(status.FleetStatus{LastApplied: applied, LastRejected: refused}, dave)
+	fleet(status.FleetStatus{LastApplied: applied}, first) // the restart's first pass
+	fleet(status.FleetStatus{LastApplied: applied, LastRejected: refused}, dave)
+
+	src, err := sources.Open(t.Context(), sources.Options{Location: work.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	log, err := history.Read(t.Context(), g, src, history.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := log.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text.String(), "cleared") || strings.Contains(text.String(), "it clears") {
+		t.Errorf("a restart that applied the same revision again reads as clearing the refusal:\n%s", text.String())
+	}
+}

@@ -99,7 +99,9 @@ func (d *Differ) Rejected(c Commit) (*Rejection, error) {
 
 // Cleared says, when c's fleet.yaml cleared the refusal its parent's
 // named by applying a newer commit, "applied <commit>, the refusal of
-// <commit> cleared"; nil otherwise.
+// <commit> cleared"; nil otherwise. The same revision applied again does
+// not clear it: a new leader on a refused head applies the last good one
+// first, and refuses the head again after.
 func (d *Differ) Cleared(c Commit) ([]string, error) {
 	if c.parentTree.IsZero() {
 		return nil, nil
@@ -111,6 +113,9 @@ func (d *Differ) Cleared(c Commit) ([]string, error) {
 	after, err := d.fleetAt(short(c.Hash), c.tree)
 	if err != nil || after == nil || after.LastRejected != nil || after.LastApplied == nil {
 		return nil, err
+	}
+	if before.LastApplied != nil && before.LastApplied.Commit == after.LastApplied.Commit {
+		return nil, nil
 	}
 	return []string{fmt.Sprintf("applied %s, the refusal of %s cleared", short(after.LastApplied.Commit), short(before.LastRejected.Commit))}, nil
 }
