@@ -375,7 +375,6 @@ type beatTime int64
 // beatEpoch is what beatTimes count from.
 var beatEpoch = time.Now()
 
-// beatOf returns t as a beatTime.
 // assumedBeat is the heartbeat a machine is taken to have sent when the
 // daemon learns it runs by other means (its Running event, a new leader's
 // load, an adoption): half the shortest interval before now, so that the
@@ -395,6 +394,7 @@ func assumedBeat(now, created time.Time) beatTime {
 	return beatOf(at)
 }
 
+// beatOf returns t as a beatTime.
 func beatOf(t time.Time) beatTime {
 	if t.IsZero() {
 		return 0
