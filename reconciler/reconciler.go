@@ -170,6 +170,15 @@ type Reconciler struct {
 	// deleted are each cluster's last deleted machines, for its status;
 	// a new leader starts from the lists the branch holds (carryDeleted).
 	deleted map[string][]status.DeletedMachine
+	// deletesFrom is when this leader's deletes of Running machines (a
+	// scale-down's, a rollout's outdated machine) may start: its first
+	// pass plus InventoryWait, so that the inventories it asks for after
+	// that pass can say which machines died while no leader was looking
+	// (a scale-down then takes the dead one, not a healthy one), as a
+	// controller waits for its caches to sync. Zero until the first pass.
+	// Only machines made before the term (termStart) wait: this leader
+	// has seen the others run.
+	deletesFrom, termStart time.Time
 	// removed are each cluster's machines removed for their health or
 	// absence that no create has replaced yet, oldest first: the planner
 	// names them in the causes of their replacements (replace.go). Kept
@@ -264,6 +273,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.gone = map[string]bool{}
 	r.inv = newInventory()
 	r.deleted = map[string][]status.DeletedMachine{}
+	r.deletesFrom, r.termStart = time.Time{}, r.o.Now()
 	r.removed = map[string][]planner.Removed{}
 	// Listen to inventories before anything is asked of the workers.
 	// Parts are decoded on the subscription's goroutine, not the loop's:
@@ -702,6 +712,9 @@ func (r *Reconciler) step(ctx context.Context) {
 	}
 	start := r.o.Now()
 	now := start
+	if r.deletesFrom.IsZero() {
+		r.deletesFrom = now.Add(r.o.InventoryWait)
+	}
 	if r.classesChanged {
 		r.forgetClasses(ctx)
 		r.classesChanged = false
@@ -817,12 +830,19 @@ func (r *Reconciler) step(ctx context.Context) {
 		delete(r.dirty, name)
 		r.metrics.ClustersPlanned.Inc()
 		var alike shapes // the cluster's steps share their records' shapes
+		wake := res.Wake
 		for _, s := range res.Steps {
+			if r.holdDelete(s, now) {
+				if wake.IsZero() || r.deletesFrom.Before(wake) {
+					wake = r.deletesFrom // planned again then
+				}
+				continue
+			}
 			if in := r.intend(s, planID, &alike); in != nil {
 				intents = append(intents, in)
 			}
 		}
-		r.setWake(name, res.Wake)
+		r.setWake(name, wake)
 		planned = append(planned, plannedCluster{name, res.Status})
 	}
 	// Every record of the pass is saved before any of its tasks is
@@ -835,6 +855,17 @@ func (r *Reconciler) step(ctx context.Context) {
 	r.inv.holdUntil = time.Time{} // the first pass is done: ask for inventories
 	r.releaseFloor()
 	r.counts.export(r.metrics)
+}
+
+// holdDelete says whether step s waits for deletesFrom: the delete of a
+// machine made before this term that it takes as Running, not removed for
+// its health or absence, before its first inventories are in.
+func (r *Reconciler) holdDelete(s planner.Step, now time.Time) bool {
+	if s.Op != wire.OpDelete || s.Removal != "" || !now.Before(r.deletesFrom) {
+		return false
+	}
+	m := r.lookup(s.Machine.Cluster, s.Machine.Name)
+	return m != nil && m.rec.Phase == wire.PhaseRunning && m.rec.Created.Time().Before(r.termStart)
 }
 
 // startFloor is how much a new leader lets its heap grow, beyond what the
