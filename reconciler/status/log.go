@@ -205,7 +205,17 @@ func Transitions(before, after *ClusterStatus) []string {
 	case before == nil && after == nil:
 		return nil
 	case after == nil:
-		return []string{"status removed (cluster deleted)"}
+		// The daemon removes a cluster's file once the cluster is gone
+		// from the fleet and its last machine deleted: the machines the
+		// file still listed went with it, often within the one status
+		// commit, so this is where their going is written.
+		out := []string{"status removed (cluster deleted)"}
+		for _, m := range slices.SortedFunc(slices.Values(before.Machines), func(a, b MachineStatus) int { return strings.Compare(a.Name, b.Name) }) {
+			if m.Phase != "Deleted" {
+				out = append(out, fmt.Sprintf("machine %s removed (was %s), because: its cluster was removed from the fleet", m.Name, m.Phase))
+			}
+		}
+		return out
 	}
 	var out []string
 	if before == nil {

@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -82,5 +83,19 @@ func TestTransitionsHealthSaysWhy(t *testing.T) {
 		if got := fmt.Sprint(machineLines(Transitions(tc.before, tc.after))); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A cluster's file removed with the cluster: each machine it still listed
+// is written as removed with why, not left to be inferred.
+func TestTransitionsClusterRemovedSaysItsMachinesWent(t *testing.T) {
+	before := &ClusterStatus{Name: "prod-1", Machines: []MachineStatus{
+		{Name: "prod-1-md-0-b", Phase: "Running"}, {Name: "prod-1-control-plane-a", Phase: "Deleting"}}}
+	got := Transitions(before, nil)
+	want := []string{"status removed (cluster deleted)",
+		"machine prod-1-control-plane-a removed (was Deleting), because: its cluster was removed from the fleet",
+		"machine prod-1-md-0-b removed (was Running), because: its cluster was removed from the fleet"}
+	if !slices.Equal(got, want) {
+		t.Errorf("transitions %q, want %q", got, want)
 	}
 }
