@@ -25,24 +25,8 @@ func TestAScaleDownAfterAFailoverTakesTheDeadMachine(t *testing.T) {
 	repo.commit("c1 with three workers")
 	js, _ := inmemoryCloud(t)
 	workers := func() []*Record {
-		kv, err := js.KeyValue(t.Context(), wire.BucketMachines)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys, err := kv.ListKeys(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
 		var out []*Record
-		for k := range keys.Keys() {
-			e, err := kv.Get(t.Context(), k)
-			if err != nil {
-				continue
-			}
-			rec, err := decodeRecord(k, e.Value())
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, rec := range machineRecords(t, js) {
 			if rec.Deployment == "md-0" {
 				out = append(out, rec)
 			}

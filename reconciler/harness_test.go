@@ -251,23 +251,30 @@ func (l *loop) event(ev wire.Event) {
 // records reads every record in the bucket.
 func (l *loop) records() map[string]*Record {
 	l.t.Helper()
-	kv, err := l.js.KeyValue(l.t.Context(), wire.BucketMachines)
+	return machineRecords(l.t, l.js)
+}
+
+// machineRecords reads every record in js's machines bucket, by machine
+// name.
+func machineRecords(t testing.TB, js jetstream.JetStream) map[string]*Record {
+	t.Helper()
+	kv, err := js.KeyValue(t.Context(), wire.BucketMachines)
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	out := map[string]*Record{}
-	keys, err := kv.ListKeys(l.t.Context())
+	keys, err := kv.ListKeys(t.Context())
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for k := range keys.Keys() {
-		e, err := kv.Get(l.t.Context(), k)
+		e, err := kv.Get(t.Context(), k)
 		if err != nil {
 			continue
 		}
 		rec, err := decodeRecord(k, e.Value())
 		if err != nil {
-			l.t.Fatal(err)
+			t.Fatal(err)
 		}
 		out[rec.Name] = rec
 	}

@@ -23,13 +23,7 @@ func TestTheCommitThatClearsARefusalIsShown(t *testing.T) {
 	revert := work.Commit(`Revert "scale dev-1 to 6"`, replicas(t, files, "6", "2"))
 
 	g, w := statusWriter(t, work)
-	fleet := func(f status.FleetStatus, src string) {
-		t.Helper()
-		w.SetFleet(f, status.Origin{SourceCommit: src})
-		if err := w.Flush(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fleet := fleetCommitter(t, w)
 	applied := &status.SourceCommit{Commit: first, Subject: "initial fleet"}
 	fleet(status.FleetStatus{LastApplied: applied}, first)
 	fleet(status.FleetStatus{LastApplied: applied, LastRejected: &status.Rejection{
@@ -81,13 +75,7 @@ func TestARestartDoesNotClearARefusal(t *testing.T) {
 	dave := work.Commit("scale dev-1 to 6", replicas(t, files, "2", "6"))
 
 	g, w := statusWriter(t, work)
-	fleet := func(f status.FleetStatus, src string) {
-		t.Helper()
-		w.SetFleet(f, status.Origin{SourceCommit: src})
-		if err := w.Flush(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fleet := fleetCommitter(t, w)
 	applied := &status.SourceCommit{Commit: first, Subject: "initial fleet"}
 	refused := &status.Rejection{SourceCommit: status.SourceCommit{Commit: dave, Subject: "scale dev-1 to 6"}, Errors: []string{"commit is not signed"}}
 	fleet(status.FleetStatus{LastApplied: applied}, first)
@@ -110,5 +98,17 @@ func TestARestartDoesNotClearARefusal(t *testing.T) {
 	}
 	if strings.Contains(text.String(), "cleared") || strings.Contains(text.String(), "it clears") {
 		t.Errorf("a restart that applied the same revision again reads as clearing the refusal:\n%s", text.String())
+	}
+}
+
+// fleetCommitter returns a function that commits fleet.yaml as f, made
+// from spec commit src, on w's branch.
+func fleetCommitter(t *testing.T, w *status.Writer) func(f status.FleetStatus, src string) {
+	return func(f status.FleetStatus, src string) {
+		t.Helper()
+		w.SetFleet(f, status.Origin{SourceCommit: src})
+		if err := w.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
