@@ -174,7 +174,7 @@ func (s *Source) run(ctx context.Context, refs *refWatcher) {
 		if err != nil {
 			failures++
 			delay = backoff(s.opts.Interval, s.opts.MaxBackoff, failures)
-			s.log.Warn().Err(err).Int("failures", failures).Dur("retry_in", delay).Msg("source check failed")
+			s.log.Warn().Err(err).Int("failures", failures).Dur("retryIn", delay).Msg("source check failed")
 		} else {
 			failures = 0
 		}

@@ -535,7 +535,7 @@ func warnStatusBranch(cur *sources.Revision, statusBranch string, log zerolog.Lo
 		return
 	}
 	if named := cur.Fleet.Config.Spec.StatusBranch; named != "" && named != statusBranch {
-		log.Warn().Str("statusBranch", named).Str("status-branch", statusBranch).
+		log.Warn().Str("statusBranch", named).Str("daemonStatusBranch", statusBranch).
 			Msg("gitfleet.yaml's spec.statusBranch is not the branch this daemon writes (--status-branch): describe, history and plan read the one gitfleet.yaml names; make them the same")
 	}
 }

@@ -679,7 +679,7 @@ func (w *Writer) run(ctx context.Context) {
 				}
 				failures++
 				wait := min(w.opts.Interval<<min(failures, 8), time.Minute)
-				w.log.Error().Err(err).Dur("retry_in", wait).Msg("status: commit failed")
+				w.log.Error().Err(err).Dur("retryIn", wait).Msg("status: commit failed")
 				timer = time.After(wait)
 				continue
 			}
