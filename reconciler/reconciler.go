@@ -171,11 +171,12 @@ type Reconciler struct {
 	// a new leader starts from the lists the branch holds (carryDeleted).
 	deleted map[string][]status.DeletedMachine
 	// deletesFrom is when this leader's deletes of Running machines (a
-	// scale-down's, a rollout's outdated machine) may start: its first
-	// pass plus InventoryWait, so that the inventories it asks for after
-	// that pass can say which machines died while no leader was looking
-	// (a scale-down then takes the dead one, not a healthy one), as a
-	// controller waits for its caches to sync. Zero until the first pass.
+	// scale-down's, a rollout's outdated machine) may start: the end of
+	// its first pass plus InventoryWait, so that the inventories it asks
+	// for after that pass can say which machines died while no leader was
+	// looking (a scale-down then takes the dead one, not a healthy one),
+	// as a controller waits for its caches to sync. Zero until the first
+	// pass is done: every such delete waits meanwhile.
 	// Only machines made before the term (termStart) wait: this leader
 	// has seen the others run.
 	deletesFrom, termStart time.Time
@@ -712,9 +713,6 @@ func (r *Reconciler) step(ctx context.Context) {
 	}
 	start := r.o.Now()
 	now := start
-	if r.deletesFrom.IsZero() {
-		r.deletesFrom = now.Add(r.o.InventoryWait)
-	}
 	if r.classesChanged {
 		r.forgetClasses(ctx)
 		r.classesChanged = false
@@ -788,6 +786,7 @@ func (r *Reconciler) step(ctx context.Context) {
 	planID := fmt.Sprintf("%s-%d", short(r.rev.Commit), r.planSeq)
 	var intents []*intent
 	var planned []plannedCluster
+	var held []string // clusters with a delete held (holdDelete)
 	backoff := planner.Backoff{Base: r.o.RetryInterval, Jitter: jitter}
 	locate := r.rev.Places.At // a Blocked condition names its field's line
 	// Plans too are made on every core for a large pass (the planner is
@@ -830,19 +829,20 @@ func (r *Reconciler) step(ctx context.Context) {
 		delete(r.dirty, name)
 		r.metrics.ClustersPlanned.Inc()
 		var alike shapes // the cluster's steps share their records' shapes
-		wake := res.Wake
+		hold := false
 		for _, s := range res.Steps {
 			if r.holdDelete(s, now) {
-				if wake.IsZero() || r.deletesFrom.Before(wake) {
-					wake = r.deletesFrom // planned again then
-				}
+				hold = true
 				continue
 			}
 			if in := r.intend(s, planID, &alike); in != nil {
 				intents = append(intents, in)
 			}
 		}
-		r.setWake(name, wake)
+		r.setWake(name, res.Wake)
+		if hold {
+			held = append(held, name)
+		}
 		planned = append(planned, plannedCluster{name, res.Status})
 	}
 	// Every record of the pass is saved before any of its tasks is
@@ -853,6 +853,16 @@ func (r *Reconciler) step(ctx context.Context) {
 	r.writeClusters(planned, planID)
 	r.metrics.PlanDuration.Observe(r.o.Now().Sub(start).Seconds())
 	r.inv.holdUntil = time.Time{} // the first pass is done: ask for inventories
+	if r.deletesFrom.IsZero() {
+		// Counted from now, not from the pass's start: a first pass may
+		// take longer than InventoryWait, and nothing was asked before.
+		r.deletesFrom = r.o.Now().Add(r.o.InventoryWait)
+	}
+	for _, name := range held {
+		if w, ok := r.wake[name]; !ok || r.deletesFrom.Before(w) {
+			r.wake[name] = r.deletesFrom // planned again then
+		}
+	}
 	r.releaseFloor()
 	r.counts.export(r.metrics)
 }
@@ -861,7 +871,7 @@ func (r *Reconciler) step(ctx context.Context) {
 // machine made before this term that it takes as Running, not removed for
 // its health or absence, before its first inventories are in.
 func (r *Reconciler) holdDelete(s planner.Step, now time.Time) bool {
-	if s.Op != wire.OpDelete || s.Removal != "" || !now.Before(r.deletesFrom) {
+	if s.Op != wire.OpDelete || s.Removal != "" || (!r.deletesFrom.IsZero() && !now.Before(r.deletesFrom)) {
 		return false
 	}
 	m := r.lookup(s.Machine.Cluster, s.Machine.Name)
