@@ -75,9 +75,10 @@ type ClusterResult struct {
 	// backoff ends); zero when nothing is waiting.
 	Wake time.Time
 	// Settled names the input's Removed machines whose pools lack no
-	// machine now (made smaller before they were replaced): nothing will
-	// replace them, and the caller forgets them, so that a later scale-up
-	// is not named a replacement.
+	// machine now (made smaller before they were replaced) or are no
+	// longer in the cluster: nothing will replace them, and the caller
+	// forgets them, so that a later scale-up, or a pool of that name
+	// added back, is not named a replacement.
 	Settled []string
 }
 
@@ -187,11 +188,12 @@ func (p *clusterPass) remove(s *mstate, reason string) {
 	p.removed = append(p.removed, Removed{Name: s.m.Name, Deployment: s.m.Deployment, Why: why})
 }
 
-// settle forgets the removed machines of pool, which lacks no machine:
-// nothing replaces them (ClusterResult.Settled).
-func (p *clusterPass) settle(pool *Pool) {
+// settle forgets the removed machines of pool, which lacks no machine
+// (or is no longer in the cluster): nothing replaces them
+// (ClusterResult.Settled).
+func (p *clusterPass) settle(pool string) {
 	p.removed = slices.DeleteFunc(p.removed, func(r Removed) bool {
-		if r.Deployment != pool.Name {
+		if r.Deployment != pool {
 			return false
 		}
 		if slices.ContainsFunc(p.in.Removed, func(in Removed) bool { return in.Name == r.Name }) {

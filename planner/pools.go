@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -165,7 +166,7 @@ func (p *clusterPass) planControlPlane(ver string) {
 	}
 	hold := p.in.Gate.Hold
 	if len(live) >= pool.Replicas {
-		p.settle(pool)
+		p.settle(pool.Name)
 	}
 	switch n := len(live); {
 	case n < pool.Replicas:
@@ -252,7 +253,7 @@ func (p *clusterPass) planDeployment(pool *Pool, ver, hash string, deferred bool
 	rolling := pool.Strategy.Type != "OnDelete" && !p.in.Gate.Hold && !deferred
 	r := pool.Replicas
 	if len(live) >= r {
-		p.settle(pool)
+		p.settle(pool.Name)
 	}
 	var create int
 	if rolling {
@@ -333,6 +334,13 @@ func (p *clusterPass) planOrphans() {
 			if !s.deleting && s.m.Role == wire.RoleWorker {
 				p.del(s, fmt.Sprintf("MachineDeployment %s was removed from cluster %s", dep, p.in.Name))
 			}
+		}
+	}
+	// Machines removed from such a pool are settled: nothing replaces
+	// them, and a pool of that name added back later is the spec's doing.
+	for _, r := range slices.Clone(p.removed) {
+		if !known[r.Deployment] {
+			p.settle(r.Deployment)
 		}
 	}
 }

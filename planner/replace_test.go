@@ -94,3 +94,19 @@ func TestARemovedMachineAPoolNoLongerLacksIsSettled(t *testing.T) {
 		t.Errorf("pool short of one: settled %q, steps %+v; want the removed machine replaced", res.Settled, res.Steps)
 	}
 }
+
+// TestARemovedMachineOfAPoolGoneIsSettled: a worker removed for its health
+// whose pool was then taken out of the cluster is settled too: nothing
+// will replace it, and kept, it would name the first create of a pool of
+// that name added back later.
+func TestARemovedMachineOfAPoolGoneIsSettled(t *testing.T) {
+	s := newSim(t, testFleet(testClass("v1.30.2"), testCluster("c1", 1, 1)))
+	s.quiet = true
+	s.run(50)
+	res := PlanCluster(ClusterInput{Name: "c1", Desired: s.desired.Cluster("c1"), Machines: s.observed(),
+		Record: s.records.Cluster("c1"), Now: s.now, NewName: s.newName,
+		Removed: []Removed{{Name: "c1-md-old-1", Deployment: "md-old", Why: "gone: NodeExited"}}})
+	if len(res.Settled) != 1 || res.Settled[0] != "c1-md-old-1" {
+		t.Errorf("pool md-old no longer in the cluster: settled %q, want its removed machine", res.Settled)
+	}
+}

@@ -8,7 +8,7 @@ import (
 )
 
 // settleRemoved forgets the removed machines the planner found nothing
-// will replace (their pools were made smaller meanwhile): a later
+// will replace (their pools were made smaller or removed meanwhile): a later
 // scale-up of the pool is the spec's doing, not a replacement.
 func (r *Reconciler) settleRemoved(cluster string, settled []string) {
 	if len(settled) == 0 {
