@@ -208,10 +208,16 @@ func Transitions(before, after *ClusterStatus) []string {
 		// The daemon removes a cluster's file once the cluster is gone
 		// from the fleet and its last machine deleted: the machines the
 		// file still listed went with it, often within the one status
-		// commit, so this is where their going is written.
+		// commit, so this is where their going is written. One shown
+		// Deleting for a cause went for that cause, which its Deleting
+		// line said (a scale-down, a remediation): not the cluster's.
 		out := []string{"status removed (cluster deleted)"}
 		for _, m := range slices.SortedFunc(slices.Values(before.Machines), func(a, b MachineStatus) int { return strings.Compare(a.Name, b.Name) }) {
-			if m.Phase != "Deleted" {
+			switch {
+			case m.Phase == "Deleted":
+			case m.Phase == "Deleting" && m.Cause != "":
+				out = append(out, fmt.Sprintf("machine %s removed (was %s)", m.Name, m.Phase))
+			default:
 				out = append(out, fmt.Sprintf("machine %s removed (was %s), because: its cluster was removed from the fleet", m.Name, m.Phase))
 			}
 		}

@@ -99,3 +99,19 @@ func TestTransitionsClusterRemovedSaysItsMachinesWent(t *testing.T) {
 		t.Errorf("transitions %q, want %q", got, want)
 	}
 }
+
+// A machine the removed file shows Deleting for a cause of its own (a
+// scale-down, a remediation) went for that cause, which its Deleting line
+// said: its removal does not blame the cluster's.
+func TestTransitionsClusterRemovedKeepsADeletingMachinesCause(t *testing.T) {
+	before := &ClusterStatus{Name: "prod-1", Machines: []MachineStatus{
+		{Name: "prod-1-md-0-a", Phase: "Deleting", Cause: "scale down md-0 to 2 machines"},
+		{Name: "prod-1-md-0-b", Phase: "Running"}}}
+	got := Transitions(before, nil)
+	want := []string{"status removed (cluster deleted)",
+		"machine prod-1-md-0-a removed (was Deleting)",
+		"machine prod-1-md-0-b removed (was Running), because: its cluster was removed from the fleet"}
+	if !slices.Equal(got, want) {
+		t.Errorf("transitions %q, want %q", got, want)
+	}
+}
