@@ -764,8 +764,14 @@ func (r *Reconciler) step(ctx context.Context) {
 	recs := &r.decisions.records
 	// Classes whose inputs did not change keep the last pass's decision.
 	gates := planner.RolloutsSince(r.gates, r.desired, r.sums, recs.Rollouts, now)
-	if !r.saveRollouts(ctx, gates.Changed()) {
+	changed := gates.Changed()
+	if !r.saveRollouts(ctx, changed) {
 		return // everything stays dirty; planned again on the next wake-up
+	}
+	for _, rec := range changed {
+		// A new revision that moves no summary (a class change no
+		// cluster's machines show) is still a new rollout for fleet.yaml.
+		moved[rec.Class] = true
 	}
 	// A cluster's plan depends on the others only through its gate: of
 	// the classes whose summaries moved, plan the clusters whose gate
