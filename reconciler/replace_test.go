@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -26,6 +27,8 @@ func TestReplacementNamesWhatItReplaces(t *testing.T) {
 			l.repo.write("clusters/c1.yaml", fmt.Sprintf(loopCluster, "c1", 1, 1)+tc.strategy)
 			// The worker's heartbeats stop: it is remediated a second later.
 			l.repo.write("clusters/c1-health.yaml", replaceHealthCheck)
+			// Heartbeats every 500ms, so a second's silence is two missed.
+			l.repo.write("classes/small.yaml", fastBeats.ReplaceAllString(fmt.Sprintf(loopClass, "local"), "$0${1}spec: {heartbeatInterval: 500ms}\n"))
 			l.repo.commit("c1: a health check")
 			l.start()
 			cp := l.nextTasks(1)[0]
@@ -65,6 +68,9 @@ func TestReplacementNamesWhatItReplaces(t *testing.T) {
 		})
 	}
 }
+
+// fastBeats finds each provider line of a class, to give it a spec.
+var fastBeats = regexp.MustCompile(`(?m)^( *)provider: .*\n`)
 
 const replaceHealthCheck = `apiVersion: gitfleet.io/v1alpha1
 kind: MachineHealthCheck

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
@@ -474,6 +475,16 @@ func (c *checker) checkHealthCheck(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHe
 			return
 		}
 	}
+	// The slowest heartbeats among the selected machines decide.
+	var every time.Duration
+	what := ""
+	for _, p := range selected {
+		if p.heartbeat > every {
+			every, what = p.heartbeat, p.name+" of cluster "+cl.Metadata.Name
+		}
+	}
+	checkBeatTimeout(func(f, format string, args ...any) { c.errorAt(o, f, format, args...) },
+		"spec", what, every, &v1alpha1.HealthRules{Checks: hc.Spec.Checks})
 }
 
 // machinePool is a cluster's control plane or worker pool as a health
@@ -481,6 +492,7 @@ func (c *checker) checkHealthCheck(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHe
 type machinePool struct {
 	name, provider string
 	labels         map[string]string
+	heartbeat      time.Duration // heartbeatEvery's
 }
 
 // poolsOf lists cl's pools: its class's control plane and topology
@@ -494,12 +506,13 @@ func poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []machinePool, 
 	} else {
 		pools = append(pools, machinePool{"the control plane", class.Spec.ControlPlane.MachineTemplate.Provider,
 			withLabels(map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelControlPlane: "true"},
-				class.Spec.ControlPlane.Metadata, cl.Spec.Topology.ControlPlane.Metadata)})
+				class.Spec.ControlPlane.Metadata, cl.Spec.Topology.ControlPlane.Metadata),
+			heartbeatEvery(class.Spec.ControlPlane.MachineTemplate)})
 		for _, md := range cl.Spec.Topology.Workers.MachineDeployments {
 			if w := classWorker(class, md.Class); w != nil {
 				pools = append(pools, machinePool{"MachineDeployment " + md.Name, w.Template.Provider,
 					withLabels(map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Name},
-						w.Metadata, md.Metadata)})
+						w.Metadata, md.Metadata), heartbeatEvery(w.Template)})
 			} else {
 				complete = false
 			}
@@ -508,7 +521,8 @@ func poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []machinePool, 
 	for _, md := range fleet.MachineDeployments {
 		if md.Spec.ClusterName == cl.Metadata.Name {
 			pools = append(pools, machinePool{"MachineDeployment " + md.Metadata.Name, md.Spec.Template.Provider,
-				map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Metadata.Name}})
+				map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Metadata.Name},
+				heartbeatEvery(md.Spec.Template)})
 		}
 	}
 	return pools, complete

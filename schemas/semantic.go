@@ -29,6 +29,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 		if h := o.Spec.ControlPlane.HealthCheck; h != nil {
 			checkHealthRules(add, "spec.controlPlane.healthCheck", *h)
 			checkSilent(add, "spec.controlPlane.healthCheck", "the control plane", o.Spec.ControlPlane.MachineTemplate.Provider, h)
+			checkBeatTimeout(add, "spec.controlPlane.healthCheck", "the control plane", heartbeatEvery(o.Spec.ControlPlane.MachineTemplate), h)
 		}
 		for i, md := range o.Spec.Workers.MachineDeployments {
 			p := fmt.Sprintf("spec.workers.machineDeployments[%d]", i)
@@ -39,6 +40,7 @@ func semanticChecks(path string, d *doc, value any) []Error {
 			if h := md.HealthCheck; h != nil {
 				checkHealthRules(add, p+".healthCheck", *h)
 				checkSilent(add, p+".healthCheck", "worker class "+md.Class, md.Template.Provider, h)
+				checkBeatTimeout(add, p+".healthCheck", "worker class "+md.Class, heartbeatEvery(md.Template), h)
 			}
 		}
 		checkRollout(add, o.Spec.Rollout)
@@ -291,6 +293,51 @@ func checkSilent(add addFunc, field, what, provider string, h *v1alpha1.HealthRu
 				"checks %s, whose machines provider %s makes, which sends no heartbeats: their Ready condition would turn Unknown after %ds and they would be replaced over and over; remove the Ready Unknown condition, or use a provider that sends heartbeats",
 				what, provider, u.TimeoutSeconds)
 			return
+		}
+	}
+}
+
+// heartbeatEvery is how often the machines of template t send heartbeats:
+// its spec's heartbeatInterval, or the default; 0 for a provider that
+// sends none, or an interval the schema refuses.
+func heartbeatEvery(t v1alpha1.MachineTemplate) time.Duration {
+	prov, ok := allowedShapes().providers[t.Provider]
+	if !ok || silentProviders()[t.Provider] {
+		return 0
+	}
+	if _, has := prov.fields["heartbeatInterval"]; !has {
+		return 0
+	}
+	value, set := t.Spec["heartbeatInterval"]
+	if !set {
+		return wire.DefaultHeartbeatInterval
+	}
+	s, _ := value.(string)
+	d, err := time.ParseDuration(s)
+	if err != nil || d < wire.MinHeartbeatInterval {
+		return 0 // the schema's or heartbeatTooShort's to report
+	}
+	return d
+}
+
+// checkBeatTimeout: a Ready Unknown condition waits at least two of the
+// checked machines' heartbeat intervals. A shorter timeout finds a healthy
+// machine silent between two heartbeats, or after one late one, and has it
+// replaced over and over. every is heartbeatEvery's (0: nothing to check);
+// a class's interval as written, before any patch.
+func checkBeatTimeout(add addFunc, field, what string, every time.Duration, h *v1alpha1.HealthRules) {
+	if every == 0 {
+		return
+	}
+	for i, u := range h.Checks.UnhealthyNodeConditions {
+		if u.Type != v1alpha1.ConditionReady || u.Status != v1alpha1.ConditionUnknown || u.TimeoutSeconds <= 0 {
+			continue
+		}
+		if least := 2 * every; time.Duration(u.TimeoutSeconds)*time.Second < least {
+			secs := int((least + time.Second - 1) / time.Second)
+			add(fmt.Sprintf("%s.checks.unhealthyNodeConditions[%d].timeoutSeconds", field, i),
+				"%d is shorter than two heartbeats of %s (one every %v): its machines would be found silent between heartbeats and replaced over and over; use %d or more, or a shorter spec.heartbeatInterval",
+				u.TimeoutSeconds, what, every, secs)
 		}
 	}
 }

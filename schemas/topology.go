@@ -162,14 +162,14 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 		workers[md.Class] = true
 	}
 	c.checkTopologyHealth(o, "spec.topology.controlPlane.healthCheck", "the control plane", class.Spec.ControlPlane.HealthCheck,
-		cl.Spec.Topology.ControlPlane.HealthCheck, class.Spec.ControlPlane.MachineTemplate.Provider)
+		cl.Spec.Topology.ControlPlane.HealthCheck, class.Spec.ControlPlane.MachineTemplate)
 	names := map[string]bool{}
 	for i, md := range cl.Spec.Topology.Workers.MachineDeployments {
 		p := fmt.Sprintf("spec.topology.workers.machineDeployments[%d]", i)
 		if !workers[md.Class] {
 			c.errorAt(o, p+".class", "%s", notFound("worker class", md.Class, fmt.Sprintf("ClusterClass %q", class.Metadata.Name), keys(workers)))
 		} else if mdc := classWorker(class, md.Class); mdc != nil {
-			c.checkTopologyHealth(o, p+".healthCheck", "MachineDeployment "+md.Name, mdc.HealthCheck, md.HealthCheck, mdc.Template.Provider)
+			c.checkTopologyHealth(o, p+".healthCheck", "MachineDeployment "+md.Name, mdc.HealthCheck, md.HealthCheck, mdc.Template)
 		}
 		if names[md.Name] {
 			c.errorAt(o, p+".name", "duplicate machine deployment name %q in this cluster: rename one", md.Name)
@@ -183,8 +183,9 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 
 // checkTopologyHealth: a cluster's healthCheck with enabled: true has
 // rules, its own or the class's, and its own rules do not use the Ready
-// Unknown condition on a provider that sends no heartbeats.
-func (c *checker) checkTopologyHealth(o *Object, field, what string, class *v1alpha1.HealthRules, top *v1alpha1.TopologyHealthCheck, provider string) {
+// Unknown condition on a provider that sends no heartbeats, nor wait less
+// than two heartbeats for it.
+func (c *checker) checkTopologyHealth(o *Object, field, what string, class *v1alpha1.HealthRules, top *v1alpha1.TopologyHealthCheck, t v1alpha1.MachineTemplate) {
 	if top == nil {
 		return
 	}
@@ -192,7 +193,9 @@ func (c *checker) checkTopologyHealth(o *Object, field, what string, class *v1al
 		c.errorAt(o, field+".enabled", "is true, but neither the class nor this cluster defines a health check for %s: add checks here or to the class, or remove enabled", what)
 	}
 	if top.Overrides() {
-		checkSilent(func(f, format string, args ...any) { c.errorAt(o, f, format, args...) }, field, what, provider, &top.HealthRules)
+		add := func(f, format string, args ...any) { c.errorAt(o, f, format, args...) }
+		checkSilent(add, field, what, t.Provider, &top.HealthRules)
+		checkBeatTimeout(add, field, what, heartbeatEvery(t), &top.HealthRules)
 	}
 }
 

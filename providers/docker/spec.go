@@ -54,7 +54,7 @@ func (s Spec) memoryBytes() int64 {
 
 func (s Spec) heartbeat() time.Duration {
 	if s.HeartbeatInterval == nil {
-		return 2 * time.Second
+		return wire.DefaultHeartbeatInterval
 	}
 	return time.Duration(*s.HeartbeatInterval)
 }

@@ -19,7 +19,7 @@ type Spec struct {
 }
 
 // DefaultHeartbeatInterval is how often a node reports unless its spec says.
-const DefaultHeartbeatInterval = 2 * time.Second
+const DefaultHeartbeatInterval = wire.DefaultHeartbeatInterval
 
 var quantity = regexp.MustCompile(`^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$`)
 

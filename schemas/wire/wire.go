@@ -262,6 +262,10 @@ type Event struct {
 // shorter ones; providers refuse them at create too.
 const MinHeartbeatInterval = 100 * time.Millisecond
 
+// DefaultHeartbeatInterval is how often a machine of a provider that sends
+// heartbeats reports when its spec names no heartbeatInterval.
+const DefaultHeartbeatInterval = 2 * time.Second
+
 // Heartbeat is a running machine saying it is alive.
 type Heartbeat struct {
 	APIVersion string    `json:"apiVersion"`
