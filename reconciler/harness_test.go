@@ -112,6 +112,14 @@ func newLoop(t testing.TB, provider string, cp, workers int) *loop {
 // start runs a reconciler (a new leader) on the current head of main.
 func (l *loop) start() {
 	l.t.Helper()
+	l.run()
+	l.apply()
+}
+
+// run runs a reconciler (a new leader) and hands it no revision: the
+// test sends them on l.revs.
+func (l *loop) run() {
+	l.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.done = cancel, make(chan struct{})
 	var err error
@@ -133,7 +141,6 @@ func (l *loop) start() {
 			l.t.Errorf("reconciler: %v", err)
 		}
 	}()
-	l.apply()
 	l.t.Cleanup(l.stop)
 }
 

@@ -111,9 +111,13 @@ type Reconciler struct {
 
 	rev      *sources.Revision
 	rejected string // the last rejected commit, reported once
-	// lastRejected is the newest rejected revision since the last applied
-	// one, shown in fleet.yaml.
-	lastRejected *sources.Revision
+	// lastRejected is the newest refusal, shown in fleet.yaml until a
+	// commit other than rejectedOver, the one in force when it was
+	// refused, is applied. A new leader starts from the branch's
+	// (carryRejection): it applies the revision in force again before it
+	// refuses the same head once more, and that clears nothing.
+	lastRejected *status.Rejection
+	rejectedOver string
 	desired      *planner.Desired
 	machines     map[string]machineList // each cluster's machines
 	counts       *fleetCounts           // machines and clusters by phase, kept by put, remove and writeCluster
@@ -340,6 +344,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return fmt.Errorf("reconciler: %w", err)
 		}
 		r.carryDeleted()
+		r.carryRejection()
 	}
 	r.resume(ctx)
 
@@ -599,7 +604,10 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 		r.rejected = rev.Commit
 		r.metrics.RevisionsRejected.Inc()
 		log.Warn().Err(rev.Err).Int("errors", len(rev.Errors)).Msg("revision rejected; keeping the last good one")
-		r.lastRejected = rev
+		r.lastRejected = rejection(rev)
+		if r.rev != nil {
+			r.rejectedOver = r.rev.Commit
+		}
 		r.writeFleet()
 		return
 	}
@@ -626,7 +634,10 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 	}
 	desired.Change = planner.Change{Commit: rev.Commit, Author: rev.Author, Subject: rev.Subject()}
 	prev := r.desired
-	r.rev, r.desired, r.lastRejected = rev, desired, nil
+	r.rev, r.desired = rev, desired
+	if rev.Commit != r.rejectedOver {
+		r.lastRejected = nil // a newer commit resolved the refusal
+	}
 	r.scalesStale = true
 	r.metrics.RevisionsApplied.Inc()
 	changed := r.markChanged(prev, desired)

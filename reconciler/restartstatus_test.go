@@ -3,9 +3,11 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -52,15 +54,7 @@ func TestRestartCarriesTheDeletedList(t *testing.T) {
 
 	l.opts.Metrics = NewMetrics(prometheus.NewRegistry())
 	l.start()
-	l.waitFor("the restart's first pass", func() (bool, string) {
-		n := planCount(t, l.opts.Metrics)
-		return n > 0, fmt.Sprint(n, " passes")
-	})
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := l.writer.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l.firstPassCommitted()
 	if after := l.statusFile("c1"); after != before {
 		t.Errorf("the restart's first pass rewrote c1's file:\n%s\nwant it as it was:\n%s", after, before)
 	}
@@ -90,6 +84,21 @@ func TestRestartCarriesTheDeletedList(t *testing.T) {
 	}
 }
 
+// firstPassCommitted waits for a new leader's first pass (counted in
+// l.opts.Metrics, which the test gave it anew) and commits what it set.
+func (l *loop) firstPassCommitted() {
+	l.t.Helper()
+	l.waitFor("the restart's first pass", func() (bool, string) {
+		n := planCount(l.t, l.opts.Metrics)
+		return n > 0, fmt.Sprint(n, " passes")
+	})
+	ctx, cancel := context.WithTimeout(l.t.Context(), 10*time.Second)
+	defer cancel()
+	if err := l.writer.Flush(ctx); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
 // statusFile is a cluster's file on the status branch as it is written.
 func (l *loop) statusFile(name string) string {
 	l.t.Helper()
@@ -105,7 +114,7 @@ func (l *loop) statusFile(name string) string {
 }
 
 // planCount is how many plans m timed.
-func planCount(t *testing.T, m *Metrics) uint64 {
+func planCount(t testing.TB, m *Metrics) uint64 {
 	t.Helper()
 	ch := make(chan prometheus.Metric, 1)
 	m.PlanDuration.Collect(ch)
@@ -114,4 +123,102 @@ func planCount(t *testing.T, m *Metrics) uint64 {
 		t.Fatal(err)
 	}
 	return d.GetHistogram().GetSampleCount()
+}
+
+// TestARestartKeepsTheRefusal: a new leader started while main's head is a
+// refused commit applies the last good revision first and refuses the head
+// after it, as the source delivers them (sources.WatchOptions.LastGood).
+// Nothing resolved the refusal, so every status commit the new leader
+// makes shows it in fleet.yaml's lastRejected: before, its first pass was
+// committed without it (when the pass outlasted --status-interval, as
+// at 10,000 clusters; here a flush stands for that interval), and
+// fleet.yaml, describe and the dashboard showed the refusal gone and back.
+func TestARestartKeepsTheRefusal(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 1)
+	l.start()
+	l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
+	worker := l.nextTasks(1)[0] // answered after the restart: a change to commit then
+	l.waitRecords("Pending Running")
+	ref, err := l.g.Reference("refs/heads/main", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := ref.Hash().String()
+	l.repo.write("clusters/c1.yaml", strings.Replace(fmt.Sprintf(loopCluster, "c1", 1, 1), "replicas: 1", "replicas: many", 1))
+	l.repo.commit("c1: many control planes")
+	bad, err := l.src.Revision(t.Context(), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bad.Rejected() {
+		t.Fatal("the bad commit validates")
+	}
+	l.revs <- bad
+	refused := func(f status.FleetStatus) string {
+		if f.LastRejected == nil {
+			return "no lastRejected"
+		}
+		return "lastRejected " + short(f.LastRejected.Commit)
+	}
+	want := "lastRejected " + short(bad.Commit)
+	l.waitFor("the refusal in fleet.yaml", func() (bool, string) {
+		got := refused(l.statusSnapshot().Fleet)
+		return got == want, got
+	})
+	l.stop()
+	before, err := status.ResolveBranch(l.g, "gitfleet/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The restart, as the daemon's source delivers it: the revision in
+	// force, then the refused head once the first pass is done.
+	l.opts.Metrics = NewMetrics(prometheus.NewRegistry())
+	l.run()
+	last, err := l.src.Revision(t.Context(), good)
+	if err != nil || last.Rejected() {
+		t.Fatalf("the last good revision: %v", err)
+	}
+	l.revs <- last
+	l.firstPassCommitted()
+	l.revs <- bad
+	l.answer(worker, wire.PhaseRunning)
+	l.waitRecords("Running Running")
+	l.waitFor("the worker Running in c1's status", func() (bool, string) {
+		c := l.statusSnapshot().Cluster("c1")
+		if c == nil {
+			return false, "no file"
+		}
+		got := ""
+		for _, m := range c.Machines {
+			got += m.Phase + " "
+		}
+		return got == "Running Running ", got
+	})
+	l.stop()
+
+	commits, err := status.Log(l.g, "gitfleet/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range commits {
+		if c.Hash == before.String() {
+			break
+		}
+		n++
+		snap, err := status.ReadAt(l.g.Storer, plumbing.NewHash(c.Hash))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := refused(snap.Fleet); got != want {
+			t.Errorf("status commit %s (%s) after the restart: fleet.yaml has %s, want %s", short(c.Hash), c.Subject, got, want)
+		}
+		if a := snap.Fleet.LastApplied; a == nil || a.Commit != good {
+			t.Errorf("status commit %s (%s) after the restart: lastApplied %v, want %s", short(c.Hash), c.Subject, a, short(good))
+		}
+	}
+	if n == 0 {
+		t.Fatal("no status commit after the restart")
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
+	"github.com/gitfleet/gitfleet/sources"
 )
 
 // writeClusters hands a planning pass's clusters to the status writer,
@@ -214,16 +215,9 @@ func (r *Reconciler) writeFleet() {
 		f.LastApplied = &status.SourceCommit{Commit: r.rev.Commit, Subject: r.rev.Subject()}
 		o.SourceCommit = r.rev.Commit
 	}
-	if latest := r.lastRejected; latest != nil {
-		rej := &status.Rejection{SourceCommit: status.SourceCommit{Commit: latest.Commit, Subject: latest.Subject()}}
-		for _, e := range latest.Errors {
-			rej.Errors = append(rej.Errors, e.Error())
-		}
-		if len(rej.Errors) == 0 && latest.Err != nil {
-			rej.Errors = []string{latest.Err.Error()}
-		}
+	if rej := r.lastRejected; rej != nil {
 		f.LastRejected = rej
-		o.SourceCommit = latest.Commit
+		o.SourceCommit = rej.Commit
 	}
 	if ps := r.health.Problems(); len(ps) > 0 {
 		c := status.Condition{Type: status.ConditionReconciling, Status: status.ConditionFalse,
@@ -246,6 +240,34 @@ func (r *Reconciler) writeFleet() {
 	f.Orphans = r.orphanList()
 	f.Rollouts = r.rollouts
 	r.o.Status.SetFleet(f, o)
+}
+
+// rejection is fleet.yaml's lastRejected for a refused revision.
+func rejection(rev *sources.Revision) *status.Rejection {
+	rej := &status.Rejection{SourceCommit: status.SourceCommit{Commit: rev.Commit, Subject: rev.Subject()}}
+	for _, e := range rev.Errors {
+		rej.Errors = append(rej.Errors, e.Error())
+	}
+	if len(rej.Errors) == 0 && rev.Err != nil {
+		rej.Errors = []string{rev.Err.Error()}
+	}
+	return rej
+}
+
+// carryRejection starts from the refusal fleet.yaml shows on the branch,
+// and the commit it shows applied: a new leader on a refused head applies
+// that commit again first (sources.WatchOptions.LastGood), and a refusal
+// dropped until the head is refused once more was committed without it,
+// so fleet.yaml, describe and the dashboard showed it gone and back.
+func (r *Reconciler) carryRejection() {
+	f := r.o.Status.Fleet()
+	if f.LastRejected == nil {
+		return
+	}
+	r.lastRejected = f.LastRejected
+	if f.LastApplied != nil {
+		r.rejectedOver = f.LastApplied.Commit
+	}
 }
 
 // statusRollouts are the class rollouts as fleet.yaml shows them.

@@ -356,6 +356,20 @@ func (w *Writer) Deleted() map[string][]DeletedMachine {
 	return out
 }
 
+// Fleet returns the caller's part of fleet.yaml as it was last set, or as
+// the branch holds it when nothing was set yet: what a new leader carries
+// on (the refusal it shows, docs/status.md). It waits for the branch, and
+// returns the zero FleetStatus when it could not be read. The lists are
+// shared: they must not be changed.
+func (w *Writer) Fleet() FleetStatus {
+	if w.wait() != nil {
+		return FleetStatus{}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fleet
+}
+
 // stamp gives c the times the Writer keeps: the cluster's creation, and
 // since when each condition has its status. A condition whose status is
 // the one base (the cluster's conditions on the branch or about to be)
