@@ -57,6 +57,48 @@ func unhealthy(m *ObservedMachine, dc *DesiredCluster, now time.Time) (string, i
 	return "", -1
 }
 
+// UnhealthyAt is the first instant after t at which the passing of time
+// alone makes a health check of dc that selects m find it unhealthy (as
+// unhealthy judges): its nodeStartupTimeout, or the timeoutSeconds of its
+// Ready condition Unknown (no heartbeat) or False, runs out. Zero when no
+// such instant comes after t: no check selects m, none has a timeout for
+// its phase, or every one has run out already. Only a change of m (a
+// heartbeat, a phase) moves it: a caller that plans a cluster when one
+// of its machines changes, and at this instant, misses no remediation
+// (time makes no machine healthy; a Failed or gone one is unhealthy at
+// once).
+func UnhealthyAt(m *ObservedMachine, dc *DesiredCluster, t time.Time) time.Time {
+	var at time.Time
+	due := func(start time.Time, timeout time.Duration) {
+		if timeout <= 0 || start.IsZero() {
+			return
+		}
+		// unhealthy takes more than the timeout: a nanosecond past it.
+		if d := start.Add(timeout + time.Nanosecond); d.After(t) && (at.IsZero() || d.Before(at)) {
+			at = d
+		}
+	}
+	labels := dc.labelsOf(m)
+	for i := range dc.HealthChecks {
+		hc := &dc.HealthChecks[i]
+		if !hc.Selector.Matches(labels) {
+			continue
+		}
+		switch m.Phase {
+		case wire.PhasePending, wire.PhaseProvisioning:
+			due(m.Created, hc.NodeStartupTimeout)
+		case wire.PhaseRunning:
+			last := m.LastHeartbeat
+			if last.Before(m.Created) {
+				last = m.Created
+			}
+			due(last, hc.HeartbeatTimeout)
+			due(m.UnhealthySince, hc.NotReadyTimeout)
+		}
+	}
+	return at
+}
+
 // labelsOf is what a health check selects a machine by: its pool's labels
 // as written now (a label change applies to selection at once, as Cluster
 // API updates a machine's metadata in place), or, for a machine of a pool

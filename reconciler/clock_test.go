@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -321,5 +322,66 @@ func TestAHeartbeatRightAfterRunningIsTaken(t *testing.T) {
 	}
 	if !m.lastHeartbeat().Equal(now) {
 		t.Errorf("last heard at %v, want the heartbeat's arrival %v", m.lastHeartbeat(), now)
+	}
+}
+
+// TestASilentMachineIsPlannedWhenItsCheckComesDue: a Running machine that
+// never sent a heartbeat, in a cluster with a MachineHealthCheck, has its
+// cluster planned again when a check comes due for it, not before. A
+// local node that does not come up, under a check that allows it 6 s, is
+// remediated once those 6 s have passed; an inmemory machine (which sends
+// none) under a check of Ready False only never comes due. Before, the
+// tick took such a machine as stale 3 s after it was last heard from and
+// planned its cluster again at every tick (each second in a daemon; here
+// each 50 ms) — gitfleet_clusters_planned_total climbing in a quiet
+// fleet, until the machine was remediated, or for ever.
+func TestASilentMachineIsPlannedWhenItsCheckComesDue(t *testing.T) {
+	for _, tc := range []struct {
+		name, provider, condition string
+		remediated                bool
+	}{
+		{"a local node that does not come up", "local", "{type: Ready, status: Unknown, timeoutSeconds: 6}", true},
+		{"an inmemory machine, which sends none", "inmemory", `{type: Ready, status: "False", timeoutSeconds: 6}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLoop(t, tc.provider, 1, 1)
+			l.repo.write("clusters/c1-health.yaml", strings.Replace(replaceHealthCheck,
+				"{type: Ready, status: Unknown, timeoutSeconds: 1}", tc.condition, 1))
+			l.repo.commit("c1: a health check of 6 s")
+			l.opts.Metrics = NewMetrics(prometheus.NewRegistry())
+			l.start()
+			l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
+			worker := l.nextTasks(1)[0]
+			l.answer(worker, wire.PhaseRunning)
+			running := time.Now()
+			l.waitRecords("Running Running")
+			planned := func() float64 { return metricValue(l.opts.Metrics.ClustersPlanned) }
+			time.Sleep(time.Until(running.Add(3500 * time.Millisecond)))
+			before := planned()
+			time.Sleep(time.Until(running.Add(5500 * time.Millisecond)))
+			if n := planned() - before; n > 0 {
+				t.Errorf("c1 planned %v times in the 2 s before its health check could come due, with nothing changed (ticks every %v)", n, l.opts.Tick)
+			}
+			name := worker.task.Machine.Name
+			if !tc.remediated {
+				if rec := l.records()[name]; rec == nil || rec.Phase != wire.PhaseRunning {
+					t.Errorf("the inmemory worker is %v, want Running", rec)
+				}
+				return
+			}
+			l.waitFor("the silent worker remediated", func() (bool, string) {
+				rec := l.records()[name]
+				if rec == nil {
+					return false, "no record"
+				}
+				return rec.Phase == wire.PhaseDeleting, string(rec.Phase)
+			})
+			if waited := time.Since(running); waited < 6*time.Second {
+				t.Errorf("remediated %v after it ran, before the check's 6 s", waited)
+			}
+			if cause := l.records()[name].Cause; !strings.Contains(cause, "no heartbeat for 6") {
+				t.Errorf("remediated because %q, want no heartbeat for 6 s", cause)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
@@ -449,11 +450,8 @@ func (r *Reconciler) checkTime(ctx context.Context) {
 	}
 	retried := false
 	for _, cluster := range due {
-		checked := false
-		if r.desired != nil {
-			dc := r.desired.Cluster(cluster)
-			checked = dc != nil && len(dc.HealthChecks) > 0
-		}
+		checked := r.checkedCluster(cluster)
+		planned := r.planned[cluster]
 		for _, m := range r.machines[cluster] {
 			if m.rec.InFlight() && !m.rec.Published.IsZero() && now.Sub(m.rec.Published.Time()) > r.o.TaskTimeout {
 				r.retry(ctx, m)
@@ -461,7 +459,7 @@ func (r *Reconciler) checkTime(ctx context.Context) {
 				continue
 			}
 			r.judge(ctx, m, now, "")
-			if checked && r.stale(m, now) {
+			if checked != nil && r.cameDue(m, checked, planned, now) {
 				r.dirty[cluster] = true
 			}
 		}
@@ -521,13 +519,14 @@ const heartbeatsQuiet = 10 * time.Second
 
 // clockOf is the earliest time after now at which time alone may change
 // what checkTime does with m — its task times out, its heartbeat counts
-// as missed, it turns stale in a checked cluster — or now itself when it
-// is so already (checkTime then looks again at the next tick); zero when
-// time alone changes nothing (a running machine that sends no heartbeats
-// in a cluster without health checks: the steady state of most of a
-// fleet). Heartbeats only move these times later, so a time computed
-// before one is early, never late.
-func (r *Reconciler) clockOf(m *machine, checked bool, now time.Time) time.Time {
+// as missed, a health check of its cluster (checked: the cluster, when
+// it has health checks) comes due for it — or now itself when it is so
+// already (checkTime then looks again at the next tick); zero when time
+// alone changes nothing (a running machine that sends no heartbeats in a
+// cluster without health checks: the steady state of most of a fleet).
+// Heartbeats only move these times later, so a time computed before one
+// is early, never late.
+func (r *Reconciler) clockOf(m *machine, checked *planner.DesiredCluster, now time.Time) time.Time {
 	var at time.Time
 	earliest := func(t time.Time) {
 		if !t.After(now) {
@@ -548,40 +547,35 @@ func (r *Reconciler) clockOf(m *machine, checked bool, now time.Time) time.Time 
 		}
 		earliest(last.Add(r.o.HeartbeatTimeout + time.Nanosecond))
 	}
-	if checked {
-		switch rec.Phase {
-		case wire.PhaseRunning:
-			if h := rec.Health; h != nil && h.Reason == ReasonNodeUnhealthy {
-				earliest(now)
-			} else if !m.lastHeartbeat().IsZero() {
-				earliest(m.lastHeartbeat().Add(staleAfter + time.Nanosecond))
-			}
-		case wire.PhasePending, wire.PhaseProvisioning:
-			earliest(rec.Created.Add(staleAfter + time.Nanosecond))
+	if checked != nil {
+		o := r.observe(m)
+		if due := planner.UnhealthyAt(&o, checked, now); !due.IsZero() {
+			earliest(due)
 		}
 	}
 	return at
 }
 
-// stale reports whether the machine's health may have changed by the
-// passing of time alone: a running machine whose heartbeats stopped or say
-// it is not healthy, or a machine still not running. The planner decides with the real timeouts.
-func (r *Reconciler) stale(m *machine, now time.Time) bool {
-	switch m.rec.Phase {
-	case wire.PhaseRunning:
-		if h := m.rec.Health; h != nil && h.Reason == ReasonNodeUnhealthy {
-			return true // Ready False: its timeout may have passed
-		}
-		return !m.lastHeartbeat().IsZero() && now.Sub(m.lastHeartbeat()) > staleAfter
-	case wire.PhasePending, wire.PhaseProvisioning:
-		return now.Sub(m.rec.Created.Time()) > staleAfter
-	}
-	return false
+// cameDue reports whether, since its cluster was last planned (planned),
+// time alone has made a health check of checked (m's cluster) find m
+// unhealthy: the planner decides on that now. A machine that stays
+// unhealthy comes due once, not at every tick (before, one silent for 3 s
+// had its cluster planned at every tick until it was remediated, or for
+// ever while nothing remediated it).
+func (r *Reconciler) cameDue(m *machine, checked *planner.DesiredCluster, planned, now time.Time) bool {
+	o := r.observe(m)
+	due := planner.UnhealthyAt(&o, checked, planned)
+	return !due.IsZero() && !due.After(now)
 }
 
-// staleAfter is below any sensible unhealthyTimeout, so no timeout is missed
-// by more than one tick.
-const staleAfter = 3 * time.Second
+// checkedCluster is the desired cluster when it has health checks: time
+// alone may make its machines unhealthy. Nil otherwise.
+func (r *Reconciler) checkedCluster(name string) *planner.DesiredCluster {
+	if dc := r.desired.Cluster(name); dc != nil && len(dc.HealthChecks) > 0 {
+		return dc
+	}
+	return nil
+}
 
 func equalStrings(a, b []string) bool {
 	if len(a) != len(b) {

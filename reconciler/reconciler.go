@@ -159,11 +159,15 @@ type Reconciler struct {
 	wake map[string]time.Time
 	// clock is when each cluster's machines next need the tick
 	// (checkTime): a task that may time out, a heartbeat that may be
-	// missed, a machine that may turn stale. A cluster absent needs none;
+	// missed, a health check that may come due. A cluster absent needs none;
 	// the zero time means at the next tick. put and markChanged set it to
 	// zero, checkTime to the earliest of its machines' times, so a tick
 	// costs the clusters with something pending, not the whole fleet.
 	clock map[string]time.Time
+	// planned is when each cluster with health checks was last planned:
+	// checkTime plans it again when one of its checks came due since
+	// (cameDue).
+	planned map[string]time.Time
 	// classesChanged: a new revision may have removed classes.
 	classesChanged bool
 	// scalesStale: a new revision may have removed clusters or pools that
@@ -268,6 +272,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.decisions.store = NewStore(rkv, r.o.Fence, nil)
 	r.wake = map[string]time.Time{}
 	r.clock = map[string]time.Time{}
+	r.planned = map[string]time.Time{}
 	r.machines = map[string]machineList{}
 	r.counts = newFleetCounts()
 	r.unsent = map[string]*machine{}
@@ -845,6 +850,11 @@ func (r *Reconciler) step(ctx context.Context) {
 		}
 		delete(r.dirty, name)
 		r.metrics.ClustersPlanned.Inc()
+		if r.checkedCluster(name) != nil {
+			r.planned[name] = now // checkTime plans it again when a check comes due
+		} else {
+			delete(r.planned, name)
+		}
 		var alike shapes // the cluster's steps share their records' shapes
 		hold := false
 		for _, s := range res.Steps {
@@ -941,15 +951,20 @@ func (r *Reconciler) observed(cluster string) []planner.ObservedMachine {
 	ms := r.machines[cluster]
 	out := make([]planner.ObservedMachine, 0, len(ms))
 	for _, m := range ms {
-		o := m.observed()
-		if !o.LastHeartbeat.IsZero() && o.LastHeartbeat.Before(r.heard) {
-			// Heartbeats missed while this leader could not hear them
-			// (disconnected from NATS) count from when it could again.
-			o.LastHeartbeat = r.heard
-		}
-		out = append(out, o)
+		out = append(out, r.observe(m))
 	}
 	return out
+}
+
+// observe returns m as the planner sees it.
+func (r *Reconciler) observe(m *machine) planner.ObservedMachine {
+	o := m.observed()
+	if !o.LastHeartbeat.IsZero() && o.LastHeartbeat.Before(r.heard) {
+		// Heartbeats missed while this leader could not hear them
+		// (disconnected from NATS) count from when it could again.
+		o.LastHeartbeat = r.heard
+	}
+	return o
 }
 
 // countRollouts sets the rollout gauges from a pass's class rollouts.
