@@ -109,7 +109,7 @@ func (p *clusterPass) remediate() {
 		}
 		n++
 		deleting[s.m.Deployment]++
-		p.remove(s, "remediate: "+s.unhealthy)
+		p.remove(s, remediatePrefix+s.unhealthy)
 	}
 	if n > 0 || waiting > 0 {
 		msg := fmt.Sprintf("replacing %d unhealthy worker machines", n)
@@ -148,7 +148,7 @@ func (p *clusterPass) planControlPlane(ver string) {
 		// Before the control plane ever ran there is no etcd to lose; a
 		// machine that is gone has no member left to lose.
 		if others >= quorum || neverRan(live) || s.m.Gone() {
-			p.remove(s, "remediate control plane: "+s.unhealthy)
+			p.remove(s, remediateControlPlanePrefix+s.unhealthy)
 			p.cond(CondRemediating, "replacing unhealthy control-plane machine %s", s.m.Name)
 			return
 		}

@@ -110,3 +110,58 @@ func TestARemovedMachineOfAPoolGoneIsSettled(t *testing.T) {
 		t.Errorf("pool md-old no longer in the cluster: settled %q, want its removed machine", res.Settled)
 	}
 }
+
+// TestDeleteReasonNamesEveryDelete: each kind of delete the planner plans
+// has its word, which the daemon writes as the reason of the machine's
+// entry in its cluster's deleted list. The simulator checks every delete
+// it carries out; these are the kinds its scenarios may not reach.
+func TestDeleteReasonNamesEveryDelete(t *testing.T) {
+	s := newSim(t, testFleet(testClass("v1.30.2"), testCluster("c1", 1, 1)))
+	s.quiet = true
+	s.run(50)
+	deleteOf := func(edit func(*ObservedMachine)) Step {
+		t.Helper()
+		var ms []ObservedMachine
+		for _, m := range s.observed() {
+			edit(&m)
+			ms = append(ms, m)
+		}
+		for _, st := range PlanCluster(ClusterInput{Name: "c1", Desired: s.desired.Cluster("c1"), Machines: ms,
+			Record: s.records.Cluster("c1"), Now: s.now, NewName: s.newName}).Steps {
+			if st.Op == wire.OpDelete {
+				return st
+			}
+		}
+		t.Fatal("no delete planned")
+		return Step{}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*ObservedMachine)
+		want string
+	}{
+		{"a pool no longer in the cluster", func(m *ObservedMachine) {
+			if m.Deployment != "" {
+				m.Deployment = "md-gone"
+			}
+		}, DeletedDeploymentRemoved},
+		{"a control-plane machine gone", func(m *ObservedMachine) {
+			if m.Deployment == "" {
+				m.Phase, m.Reason = wire.PhaseFailed, "NodeExited"
+			}
+		}, DeletedRemediated},
+		{"a worker gone", func(m *ObservedMachine) {
+			if m.Deployment != "" {
+				m.Phase, m.Reason = wire.PhaseFailed, "NodeExited"
+			}
+		}, DeletedRemediated},
+	} {
+		st := deleteOf(tc.edit)
+		if got := DeleteReason(st.Reason); got != tc.want {
+			t.Errorf("%s: DeleteReason(%q) = %q, want %q", tc.name, st.Reason, got, tc.want)
+		}
+	}
+	if got := DeleteReason("md-0 has 2 of 3 machines"); got != "" {
+		t.Errorf("a create's reason: DeleteReason = %q, want none", got)
+	}
+}

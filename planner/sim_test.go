@@ -246,6 +246,11 @@ func (s *sim) apply(st Step) {
 			s.t.Fatalf("delete of machine %s already deleting", m.Name)
 		}
 		om.Phase = wire.PhaseDeleting
+		if DeleteReason(st.Reason) == "" {
+			// The daemon words the machine's entry in its cluster's
+			// deleted list from it (docs/status.md).
+			s.t.Errorf("delete of %s: DeleteReason has no word for %q", m.Name, st.Reason)
+		}
 		s.logf("  delete %-22s %-8s %s  %s\n", m.Name, om.Version, om.TemplateHash, st.Reason)
 	}
 }

@@ -231,10 +231,23 @@ func (r *Reconciler) dropped(ctx context.Context, cur *machine) {
 		})
 	}
 	r.remove(cur.rec.Cluster, cur.rec.Name)
-	d := status.DeletedMachine{Name: cur.rec.Name, Cause: cur.rec.Cause, Reason: cur.rec.Reason,
+	d := status.DeletedMachine{Name: cur.rec.Name, Cause: cur.rec.Cause, Reason: deletedReason(cur.rec),
 		Deleted: r.o.Now().UTC().Truncate(time.Second)}
 	list := append([]status.DeletedMachine{d}, r.deleted[cur.rec.Cluster]...)
 	r.deleted[cur.rec.Cluster] = list[:min(len(list), status.MaxDeleted)]
+}
+
+// deletedReason is the reason of rec's entry in its cluster's deleted
+// list, rec being the record of a machine whose delete finished: its
+// provider's reason when it was gone (NodeExited, MachineMissing), else
+// the word for why the planner deleted it (Remediated, ScaledDown,
+// RollingUpdate, …), so that each entry says in a word why it went. The
+// record itself has no reason once its task put it in its phase.
+func deletedReason(rec *Record) string {
+	if rec.Reason != "" {
+		return rec.Reason
+	}
+	return planner.DeleteReason(rec.Cause)
 }
 
 // carryDeleted starts each cluster's deleted list from what its file on

@@ -130,6 +130,23 @@ func (f *cloudFleet) summary() []string {
 	return out
 }
 
+// loseWorker deletes a worker from the cloud behind the daemon's back and
+// returns it as "cluster.name".
+func (f *cloudFleet) loseWorker() string {
+	f.t.Helper()
+	for _, k := range f.machines() {
+		if strings.Contains(k, "-md-0-") {
+			cluster, name, _ := strings.Cut(k, ".")
+			if err := f.cloud.Delete(f.t.Context(), wire.Machine{Cluster: cluster, Name: name, Provider: inmemory.Name}); err != nil {
+				f.t.Fatal(err)
+			}
+			return k
+		}
+	}
+	f.t.Fatalf("no worker in the cloud: %v", f.machines())
+	return ""
+}
+
 // TestInventoryReplacesMissingMachine: a Running machine its provider no
 // longer has — with no health check and no heartbeats to notice — is
 // recorded Failed with reason MachineMissing and replaced, without a
@@ -139,17 +156,7 @@ func TestInventoryReplacesMissingMachine(t *testing.T) {
 	_, m := runLeader(t, f.js, f.repo.dir)
 	f.wait("three Running machines", f.converged)
 	before := f.machines()
-	var lost string
-	for _, k := range before {
-		if strings.Contains(k, "-md-0-") {
-			lost = k
-			break
-		}
-	}
-	cluster, name, _ := strings.Cut(lost, ".")
-	if err := f.cloud.Delete(t.Context(), wire.Machine{Cluster: cluster, Name: name, Provider: inmemory.Name}); err != nil {
-		t.Fatal(err)
-	}
+	lost := f.loseWorker()
 	f.wait("the lost machine recorded missing", func() bool {
 		r := f.records()[lost]
 		return r == nil || r.Reason == ReasonMachineMissing

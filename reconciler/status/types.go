@@ -93,8 +93,11 @@ const MaxDeleted = 5
 // DeletedMachine is a machine whose delete finished.
 type DeletedMachine struct {
 	Name string `yaml:"name" json:"name"`
-	// Cause is why it was deleted; Reason, when set, why it had failed
-	// (MachineMissing).
+	// Cause is why it was deleted; Reason the same in a word: the
+	// provider's reason for a machine that was gone (NodeExited,
+	// MachineMissing), else the planner's (planner.DeleteReason:
+	// Remediated, ScaledDown, …). Lists written before it had a word for
+	// every entry have none but for machines that were gone.
 	Cause   string    `yaml:"cause,omitempty" json:"cause,omitempty"`
 	Reason  string    `yaml:"reason,omitempty" json:"reason,omitempty"`
 	Deleted time.Time `yaml:"deleted" json:"deleted"`
