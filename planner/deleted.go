@@ -53,3 +53,23 @@ func DeleteReason(cause string) string {
 	}
 	return ""
 }
+
+// RemovalOf is the Removal of a delete step whose Reason was cause, of a
+// machine whose reason was reason — its provider's when it was gone
+// (NodeExited), as its entry in its cluster's deleted list keeps it, or
+// DeleteReason's word: "gone: NodeExited" or "remediated: <what the health
+// check saw>"; "" for a delete that removed no machine for its health or
+// absence. A new leader rebuilds from it the removed machines its
+// ClusterInput.Removed names, which the last leader kept in memory.
+func RemovalOf(cause, reason string) string {
+	seen, ok := strings.CutPrefix(cause, remediatePrefix)
+	if !ok {
+		if seen, ok = strings.CutPrefix(cause, remediateControlPlanePrefix); !ok {
+			return ""
+		}
+	}
+	if reason != "" && reason != DeletedRemediated {
+		return "gone: " + reason
+	}
+	return "remediated: " + seen
+}

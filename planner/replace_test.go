@@ -160,6 +160,9 @@ func TestDeleteReasonNamesEveryDelete(t *testing.T) {
 		if got := DeleteReason(st.Reason); got != tc.want {
 			t.Errorf("%s: DeleteReason(%q) = %q, want %q", tc.name, st.Reason, got, tc.want)
 		}
+		if got := RemovalOf(st.Reason, "NodeExited"); got != st.Removal {
+			t.Errorf("%s: RemovalOf(%q) = %q, want the step's Removal %q", tc.name, st.Reason, got, st.Removal)
+		}
 	}
 	if got := DeleteReason("md-0 has 2 of 3 machines"); got != "" {
 		t.Errorf("a create's reason: DeleteReason = %q, want none", got)

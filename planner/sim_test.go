@@ -251,6 +251,10 @@ func (s *sim) apply(st Step) {
 			// deleted list from it (docs/status.md).
 			s.t.Errorf("delete of %s: DeleteReason has no word for %q", m.Name, st.Reason)
 		}
+		if got := RemovalOf(st.Reason, om.Reason); got != st.Removal {
+			// A new leader rebuilds the removed machines from it.
+			s.t.Errorf("delete of %s: RemovalOf(%q, %q) = %q, want its Removal %q", m.Name, st.Reason, om.Reason, got, st.Removal)
+		}
 		s.logf("  delete %-22s %-8s %s  %s\n", m.Name, om.Version, om.TemplateHash, st.Reason)
 	}
 }

@@ -231,7 +231,8 @@ func (r *Reconciler) dropped(ctx context.Context, cur *machine) {
 		})
 	}
 	r.remove(cur.rec.Cluster, cur.rec.Name)
-	d := status.DeletedMachine{Name: cur.rec.Name, Cause: cur.rec.Cause, Reason: deletedReason(cur.rec),
+	d := status.DeletedMachine{Name: cur.rec.Name, Role: string(cur.rec.Role), Deployment: cur.rec.Deployment,
+		Cause: cur.rec.Cause, Reason: deletedReason(cur.rec),
 		Deleted: r.o.Now().UTC().Truncate(time.Second)}
 	list := append([]status.DeletedMachine{d}, r.deleted[cur.rec.Cluster]...)
 	r.deleted[cur.rec.Cluster] = list[:min(len(list), status.MaxDeleted)]

@@ -58,18 +58,9 @@ func TestDeletedEntriesSayWhyInAWord(t *testing.T) {
 
 	t.Run("remediated", func(t *testing.T) {
 		l := newLoop(t, "local", 1, 1)
-		l.repo.write("clusters/c1-health.yaml", replaceHealthCheck)
-		l.repo.commit("c1: a health check")
-		l.start()
-		l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
-		dead := l.nextTasks(1)[0]
-		l.answer(dead, wire.PhaseRunning)
-		l.waitRecords("Running Running")
-		if err := heartbeat(l.nc, dead.task.Machine, true); err != nil {
-			t.Fatal(err)
-		}
-		// Its heartbeats stop: it is remediated a second later (its
-		// replacement is created in the same pass).
+		// Remediated a second after its one heartbeat (its replacement
+		// is created in the same pass).
+		dead := l.startWithADyingWorker()
 		for deleted := false; !deleted; {
 			for _, task := range l.nextTasks(1) {
 				if task.task.Operation == wire.OpDelete && task.task.Machine.Name == dead.task.Machine.Name {

@@ -191,7 +191,8 @@ type Reconciler struct {
 	// removed are each cluster's machines removed for their health or
 	// absence that no create has replaced yet, oldest first: the planner
 	// names them in the causes of their replacements (replace.go). Kept
-	// in memory only: a new leader starts it empty.
+	// in memory; a new leader rebuilds it from the records and the
+	// deleted lists (carryRemoved).
 	removed map[string][]planner.Removed
 }
 
@@ -351,6 +352,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		r.carryDeleted()
 		r.carryRejection()
 	}
+	r.carryRemoved()
 	r.resume(ctx)
 
 	events := make(chan jetstream.Msg, 1024)

@@ -2,9 +2,11 @@ package reconciler
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/reconciler/status"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // settleRemoved forgets the removed machines the planner found nothing
@@ -45,4 +47,73 @@ func (r *Reconciler) noteRemoval(in *intent) {
 		return
 	}
 	r.removed[cluster] = list
+}
+
+// carryRemoved rebuilds a new leader's removed machines (noteRemoval),
+// which the last leader kept in memory, from what outlived it: the
+// records of machines being deleted for their health or absence, and the
+// cluster's deleted list as the status branch holds it (carryDeleted), so
+// that a replacement this leader makes still names the machine it
+// replaces, not its pool's count. A machine that a record's cause names
+// as replaced already is left out, and so is a deleted entry that does not
+// say its pool (written before entries did). Those whose pools lack no
+// machine, or are gone, are settled by the first pass (settleRemoved).
+//
+// The newest come first, unlike the list noteRemoval keeps: a removal
+// whose replacement was itself removed since is still in the deleted
+// list, with nothing left that names it, and it is older than the
+// removals that wait, which the planner must name first (it takes a
+// pool's first).
+func (r *Reconciler) carryRemoved() {
+	for cluster, ms := range r.machines {
+		var list []planner.Removed
+		for _, m := range ms {
+			if m.rec.Phase != wire.PhaseDeleting {
+				continue
+			}
+			if why := planner.RemovalOf(m.rec.Cause, m.rec.Reason); why != "" {
+				list = append(list, planner.Removed{Name: m.rec.Name, Deployment: m.rec.Deployment, Why: why})
+			}
+		}
+		if len(list) > 0 {
+			r.removed[cluster] = list
+		}
+	}
+	for cluster, deleted := range r.deleted {
+		list := r.removed[cluster]
+		for _, d := range deleted {
+			if d.Role == "" || slices.ContainsFunc(list, func(rm planner.Removed) bool { return rm.Name == d.Name }) {
+				continue
+			}
+			if why := planner.RemovalOf(d.Cause, d.Reason); why != "" {
+				list = append(list, planner.Removed{Name: d.Name, Deployment: d.Deployment, Why: why})
+			}
+		}
+		if len(list) > 0 {
+			r.removed[cluster] = list
+		}
+	}
+	for cluster, list := range r.removed {
+		for _, m := range r.machines[cluster] {
+			if name, ok := replaced(m.rec.Cause); ok {
+				list = slices.DeleteFunc(list, func(rm planner.Removed) bool { return rm.Name == name })
+			}
+		}
+		if len(list) == 0 {
+			delete(r.removed, cluster)
+			continue
+		}
+		r.removed[cluster] = list[:min(len(list), status.MaxDeleted)]
+	}
+}
+
+// replaced is the machine a create's cause says it replaces
+// ("replaces c1-md-0-x7k2p (gone: NodeExited)"); false for another cause.
+func replaced(cause string) (string, bool) {
+	rest, ok := strings.CutPrefix(cause, planner.ReplacesPrefix)
+	if !ok {
+		return "", false
+	}
+	name, _, ok := strings.Cut(rest, " (")
+	return name, ok
 }

@@ -51,6 +51,8 @@ func statusKey(c *status.ClusterStatus, ms machineList) uint64 {
 	k.num(uint64(len(c.Deleted)))
 	for _, d := range c.Deleted {
 		k.str(d.Name)
+		k.str(d.Role)
+		k.str(d.Deployment)
 		k.str(d.Cause)
 		k.str(d.Reason)
 		k.time(d.Deleted)

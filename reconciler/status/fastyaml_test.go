@@ -73,7 +73,7 @@ func randCluster(r *rand.Rand) ClusterStatus {
 		c.Rollout = &Rollout{ClassRevision: pick(r), Wave: pick(r), AdmittedAt: randTime(r), State: pick(r), Reason: pick(r), PendingRevision: pick(r)}
 	}
 	for range r.IntN(3) {
-		c.Deleted = append(c.Deleted, DeletedMachine{Name: pick(r), Cause: pick(r), Reason: pick(r), Deleted: randTime(r)})
+		c.Deleted = append(c.Deleted, DeletedMachine{Name: pick(r), Role: pick(r), Deployment: pick(r), Cause: pick(r), Reason: pick(r), Deleted: randTime(r)})
 	}
 	return c
 }

@@ -128,6 +128,10 @@ func quickSummary(data []byte) (clusterSum, bool) {
 			switch key {
 			case "name":
 				d.Name, err = unquote(raw)
+			case "role":
+				d.Role, err = unquote(raw)
+			case "deployment":
+				d.Deployment, err = unquote(raw)
 			case "cause":
 				d.Cause, err = unquote(raw)
 			case "reason":

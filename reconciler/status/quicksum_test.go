@@ -18,7 +18,7 @@ func sumText(s clusterSum) string {
 	slices.Sort(conds)
 	var deleted []string
 	for _, d := range s.deleted {
-		deleted = append(deleted, fmt.Sprintf("%q:%q:%q@%s", d.Name, d.Cause, d.Reason, d.Deleted.UTC().Format(time.RFC3339Nano)))
+		deleted = append(deleted, fmt.Sprintf("%q:%q:%q:%q:%q@%s", d.Name, d.Role, d.Deployment, d.Cause, d.Reason, d.Deleted.UTC().Format(time.RFC3339Nano)))
 	}
 	return fmt.Sprintf("class=%q version=%q phase=%q machines=%d phases=%v versions=%v created=%s conds=%v deleted=%v",
 		s.class, s.version, s.phase, s.machines, s.machinePhases.toMap(), s.machineVersions.toMap(), s.created.UTC().Format(time.RFC3339Nano), conds, deleted)

@@ -93,6 +93,12 @@ const MaxDeleted = 5
 // DeletedMachine is a machine whose delete finished.
 type DeletedMachine struct {
 	Name string `yaml:"name" json:"name"`
+	// Role and Deployment are the machine's, as in its entry under
+	// machines: the pool it left (a new leader names it in the cause of
+	// the machine that replaces it). Lists written before they were kept
+	// have neither.
+	Role       string `yaml:"role,omitempty" json:"role,omitempty"`
+	Deployment string `yaml:"deployment,omitempty" json:"deployment,omitempty"`
 	// Cause is why it was deleted; Reason the same in a word: the
 	// provider's reason for a machine that was gone (NodeExited,
 	// MachineMissing), else the planner's (planner.DeleteReason:
