@@ -215,10 +215,10 @@ func Transitions(before, after *ClusterStatus) []string {
 		for _, m := range slices.SortedFunc(slices.Values(before.Machines), func(a, b MachineStatus) int { return strings.Compare(a.Name, b.Name) }) {
 			switch {
 			case m.Phase == "Deleted":
-			case m.Phase == "Deleting" && m.Cause != "":
+			case !wentWithItsCluster(&m):
 				out = append(out, fmt.Sprintf("machine %s removed (was %s)", m.Name, m.Phase))
 			default:
-				out = append(out, fmt.Sprintf("machine %s removed (was %s), because: its cluster was removed from the fleet", m.Name, m.Phase))
+				out = append(out, fmt.Sprintf("machine %s removed (was %s), because: %s", m.Name, m.Phase, ClusterRemovedCause))
 			}
 		}
 		return out
@@ -328,6 +328,20 @@ func Transitions(before, after *ClusterStatus) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// ClusterRemovedCause is why a machine went, for a machine that was still
+// listed when its cluster's file was removed: a cluster removed from the
+// fleet usually loses its machines within the one status commit that
+// removes the file, so no deleted list names them.
+const ClusterRemovedCause = "its cluster was removed from the fleet"
+
+// wentWithItsCluster says whether m, listed in its cluster's file when the
+// file was removed, went for its cluster's removal: not one shown Deleting
+// for a cause of its own (a scale-down, a remediation), which went for
+// that cause, as its Deleting line said.
+func wentWithItsCluster(m *MachineStatus) bool {
+	return m.Phase != "Deleting" || m.Cause == ""
 }
 
 // deletedCause is why machine went, as c's list of deleted machines says

@@ -9,6 +9,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/gitfleet/gitfleet/internal/loose"
+	"github.com/gitfleet/gitfleet/planner"
 )
 
 // MachineEvent is one change of a machine as the status branch shows it:
@@ -21,7 +22,8 @@ type MachineEvent struct {
 	// the status branch (its delete finished).
 	Machine *MachineStatus
 	// Deleted is the cluster's note of the delete, with its cause, when
-	// the machine left the branch.
+	// the machine left the branch; for a machine that went with its
+	// cluster's file, one that says so (ClusterRemovedCause).
 	Deleted *DeletedMachine
 	// Triggers are the spec commits the status commit names
 	// (Gitfleet-Source-Commit trailers).
@@ -85,12 +87,21 @@ func MachineHistory(repo *git.Repository, branch, machine string) ([]MachineEven
 		}
 		var deleted *DeletedMachine
 		if found == nil && cur != nil && touched {
-			if cs, err := clusterAt(s, c.tree, curCluster, cache); err == nil && cs != nil {
+			cs, err := clusterAt(s, c.tree, curCluster, cache)
+			switch {
+			case err == nil && cs != nil:
 				for j := range cs.Deleted {
 					if cs.Deleted[j].Name == machine {
 						deleted = &cs.Deleted[j]
 					}
 				}
+			case err == nil && wentWithItsCluster(cur):
+				// The cluster's file went with the machine: its cluster
+				// was removed from the fleet, as its trail says too
+				// (Transitions). One shown Deleting for a cause of its
+				// own went for that cause, which its Deleting event said.
+				deleted = &DeletedMachine{Name: machine, Role: cur.Role, Deployment: cur.Deployment,
+					Cause: ClusterRemovedCause, Reason: planner.DeletedClusterRemoved, Deleted: c.Time.UTC().Truncate(time.Second)}
 			}
 		}
 		switch {
