@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gitfleet/gitfleet/providers/natsbus"
@@ -150,16 +149,7 @@ func TestAKilledNodeIsReportedAtOnce(t *testing.T) {
 	state := t.TempDir()
 	t.Cleanup(func() { killNodes(t, state) })
 	nc, js := natstest.Connect(t, url)
-	// The test is the leader: it takes every inventory part.
-	reports := make(chan wire.Inventory, 16)
-	if _, err := nc.Subscribe(wire.SubjectInventory+".>", func(m *nats.Msg) {
-		if inv, err := wire.DecodeInventory(m.Data); err == nil {
-			reports <- inv
-		}
-		_ = m.Respond(nil)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	reports := natstest.Inventories(t, nc)
 	_, out := startWorkerProcess(t, url, state, "--inventory-interval", "1h")
 	pub := natsbus.NewPublisher(js)
 	create := func(name string) {
@@ -194,17 +184,9 @@ func TestAKilledNodeIsReportedAtOnce(t *testing.T) {
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(30 * time.Second)
-	for found := false; !found; {
-		select {
-		case inv := <-reports:
-			for _, in := range inv.Instances {
-				if in.Machine == "m-1" && in.Reason == "NodeExited" {
-					found = true
-				}
-			}
-		case <-deadline:
-			t.Fatalf("no inventory listed the killed node as NodeExited within 30s (interval 1h); worker output:\n%s", out)
-		}
+	if !natstest.NextInventory(reports, 30*time.Second, func(got map[string]wire.Instance) bool {
+		return got["m-1"].Reason == "NodeExited"
+	}) {
+		t.Fatalf("no inventory listed the killed node as NodeExited within 30s (interval 1h); worker output:\n%s", out)
 	}
 }

@@ -127,6 +127,42 @@ func Intend(tb testing.TB, js jetstream.JetStream, tasks ...wire.Task) {
 	}
 }
 
+// Inventories takes every worker's inventory parts on nc and answers each,
+// as a leader does (the test is the leader), and hands them over decoded.
+func Inventories(tb testing.TB, nc *nats.Conn) <-chan wire.Inventory {
+	tb.Helper()
+	reports := make(chan wire.Inventory, 64)
+	if _, err := nc.Subscribe(wire.SubjectInventory+".>", func(m *nats.Msg) {
+		if inv, err := wire.DecodeInventory(m.Data); err == nil {
+			reports <- inv
+		}
+		_ = m.Respond(nil)
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	return reports
+}
+
+// NextInventory waits up to d for a part of reports whose machines, by
+// name, are as want says, skipping the others; false when none came.
+func NextInventory(reports <-chan wire.Inventory, d time.Duration, want func(map[string]wire.Instance) bool) bool {
+	deadline := time.After(d)
+	for {
+		select {
+		case inv := <-reports:
+			got := make(map[string]wire.Instance, len(inv.Instances))
+			for _, in := range inv.Instances {
+				got[in.Machine] = in
+			}
+			if want(got) {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
 // StartCluster starts n routed nats-servers with JetStream on 127.0.0.1,
 // in this process, waits until they form a JetStream cluster, and returns
 // them (shut down on cleanup).
