@@ -60,10 +60,11 @@ type Instance struct {
 }
 
 // Watcher is implemented by providers that learn at once when one of their
-// machines stops outside a task (a local node's process ended): Changed
-// receives then, and the worker reports its inventory right away instead
-// of at its next interval, so the daemon replaces the machine within
-// moments, not after a heartbeat timeout or an inventory interval.
+// machines stops outside a task (a local node's process ended, a docker
+// container died or was removed): Changed receives then, and the worker
+// reports its inventory right away instead of at its next interval, so the
+// daemon replaces the machine within moments, not after a heartbeat timeout
+// or an inventory interval.
 type Watcher interface {
 	Changed() <-chan struct{}
 }

@@ -86,15 +86,20 @@ type Options struct {
 
 // Provider makes machines containers.
 type Provider struct {
-	o      Options
-	cli    *client.Client
-	http   *http.Client
-	mu     sync.Mutex
-	locks  map[string]*sync.Mutex
-	netsMu sync.Mutex
+	o        Options
+	cli      *client.Client
+	http     *http.Client
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex
+	removing map[string]time.Time // containers (by ID) the provider removes itself: their end is no news
+	netsMu   sync.Mutex
+	watch    watch
 }
 
-var _ providers.Provider = (*Provider)(nil)
+var (
+	_ providers.Provider = (*Provider)(nil)
+	_ providers.Watcher  = (*Provider)(nil)
+)
 
 // New connects to the Docker Engine the environment names (DOCKER_HOST,
 // or the local socket), negotiating its API version.
@@ -123,7 +128,8 @@ func New(o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	return &Provider{o: o, cli: cli, http: &http.Client{Timeout: 2 * time.Second}, locks: map[string]*sync.Mutex{}}, nil
+	return &Provider{o: o, cli: cli, http: &http.Client{Timeout: 2 * time.Second}, locks: map[string]*sync.Mutex{},
+		removing: map[string]time.Time{}, watch: watch{changed: make(chan struct{}, 1)}}, nil
 }
 
 // nodesCanConnect refuses options under which the machines' nodes could
@@ -157,8 +163,12 @@ func (p *Provider) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close releases the client.
-func (p *Provider) Close() error { return p.cli.Close() }
+// Close stops watching the Engine's events (Changed) and releases the
+// client.
+func (p *Provider) Close() error {
+	p.stopWatching()
+	return p.cli.Close()
+}
 
 // Name implements providers.Provider.
 func (p *Provider) Name() string { return Name }
@@ -203,6 +213,7 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 		}
 		// Made and stopped (a worker died in between, or the machine
 		// died): made again.
+		p.removes(c.ID)
 		if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
 			return providers.Instance{}, providers.Transient(fmt.Errorf("docker: remove %s: %w", name, err))
 		}
@@ -421,8 +432,18 @@ func (p *Provider) ensureNetwork(ctx context.Context, cluster string) error {
 func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
 	defer p.lock(m.Cluster + "/" + m.Name)()
 	name := ContainerName(m.Cluster, m.Name)
-	if err := p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
-		return providers.Transient(fmt.Errorf("docker: remove %s: %w", name, err))
+	// By ID, which the watch knows the events by (a name is used again by
+	// the machine's next container).
+	c, err := p.cli.ContainerInspect(ctx, name)
+	switch {
+	case errdefs.IsNotFound(err):
+	case err != nil:
+		return providers.Transient(fmt.Errorf("docker: inspect %s: %w", name, err))
+	default:
+		p.removes(c.ID)
+		if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
+			return providers.Transient(fmt.Errorf("docker: remove %s: %w", name, err))
+		}
 	}
 	if err := os.RemoveAll(filepath.Join(p.o.SeedDir, m.Cluster, m.Name)); err != nil {
 		return providers.Transient(fmt.Errorf("docker: %w", err))
