@@ -65,15 +65,17 @@ type Provider struct {
 	locks    map[string]*sync.Mutex  // per machine folder
 	children map[int]<-chan struct{} // nodes this process started: closed when reaped
 	stopping map[int]bool            // children Delete stops: their end is no news
-	changed  chan struct{}           // a child ended that Delete did not stop (Changed)
+	adopted  map[string]*adoptedNode // by folder: nodes it did not start, watched
+	changed  chan struct{}           // a node ended that Delete did not stop (Changed)
+	noPidfd  bool                    // tests: watch adopted nodes as where there is no pidfd
 }
 
 var _ providers.Watcher = (*Provider)(nil)
 
-// Changed implements providers.Watcher: it receives when a node this
-// process started ends and no Delete stopped it (it crashed, or someone
-// killed it). Nodes adopted from an earlier worker are not its children:
-// their end is noticed by their missing heartbeats or the next inventory.
+// Changed implements providers.Watcher: it receives when a node ends and
+// no Delete stopped it (it crashed, or someone killed it): a node this
+// process started, which it reaps, or one it adopted (a node an earlier
+// worker started, which List or Create found running), which it watches.
 func (p *Provider) Changed() <-chan struct{} { return p.changed }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -121,7 +123,7 @@ func New(o Options) (*Provider, error) {
 	}
 	return &Provider{o: o, client: &http.Client{Timeout: time.Second},
 		locks: map[string]*sync.Mutex{}, children: map[int]<-chan struct{}{}, stopping: map[int]bool{},
-		changed: make(chan struct{}, 1)}, nil
+		adopted: map[string]*adoptedNode{}, changed: make(chan struct{}, 1)}, nil
 }
 
 // Name implements providers.Provider.
@@ -177,6 +179,7 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 			return providers.Instance{}, err
 		}
 		p.o.Log.Debug().Str("dir", dir).Int("pid", pid).Msg("adopting running node")
+		p.adopt(pid, dir)
 	} else if pid, err = p.start(m, dir, spec); err != nil {
 		return providers.Instance{}, err
 	}
@@ -293,10 +296,7 @@ func (p *Provider) start(m wire.Machine, dir string, spec Spec) (int, error) {
 		p.mu.Unlock()
 		close(exited)
 		if !stopped {
-			select {
-			case p.changed <- struct{}{}:
-			default: // one is waiting already: one inventory tells both
-			}
+			p.tell()
 		}
 	}()
 	return pid, nil
@@ -393,6 +393,9 @@ func (p *Provider) stop(ctx context.Context, pid int, dir string) error {
 	if _, ours := p.children[pid]; ours {
 		p.stopping[pid] = true
 	}
+	if n := p.adopted[dir]; n != nil && n.pid == pid {
+		n.stopping = true
+	}
 	p.mu.Unlock()
 	if err := signalNode(pid, syscall.SIGTERM); err != nil {
 		return providers.Transient(fmt.Errorf("local: SIGTERM node %d: %w", pid, err))
@@ -467,6 +470,14 @@ func (p *Provider) List(ctx context.Context) ([]providers.Instance, error) {
 		busy := !p.tryLock(dir)
 		if !busy {
 			runs, err := nodeRuns(dir)
+			if err == nil && runs {
+				// Watched from now on, unless this process started it;
+				// under the folder's mutex, so that no Delete stops it
+				// before it is marked as adopted.
+				if pid := nodePID(dir); pid != 0 {
+					p.adopt(pid, dir)
+				}
+			}
 			p.unlock(dir)
 			if err != nil {
 				return nil, fmt.Errorf("local: %w", err)

@@ -188,6 +188,66 @@ func TestRestartedProviderAdoptsNodes(t *testing.T) {
 	}
 }
 
+// A restarted worker's provider watches the nodes it adopts, found by a
+// Create or by List, and tells of their end at once (Changed), with a
+// pidfd and, where there is none, by looking every second; a node its
+// Delete stops is no news.
+func TestAdoptedNodesAreWatched(t *testing.T) {
+	url := startNATS(t)
+	for _, tc := range []struct {
+		name string
+		new  func(local.Options) (*local.Provider, error)
+	}{{"pidfd", local.New}, {"polled", local.NewWithoutPidfd}} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			first := newProvider(t, url, state)
+			for _, name := range []string{"a", "b", "c"} {
+				if _, err := first.Create(ctx(t), providertest.Machine(first, "c1", name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			second, err := tc.new(local.Options{StateDir: state, Binary: binary, NATSURL: url, StopGrace: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			changed := second.Changed()
+			kill := func(name string) {
+				t.Helper()
+				pid, err := os.ReadFile(filepath.Join(state, "c1", name, "pid"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
+				if err := syscall.Kill(n, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-changed:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("Changed did not receive within 5s of killing the adopted node %s", name)
+				}
+			}
+
+			if _, err := second.Create(ctx(t), providertest.Machine(second, "c1", "a")); err != nil {
+				t.Fatal(err)
+			}
+			kill("a")
+			if _, err := second.List(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+			if err := second.Delete(ctx(t), providertest.Machine(second, "c1", "c")); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-changed:
+				t.Errorf("Changed received after the provider's own Delete")
+			case <-time.After(2 * time.Second):
+			}
+			kill("b")
+		})
+	}
+}
+
 func TestDeleteKillsANodeThatIgnoresSIGTERM(t *testing.T) {
 	url := startNATS(t)
 	state := t.TempDir()

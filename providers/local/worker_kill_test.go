@@ -140,53 +140,104 @@ func waitEvent(t *testing.T, js jetstream.JetStream, phase wire.Phase) wire.Even
 	return wire.Event{}
 }
 
+// createByTask publishes the create of machine name in cluster c1, as the
+// daemon does: its record first, then its task.
+func createByTask(t *testing.T, js jetstream.JetStream, name string) {
+	t.Helper()
+	task := wire.Task{ID: "create-c1-" + name, Operation: wire.OpCreate, Machine: wire.Machine{
+		Name: name, Cluster: "c1", Role: wire.RoleWorker, Version: "v1.31.0", Provider: "local",
+		Spec: json.RawMessage(`{"heartbeatInterval": "200ms"}`)}}
+	natstest.Intend(t, js, task)
+	pub := natsbus.NewPublisher(js)
+	if _, err := pub.Publish(ctx(t), &task); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Wait(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// drain takes the inventories reported until none has come for half a
+// second.
+func drain(reports <-chan wire.Inventory) {
+	for {
+		select {
+		case <-reports:
+		case <-time.After(500 * time.Millisecond):
+			return
+		}
+	}
+}
+
+// nodeRig is a worker process with an hour's inventory interval that ran
+// the create of machine m-1: its node, and the inventories reported.
+type nodeRig struct {
+	url, state string
+	reports    <-chan wire.Inventory
+	worker     *exec.Cmd
+	out        *syncBuffer // the worker's output
+	node       int         // m-1's pid
+}
+
+func startNodeRig(t *testing.T) *nodeRig {
+	t.Helper()
+	r := &nodeRig{url: startNATS(t), state: t.TempDir()}
+	t.Cleanup(func() { killNodes(t, r.state) })
+	nc, js := natstest.Connect(t, r.url)
+	r.reports = natstest.Inventories(t, nc)
+	r.worker, r.out = startWorkerProcess(t, r.url, r.state, "--inventory-interval", "1h")
+	createByTask(t, js, "m-1")
+	waitEvent(t, js, wire.PhaseRunning)
+	pids := nodePIDs(t, r.state)
+	if len(pids) != 1 {
+		t.Fatalf("node processes %v; want one", pids)
+	}
+	r.node = pids[0]
+	return r
+}
+
+// killNode SIGKILLs m-1's node and waits up to d for an inventory that
+// lists the machine as NodeExited.
+func (r *nodeRig) killNode(t *testing.T, d time.Duration) {
+	t.Helper()
+	if err := syscall.Kill(r.node, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !natstest.NextInventory(r.reports, d, func(got map[string]wire.Instance) bool {
+		return got["m-1"].Reason == "NodeExited"
+	}) {
+		t.Fatalf("no inventory listed the killed node as NodeExited within %s (interval 1h); worker output:\n%s", d, r.out)
+	}
+}
+
 // A node the worker started dies outside a task (SIGKILL): the worker
 // reports its inventory at once, listing the machine as NodeExited, so the
 // daemon replaces it within moments — not at the next inventory interval
 // (an hour here) nor after the heartbeat timeout.
 func TestAKilledNodeIsReportedAtOnce(t *testing.T) {
-	url := startNATS(t)
-	state := t.TempDir()
-	t.Cleanup(func() { killNodes(t, state) })
-	nc, js := natstest.Connect(t, url)
-	reports := natstest.Inventories(t, nc)
-	_, out := startWorkerProcess(t, url, state, "--inventory-interval", "1h")
-	pub := natsbus.NewPublisher(js)
-	create := func(name string) {
-		task := wire.Task{ID: "create-c1-" + name, Operation: wire.OpCreate, Machine: wire.Machine{
-			Name: name, Cluster: "c1", Role: wire.RoleWorker, Version: "v1.31.0", Provider: "local",
-			Spec: json.RawMessage(`{"heartbeatInterval": "200ms"}`)}}
-		natstest.Intend(t, js, task)
-		if _, err := pub.Publish(ctx(t), &task); err != nil {
-			t.Fatal(err)
-		}
-		if err := pub.Wait(ctx(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	create("m-1")
-	waitEvent(t, js, wire.PhaseRunning)
-	// The report the worker makes at its start, before or after the create.
-	drain := func() {
-		for {
-			select {
-			case <-reports:
-			case <-time.After(500 * time.Millisecond):
-				return
-			}
-		}
-	}
-	drain()
-	pids := nodePIDs(t, state)
-	if len(pids) != 1 {
-		t.Fatalf("node processes %v; want one", pids)
-	}
-	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+	r := startNodeRig(t)
+	drain(r.reports) // the report the worker makes at its start, before or after the create
+	r.killNode(t, 30*time.Second)
+}
+
+// A worker restarts (SIGKILL, then a new process) and adopts the node the
+// first one started, which is not its child; when that node is killed, the
+// new worker reports its inventory at once, listing the machine as
+// NodeExited — not at the next inventory interval (an hour here) nor after
+// the heartbeat timeout.
+func TestAnAdoptedNodeKilledIsReportedAtOnce(t *testing.T) {
+	r := startNodeRig(t)
+	if err := r.worker.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if !natstest.NextInventory(reports, 30*time.Second, func(got map[string]wire.Instance) bool {
-		return got["m-1"].Reason == "NodeExited"
+	_ = r.worker.Wait()
+	drain(r.reports) // the first worker's
+	r.worker, r.out = startWorkerProcess(t, r.url, r.state, "--inventory-interval", "1h")
+	// Its report at its start lists the node, which it watches from then on.
+	if !natstest.NextInventory(r.reports, 30*time.Second, func(got map[string]wire.Instance) bool {
+		return got["m-1"].ProviderID == "local://"+strconv.Itoa(r.node)
 	}) {
-		t.Fatalf("no inventory listed the killed node as NodeExited within 30s (interval 1h); worker output:\n%s", out)
+		t.Fatalf("the restarted worker reported no inventory with the node running within 30s; its output:\n%s", r.out)
 	}
+	r.killNode(t, 10*time.Second)
 }
