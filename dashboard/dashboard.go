@@ -24,6 +24,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/reconciler/history"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 )
@@ -470,7 +471,10 @@ func Recent(c *status.ClusterStatus, n int) []Event {
 	}
 	for _, d := range c.Deleted {
 		why := d.Cause
-		if d.Reason != "" {
+		// The reason adds what the cause does not say already: a
+		// provider's (NodeExited) after a remediation's cause, not the
+		// word the daemon took from the cause itself (ScaledDown).
+		if d.Reason != "" && d.Reason != planner.DeleteReason(d.Cause) && !strings.Contains(d.Cause, d.Reason) {
 			why += " (" + d.Reason + ")"
 		}
 		out = append(out, Event{Time: d.Deleted, Machine: d.Name, What: "deleted", Why: why})

@@ -194,12 +194,17 @@ func TestHaltedRollout(t *testing.T) {
 func TestRecentEvents(t *testing.T) {
 	at := func(m int) time.Time { return time.Date(2026, 11, 25, 10, m, 0, 0, time.UTC) }
 	c := &status.ClusterStatus{Name: "dev-1",
-		Machines:   []status.MachineStatus{{Name: "dev-1-md-0-b", Created: at(5), Joined: at(6), Cause: "rolling update of md-0 to v1.32.0"}, {Name: "dev-1-md-0-a"}},
-		Deleted:    []status.DeletedMachine{{Name: "dev-1-md-0-x", Cause: "remediate: no heartbeat for 40s", Reason: "MachineMissing", Deleted: at(7)}},
+		Machines: []status.MachineStatus{{Name: "dev-1-md-0-b", Created: at(5), Joined: at(6), Cause: "rolling update of md-0 to v1.32.0"}, {Name: "dev-1-md-0-a"}},
+		Deleted: []status.DeletedMachine{{Name: "dev-1-md-0-x", Cause: "remediate: no heartbeat for 40s", Reason: "MachineMissing", Deleted: at(7)},
+			// Reasons that would say again what the cause says.
+			{Name: "dev-1-md-0-y", Cause: "scale down md-0 to 1 machine", Reason: "ScaledDown", Deleted: at(8)},
+			{Name: "dev-1-md-0-z", Cause: "remediate: gone (NodeExited)", Reason: "NodeExited", Deleted: at(9)}},
 		Conditions: []status.Condition{{Type: "Ready", Status: "False", Reason: "RollingUpdate", Message: "1 of 2 workers up to date", LastTransitionTime: at(4)}},
 		Rollout:    &status.Rollout{ClassRevision: "c0ffee", Wave: "dev", State: "Progressing", AdmittedAt: at(3)}}
-	got := Recent(c, 3)
+	got := Recent(c, 5)
 	want := []Event{
+		{Time: at(9), Machine: "dev-1-md-0-z", What: "deleted", Why: "remediate: gone (NodeExited)"},
+		{Time: at(8), Machine: "dev-1-md-0-y", What: "deleted", Why: "scale down md-0 to 1 machine"},
 		{Time: at(7), Machine: "dev-1-md-0-x", What: "deleted", Why: "remediate: no heartbeat for 40s (MachineMissing)"},
 		{Time: at(6), Machine: "dev-1-md-0-b", What: "joined the cluster"},
 		{Time: at(5), Machine: "dev-1-md-0-b", What: "created", Why: "rolling update of md-0 to v1.32.0"},
@@ -207,7 +212,7 @@ func TestRecentEvents(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("Recent:\n got %+v\nwant %+v", got, want)
 	}
-	if all := Recent(c, 10); len(all) != 5 || all[3].What != "Ready False" || all[4].What != "admitted to class revision c0ffee" {
+	if all := Recent(c, 10); len(all) != 7 || all[5].What != "Ready False" || all[6].What != "admitted to class revision c0ffee" {
 		t.Errorf("all events: %+v", all)
 	}
 }
