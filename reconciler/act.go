@@ -208,18 +208,6 @@ func (r *Reconciler) stored(cur *machine, next *Record, rev uint64) *machine {
 	return m
 }
 
-// drop deletes cur's record once its machine is gone; false when the
-// delete could not be stored (memory is left as it was).
-func (r *Reconciler) drop(ctx context.Context, cur *machine) bool {
-	if err := r.store.Delete(ctx, cur.rec.key(), cur.rev); err != nil {
-		r.saveFailed(ctx, cur.rec, err)
-		return false
-	}
-	r.health.Report(ProblemStore, nil)
-	r.dropped(ctx, cur)
-	return true
-}
-
 // dropped forgets cur once its record is deleted from the store.
 func (r *Reconciler) dropped(ctx context.Context, cur *machine) {
 	if r.o.Bootstrap != nil {
