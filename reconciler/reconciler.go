@@ -619,6 +619,13 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 		return
 	}
 	if r.rev != nil && r.rev.Commit == rev.Commit {
+		if rev.Returned && r.lastRejected != nil {
+			// The branch was reset to the revision in force: the refused
+			// head is no longer on it, and neither is its refusal.
+			log.Info().Str("refused", short(r.lastRejected.Commit)).Msg("the branch's head is back at the revision in force: its refusal no longer applies")
+			r.lastRejected, r.rejected, r.rejectedOver = nil, "", ""
+			r.writeFleet()
+		}
 		return // the same revision again (the source's first head, then its event)
 	}
 	// Clusters whose objects did not change keep their expansion (the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
+	"github.com/gitfleet/gitfleet/sources"
 )
 
 // TestRestartCarriesTheDeletedList: a new leader goes on with the deleted
@@ -221,4 +222,52 @@ func TestARestartKeepsTheRefusal(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no status commit after the restart")
 	}
+}
+
+// TestAResetOverARefusedHeadClearsTheRefusal: when the branch is reset
+// over a refused head to the revision in force, the source delivers that
+// revision again, marked Returned, and fleet.yaml stops showing the
+// refusal, though no new commit was applied.
+func TestAResetOverARefusedHeadClearsTheRefusal(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 0)
+	l.start()
+	l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
+	l.waitRecords("Running")
+	revision := func() *sources.Revision {
+		t.Helper()
+		rev, err := l.src.Revision(t.Context(), "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	good := revision()
+	l.repo.write("clusters/c1.yaml", "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata: {name: c1}\nspec: {topology: {classRef: {name: nope}}}\n")
+	l.repo.commit("c1: a class that does not exist")
+	bad := revision()
+	if !bad.Rejected() {
+		t.Fatal("the broken commit was not rejected")
+	}
+	l.revs <- bad
+	refusal := func() string {
+		f := l.statusSnapshot().Fleet
+		out := "lastRejected none"
+		if f.LastRejected != nil {
+			out = "lastRejected " + f.LastRejected.Commit
+		}
+		if f.LastApplied != nil {
+			out += ", lastApplied " + f.LastApplied.Commit
+		}
+		return out
+	}
+	want := "lastRejected " + bad.Commit + ", lastApplied " + good.Commit
+	l.waitFor("the refusal in fleet.yaml", func() (bool, string) { s := refusal(); return s == want, s })
+
+	l.repo.git("reset", "-q", "--hard", good.Commit)
+	back := *revision()
+	back.Returned = true
+	l.revs <- &back
+	want = "lastRejected none, lastApplied " + good.Commit
+	l.waitFor("the refusal gone from fleet.yaml", func() (bool, string) { s := refusal(); return s == want, s })
+	l.noMoreTasks(200 * time.Millisecond)
 }

@@ -34,6 +34,9 @@ type Revision struct {
 	// for errors found after validation (the planner's); nil when the
 	// revision was not validated (a signature was refused).
 	Places *Places
+	// Returned: Follow delivers this revision again because the branch's
+	// head came back to it (a reset over a rejected head).
+	Returned bool
 	// keys are the objects' content keys (ObjectKey, ChangedSince).
 	keys *objectKeys
 }

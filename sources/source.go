@@ -205,16 +205,32 @@ func (s *Source) check(ctx context.Context) error {
 // Follow delivers the newest good revision and then the newest one if it
 // differs (a rejected head), at once and after every change, until ctx
 // ends. A follower that starts late never gets an older revision than
-// those: a new leader starts from the newest state of the branch.
+// those: a new leader starts from the newest state of the branch. When
+// the head moves back to the good revision it delivered (the branch reset
+// or force-pushed over a rejected head), that revision comes again,
+// marked Returned: no refusal applies any more.
 func (s *Source) Follow(ctx context.Context) <-chan *Revision {
 	out := make(chan *Revision)
 	go func() {
 		defer close(out)
 		sent := map[string]bool{}
+		head := ""
 		for {
 			s.mu.Lock()
 			good, latest, changed := s.current, s.last, s.changed
 			s.mu.Unlock()
+			if latest != nil && head != "" && latest.Commit != head && sent[latest.Commit] {
+				back := *latest
+				back.Returned = true
+				select {
+				case out <- &back:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if latest != nil {
+				head = latest.Commit
+			}
 			keep := map[string]bool{}
 			for _, rev := range []*Revision{good, latest} {
 				if rev == nil {

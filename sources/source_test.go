@@ -438,16 +438,7 @@ func TestFollowStartsFromTheNewest(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	revs := s.Follow(ctx)
-	recv := func() *sources.Revision {
-		t.Helper()
-		select {
-		case rev := <-revs:
-			return rev
-		case <-time.After(10 * time.Second):
-			t.Fatal("Follow delivered nothing")
-		}
-		return nil
-	}
+	recv := func() *sources.Revision { t.Helper(); return nextFollowed(t, revs) }
 	if rev := recv(); rev.Commit != good || rev.Rejected() {
 		t.Fatalf("first revision a follower gets: %s (err %v), want the newest good %s", rev.Commit, rev.Err, good)
 	}
@@ -464,6 +455,47 @@ func TestFollowStartsFromTheNewest(t *testing.T) {
 			t.Errorf("Revisions delivered %s although Newest is set", rev.Commit)
 		}
 	default:
+	}
+}
+
+// nextFollowed returns the next revision Follow delivers on revs.
+func nextFollowed(t *testing.T, revs <-chan *sources.Revision) *sources.Revision {
+	t.Helper()
+	select {
+	case rev := <-revs:
+		return rev
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow delivered nothing")
+	}
+	return nil
+}
+
+// When the branch is reset over a rejected head to the good revision in
+// force, a follower gets that revision again, marked Returned: the daemon
+// learns that no refusal applies any more, though no new commit came.
+func TestFollowSaysWhenTheHeadComesBack(t *testing.T) {
+	work := gittest.NewRepo(t)
+	good := work.Commit("a", map[string]string{"classes/standard.yaml": classYAML, "clusters/a.yaml": cluster("a")})
+	s := watch(t, open(t, work.Dir), sources.WatchOptions{Branch: "main", Interval: 20 * time.Millisecond, Newest: true})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	revs := s.Follow(ctx)
+	recv := func() *sources.Revision { t.Helper(); return nextFollowed(t, revs) }
+	if rev := recv(); rev.Commit != good || rev.Returned {
+		t.Fatalf("first: %s returned %v, want %s", rev.Commit, rev.Returned, good)
+	}
+	bad := work.Commit("break b", map[string]string{"clusters/b.yaml": "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: b\nspec:\n  topology:\n    classRef: {name: nope}\n"})
+	if rev := recv(); rev.Commit != bad || !rev.Rejected() || rev.Returned {
+		t.Fatalf("second: %s (err %v, returned %v), want the rejected %s", rev.Commit, rev.Err, rev.Returned, bad)
+	}
+	work.Git("reset", "-q", "--hard", good)
+	if rev := recv(); rev.Commit != good || !rev.Returned || rev.Rejected() {
+		t.Fatalf("after the reset: %s (err %v, returned %v), want %s again, returned", rev.Commit, rev.Err, rev.Returned, good)
+	}
+	select {
+	case rev := <-revs:
+		t.Errorf("then %s (returned %v), want nothing until the branch moves", rev.Commit, rev.Returned)
+	case <-time.After(200 * time.Millisecond):
 	}
 }
 
