@@ -158,6 +158,7 @@ func (r *Reconciler) eventWritten(ctx context.Context, w *eventWrite, rev uint64
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
+	r.answered(cur.rec.Provider)
 	if ev.Phase == wire.PhaseDeleted {
 		r.health.Report(ProblemStore, nil)
 		r.dropped(ctx, cur)

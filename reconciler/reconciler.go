@@ -127,6 +127,9 @@ type Reconciler struct {
 	// unsent are machines whose current attempt is recorded but was not
 	// accepted by NATS: published again on the next tick.
 	unsent map[string]*machine
+	// unanswered are the providers whose tasks went unanswered past the
+	// task timeout, with no event of theirs since (TasksAnswered).
+	unanswered map[string]*unanswered
 	// inflight are publishes awaiting NATS's acknowledgement.
 	inflight []published
 	// heard is since when this leader hears heartbeats without a gap (its
@@ -277,6 +280,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.machines = map[string]machineList{}
 	r.counts = newFleetCounts()
 	r.unsent = map[string]*machine{}
+	r.unanswered = map[string]*unanswered{}
 	r.heard = r.o.Now()
 	r.sums = planner.NewSummaries(0)
 	r.scale = map[string]map[string]planner.ScaleRequest{}

@@ -232,6 +232,9 @@ func (r *Reconciler) writeFleet() {
 		c.Message = strings.Join(msgs, "; ")
 		f.Conditions = append(f.Conditions, c)
 	}
+	if c := r.unansweredCondition(); c != nil {
+		f.Conditions = append(f.Conditions, *c)
+	}
 	if rb := r.inv.rebuild; rb != nil && rb.waiting != "" {
 		f.Conditions = append(f.Conditions, status.Condition{Type: status.ConditionRecordsRebuilt, Status: status.ConditionFalse,
 			Reason: "WaitingForInventory", LastTransitionTime: rb.start.UTC().Truncate(1e9),

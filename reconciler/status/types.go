@@ -52,6 +52,10 @@ const (
 	// ConditionRecordsRebuilt is False on fleet.yaml while a leader that
 	// found its machines store empty waits for the providers' inventories.
 	ConditionRecordsRebuilt = "RecordsRebuilt"
+	// ConditionTasksAnswered is False on fleet.yaml while a provider's
+	// tasks go unanswered past the task timeout: no worker of it runs, or
+	// none reaches NATS.
+	ConditionTasksAnswered = "TasksAnswered"
 )
 
 // ClusterStatus is clusters/<name>.yaml.
