@@ -19,6 +19,23 @@ func newAdmission(dc *DesiredCluster, revision, state string, now time.Time) *Ad
 	return a
 }
 
+// upgraded returns a recorded admission as this gitfleet reads it. An
+// earlier gitfleet computed class revisions over less of the class
+// (legacyRevision): an admission to the class's legacy revision whose
+// templates are the desired cluster's is an admission to the class's
+// revision now, so that an upgrade of gitfleet starts no rollout. One
+// whose templates are not (a change was merged while gitfleet was being
+// upgraded) stays an admission to an earlier revision: the cluster waits
+// for its wave.
+func upgraded(a *Admission, dc *DesiredCluster) *Admission {
+	if a == nil || dc.legacy == "" || a.Revision != dc.legacy || dc.legacy == dc.revision || !a.current(dc) {
+		return a
+	}
+	n := *a
+	n.Revision = dc.revision
+	return &n
+}
+
 // pools returns the control plane followed by the worker pools.
 func (dc *DesiredCluster) pools() []*Pool {
 	out := make([]*Pool, 0, 1+len(dc.Deployments))

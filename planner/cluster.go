@@ -137,7 +137,7 @@ func PlanCluster(in ClusterInput) ClusterResult {
 	if p.dc == nil {
 		p.planRemoval()
 	} else {
-		adm := advance(prev.Admission, p.desired, in.Machines, in.Now)
+		adm := advance(upgraded(prev.Admission, p.desired), p.desired, in.Machines, in.Now)
 		if g := in.Gate; g.Admit {
 			// Admitting may change no machine: then it is done at once.
 			adm = advance(newAdmission(p.desired, g.Revision, g.AdmitState, in.Now), p.desired, in.Machines, in.Now)

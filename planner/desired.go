@@ -96,7 +96,10 @@ type DesiredClass struct {
 	Name string
 	// Revision identifies what the class's machines are made of: a new
 	// revision is a new rollout (see classRevision).
-	Revision           string
+	Revision string
+	// legacy is the revision an earlier gitfleet gave the class
+	// (legacyRevision), to read its records by.
+	legacy             string
 	Source             v1alpha1.Source
 	KubernetesVersions []string
 	// Waves are the class's rollout waves followed by the implicit final
@@ -141,6 +144,10 @@ type DesiredCluster struct {
 	WaveName string
 	// Problems that stop the planner from touching this cluster at all.
 	Problems []Problem
+	// revision and legacy are its class's Revision and legacy revision
+	// ("" without a class), to read admissions an earlier gitfleet
+	// recorded (upgraded).
+	revision, legacy string
 	// inputs are the content keys the cluster was expanded from
 	// (ExpandReusing); zero when one was unknown.
 	inputs inputKeys

@@ -241,7 +241,8 @@ func changesSince(prev, d *Desired, fleet *v1alpha1.Fleet, todo []int) *changes 
 }
 
 func expandClass(cc *v1alpha1.ClusterClass) *DesiredClass {
-	dc := &DesiredClass{Name: cc.Metadata.Name, Revision: classRevision(cc), Source: cc.Source, KubernetesVersions: cc.Spec.KubernetesVersions, MaxFailures: 1}
+	dc := &DesiredClass{Name: cc.Metadata.Name, Revision: classRevision(cc), legacy: legacyRevision(cc), Source: cc.Source,
+		KubernetesVersions: cc.Spec.KubernetesVersions, MaxFailures: 1}
 	if r := cc.Spec.Rollout; r != nil {
 		for _, w := range r.Waves {
 			dc.Waves = append(dc.Waves, Wave{Name: w.Name, Selector: w.Selector, MaxConcurrent: w.MaxConcurrent})
@@ -270,6 +271,7 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		return dc
 	}
 	dc.KubernetesVersions = cc.Spec.KubernetesVersions
+	dc.revision, dc.legacy = class.Revision, class.legacy
 	if dc.Version == "" {
 		dc.Version, dc.VersionSource, dc.VersionField = cc.Spec.Version, cc.Source, "spec.version"
 	}

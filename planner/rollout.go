@@ -220,6 +220,12 @@ const (
 
 func (g *Gates) rollout(class *DesiredClass, names []string, get func(string) Summary, rr RolloutRecord, change Change, now time.Time) *classGates {
 	changed := false
+	if rr.Class == class.Name && rr.Revision == class.legacy && class.legacy != class.Revision {
+		// Recorded by an earlier gitfleet, of the class as it is: the
+		// same rollout, under the revision this gitfleet computes.
+		rr.Revision = class.Revision
+		changed = true
+	}
 	if rr.Revision != class.Revision || rr.Class != class.Name {
 		rr = RolloutRecord{Class: class.Name, Revision: class.Revision, Started: now, Change: change}
 		changed = true

@@ -51,6 +51,8 @@ type sim struct {
 	// held to what Rollouts decides afresh at every round.
 	gates *Gates
 	sums  *Summaries // kept from round to round, as the daemon keeps them
+	// applied are the steps carried out, in order.
+	applied []Step
 }
 
 func (r Records) clone() Records {
@@ -221,6 +223,7 @@ func (s *sim) keep(changed Records) {
 }
 
 func (s *sim) apply(st Step) {
+	s.applied = append(s.applied, st)
 	m := st.Machine
 	switch st.Op {
 	case wire.OpCreate:

@@ -41,7 +41,7 @@ func Summarize(dc *DesiredCluster, rec *ClusterRecord, ms []ObservedMachine, now
 		Skip: dc.Paused || len(dc.Problems) > 0 || versionRefused(dc, ms) != nil}
 	var a *Admission
 	if rec != nil {
-		a = advance(rec.Admission, dc, ms, now)
+		a = advance(upgraded(rec.Admission, dc), dc, ms, now)
 	}
 	if a == nil {
 		s.Fresh = runsDesired(dc, ms)
