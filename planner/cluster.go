@@ -144,6 +144,9 @@ func PlanCluster(in ClusterInput) ClusterResult {
 		}
 		rec.Admission = adm
 		p.dc = admitted(p.desired, adm)
+		if at := watchedAll(p.dc, adm, in.Machines, in.Now); !at.IsZero() {
+			p.wakeAt(at) // it may be done then
+		}
 		p.plan()
 		p.res.Status.Rollout = rolloutStatus(adm, &in.Gate)
 	}

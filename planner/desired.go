@@ -165,7 +165,9 @@ type Pool struct {
 	Provider      string
 	Spec          json.RawMessage // machine spec after variables and patches
 	FailureDomain string
-	Strategy      Strategy
+	// Strategy is strategy resolved against Replicas.
+	Strategy Strategy
+	strategy StrategySpec
 	// Labels and Annotations are the machines': the class's and the
 	// cluster's metadata, and gitfleet's labels (v1alpha1.LabelCluster,
 	// ...). Shared by the pool's machines: read only.

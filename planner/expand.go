@@ -315,10 +315,11 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		if strat == nil {
 			strat = v1alpha1.StrategyOf(mdc.Rollout)
 		}
-		s := resolveStrategy(strat, replicas)
+		spec := strategySpecOf(strat)
 		tpl := memo.template(cc, c, mdc.Template, patch.Target{MachineDeployment: &t.Workers.MachineDeployments[i]}, &dc.Problems)
-		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, s, c.Source, field+".replicas",
+		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, spec.resolve(replicas), c.Source, field+".replicas",
 			mdc.Metadata, md.Metadata)
+		pool.strategy = spec
 		pool.setLifecycle(firstOf(md.Rollout, mdc.Rollout), firstOf(md.Deletion, mdc.Deletion), firstOf(md.MinReadySeconds, mdc.MinReadySeconds),
 			firstOf(md.MachineNaming, mdc.MachineNaming))
 		pool.setAutoscale(md.Metadata.Annotations, md.Replicas, c.Source, field, &dc.Problems)
@@ -487,18 +488,44 @@ func (p *Pool) hashAt(v string) string {
 	return hex.EncodeToString(sum[:5])
 }
 
-func resolveStrategy(s *v1alpha1.MachineDeploymentStrategy, replicas int) Strategy {
-	if s != nil && s.Type == v1alpha1.StrategyOnDelete {
-		return Strategy{Type: v1alpha1.StrategyOnDelete}
+// StrategySpec is a pool's strategy as written, before it is resolved
+// against the pool's replicas (percentages): the zero value is
+// RollingUpdate with Cluster API's defaults (maxSurge 1, maxUnavailable 0).
+type StrategySpec struct {
+	OnDelete       bool                   `json:"onDelete,omitempty"`
+	MaxSurge       *v1alpha1.IntOrPercent `json:"maxSurge,omitempty"`
+	MaxUnavailable *v1alpha1.IntOrPercent `json:"maxUnavailable,omitempty"`
+}
+
+func strategySpecOf(s *v1alpha1.MachineDeploymentStrategy) StrategySpec {
+	switch {
+	case s == nil:
+		return StrategySpec{}
+	case s.Type == v1alpha1.StrategyOnDelete:
+		return StrategySpec{OnDelete: true}
+	case s.RollingUpdate == nil:
+		return StrategySpec{}
 	}
-	var surge, unavail *v1alpha1.IntOrPercent
-	if s != nil && s.RollingUpdate != nil {
-		surge, unavail = s.RollingUpdate.MaxSurge, s.RollingUpdate.MaxUnavailable
+	return StrategySpec{MaxSurge: s.RollingUpdate.MaxSurge, MaxUnavailable: s.RollingUpdate.MaxUnavailable}
+}
+
+func (s StrategySpec) equal(o StrategySpec) bool {
+	return s.OnDelete == o.OnDelete && sameIntOrPercent(s.MaxSurge, o.MaxSurge) && sameIntOrPercent(s.MaxUnavailable, o.MaxUnavailable)
+}
+
+func sameIntOrPercent(a, b *v1alpha1.IntOrPercent) bool {
+	return a == b || a != nil && b != nil && *a == *b
+}
+
+// resolve is the strategy of a pool of the given replicas.
+func (s StrategySpec) resolve(replicas int) Strategy {
+	if s.OnDelete {
+		return Strategy{Type: v1alpha1.StrategyOnDelete}
 	}
 	out := Strategy{
 		Type:           v1alpha1.StrategyRollingUpdate,
-		MaxSurge:       surge.Scaled(replicas, true, 1),
-		MaxUnavailable: unavail.Scaled(replicas, false, 0),
+		MaxSurge:       s.MaxSurge.Scaled(replicas, true, 1),
+		MaxUnavailable: s.MaxUnavailable.Scaled(replicas, false, 0),
 	}
 	// Percentages may both round to zero; Cluster API then allows one
 	// unavailable machine so the rollout can progress.
@@ -609,8 +636,10 @@ func addStandalone(d *Desired, mds []*v1alpha1.MachineDeployment, expanding func
 			dc.Problems = append(dc.Problems, problemf(md.Source, "spec.version",
 				"%s is newer than the cluster's control plane (%s); workers are never newer than the control plane: set %s or older, or upgrade the cluster first", ver, dc.Version, dc.Version))
 		}
+		spec := strategySpecOf(v1alpha1.StrategyOf(md.Spec.Rollout))
 		p := newPool(dc, md.Metadata.Name, wire.RoleWorker, replicas, ver, templateOf(md.Spec.Template), md.Spec.FailureDomain,
-			resolveStrategy(v1alpha1.StrategyOf(md.Spec.Rollout), replicas), md.Source, "spec.replicas")
+			spec.resolve(replicas), md.Source, "spec.replicas")
+		p.strategy = spec
 		p.setLifecycle(md.Spec.Rollout, md.Spec.Deletion, md.Spec.MinReadySeconds, md.Spec.MachineNaming)
 		p.setAutoscale(md.Metadata.Annotations, md.Spec.Replicas, md.Source, "metadata", &dc.Problems)
 		if md.Spec.Remediation != nil {

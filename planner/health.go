@@ -99,6 +99,24 @@ func UnhealthyAt(m *ObservedMachine, dc *DesiredCluster, t time.Time) time.Time 
 	return at
 }
 
+// Checked reports whether a cluster's machines are under a health check:
+// the desired cluster's, or its admission's, which it acts on until its
+// wave admits it to the desired ones (rec nil: no record).
+func Checked(dc *DesiredCluster, rec *ClusterRecord) bool {
+	return dc != nil && len(dc.HealthChecks) > 0 || rec != nil && rec.Admission != nil && len(rec.Admission.HealthChecks) > 0
+}
+
+// Acting is the cluster as the planner moves it now: dc with the
+// templates, rules and health checks of its admission in rec, which it
+// acts on until its wave admits it to dc's (rec nil or without an
+// admission: dc itself).
+func Acting(dc *DesiredCluster, rec *ClusterRecord) *DesiredCluster {
+	if dc == nil || rec == nil || rec.Admission == nil {
+		return dc
+	}
+	return admitted(dc, upgraded(rec.Admission, dc))
+}
+
 // labelsOf is what a health check selects a machine by: its pool's labels
 // as written now (a label change applies to selection at once, as Cluster
 // API updates a machine's metadata in place), or, for a machine of a pool

@@ -99,6 +99,7 @@ func checkFleetRules(t testing.TB, s *sim, before []ObservedMachine) {
 		if a == nil || dc == nil || a.State != AdmissionDone {
 			continue
 		}
+		dc = Scaled(dc, s.scale[name]) // an autoscaled pool's size is the daemon's
 		if was := s.recBefore.Clusters[name].Admission; was != nil && was.State == AdmissionDone {
 			continue // done before (perhaps carried over to a revision that changes none of its templates)
 		}

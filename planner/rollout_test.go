@@ -395,6 +395,8 @@ func checkInvariants(t testing.TB) func(s *sim, before, after []ObservedMachine)
 		checkFleetRules(t, s, before)
 		for _, dc := range s.desired.Clusters {
 			dc = Scaled(dc, s.scale[dc.Name]) // an autoscaled pool's size is the daemon's
+			// The strategies and health checks the cluster acts on: its admission's.
+			dc = admitted(dc, s.records.Clusters[dc.Name].Admission)
 			for i := range dc.Deployments {
 				p := &dc.Deployments[i]
 				if p.Strategy.Type != v1alpha1.StrategyRollingUpdate {

@@ -27,7 +27,8 @@ type Summary struct {
 	AdmittedAt time.Time
 	FailedAt   time.Time
 	Reason     string
-	// Current: the admission holds exactly the desired templates.
+	// Current: the admission holds exactly what the desired cluster acts
+	// on but its sizes (templates and rules: Admission.current).
 	Current bool
 	// Fresh: never admitted, and admitting it changes no machine (it has
 	// none, or they all run the desired templates).

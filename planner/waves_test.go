@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,35 @@ var classChanges = []struct {
 			return f
 		},
 	},
+	{
+		// Every worker made before 30 seconds from now is replaced then,
+		// all at once (maxSurge 0, maxUnavailable 100%).
+		name: "rollout.after and strategy",
+		change: func(f *v1alpha1.Fleet, now time.Time) *v1alpha1.Fleet {
+			workerClass(f).Rollout = &v1alpha1.MachineRollout{After: ptr(now.Add(30 * time.Second)),
+				Strategy: &v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.StrategyRollingUpdate,
+					RollingUpdate: &v1alpha1.RollingUpdateStrategy{MaxSurge: v1alpha1.Int(0), MaxUnavailable: v1alpha1.Percent(100)}}}
+			return f
+		},
+	},
+	{
+		// A worker of each cluster stopped sending heartbeats before the
+		// change, which adds a health check that finds it unhealthy.
+		name: "health check",
+		change: func(f *v1alpha1.Fleet, _ time.Time) *v1alpha1.Fleet {
+			classHealth(f.Classes[0], 1)
+			return f
+		},
+		setup: func(s *sim) {
+			dead := map[string]bool{}
+			for _, m := range s.observed() {
+				if m.Deployment != "" && !dead[m.Cluster] {
+					dead[m.Cluster] = true
+					s.dead[m.Name] = true
+				}
+			}
+		},
+	},
 }
 
 // TestEveryClassChangeGoesThroughTheWaves: whatever a class change is, it
@@ -100,7 +130,7 @@ func TestEveryClassChangeGoesThroughTheWaves(t *testing.T) {
 			s.setFleet(tc.change(threeWaves(), changed))
 			s.fail = func(m *ObservedMachine) bool { return !m.Created.Before(changed) }
 			s.applied = nil
-			s.minRound = s.round + 6
+			s.minRound = s.round + 6 // rollout.after: 30 s
 			for i := 0; i < 60 && s.step(); i++ {
 			}
 
@@ -161,9 +191,10 @@ func reachedLater(t *testing.T, s *sim, when string) {
 }
 
 // TestAnUpgradeStartsNoRollout: records written by a gitfleet that
-// computed class revisions over less of the class (legacyRevision) are
-// read as this one's: a halted rollout stays halted, with the same start
-// and failures, no cluster is admitted again and none gets a step.
+// computed class revisions over less of the class (legacyRevision) and
+// recorded no rules in admissions are read as this one's: a halted
+// rollout stays halted, with the same start and failures, no cluster is
+// admitted again and none gets a step; the admissions get their rules.
 func TestAnUpgradeStartsNoRollout(t *testing.T) {
 	base := threeWaves()
 	head := classChanges[0].change(threeWaves(), simStart)
@@ -193,6 +224,12 @@ func TestAnUpgradeStartsNoRollout(t *testing.T) {
 	for n, rec := range old.Clusters {
 		a := *rec.Admission
 		a.Revision = legacy[a.Revision]
+		// No rules: templates only.
+		a.Rules, a.HealthChecks, a.KubernetesVersions = false, nil, nil
+		a.Pools = slices.Clone(a.Pools)
+		for i := range a.Pools {
+			a.Pools[i].Rules = PoolRules{}
+		}
 		rec.Admission = &a
 		old.Clusters[n] = rec
 	}
@@ -217,11 +254,86 @@ func TestAnUpgradeStartsNoRollout(t *testing.T) {
 		if want != rev {
 			want = legacy[want]
 		}
-		if b == nil || b.Revision != want || a.State != b.State || !a.AdmittedAt.Equal(b.AdmittedAt) {
+		if b == nil || b.Revision != want || a.State != b.State || !a.AdmittedAt.Equal(b.AdmittedAt) || !b.Rules {
 			t.Errorf("%s: admission before the upgrade %+v, after %+v", n, a, b)
 		}
 	}
 	if cr := s.last.Classes[0]; !cr.Halted || fmt.Sprint(cr.Failed) != "[canary-a]" {
 		t.Errorf("after the upgrade the rollout is %+v, want halted with canary-a failed", cr)
+	}
+}
+
+// TestAWaitingClusterKeepsItsStrategy: a cluster still moving to the
+// revision it was admitted to when the class changes again keeps that
+// revision's strategy until its wave admits it to the new one. Here
+// stage-a replaces its workers one by one (maxSurge 1, maxUnavailable 0)
+// when a commit changes the template again and the strategy to all at
+// once (maxSurge 0, maxUnavailable 100%); the canary fails on it, so
+// stage-a is never admitted to it, and never has fewer than its two
+// workers ready.
+func TestAWaitingClusterKeepsItsStrategy(t *testing.T) {
+	s := newSim(t, threeWaves())
+	s.quiet = true
+	s.run(100)
+	s.check = checkInvariants(t)
+	r1 := classChanges[0].change(threeWaves(), s.now)
+	s.setFleet(r1)
+	stage := func() *Admission { return s.records.Clusters["stage-a"].Admission }
+	for i := 0; ; i++ {
+		if i == 30 {
+			t.Fatal("stage-a never started moving to the first change")
+		}
+		s.step()
+		if a := stage(); a != nil && a.Revision == s.desired.Classes[0].Revision {
+			break
+		}
+	}
+	// Stage-a's machines take three rounds to come up: it is in the
+	// middle of its rolling update when the second change lands.
+	slow := func() {
+		for _, st := range s.applied {
+			if _, ok := s.delay[st.Machine.Name]; !ok && st.Machine.Cluster == "stage-a" {
+				s.delay[st.Machine.Name] = 3
+			}
+		}
+	}
+	slow()
+	r2 := classChanges[0].change(threeWaves(), s.now)
+	workerClass(r2).Template.Spec["image"] = "v3"
+	workerClass(r2).Rollout = &v1alpha1.MachineRollout{Strategy: &v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.StrategyRollingUpdate,
+		RollingUpdate: &v1alpha1.RollingUpdateStrategy{MaxSurge: v1alpha1.Int(0), MaxUnavailable: v1alpha1.Percent(100)}}}
+	s.setFleet(r2)
+	changed := s.now
+	s.fail = func(m *ObservedMachine) bool { return m.Cluster == "canary-a" && !m.Created.Before(changed) }
+	check := s.check
+	least := 2
+	s.check = func(s *sim, before, after []ObservedMachine) {
+		check(s, before, after)
+		ready := 0
+		for _, m := range after {
+			if m.Cluster == "stage-a" && m.Deployment == "md" && m.Phase == wire.PhaseRunning {
+				ready++
+			}
+		}
+		least = min(least, ready)
+		slow()
+	}
+	s.applied = nil
+	s.minRound = s.round + 8
+	for i := 0; i < 60 && s.step(); i++ {
+	}
+	if least < 2 {
+		t.Errorf("stage-a had %d workers running at one point, want 2 at all times (its strategy: maxUnavailable 0)", least)
+	}
+	if cr := s.last.Classes[0]; !cr.Halted {
+		t.Errorf("the rollout did not halt on the canary: %+v", cr)
+	}
+	if a := stage(); a == nil || a.Revision == s.desired.Classes[0].Revision || a.State != AdmissionDone {
+		t.Errorf("stage-a: %+v, want done on the first change", a)
+	}
+	for _, st := range s.applied {
+		if st.Machine.Cluster == "prod-a" {
+			t.Errorf("prod-a got a step: %s %s (%s)", st.Op, st.Machine.Name, st.Reason)
+		}
 	}
 }

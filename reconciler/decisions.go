@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gitfleet/gitfleet/planner"
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
 // The planner's recorded decisions live in the gitfleet-rollouts bucket:
@@ -42,6 +43,12 @@ type storedAdmission struct {
 	FailedAt   time.Time    `json:"failedAt,omitzero"`
 	Version    string       `json:"version"`
 	Pools      []storedPool `json:"pools"`
+	// Rules: the pools' rules, the health checks and the versions are
+	// recorded; an admission stored before they were has not (the
+	// planner reads it with the desired cluster's: planner.Admission).
+	Rules              bool                `json:"rules,omitempty"`
+	HealthChecks       []storedHealthCheck `json:"healthChecks,omitempty"`
+	KubernetesVersions []string            `json:"kubernetesVersions,omitempty"`
 }
 
 type storedPool struct {
@@ -51,6 +58,45 @@ type storedPool struct {
 	Spec          json.RawMessage `json:"spec,omitempty"`
 	FailureDomain string          `json:"failureDomain,omitempty"`
 	Hash          string          `json:"hash"`
+	Rules         storedRules     `json:"rules,omitzero"`
+}
+
+type storedRules struct {
+	Strategy      storedStrategy         `json:"strategy,omitzero"`
+	RolloutAfter  time.Time              `json:"rolloutAfter,omitzero"`
+	DeletionOrder string                 `json:"deletionOrder,omitempty"`
+	MinReady      time.Duration          `json:"minReadyNanos,omitempty"`
+	Naming        string                 `json:"naming,omitempty"`
+	MaxInFlight   *v1alpha1.IntOrPercent `json:"maxInFlight,omitempty"`
+	Labels        map[string]string      `json:"labels,omitempty"`
+	Annotations   map[string]string      `json:"annotations,omitempty"`
+}
+
+type storedStrategy struct {
+	OnDelete       bool                   `json:"onDelete,omitempty"`
+	MaxSurge       *v1alpha1.IntOrPercent `json:"maxSurge,omitempty"`
+	MaxUnavailable *v1alpha1.IntOrPercent `json:"maxUnavailable,omitempty"`
+}
+
+// storedHealthCheck is a resolved health check; durations are in
+// nanoseconds, 0 for a check that is off.
+type storedHealthCheck struct {
+	Name               string                 `json:"name"`
+	Source             storedSource           `json:"source,omitzero"`
+	Selector           v1alpha1.LabelSelector `json:"selector,omitzero"`
+	NodeStartupTimeout time.Duration          `json:"nodeStartupTimeoutNanos,omitempty"`
+	HeartbeatTimeout   time.Duration          `json:"heartbeatTimeoutNanos,omitempty"`
+	NotReadyTimeout    time.Duration          `json:"notReadyTimeoutNanos,omitempty"`
+	MaxUnhealthy       *v1alpha1.IntOrPercent `json:"maxUnhealthy,omitempty"`
+	InRange            bool                   `json:"inRange,omitempty"`
+	RangeMin           int                    `json:"rangeMin,omitempty"`
+	RangeMax           int                    `json:"rangeMax,omitempty"`
+	MaxInFlight        *v1alpha1.IntOrPercent `json:"maxInFlight,omitempty"`
+}
+
+type storedSource struct {
+	Path string `json:"path,omitempty"`
+	Line int    `json:"line,omitempty"`
 }
 
 type storedBackoff struct {
@@ -86,9 +132,17 @@ func toStoredCluster(r planner.ClusterRecord) storedCluster {
 	s := storedCluster{Cluster: r.Cluster}
 	if a := r.Admission; a != nil {
 		sa := &storedAdmission{Revision: a.Revision, Wave: a.Wave, AdmittedAt: a.AdmittedAt, State: a.State,
-			Reason: a.Reason, FailedAt: a.FailedAt, Version: a.Version}
+			Reason: a.Reason, FailedAt: a.FailedAt, Version: a.Version, Rules: a.Rules, KubernetesVersions: a.KubernetesVersions}
 		for _, p := range a.Pools {
-			sa.Pools = append(sa.Pools, storedPool(p))
+			sa.Pools = append(sa.Pools, storedPool{Name: p.Name, Version: p.Version, Provider: p.Provider, Spec: p.Spec,
+				FailureDomain: p.FailureDomain, Hash: p.Hash, Rules: storedRules{Strategy: storedStrategy(p.Rules.Strategy),
+					RolloutAfter: p.Rules.RolloutAfter, DeletionOrder: p.Rules.DeletionOrder, MinReady: p.Rules.MinReady,
+					Naming: p.Rules.Naming, MaxInFlight: p.Rules.MaxInFlight, Labels: p.Rules.Labels, Annotations: p.Rules.Annotations}})
+		}
+		for _, h := range a.HealthChecks {
+			sa.HealthChecks = append(sa.HealthChecks, storedHealthCheck{Name: h.Name, Source: storedSource(h.Source), Selector: h.Selector,
+				NodeStartupTimeout: h.NodeStartupTimeout, HeartbeatTimeout: h.HeartbeatTimeout, NotReadyTimeout: h.NotReadyTimeout,
+				MaxUnhealthy: h.MaxUnhealthy, InRange: h.InRange, RangeMin: h.RangeMin, RangeMax: h.RangeMax, MaxInFlight: h.MaxInFlight})
 		}
 		s.Admission = sa
 	}
@@ -102,9 +156,17 @@ func (s storedCluster) record() planner.ClusterRecord {
 	r := planner.ClusterRecord{Cluster: s.Cluster}
 	if sa := s.Admission; sa != nil {
 		a := &planner.Admission{Revision: sa.Revision, Wave: sa.Wave, AdmittedAt: sa.AdmittedAt, State: sa.State,
-			Reason: sa.Reason, FailedAt: sa.FailedAt, Version: sa.Version}
+			Reason: sa.Reason, FailedAt: sa.FailedAt, Version: sa.Version, Rules: sa.Rules, KubernetesVersions: sa.KubernetesVersions}
 		for _, p := range sa.Pools {
-			a.Pools = append(a.Pools, planner.PoolTemplate(p))
+			a.Pools = append(a.Pools, planner.PoolTemplate{Name: p.Name, Version: p.Version, Provider: p.Provider, Spec: p.Spec,
+				FailureDomain: p.FailureDomain, Hash: p.Hash, Rules: planner.PoolRules{Strategy: planner.StrategySpec(p.Rules.Strategy),
+					RolloutAfter: p.Rules.RolloutAfter, DeletionOrder: p.Rules.DeletionOrder, MinReady: p.Rules.MinReady,
+					Naming: p.Rules.Naming, MaxInFlight: p.Rules.MaxInFlight, Labels: p.Rules.Labels, Annotations: p.Rules.Annotations}})
+		}
+		for _, h := range sa.HealthChecks {
+			a.HealthChecks = append(a.HealthChecks, planner.HealthCheck{Name: h.Name, Source: v1alpha1.Source(h.Source), Selector: h.Selector,
+				NodeStartupTimeout: h.NodeStartupTimeout, HeartbeatTimeout: h.HeartbeatTimeout, NotReadyTimeout: h.NotReadyTimeout,
+				MaxUnhealthy: h.MaxUnhealthy, InRange: h.InRange, RangeMin: h.RangeMin, RangeMax: h.RangeMax, MaxInFlight: h.MaxInFlight})
 		}
 		r.Admission = a
 	}

@@ -569,13 +569,19 @@ func (r *Reconciler) cameDue(m *machine, checked *planner.DesiredCluster, planne
 	return !due.IsZero() && !due.After(now)
 }
 
-// checkedCluster is the desired cluster when it has health checks: time
-// alone may make its machines unhealthy. Nil otherwise.
+// checkedCluster is the cluster as it acts now — the desired one, with
+// the rules and health checks of its admission until its wave admits it
+// to the desired ones — when it has health checks: time alone may make
+// its machines unhealthy. Nil otherwise.
 func (r *Reconciler) checkedCluster(name string) *planner.DesiredCluster {
-	if dc := r.desired.Cluster(name); dc != nil && len(dc.HealthChecks) > 0 {
-		return dc
+	if r.desired == nil {
+		return nil
 	}
-	return nil
+	dc, rec := r.desired.Cluster(name), r.decisions.records.Cluster(name)
+	if !planner.Checked(dc, rec) {
+		return nil
+	}
+	return planner.Acting(dc, rec)
 }
 
 func equalStrings(a, b []string) bool {
