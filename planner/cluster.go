@@ -373,6 +373,12 @@ func (p *clusterPass) plan() {
 		st.Phase = PhaseBlocked
 		p.cond(CondRolloutHalted, "%s", p.in.Gate.Reason)
 		return
+	case p.in.Gate.OnHalt && p.in.Gate.Hold && len(p.pools) == 0:
+		// A new cluster would be made from the revision whose rollout
+		// halted: it waits, with no machine, until that is released.
+		st.Phase = PhaseWaiting
+		p.cond(CondRolloutHalted, "new cluster, no machine made: %s", p.in.Gate.Reason)
+		return
 	}
 	// Like Cluster API, worker pools do not start replacing machines while
 	// the control plane moves to another version: a worker replaced now

@@ -15,6 +15,12 @@ type Gate struct {
 	// the desired ones, which the planner does not know: outdated machines
 	// are not replaced, missing ones get the desired template.
 	Hold bool
+	// OnHalt: the revision the cluster waits for is the one whose rollout
+	// halted; nothing admits the cluster until the class changes again (a
+	// fix or a revert) or maxFailures is raised. A new cluster (Hold, no
+	// machine) then gets no steps: it would be made from the revision that
+	// failed.
+	OnHalt bool
 	// Halted: the cluster failed on a rollout that halted, or that a newer
 	// revision replaced; it gets no steps until it is admitted again (so a
 	// person can look at its failed machines).

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,4 +264,67 @@ func TestNoRecordWaitsForItsWave(t *testing.T) {
 	s.quiet = false
 	s.run(100)
 	checkHealthyOn(t, s, s.desired, nil)
+}
+
+// TestNewClusterWaitsOnHalt: a cluster added to a class whose rollout
+// halted is not made from the revision that failed. It waits, with no
+// machine, phase Waiting, its RolloutHalted condition naming the revision
+// and what releases it; a revert releases it, and it is made from the
+// revert's templates.
+func TestNewClusterWaitsOnHalt(t *testing.T) {
+	s, bad := haltedCanary(t)
+	halted := s.records.Rollouts["standard"]
+	added := templateChange(wavesFleet("v1.30.2"))
+	added.Clusters = append(added.Clusters, testCluster("prod-new", 1, 1, labels("tier", "prod")))
+	s.logf("(prod-new added)\n")
+	s.setFleet(added)
+	s.minRound = s.round + 3
+	s.run(30)
+	for _, m := range s.machines {
+		if m.Cluster == "prod-new" {
+			t.Errorf("machine %s of the new cluster made while the rollout halted (template %s)", m.Name, m.TemplateHash)
+		}
+	}
+	var st ClusterStatus
+	for _, c := range s.last.Clusters {
+		if c.Name == "prod-new" {
+			st = c
+		}
+	}
+	var msg string
+	for _, c := range st.Conditions {
+		if c.Type == CondRolloutHalted {
+			msg = c.Message
+		}
+	}
+	if st.Phase != PhaseWaiting || !strings.Contains(msg, "halted at revision "+halted.Revision) || !strings.Contains(msg, "a fix or a revert") {
+		t.Errorf("prod-new is %s, RolloutHalted %q: want Waiting, naming revision %s and what releases it", st.Phase, msg, halted.Revision)
+	}
+	if r := st.Rollout; r == nil || r.State != RolloutWaiting || r.PendingRevision != halted.Revision {
+		t.Errorf("prod-new's rollout %+v, want Waiting for %s", r, halted.Revision)
+	}
+	if cr := s.last.Classes[0]; len(cr.Failed) != 1 || !slices.Contains(cr.Waves[2].Waiting, "prod-new") {
+		t.Errorf("rollout %+v: want canary-a alone failed and prod-new waiting in wave production", cr)
+	}
+
+	s.logf("(git revert)\n")
+	released := wavesFleet("v1.30.2")
+	released.Clusters = append(released.Clusters, testCluster("prod-new", 1, 1, labels("tier", "prod")))
+	s.setFleet(released)
+	s.minRound = s.round + 2
+	s.run(60)
+	checkHealthyOn(t, s, s.desired, bad)
+	if n := len(poolMachines(s, "prod-new")); n != 2 {
+		t.Errorf("prod-new has %d machines after the revert, want 2", n)
+	}
+}
+
+func poolMachines(s *sim, cluster string) []*ObservedMachine {
+	var out []*ObservedMachine
+	for _, m := range s.machines {
+		if m.Cluster == cluster {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -63,6 +63,10 @@ const (
 	PhaseBlocked      = "Blocked"
 	PhaseDeleting     = "Deleting"
 	PhaseDeleted      = "Deleted"
+	// PhaseWaiting: a newer class revision waits for the cluster and
+	// nothing moves it there by itself: its class's rollout halted. A new
+	// cluster waits so with no machine.
+	PhaseWaiting = "Waiting"
 )
 
 // Condition types.

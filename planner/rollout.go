@@ -135,7 +135,9 @@ func (g *Gates) Changed() []RolloutRecord {
 // moving to the revision, and the rollout has not halted. When failures
 // reach maxFailures the rollout halts: no other cluster is admitted,
 // clusters moving finish, failed ones get no steps. A cluster that is new,
-// or whose change is in its own files, is admitted at once.
+// or whose change is in its own files, is admitted at once; a new one
+// waits while the rollout is halted, as the revision it would be made from
+// is the one that failed.
 func Rollouts(d *Desired, sums map[string]Summary, records map[string]RolloutRecord, now time.Time) *Gates {
 	return rollouts(nil, d, func(n string) Summary { return sums[n] }, nil, records, now)
 }
@@ -276,7 +278,7 @@ func (g *Gates) rollout(class *DesiredClass, names []string, get func(string) Su
 		wi := min(max(s.Wave, 0), len(cr.Waves)-1)
 		waveOf[i] = wi
 		sizes[wi]++
-		st, admit := standOf(s, &rr)
+		st, admit := standOf(s, &rr, cr.Halted)
 		if admit != "" {
 			cg.gates[n] = Gate{Admit: true, Revision: rev, AdmitState: admit}
 			state[i] = admit
@@ -286,7 +288,7 @@ func (g *Gates) rollout(class *DesiredClass, names []string, get func(string) Su
 		stand[i] = st
 		if cr.Halted && st == standFinished && state[i] == AdmissionFailed {
 			// Its failed machines stay for a person to look at.
-			cg.gates[n] = Gate{Halted: true, Reason: fmt.Sprintf("rollout of class %s %s", class.Name, cr.Reason)}
+			cg.gates[n] = Gate{Halted: true, Reason: haltedWhy(&cr)}
 		}
 	}
 	// Each wave's clusters, as indexes in names order, cut from one array.
@@ -343,13 +345,15 @@ func (g *Gates) rollout(class *DesiredClass, names []string, get func(string) Su
 }
 
 // standOf says where a cluster stands on revision rr.Revision, and the
-// state to admit it in at once ("" when it is not admitted now).
-func standOf(s Summary, rr *RolloutRecord) (stand int, admit string) {
+// state to admit it in at once ("" when it is not admitted now). A new
+// cluster is admitted at once unless the rollout halted: it would be made
+// from the revision that failed.
+func standOf(s Summary, rr *RolloutRecord, halted bool) (stand int, admit string) {
 	switch {
 	case s.Skip:
 		return standSkip, ""
 	case s.Revision == "":
-		if s.Fresh {
+		if s.Fresh && !halted {
 			return standMoving, AdmissionUpdating
 		}
 		return standPending, ""
@@ -396,7 +400,7 @@ func (cg *classGates) gateWave(class *DesiredClass, cr *ClassRollout, wi, curren
 		var why string
 		switch {
 		case cr.Halted:
-			why = fmt.Sprintf("rollout of class %s %s", cr.Class, cr.Reason)
+			why = haltedWhy(cr)
 		case current >= 0 && wi > current:
 			prev := &cr.Waves[current]
 			why = fmt.Sprintf("waiting for wave %s of class %s: %d of %d clusters done", prev.Name, cr.Class, prev.Done, len(prev.Clusters))
@@ -409,7 +413,7 @@ func (cg *classGates) gateWave(class *DesiredClass, cr *ClassRollout, wi, curren
 			continue
 		}
 		w.Waiting = append(w.Waiting, n)
-		gate := Gate{Waiting: true, PendingRevision: cr.Revision, Hold: s.Revision == "", Reason: why}
+		gate := Gate{Waiting: true, PendingRevision: cr.Revision, Hold: s.Revision == "", OnHalt: cr.Halted, Reason: why}
 		if s.State == AdmissionFailed {
 			// Failed on a rollout this one replaced: its failed machines
 			// stay until its wave admits it to this revision.
@@ -419,4 +423,10 @@ func (cg *classGates) gateWave(class *DesiredClass, cr *ClassRollout, wi, curren
 		cg.gates[n] = gate
 	}
 	sort.Strings(w.Updating)
+}
+
+// haltedWhy says that a class's rollout halted, at which revision, why,
+// and what releases it.
+func haltedWhy(cr *ClassRollout) string {
+	return fmt.Sprintf("rollout of class %s halted at revision %s%s", cr.Class, cr.Revision, strings.TrimPrefix(cr.Reason, "halted"))
 }
