@@ -41,6 +41,10 @@ type PreviewReport struct {
 	Unchanged int                `json:"unchanged"`
 	Untouched []UnchangedCluster `json:"untouched,omitempty"`
 	Totals    PreviewTotals      `json:"totals"`
+	// Rollouts says what merging does to each class's fleet rollout that
+	// has something to say: one head starts, one the status branch shows
+	// halted, or one that holds a cluster the change edits.
+	Rollouts []RolloutPlan `json:"rollouts,omitempty"`
 }
 
 // UnchangedCluster is a cluster whose inputs the change edits although
@@ -107,6 +111,11 @@ type ClusterChange struct {
 	// Warnings are what a reviewer should know before merging, such as an
 	// OnDelete pool that holds the rollout.
 	Warnings []string `json:"warnings,omitempty"`
+	// Held says why the class's running rollout (the status branch's,
+	// which the change leaves going on) holds the cluster: its machines
+	// keep their templates (new sizes apply), or it gets no step at all.
+	// Its counts are then what happens at once.
+	Held string `json:"held,omitempty"`
 	// Diff is every field that changes in the cluster's own objects and
 	// its class.
 	Diff []FieldChange `json:"diff,omitempty"`
@@ -121,6 +130,9 @@ type PoolChange struct {
 	// replaced once per minor version it passes through.
 	Replaced int  `json:"machinesReplaced"`
 	OnDelete bool `json:"onDelete,omitempty"` // replaced only when someone deletes them
+	// Held counts the machines whose template the change changes that
+	// wait, with the cluster, for the rollout that holds it (Held).
+	Held int `json:"machinesHeld,omitempty"`
 }
 
 // HasChanges reports whether merging would change any cluster.
@@ -167,6 +179,12 @@ type PreviewInput struct {
 	// Locate places the problems the planner finds in head at their
 	// fields' lines and columns (nil: at their documents' first lines).
 	Locate Locator
+	// Rollouts are the rollouts the status branch shows (nil: not known).
+	// A class whose machines head leaves as they are goes on with its
+	// rollout, which holds the clusters it has not admitted: their
+	// template changes wait, and a halted one holds new clusters and the
+	// clusters that failed on it altogether.
+	Rollouts *ObservedRollouts
 }
 
 // PreviewOf compares in.Base and in.Head.
@@ -210,6 +228,10 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 		names[c.Name] = true
 	}
 	sorted := sortedKeys(names)
+	var runs map[string]*ClassRollout
+	if observed != nil {
+		runs = runningRollouts(bd, hd, in.Rollouts)
+	}
 	type compared struct {
 		cc   *ClusterChange
 		errs []Problem
@@ -223,7 +245,17 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 			if observed == nil {
 				ms = assumeConverged(b)
 			}
-			results[i].cc, results[i].errs = compareCluster(n, b, hd.Cluster(n), hd, ms)
+			h := hd.Cluster(n)
+			var hold hold
+			if h != nil && runs[h.Class] != nil {
+				var cr *ClusterRollout
+				if c, ok := in.Rollouts.Clusters[n]; ok {
+					cr = &c
+				}
+				hold.kind, hold.why = holdOf(b, h, runs[h.Class], cr, live(ms))
+				hold.base = b
+			}
+			results[i].cc, results[i].errs = compareCluster(n, b, h, hd, ms, hold)
 		}
 	})
 	fd := newFleetDiff(base, head)
@@ -258,7 +290,27 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 		t.Created += cc.Created
 		t.Deleted += cc.Deleted
 	}
+	r.Rollouts = rolloutPlans(bd, hd, in.Rollouts, runs, by, fd, r.Clusters)
 	return r
+}
+
+// hold is how the class's running rollout holds a cluster in a preview
+// (holdOf), with base's expansion of it.
+type hold struct {
+	kind int
+	why  string
+	base *DesiredCluster
+}
+
+// live counts the machines of ms not Deleted.
+func live(ms []ObservedMachine) int {
+	n := 0
+	for i := range ms {
+		if ms[i].Phase != wire.PhaseDeleted {
+			n++
+		}
+	}
+	return n
 }
 
 // unchangedReason says why an edit of a cluster's inputs changes nothing
@@ -303,7 +355,7 @@ func assumeConverged(dc *DesiredCluster) []ObservedMachine {
 	return ms
 }
 
-func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []ObservedMachine) (*ClusterChange, []Problem) {
+func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []ObservedMachine, hold hold) (*ClusterChange, []Problem) {
 	cc := &ClusterChange{Name: name, Change: ChangeChanged}
 	// Machines are large: the comparison points at them.
 	live := make([]*ObservedMachine, 0, len(ms))
@@ -361,6 +413,16 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		}
 		return cc, errs
 	}
+	switch hold.kind {
+	case holdUnchanged:
+		return nil, errs
+	case holdAll:
+		// No step at all until the halt is released.
+		cc.Held = hold.why
+		return cc, errs
+	case holdTemplates:
+		cc.Held = hold.why
+	}
 	byPool := map[string][]*ObservedMachine{}
 	for _, m := range live {
 		byPool[m.Deployment] = append(byPool[m.Deployment], m)
@@ -379,7 +441,13 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		pc := PoolChange{Name: PoolName(p.Name), FromReplicas: len(byPool[p.Name]), ToReplicas: p.Replicas, OnDelete: p.Strategy.Type == v1alpha1.StrategyOnDelete}
 		kept := 0
 		for _, m := range byPool[p.Name] {
-			if m.TemplateHash != p.TemplateHash {
+			if m.TemplateHash != p.TemplateHash && hold.kind == holdTemplates {
+				// Its template waits with the cluster: counted only
+				// when the change is what changes it.
+				if kept < p.Replicas && changesTemplate(hold.base, p) {
+					pc.Held++
+				}
+			} else if m.TemplateHash != p.TemplateHash {
 				if kept < p.Replicas {
 					if m.Version != lastFrom || lastN == 0 {
 						lastFrom, lastN = m.Version, replacements(m.Version, p.Version, h.KubernetesVersions)
@@ -395,7 +463,7 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		cc.Created += max(0, p.Replicas-pc.FromReplicas)
 		cc.Deleted += max(0, pc.FromReplicas-p.Replicas)
 		cc.Replaced += pc.Replaced
-		if pc.FromReplicas != pc.ToReplicas || pc.Replaced > 0 {
+		if pc.FromReplicas != pc.ToReplicas || pc.Replaced > 0 || pc.Held > 0 {
 			cc.Pools = append(cc.Pools, pc)
 		}
 		if pc.OnDelete && pc.Replaced > 0 {
@@ -414,6 +482,16 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 	}
 	sort.Strings(cc.Machines)
 	return cc, errs
+}
+
+// changesTemplate says whether head's pool p has another template than
+// base's (b; nil: the cluster is new) has.
+func changesTemplate(b *DesiredCluster, p *Pool) bool {
+	if b == nil {
+		return true
+	}
+	_, bp := b.pool(p.Name)
+	return bp == nil || bp.TemplateHash != p.TemplateHash || bp.Version != p.Version
 }
 
 // replacements is how many times a machine at version from is replaced to

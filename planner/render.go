@@ -43,6 +43,11 @@ func RenderText(w io.Writer, r *PreviewReport) error {
 	if len(r.Errors) > 0 {
 		b.WriteString("\n")
 	}
+	for i := range r.Rollouts {
+		if n := rolloutNote(r, &r.Rollouts[i], plain); n != "" {
+			fmt.Fprintf(&b, "%s\n\n", n)
+		}
+	}
 	if !r.HasChanges() {
 		fmt.Fprintf(&b, "No changes: %s unchanged.\n\n", plural(r.Unchanged, "cluster"))
 	} else {
@@ -176,8 +181,17 @@ func mergeFooter(r *PreviewReport) string {
 	}
 	classes := map[string]map[int]*wave{}
 	var direct []string
+	waiting := map[string][]string{} // by class: held clusters nothing happens to now
 	for i := range r.Clusters {
 		c := &r.Clusters[i]
+		if c.Held != "" {
+			if c.Replaced+c.Created+c.Deleted > 0 {
+				direct = append(direct, c.Name) // its new sizes
+			} else {
+				waiting[c.Class] = append(waiting[c.Class], c.Name)
+			}
+			continue
+		}
 		if c.Change == ChangeChanged && c.WaveIndex > 0 && classChanged(c) {
 			ws := classes[c.Class]
 			if ws == nil {
@@ -198,6 +212,21 @@ func mergeFooter(r *PreviewReport) string {
 		}
 		direct = append(direct, c.Name)
 	}
+	for i := range r.Rollouts {
+		p := &r.Rollouts[i]
+		switch {
+		case p.Releases():
+			fmt.Fprintf(&b, " Class %s's halted rollout of revision %s is released: the rollout of %s starts.", p.Class, p.Running.Revision, p.Revision)
+		case p.Running != nil && p.Running.Halted && !p.NewRollout:
+			fmt.Fprintf(&b, " Class %s's rollout stays halted at revision %s until a fix or a revert of the class is merged", p.Class, p.Running.Revision)
+			if w := waiting[p.Class]; len(w) > 0 {
+				b.WriteString("; until then " + agree(w, "waits on it", "wait on it"))
+			}
+			b.WriteString(".")
+		case len(waiting[p.Class]) > 0:
+			fmt.Fprintf(&b, " Waiting for their wave in class %s's rollout of revision %s: %s.", p.Class, p.Running.Revision, listNames(waiting[p.Class], 5))
+		}
+	}
 	for _, class := range sortedKeys(classes) {
 		ws := classes[class]
 		idx := make([]int, 0, len(ws))
@@ -216,6 +245,73 @@ func mergeFooter(r *PreviewReport) string {
 		fmt.Fprintf(&b, " At once, in no wave: %s.", listNames(direct, 5))
 	}
 	return b.String()
+}
+
+// rolloutNote says what merging does to a class's rollout the status
+// branch shows halted, or under way and holding a cluster the change
+// edits ("" when there is nothing to say); code formats a revision.
+func rolloutNote(r *PreviewReport, p *RolloutPlan, code func(string) string) string {
+	run := p.Running
+	if run == nil {
+		return ""
+	}
+	started := ""
+	if run.Change.Commit != "" {
+		started = " (started by " + code(shortCommit(run.Change.Commit))
+		if run.Change.Subject != "" {
+			started += ": " + run.Change.Subject
+		}
+		started += ")"
+	}
+	what := fmt.Sprintf("Class %s's rollout of revision %s%s", p.Class, code(run.Revision), started)
+	if !run.Halted {
+		var held []string
+		for i := range r.Clusters {
+			if c := &r.Clusters[i]; c.Class == p.Class && c.Held != "" {
+				held = append(held, c.Name)
+			}
+		}
+		if p.NewRollout || len(held) == 0 {
+			return ""
+		}
+		wave := ""
+		if run.CurrentWave != "" {
+			wave = ", at wave " + run.CurrentWave
+		}
+		return fmt.Sprintf("%s is under way%s. This change leaves what the class's machines are made of as it is, so that rollout goes on, and the clusters it has not admitted yet (%s) keep the templates they run until their wave admits them; only their new sizes apply at once.",
+			what, wave, listNames(held, 5))
+	}
+	halted := fmt.Sprintf("%s is halted: %d of maxFailures %d clusters failed (%s).", what, len(run.Failed), run.MaxFailures, listNames(run.Failed, 5))
+	if p.NewRollout {
+		return halted + fmt.Sprintf(" This change changes what the class's machines are made of: merging starts a rollout of revision %s, which releases the halt: it starts again from the first wave with no failure counted, and the failed clusters' machines are replaced when their wave admits them.", code(p.Revision))
+	}
+	var stays []string
+	if len(p.Failed) > 0 {
+		stays = append(stays, agree(p.Failed, "keeps its failed machines", "keep their failed machines"))
+	}
+	if len(p.Waiting) > 0 {
+		stays = append(stays, agree(p.Waiting, "keeps the revision it runs", "keep the revisions they run"))
+	}
+	if len(p.New) > 0 {
+		stays = append(stays, agree(p.New, ", new, waits", ", new, wait")+" with no machine, as would any cluster added to the class")
+	} else {
+		stays = append(stays, "a cluster added to the class waits with no machine")
+	}
+	return halted + " This change leaves what the class's machines are made of as it is, so the halt stays until a fix or a revert of the class is merged (or spec.rollout.maxFailures is raised): " +
+		strings.Join(stays[:len(stays)-1], "; ") + "; and " + stays[len(stays)-1] + "."
+}
+
+// agree names clusters (five at the most) followed by what they do, its
+// verb agreeing with their number: one, or many.
+func agree(names []string, one, many string) string {
+	sep := " "
+	if strings.HasPrefix(one, ",") {
+		sep = ""
+	}
+	if len(names) == 1 {
+		return names[0] + sep + one
+	}
+	return listNames(names, 5) + sep + many
 }
 
 // classChanged says whether a cluster changes because its class did.
@@ -285,6 +381,9 @@ func versionText(c *ClusterChange) string {
 	if len(c.Chain) > 0 {
 		s += " via " + strings.Join(c.Chain, ", ")
 	}
+	if c.Held != "" {
+		s += " (waits)"
+	}
 	return s
 }
 
@@ -309,6 +408,9 @@ func poolText(p PoolChange) string {
 			s += " when deleted (OnDelete)"
 		}
 	}
+	if p.Held > 0 {
+		s += ", " + strconv.Itoa(p.Held) + " to replace when the rollout admits the cluster"
+	}
 	return s
 }
 
@@ -329,6 +431,9 @@ func clusterLines(c *ClusterChange) []string {
 	}
 	if c.Refused != "" {
 		lines = append(lines, "refused: "+c.Refused+"; no machine is created, replaced or deleted until it is fixed")
+	}
+	if c.Held != "" {
+		lines = append(lines, "waits: "+c.Held)
 	}
 	for _, w := range c.Warnings {
 		lines = append(lines, "warning: "+w)
@@ -401,6 +506,18 @@ func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
 			b.WriteString(line)
 		}
 		b.WriteString("\n")
+	}
+	for i := range r.Rollouts {
+		p := &r.Rollouts[i]
+		n := rolloutNote(r, p, quoted)
+		if n == "" {
+			continue
+		}
+		if p.Running != nil && p.Running.Halted {
+			// GitHub and GitLab show it as a box; other renderers as a quote.
+			n = "> [!CAUTION]\n> " + n
+		}
+		fmt.Fprintf(&b, "%s\n\n", n)
 	}
 	if !r.HasChanges() {
 		fmt.Fprintf(&b, "No changes: %s unchanged.\n\n", plural(r.Unchanged, "cluster"))

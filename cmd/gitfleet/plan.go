@@ -176,7 +176,7 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 			break
 		}
 	}
-	observed, err := observedMachines(repo.GitDir(), branch)
+	observed, rollouts, err := observedState(repo.GitDir(), branch)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +209,7 @@ func previewRepo(ctx context.Context, opts sources.Options, baseRef, headRef str
 	}()
 	report := planner.PreviewOf(planner.PreviewInput{
 		Base: from.Fleet, Head: headFleet, BaseKey: from.ObjectKey, HeadKey: headKey,
-		BaseErrs: baseErrs, Applied: applied, NotApplied: notApplied, HeadErrs: headErrs, Observed: observed,
+		BaseErrs: baseErrs, Applied: applied, NotApplied: notApplied, HeadErrs: headErrs, Observed: observed, Rollouts: rollouts,
 		// The planner's problems point at their fields, as validation
 		// errors do, not at their documents' first lines.
 		Locate: headPlaces.At,
@@ -259,21 +259,26 @@ func hasRef(repo *sources.Repo, ref string) bool {
 	return !errors.Is(err, plumbing.ErrReferenceNotFound)
 }
 
-// observedMachines reads the machines of the status branch, or nil when the
-// repository has none, so the preview then assumes base runs as written.
-// The status branch records no heartbeats: a machine is taken as healthy
-// unless the daemon marked it unhealthy.
-func observedMachines(gitDir, branch string) ([]planner.ObservedMachine, error) {
-	return readGit(gitDir, func(repo *git.Repository) ([]planner.ObservedMachine, error) {
+// observedState reads the machines and the rollouts of the status branch,
+// or nil when the repository has none, so the preview then assumes base
+// runs as written. The status branch records no heartbeats: a machine is
+// taken as healthy unless the daemon marked it unhealthy.
+func observedState(gitDir, branch string) ([]planner.ObservedMachine, *planner.ObservedRollouts, error) {
+	type state struct {
+		machines []planner.ObservedMachine
+		rollouts *planner.ObservedRollouts
+	}
+	st, err := readGit(gitDir, func(repo *git.Repository) (state, error) {
 		snap, err := status.Read(repo, branch)
 		if errors.Is(err, status.ErrNoStatus) {
-			return nil, nil
+			return state{}, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read status branch %s: %w", branch, err)
+			return state{}, fmt.Errorf("read status branch %s: %w", branch, err)
 		}
-		return snap.Observed(), nil
+		return state{snap.Observed(), snap.Rollouts()}, nil
 	})
+	return st.machines, st.rollouts, err
 }
 
 // readGit opens the repository at gitDir for one read, whose files it

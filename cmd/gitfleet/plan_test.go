@@ -402,16 +402,7 @@ func TestPlanSaysWhyNotTheAppliedRevision(t *testing.T) {
 // hashes as the planner makes them).
 func runningAsWritten(t *testing.T, dir, commit string) []status.ClusterStatus {
 	t.Helper()
-	repo, err := sources.Open(t.Context(), sources.Options{Location: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer repo.Close()
-	rev, err := repo.Revision(t.Context(), commit)
-	if err != nil || rev.Rejected() {
-		t.Fatalf("%s: %v %v", commit, err, rev.Err)
-	}
-	d, _ := planner.Expand(rev.Fleet)
+	d := expandedAt(t, dir, commit)
 	var out []status.ClusterStatus
 	for _, dc := range d.Clusters {
 		c := status.ClusterStatus{Name: dc.Name, Class: dc.Class, Version: dc.Version, Phase: status.ClusterProvisioned}
@@ -466,3 +457,77 @@ spec:
   template:
     provider: local
 `
+
+// A plan during a halted rollout reads the halt from the status branch:
+// a pull request that only grows prod-1's workers, while class standard's
+// rollout is halted on dev-1 and prod-1 still runs its older revision,
+// says the rollout is halted (at which revision, started by which commit)
+// and that the halt stays, and plans prod-1's one new worker alone: no
+// machine of the halted class is "replaced at once, in no wave".
+func TestPlanReadsHaltedRollout(t *testing.T) {
+	dir := fleetRepo(t)
+	good := strings.TrimSpace(gitCLI(t, dir, "rev-parse", "main"))
+	rev := classRevisionAt(t, dir, good, "standard")
+	w := statusWriter(t, dir)
+	w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: good, Subject: "init"},
+		Rollouts: []status.ClassRollout{{Class: "standard", Revision: rev, MaxFailures: 1, Halted: true, Failed: []string{"dev-1"},
+			CurrentWave: "prod", Change: &status.SourceCommit{Commit: good, Subject: "init"}}}}, status.Origin{SourceCommit: good})
+	for _, c := range runningAsWritten(t, dir, good) {
+		switch c.Name {
+		case "dev-1":
+			c.Phase = "Blocked"
+			c.Rollout = &status.Rollout{ClassRevision: rev, Wave: "dev", State: planner.AdmissionFailed, Reason: "machine dev-1-md-0-m0: Failed"}
+		case "prod-1":
+			// Admitted to an older revision; the halted one waits.
+			c.Rollout = &status.Rollout{ClassRevision: "0123456789", Wave: "prod", State: planner.RolloutWaiting, PendingRevision: rev}
+			for i := range c.Machines {
+				c.Machines[i].TemplateHash = "older"
+			}
+		}
+		if err := w.SetCluster(c, status.Origin{SourceCommit: good}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushStatus(t, w)
+	branch(t, dir, "grow", map[string][2]string{"clusters/prod-1.yaml": {"replicas: 3\n    variables", "replicas: 4\n    variables"}})
+
+	code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "grow")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"Class standard's rollout of revision " + rev + " (started by " + good[:7] + ": init) is halted: 1 of maxFailures 1 clusters failed (dev-1).",
+		"so the halt stays", "Plan: 0 clusters added, 1 changed, 0 removed; 0 machines replaced, 1 created, 0 deleted; 1 cluster unchanged.",
+		"~ prod-1 (changed)", "waits: the rollout of class standard is halted at revision " + rev, "md-0: 3 → 4 machines\n",
+		"Class standard's rollout stays halted at revision " + rev,
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("plan lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "dev-1 (changed)") || strings.Contains(stdout, "At once, in no wave: dev-1") {
+		t.Errorf("the halted dev-1 reads as changed:\n%s", stdout)
+	}
+}
+
+// classRevisionAt is class's revision at commit, as the planner computes it.
+func classRevisionAt(t *testing.T, dir, commit, class string) string {
+	t.Helper()
+	return expandedAt(t, dir, commit).Class(class).Revision
+}
+
+// expandedAt is the fleet at commit as the planner expands it.
+func expandedAt(t *testing.T, dir, commit string) *planner.Desired {
+	t.Helper()
+	repo, err := sources.Open(t.Context(), sources.Options{Location: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	rev, err := repo.Revision(t.Context(), commit)
+	if err != nil || rev.Rejected() {
+		t.Fatalf("%s: %v %v", commit, err, rev.Err)
+	}
+	d, _ := planner.Expand(rev.Fleet)
+	return d
+}

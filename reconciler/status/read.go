@@ -215,6 +215,29 @@ func (s *Snapshot) Observed() []planner.ObservedMachine {
 	return ms
 }
 
+// Rollouts is the snapshot's class rollouts and each cluster's place in
+// its class's, as the planner's input, for a plan that knows which
+// clusters the daemon holds (a halted rollout, a wave not reached yet).
+func (s *Snapshot) Rollouts() *planner.ObservedRollouts {
+	out := &planner.ObservedRollouts{Classes: make(map[string]planner.ClassRollout, len(s.Fleet.Rollouts)),
+		Clusters: make(map[string]planner.ClusterRollout, len(s.Clusters))}
+	for _, r := range s.Fleet.Rollouts {
+		cr := planner.ClassRollout{Class: r.Class, Revision: r.Revision, Started: r.Started, MaxFailures: r.MaxFailures,
+			CurrentWave: r.CurrentWave, Halted: r.Halted, Reason: r.Reason, Failed: r.Failed}
+		if c := r.Change; c != nil {
+			cr.Change = planner.Change{Commit: c.Commit, Author: c.Author, Subject: c.Subject}
+		}
+		out.Classes[r.Class] = cr
+	}
+	for _, c := range s.Clusters {
+		if r := c.Rollout; r != nil {
+			out.Clusters[c.Name] = planner.ClusterRollout{Revision: r.ClassRevision, Wave: r.Wave, AdmittedAt: r.AdmittedAt,
+				State: r.State, Reason: r.Reason, PendingRevision: r.PendingRevision}
+		}
+	}
+	return out
+}
+
 // LastApplied returns the fleet repository commit that fleet.yaml at ref
 // (a status branch, local or remote-tracking) says the daemon applied
 // last: the revision in force, whatever was pushed to the fleet's branch

@@ -1,0 +1,104 @@
+package planner
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// observedRollouts is what the status branch would show of the sim's
+// rollouts after its last round.
+func observedRollouts(s *sim) *ObservedRollouts {
+	o := &ObservedRollouts{Classes: map[string]ClassRollout{}, Clusters: map[string]ClusterRollout{}}
+	for _, c := range s.last.Classes {
+		c.Change = Change{Commit: "fe501a247cfaca95f159ccb4c6a47a195950cf68", Author: "Ada <ada@example.com>", Subject: "standard: 8 cpus a worker"}
+		o.Classes[c.Class] = c
+	}
+	for _, c := range s.last.Clusters {
+		if c.Rollout != nil {
+			o.Clusters[c.Name] = *c.Rollout
+		}
+	}
+	return o
+}
+
+// haltedPreview plans head against the halted canary's fleet (base) as the
+// status branch shows it, and renders it in text and Markdown.
+func haltedPreview(t *testing.T, head func(f *v1alpha1.Fleet)) (*PreviewReport, string, string) {
+	t.Helper()
+	s, _ := haltedCanary(t)
+	base := templateChange(wavesFleet("v1.30.2"))
+	h := templateChange(wavesFleet("v1.30.2"))
+	head(h)
+	r := PreviewOf(PreviewInput{Base: base, Head: h, Observed: s.observed(), Rollouts: observedRollouts(s)})
+	r.Base, r.Head = "main", "pr"
+	var text, md bytes.Buffer
+	if err := RenderText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := RenderMarkdown(&md, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	return r, text.String(), md.String()
+}
+
+// TestPreviewDuringHalt: a pull request that only grows stage-a's pool,
+// planned while the class's rollout is halted on canary-a, says the
+// rollout is halted (at which revision, why), shows stage-a growing from
+// the templates it runs, and no cluster replaced: not every cluster the
+// halt holds back "replaced at once, in no wave".
+func TestPreviewDuringHalt(t *testing.T) {
+	r, text, md := haltedPreview(t, func(f *v1alpha1.Fleet) {
+		clusterOf(f, "stage-a").Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr(2)
+	})
+	golden(t, "preview/halted-scale", text)
+	golden(t, "preview/halted-scale.md", md)
+	if r.Totals != (PreviewTotals{Changed: 1, Created: 1}) || r.Clusters[0].Name != "stage-a" || r.Clusters[0].Held == "" {
+		t.Errorf("totals %+v, clusters %+v: want stage-a alone, held, 1 machine created", r.Totals, r.Clusters)
+	}
+	if len(r.Rollouts) != 1 || r.Rollouts[0].Running == nil || !r.Rollouts[0].Running.Halted || r.Rollouts[0].NewRollout {
+		t.Fatalf("rollouts %+v: want standard's, halted, going on", r.Rollouts)
+	}
+	rev := r.Rollouts[0].Running.Revision
+	for _, want := range []string{"rollout of revision " + rev, "is halted: 1 of maxFailures 1 clusters failed (canary-a)", "the halt stays",
+		"stays halted at revision " + rev} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "At once, in no wave: canary-a") || strings.Contains(text, "replaced") && !strings.Contains(text, "0 machines replaced") {
+		t.Errorf("the halted clusters read as replaced:\n%s", text)
+	}
+}
+
+// TestPreviewNewClusterDuringHalt: a cluster added while its class's
+// rollout is halted reads as waiting, with no machine made.
+func TestPreviewNewClusterDuringHalt(t *testing.T) {
+	r, text, _ := haltedPreview(t, func(f *v1alpha1.Fleet) {
+		f.Clusters = append(f.Clusters, testCluster("prod-new", 1, 1, labels("tier", "prod")))
+	})
+	if r.Totals != (PreviewTotals{Added: 1}) || r.Clusters[0].Held == "" {
+		t.Errorf("totals %+v, clusters %+v: want prod-new added, held, nothing made", r.Totals, r.Clusters)
+	}
+	if !strings.Contains(text, "waits: the rollout of class standard is halted at revision") {
+		t.Errorf("text does not say prod-new waits on the halt:\n%s", text)
+	}
+}
+
+// TestPreviewReleasesHalt: a fix of the class during a halt says it
+// releases the halt and starts a rollout from the first wave.
+func TestPreviewReleasesHalt(t *testing.T) {
+	r, text, _ := haltedPreview(t, func(f *v1alpha1.Fleet) {
+		f.Classes[0].Spec.Workers.MachineDeployments[0].Template.Spec["cpus"] = 6
+	})
+	if len(r.Rollouts) != 1 || !r.Rollouts[0].Releases() {
+		t.Fatalf("rollouts %+v: want standard's halt released", r.Rollouts)
+	}
+	for _, want := range []string{"which releases the halt", "halted rollout of revision " + r.Rollouts[0].Running.Revision + " is released", "rolls out wave canary (canary-a)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+}

@@ -1,0 +1,215 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ObservedRollouts are the fleet's rollouts as the status branch shows
+// them, for a preview: each class's rollout (fleet.yaml's rollouts; the
+// waves' cluster lists may be empty) and each cluster's place in it (its
+// file's rollout). With them a preview knows which clusters the daemon
+// holds, and why, rather than taking every machine that differs from
+// head for a change merging makes.
+type ObservedRollouts struct {
+	Classes  map[string]ClassRollout   // by class
+	Clusters map[string]ClusterRollout // by cluster
+}
+
+// RolloutPlan is what merging does to one class's fleet rollout.
+type RolloutPlan struct {
+	Class string `json:"class"`
+	// Revision is head's class revision. NewRollout: head changes what
+	// the class's machines are made of (base's revision differs), so
+	// merging starts a rollout of Revision, from the first wave.
+	Revision   string `json:"revision"`
+	NewRollout bool   `json:"newRollout,omitempty"`
+	// Waves are head's declared waves, in order; MaxFailures is how many
+	// failed clusters halt head's rollout.
+	Waves       []string `json:"waves,omitempty"`
+	MaxFailures int      `json:"maxFailures"`
+	// GateChanges are the fields of spec.rollout (waves, maxConcurrent,
+	// maxFailures) head changes, when it also starts a new rollout: that
+	// rollout runs by head's gate, not base's.
+	GateChanges []FieldChange `json:"gateChanges,omitempty"`
+	// Running is the rollout the daemon runs now (the status branch), of
+	// base's revision; nil when not known, or of another revision.
+	Running *RunningRollout `json:"running,omitempty"`
+	// Waiting are head's clusters the running rollout holds (not admitted
+	// to it: they wait for their wave, or on the halt) with the revision
+	// they run, New those it holds with no machine (added while it is
+	// halted), and Failed those that failed on it; only when head leaves
+	// the class's machines as they are (the running rollout goes on).
+	Waiting []string `json:"waiting,omitempty"`
+	New     []string `json:"new,omitempty"`
+	Failed  []string `json:"failed,omitempty"`
+}
+
+// RunningRollout is a class's rollout as the status branch shows it.
+type RunningRollout struct {
+	Revision    string   `json:"revision"`
+	Change      Change   `json:"change,omitzero"`
+	CurrentWave string   `json:"currentWave,omitempty"`
+	Halted      bool     `json:"halted,omitempty"`
+	Failed      []string `json:"failed,omitempty"`
+	MaxFailures int      `json:"maxFailures"`
+}
+
+// Releases says whether merging releases a halted rollout.
+func (p *RolloutPlan) Releases() bool {
+	return p.NewRollout && p.Running != nil && p.Running.Halted
+}
+
+// How a running rollout holds a cluster of head (holdOf).
+const (
+	holdNone      = iota // compared as it is
+	holdUnchanged        // head changes nothing it runs: what moves is the running rollout's doing
+	holdTemplates        // not admitted to the running revision: its sizes apply, its templates wait
+	holdAll              // no step at all: failed on a halted rollout, or new while it is halted
+)
+
+// runningRollouts returns, by class, the rollout the status branch shows
+// for each class whose revision is base's and head's: head leaves the
+// class's machines as they are, so that rollout goes on after the merge.
+func runningRollouts(bd, hd *Desired, obs *ObservedRollouts) map[string]*ClassRollout {
+	if obs == nil {
+		return nil
+	}
+	out := map[string]*ClassRollout{}
+	for _, hc := range hd.Classes {
+		bc := bd.Class(hc.Name)
+		cr, ok := obs.Classes[hc.Name]
+		if !ok || bc == nil || cr.Revision != bc.Revision || bc.Revision != hc.Revision {
+			continue
+		}
+		out[hc.Name] = &cr
+	}
+	return out
+}
+
+// holdOf says how class's running rollout (nil: none goes on) holds
+// cluster h (b is base's, nil for a cluster head adds; cr its place in the
+// rollout, nil when it has none; machines its live machines), and why.
+func holdOf(b, h *DesiredCluster, run *ClassRollout, cr *ClusterRollout, machines int) (int, string) {
+	if h == nil || run == nil || (b != nil && b.Class != h.Class) {
+		return holdNone, ""
+	}
+	if b != nil && sameRun(b, h) {
+		return holdUnchanged, ""
+	}
+	admitted := cr != nil && cr.Revision == run.Revision
+	switch {
+	case !admitted && machines == 0 && (cr == nil || cr.Revision == ""):
+		if run.Halted {
+			return holdAll, fmt.Sprintf("the rollout of class %s is halted at revision %s: a new cluster waits, with no machine, until a fix or a revert of the class releases it", h.Class, run.Revision)
+		}
+		return holdNone, "" // admitted at once
+	case admitted && cr.State == AdmissionFailed && run.Halted:
+		if b != nil && !sameTemplates(b, h) {
+			return holdNone, "" // its own change: admitted again at once
+		}
+		return holdAll, fmt.Sprintf("it failed on the rollout of class %s at revision %s, which halted: it keeps its failed machines and gets no step until a fix or a revert of the class releases it", h.Class, run.Revision)
+	case admitted:
+		return holdNone, ""
+	}
+	runs := ""
+	if cr != nil && cr.Revision != "" {
+		runs = " (revision " + cr.Revision + ")"
+	}
+	if run.Halted {
+		return holdTemplates, fmt.Sprintf("the rollout of class %s is halted at revision %s: its machines keep the templates they run%s until a fix or a revert of the class releases it; new sizes apply now", h.Class, run.Revision, runs)
+	}
+	wave := ""
+	if run.CurrentWave != "" {
+		wave = ", at wave " + run.CurrentWave
+	}
+	return holdTemplates, fmt.Sprintf("it waits for its wave in the rollout of class %s at revision %s under way%s: its machines keep the templates they run%s until its wave admits it; new sizes apply now", h.Class, run.Revision, wave, runs)
+}
+
+// sameRun says whether base and head run a cluster alike: same pools,
+// replicas, templates and version, paused alike.
+func sameRun(b, h *DesiredCluster) bool {
+	return b.Version == h.Version && b.Paused == h.Paused && samePools(b, h)
+}
+
+// sameTemplates says whether base and head make a cluster's machines
+// alike (its sizes aside).
+func sameTemplates(b, h *DesiredCluster) bool {
+	if b.Version != h.Version || len(b.Deployments) != len(h.Deployments) || b.ControlPlane.TemplateHash != h.ControlPlane.TemplateHash {
+		return false
+	}
+	for i := range b.Deployments {
+		if b.Deployments[i].Name != h.Deployments[i].Name || b.Deployments[i].TemplateHash != h.Deployments[i].TemplateHash {
+			return false
+		}
+	}
+	return true
+}
+
+// rolloutPlans says, for each class of head, what merging does to its
+// rollout: a class whose machines head changes, or whose rollout the
+// status branch shows halted or holding a cluster the change edits.
+func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*ClassRollout, by map[string][]ObservedMachine, fd *fleetDiff, changes []ClusterChange) []RolloutPlan {
+	held := map[string][]string{}
+	for i := range changes {
+		if c := &changes[i]; c.Held != "" {
+			held[c.Class] = append(held[c.Class], c.Name)
+		}
+	}
+	var out []RolloutPlan
+	for _, hc := range hd.Classes {
+		p := RolloutPlan{Class: hc.Name, Revision: hc.Revision, MaxFailures: hc.MaxFailures}
+		for _, w := range hc.Waves[:len(hc.Waves)-1] {
+			p.Waves = append(p.Waves, w.Name)
+		}
+		bc := bd.Class(hc.Name)
+		p.NewRollout = bc == nil || bc.Revision != hc.Revision
+		var shown *ClassRollout
+		if run := runs[hc.Name]; run != nil {
+			shown = run
+		} else if cr, ok := obs.class(hc.Name); ok && bc != nil && cr.Revision == bc.Revision {
+			shown = &cr
+		}
+		if shown != nil {
+			p.Running = &RunningRollout{Revision: shown.Revision, Change: shown.Change, CurrentWave: shown.CurrentWave,
+				Halted: shown.Halted, Failed: shown.Failed, MaxFailures: shown.MaxFailures}
+		}
+		if p.NewRollout && bc != nil {
+			for _, c := range fd.changes["class "+hc.Name] {
+				if strings.HasPrefix(c.Path, "spec.rollout") {
+					p.GateChanges = append(p.GateChanges, c)
+				}
+			}
+		}
+		if run := runs[hc.Name]; run != nil {
+			for _, n := range hd.classMembers()[hc.Name] {
+				c, ok := obs.Clusters[n]
+				switch {
+				case ok && c.Revision == run.Revision:
+				case ok && c.Revision != "":
+					p.Waiting = append(p.Waiting, n)
+				case run.Halted && live(by[n]) == 0:
+					p.New = append(p.New, n)
+				case ok:
+					p.Waiting = append(p.Waiting, n) // never admitted, its machines kept
+				}
+			}
+			p.Failed = run.Failed
+		}
+		switch {
+		case p.NewRollout && len(hd.classMembers()[hc.Name]) > 0,
+			p.Running != nil && p.Running.Halted,
+			len(held[hc.Name]) > 0:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (o *ObservedRollouts) class(name string) (ClassRollout, bool) {
+	if o == nil {
+		return ClassRollout{}, false
+	}
+	cr, ok := o.Classes[name]
+	return cr, ok
+}
