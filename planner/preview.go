@@ -228,7 +228,7 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 		names[c.Name] = true
 	}
 	sorted := sortedKeys(names)
-	var runs map[string]*ClassRollout
+	var runs map[string]*running
 	if observed != nil {
 		runs = runningRollouts(bd, hd, in.Rollouts)
 	}

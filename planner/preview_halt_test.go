@@ -33,6 +33,14 @@ func haltedPreview(t *testing.T, head func(f *v1alpha1.Fleet)) (*PreviewReport, 
 	h := templateChange(wavesFleet("v1.30.2"))
 	head(h)
 	r := PreviewOf(PreviewInput{Base: base, Head: h, Observed: s.observed(), Rollouts: observedRollouts(s)})
+	text, md := renderTextAndMarkdown(t, r)
+	return r, text, md
+}
+
+// renderTextAndMarkdown renders a preview of main → pr as text and as
+// Markdown.
+func renderTextAndMarkdown(t *testing.T, r *PreviewReport) (string, string) {
+	t.Helper()
 	r.Base, r.Head = "main", "pr"
 	var text, md bytes.Buffer
 	if err := RenderText(&text, r); err != nil {
@@ -41,7 +49,7 @@ func haltedPreview(t *testing.T, head func(f *v1alpha1.Fleet)) (*PreviewReport, 
 	if err := RenderMarkdown(&md, r, 0); err != nil {
 		t.Fatal(err)
 	}
-	return r, text.String(), md.String()
+	return text.String(), md.String()
 }
 
 // TestPreviewDuringHalt: a pull request that only grows stage-a's pool,
@@ -100,5 +108,53 @@ func TestPreviewReleasesHalt(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}
+	}
+}
+
+// TestPreviewGateChange: a commit that changes a class's machines and, in
+// the same commit, collapses its waves into one and raises maxFailures
+// starts a rollout that runs by the new gate; the plan warns that the
+// change changes the gate of the rollout it starts, and its footer says
+// how many failures halt it, not "a failure".
+func TestPreviewGateChange(t *testing.T) {
+	base := wavesFleet("v1.29.4")
+	head := wavesFleet("v1.30.2")
+	head.Classes[0].Spec.Rollout = &v1alpha1.RolloutSpec{MaxFailures: ptr(3),
+		Waves: []v1alpha1.RolloutWave{{Name: "all", Selector: v1alpha1.LabelSelector{MatchExpressions: []v1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: "Exists"}}}}}}
+	r := Preview(base, head, nil, nil)
+	text, md := renderTextAndMarkdown(t, r)
+	golden(t, "preview/gate-change", text)
+	if len(r.Rollouts) != 1 || len(r.Rollouts[0].GateChanges) == 0 || r.Rollouts[0].MaxFailures != 3 {
+		t.Fatalf("rollouts %+v: want standard's new rollout, maxFailures 3, with its gate changes", r.Rollouts)
+	}
+	for _, out := range []string{text, md} {
+		for _, want := range []string{"changes the gate of that very rollout", "waves canary, staging (maxConcurrent 1), production (maxConcurrent 50%); maxFailures 1 → waves all; maxFailures 3", "the rollout halts once 3 clusters failed (maxFailures 3)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("plan lacks %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, "a failure halts") {
+			t.Errorf("plan says a single failure halts a rollout of maxFailures 3:\n%s", out)
+		}
+	}
+}
+
+// TestPreviewRaisesMaxFailures: raising maxFailures during a halt, the
+// class's machines left as they are, releases the halt without a new
+// rollout: the plan says so, not that the halt stays.
+func TestPreviewRaisesMaxFailures(t *testing.T) {
+	r, text, _ := haltedPreview(t, func(f *v1alpha1.Fleet) {
+		f.Classes[0].Spec.Rollout.MaxFailures = ptr(2)
+	})
+	if len(r.Rollouts) != 1 || !r.Rollouts[0].Releases() || r.Rollouts[0].NewRollout {
+		t.Fatalf("rollouts %+v: want standard's halt released by maxFailures 2, no new rollout", r.Rollouts)
+	}
+	for _, want := range []string{"This change raises maxFailures to 2, which releases the halt without a new rollout", "goes on under maxFailures 2"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "the halt stays") {
+		t.Errorf("text says the halt stays:\n%s", text)
 	}
 }

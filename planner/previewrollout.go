@@ -30,8 +30,12 @@ type RolloutPlan struct {
 	MaxFailures int      `json:"maxFailures"`
 	// GateChanges are the fields of spec.rollout (waves, maxConcurrent,
 	// maxFailures) head changes, when it also starts a new rollout: that
-	// rollout runs by head's gate, not base's.
+	// rollout runs by head's gate, not base's. GateBefore and Gate sum
+	// base's and head's gate up ("waves canary, prod (maxConcurrent 1);
+	// maxFailures 1").
 	GateChanges []FieldChange `json:"gateChanges,omitempty"`
+	GateBefore  string        `json:"gateBefore,omitempty"`
+	Gate        string        `json:"gate,omitempty"`
 	// Running is the rollout the daemon runs now (the status branch), of
 	// base's revision; nil when not known, or of another revision.
 	Running *RunningRollout `json:"running,omitempty"`
@@ -55,9 +59,16 @@ type RunningRollout struct {
 	MaxFailures int      `json:"maxFailures"`
 }
 
-// Releases says whether merging releases a halted rollout.
+// Releases says whether merging releases a halted rollout: head starts a
+// new one, or raises maxFailures above its failures.
 func (p *RolloutPlan) Releases() bool {
-	return p.NewRollout && p.Running != nil && p.Running.Halted
+	return p.Running != nil && p.Running.Halted && (p.NewRollout || !p.haltsAt())
+}
+
+// haltsAt says whether head's maxFailures halts the running rollout, its
+// failures being what they are.
+func (p *RolloutPlan) haltsAt() bool {
+	return p.Running != nil && len(p.Running.Failed) >= max(p.MaxFailures, 1)
 }
 
 // How a running rollout holds a cluster of head (holdOf).
@@ -71,27 +82,41 @@ const (
 // runningRollouts returns, by class, the rollout the status branch shows
 // for each class whose revision is base's and head's: head leaves the
 // class's machines as they are, so that rollout goes on after the merge.
-func runningRollouts(bd, hd *Desired, obs *ObservedRollouts) map[string]*ClassRollout {
+func runningRollouts(bd, hd *Desired, obs *ObservedRollouts) map[string]*running {
 	if obs == nil {
 		return nil
 	}
-	out := map[string]*ClassRollout{}
+	out := map[string]*running{}
 	for _, hc := range hd.Classes {
 		bc := bd.Class(hc.Name)
 		cr, ok := obs.Classes[hc.Name]
 		if !ok || bc == nil || cr.Revision != bc.Revision || bc.Revision != hc.Revision {
 			continue
 		}
-		out[hc.Name] = &cr
+		// Head's maxFailures decides: raised, it releases a halt; lowered,
+		// it may halt the rollout.
+		run := &running{ClassRollout: cr, released: cr.Halted && len(cr.Failed) < hc.MaxFailures}
+		run.Halted = len(cr.Failed) >= hc.MaxFailures
+		out[hc.Name] = run
 	}
 	return out
+}
+
+// running is a class's rollout the status branch shows, which head leaves
+// going on: halted or not by head's maxFailures. released: the status
+// shows it halted, and head's maxFailures releases it.
+type running struct {
+	ClassRollout
+	released bool
 }
 
 // holdOf says how class's running rollout (nil: none goes on) holds
 // cluster h (b is base's, nil for a cluster head adds; cr its place in the
 // rollout, nil when it has none; machines its live machines), and why.
-func holdOf(b, h *DesiredCluster, run *ClassRollout, cr *ClusterRollout, machines int) (int, string) {
-	if h == nil || run == nil || (b != nil && b.Class != h.Class) {
+func holdOf(b, h *DesiredCluster, run *running, cr *ClusterRollout, machines int) (int, string) {
+	if h == nil || run == nil || (b != nil && b.Class != h.Class) || run.released {
+		// A halt the change releases lets the rollout go on: the
+		// clusters it held move to its revision in their waves.
 		return holdNone, ""
 	}
 	if b != nil && sameRun(b, h) {
@@ -149,7 +174,7 @@ func sameTemplates(b, h *DesiredCluster) bool {
 // rolloutPlans says, for each class of head, what merging does to its
 // rollout: a class whose machines head changes, or whose rollout the
 // status branch shows halted or holding a cluster the change edits.
-func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*ClassRollout, by map[string][]ObservedMachine, fd *fleetDiff, changes []ClusterChange) []RolloutPlan {
+func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*running, by map[string][]ObservedMachine, fd *fleetDiff, changes []ClusterChange) []RolloutPlan {
 	held := map[string][]string{}
 	for i := range changes {
 		if c := &changes[i]; c.Held != "" {
@@ -164,21 +189,18 @@ func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*Class
 		}
 		bc := bd.Class(hc.Name)
 		p.NewRollout = bc == nil || bc.Revision != hc.Revision
-		var shown *ClassRollout
-		if run := runs[hc.Name]; run != nil {
-			shown = run
-		} else if cr, ok := obs.class(hc.Name); ok && bc != nil && cr.Revision == bc.Revision {
-			shown = &cr
-		}
-		if shown != nil {
-			p.Running = &RunningRollout{Revision: shown.Revision, Change: shown.Change, CurrentWave: shown.CurrentWave,
-				Halted: shown.Halted, Failed: shown.Failed, MaxFailures: shown.MaxFailures}
+		if cr, ok := obs.class(hc.Name); ok && bc != nil && cr.Revision == bc.Revision {
+			p.Running = &RunningRollout{Revision: cr.Revision, Change: cr.Change, CurrentWave: cr.CurrentWave,
+				Halted: cr.Halted, Failed: cr.Failed, MaxFailures: cr.MaxFailures}
 		}
 		if p.NewRollout && bc != nil {
 			for _, c := range fd.changes["class "+hc.Name] {
 				if strings.HasPrefix(c.Path, "spec.rollout") {
 					p.GateChanges = append(p.GateChanges, c)
 				}
+			}
+			if len(p.GateChanges) > 0 {
+				p.GateBefore, p.Gate = gateText(bc), gateText(hc)
 			}
 		}
 		if run := runs[hc.Name]; run != nil {
@@ -198,7 +220,7 @@ func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*Class
 		}
 		switch {
 		case p.NewRollout && len(hd.classMembers()[hc.Name]) > 0,
-			p.Running != nil && p.Running.Halted,
+			p.Running != nil && (p.Running.Halted || p.haltsAt()),
 			len(held[hc.Name]) > 0:
 			out = append(out, p)
 		}
@@ -212,4 +234,21 @@ func (o *ObservedRollouts) class(name string) (ClassRollout, bool) {
 	}
 	cr, ok := o.Classes[name]
 	return cr, ok
+}
+
+// gateText sums a class's rollout gate up: its waves, each with its
+// maxConcurrent, and maxFailures.
+func gateText(c *DesiredClass) string {
+	var waves []string
+	for _, w := range c.Waves[:len(c.Waves)-1] {
+		if w.MaxConcurrent != nil {
+			waves = append(waves, fmt.Sprintf("%s (maxConcurrent %s)", w.Name, w.MaxConcurrent))
+		} else {
+			waves = append(waves, w.Name)
+		}
+	}
+	if len(waves) == 0 {
+		return fmt.Sprintf("no waves; maxFailures %d", c.MaxFailures)
+	}
+	return fmt.Sprintf("waves %s; maxFailures %d", strings.Join(waves, ", "), c.MaxFailures)
 }

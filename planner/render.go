@@ -44,6 +44,11 @@ func RenderText(w io.Writer, r *PreviewReport) error {
 		b.WriteString("\n")
 	}
 	for i := range r.Rollouts {
+		if w := gateWarning(&r.Rollouts[i], plain); w != "" {
+			fmt.Fprintf(&b, "warning: %s\n\n", w)
+		}
+	}
+	for i := range r.Rollouts {
 		if n := rolloutNote(r, &r.Rollouts[i], plain); n != "" {
 			fmt.Fprintf(&b, "%s\n\n", n)
 		}
@@ -215,8 +220,12 @@ func mergeFooter(r *PreviewReport) string {
 	for i := range r.Rollouts {
 		p := &r.Rollouts[i]
 		switch {
-		case p.Releases():
+		case p.Releases() && p.NewRollout:
 			fmt.Fprintf(&b, " Class %s's halted rollout of revision %s is released: the rollout of %s starts.", p.Class, p.Running.Revision, p.Revision)
+		case p.Releases():
+			fmt.Fprintf(&b, " Class %s's halted rollout of revision %s goes on under maxFailures %d.", p.Class, p.Running.Revision, p.MaxFailures)
+		case p.Running != nil && !p.Running.Halted && !p.NewRollout && p.haltsAt():
+			fmt.Fprintf(&b, " Class %s's rollout of revision %s halts under maxFailures %d until a fix or a revert of the class is merged.", p.Class, p.Running.Revision, p.MaxFailures)
 		case p.Running != nil && p.Running.Halted && !p.NewRollout:
 			fmt.Fprintf(&b, " Class %s's rollout stays halted at revision %s until a fix or a revert of the class is merged", p.Class, p.Running.Revision)
 			if w := waiting[p.Class]; len(w) > 0 {
@@ -238,8 +247,12 @@ func mergeFooter(r *PreviewReport) string {
 		for _, i := range idx {
 			parts = append(parts, fmt.Sprintf("%s (%s)", ws[i].name, listNames(ws[i].clusters, 5)))
 		}
-		fmt.Fprintf(&b, " Class %s rolls out %s; a wave starts when the one before it is done, and a failure halts the later waves until a fix or a revert is merged.",
-			class, strings.Join(parts, ", then "))
+		then := "; a wave starts when the one before it is done, and "
+		if len(parts) == 1 {
+			then = "; "
+		}
+		fmt.Fprintf(&b, " Class %s rolls out %s%s%s until a fix or a revert is merged.",
+			class, strings.Join(parts, ", then "), then, haltsAfter(r.rollout(class)))
 	}
 	if len(direct) > 0 {
 		fmt.Fprintf(&b, " At once, in no wave: %s.", listNames(direct, 5))
@@ -264,6 +277,15 @@ func rolloutNote(r *PreviewReport, p *RolloutPlan, code func(string) string) str
 		started += ")"
 	}
 	what := fmt.Sprintf("Class %s's rollout of revision %s%s", p.Class, code(run.Revision), started)
+	failed := fmt.Sprintf("%d of maxFailures %d clusters failed (%s)", len(run.Failed), run.MaxFailures, listNames(run.Failed, 5))
+	switch {
+	case !run.Halted && !p.NewRollout && p.haltsAt():
+		return fmt.Sprintf("%s is under way, %s. This change lowers maxFailures to %d, so merging halts it: no other cluster is admitted to that revision until a fix or a revert of the class is merged.",
+			what, failed, p.MaxFailures)
+	case run.Halted && !p.NewRollout && !p.haltsAt():
+		return fmt.Sprintf("%s is halted: %s. This change raises maxFailures to %d, which releases the halt without a new rollout: that revision, the one that failed, goes on to the clusters it holds, wave by wave, and its failures still count.",
+			what, failed, p.MaxFailures)
+	}
 	if !run.Halted {
 		var held []string
 		for i := range r.Clusters {
@@ -281,7 +303,7 @@ func rolloutNote(r *PreviewReport, p *RolloutPlan, code func(string) string) str
 		return fmt.Sprintf("%s is under way%s. This change leaves what the class's machines are made of as it is, so that rollout goes on, and the clusters it has not admitted yet (%s) keep the templates they run until their wave admits them; only their new sizes apply at once.",
 			what, wave, listNames(held, 5))
 	}
-	halted := fmt.Sprintf("%s is halted: %d of maxFailures %d clusters failed (%s).", what, len(run.Failed), run.MaxFailures, listNames(run.Failed, 5))
+	halted := fmt.Sprintf("%s is halted: %s.", what, failed)
 	if p.NewRollout {
 		return halted + fmt.Sprintf(" This change changes what the class's machines are made of: merging starts a rollout of revision %s, which releases the halt: it starts again from the first wave with no failure counted, and the failed clusters' machines are replaced when their wave admits them.", code(p.Revision))
 	}
@@ -299,6 +321,42 @@ func rolloutNote(r *PreviewReport, p *RolloutPlan, code func(string) string) str
 	}
 	return halted + " This change leaves what the class's machines are made of as it is, so the halt stays until a fix or a revert of the class is merged (or spec.rollout.maxFailures is raised): " +
 		strings.Join(stays[:len(stays)-1], "; ") + "; and " + stays[len(stays)-1] + "."
+}
+
+// haltsAfter says how many failed clusters halt a class's rollout.
+func haltsAfter(p *RolloutPlan) string {
+	n := 1
+	if p != nil {
+		n = max(p.MaxFailures, 1)
+	}
+	if n == 1 {
+		return "the first cluster that fails halts the rollout (maxFailures 1)"
+	}
+	return fmt.Sprintf("the rollout halts once %d clusters failed (maxFailures %d)", n, n)
+}
+
+// rollout returns what merging does to class's rollout, or nil.
+func (r *PreviewReport) rollout(class string) *RolloutPlan {
+	for i := range r.Rollouts {
+		if r.Rollouts[i].Class == class {
+			return &r.Rollouts[i]
+		}
+	}
+	return nil
+}
+
+// gateWarning says that head changes the gate of the rollout it starts
+// ("" when it does not); code formats a revision.
+func gateWarning(p *RolloutPlan, code func(string) string) string {
+	if !p.NewRollout || len(p.GateChanges) == 0 {
+		return ""
+	}
+	what := p.GateBefore + " → " + p.Gate
+	if p.GateBefore == p.Gate {
+		what = "the selectors of its waves"
+	}
+	return fmt.Sprintf("class %s: this change starts a rollout (revision %s) and changes the gate of that very rollout (%s): it runs by the new gate, not the one in force now, as a Deployment's new strategy governs the rollout its template change starts; change the gate in a commit of its own to roll this out under the gate in force",
+		p.Class, code(p.Revision), what)
 }
 
 // agree names clusters (five at the most) followed by what they do, its
@@ -606,9 +664,15 @@ func plural(n int, noun string) string {
 	return strconv.Itoa(n) + " " + noun + "s"
 }
 
-// warnings are every cluster's warnings, each prefixed with its cluster.
+// warnings are every class's rollout warnings, then every cluster's,
+// each prefixed with its cluster.
 func warnings(r *PreviewReport) []string {
 	var ws []string
+	for i := range r.Rollouts {
+		if w := gateWarning(&r.Rollouts[i], quoted); w != "" {
+			ws = append(ws, upperFirst(w))
+		}
+	}
 	for i := range r.Clusters {
 		for _, w := range r.Clusters[i].Warnings {
 			ws = append(ws, "`"+r.Clusters[i].Name+"`: "+w)
