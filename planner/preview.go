@@ -119,6 +119,11 @@ type ClusterChange struct {
 	// Diff is every field that changes in the cluster's own objects and
 	// its class.
 	Diff []FieldChange `json:"diff,omitempty"`
+	// AtOnce: the change reaches the cluster without waiting for a wave:
+	// it is new, or the change is in its own files while what its class's
+	// machines are made of stays (waves order class changes only). Wave
+	// is then the wave class changes reach it in.
+	AtOnce bool `json:"atOnce,omitempty"`
 }
 
 // PoolChange is one pool's change.
@@ -255,7 +260,13 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 				hold.kind, hold.why = holdOf(b, h, runs[h.Class], cr, live(ms))
 				hold.base = b
 			}
-			results[i].cc, results[i].errs = compareCluster(n, b, h, hd, ms, hold)
+			cc, errs := compareCluster(n, b, h, hd, ms, hold)
+			if cc != nil && cc.Held == "" && cc.Refused == "" && atOnce(b, h, bd, hd) {
+				// A halt the change releases moves the clusters it held
+				// in their waves.
+				cc.AtOnce = runs[h.Class] == nil || !runs[h.Class].released
+			}
+			results[i].cc, results[i].errs = cc, errs
 		}
 	})
 	fd := newFleetDiff(base, head)
@@ -292,6 +303,20 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 	}
 	r.Rollouts = rolloutPlans(bd, hd, in.Rollouts, runs, by, fd, r.Clusters)
 	return r
+}
+
+// atOnce says whether head's change of a cluster (b base's, h head's)
+// reaches it without a wave: it is new, or its class's revision stays
+// (the change is in its own files).
+func atOnce(b, h *DesiredCluster, bd, hd *Desired) bool {
+	if h == nil {
+		return false
+	}
+	if b == nil {
+		return true
+	}
+	bc, hc := bd.Class(b.Class), hd.Class(h.Class)
+	return b.Class == h.Class && bc != nil && hc != nil && bc.Revision == hc.Revision
 }
 
 // hold is how the class's running rollout holds a cluster in a preview

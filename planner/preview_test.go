@@ -276,3 +276,35 @@ func TestPreviewNamesPinnedCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviewOwnChangeGoesAtOnce: a change in a cluster's own files (its
+// pool's size, a template patch of its own) goes at once, in no wave: its
+// block and its table row say so, not the wave class changes reach it in
+// as if it waited for it.
+func TestPreviewOwnChangeGoesAtOnce(t *testing.T) {
+	base := wavesFleet("v1.30.2")
+	head := wavesFleet("v1.30.2")
+	head.Clusters[0].Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr(2) // canary-a
+	r := Preview(base, head, nil, nil)
+	var text, md bytes.Buffer
+	if err := RenderText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := RenderMarkdown(&md, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Clusters) != 1 {
+		t.Fatalf("clusters %+v: want canary-a alone", r.Clusters)
+	}
+	if !r.Clusters[0].AtOnce {
+		t.Errorf("canary-a: %+v, want at once", r.Clusters[0])
+	}
+	for _, want := range []string{"wave: none, at once: the change is in the cluster's own files, and waves order class changes (which reach it in 1/3 canary)", "At once, in no wave: canary-a."} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, &text)
+		}
+	}
+	if !strings.Contains(md.String(), "| ~ | `canary-a` | standard | v1.30.2 | at once (1/3 canary) |") {
+		t.Errorf("markdown's row does not say at once:\n%s", &md)
+	}
+}

@@ -197,7 +197,10 @@ func mergeFooter(r *PreviewReport) string {
 			}
 			continue
 		}
-		if c.Change == ChangeChanged && c.WaveIndex > 0 && classChanged(c) {
+		if c.Refused != "" {
+			continue // no step at all
+		}
+		if c.Change == ChangeChanged && c.WaveIndex > 0 && !c.AtOnce {
 			ws := classes[c.Class]
 			if ws == nil {
 				ws = map[int]*wave{}
@@ -445,14 +448,26 @@ func versionText(c *ClusterChange) string {
 	return s
 }
 
-func waveText(c *ClusterChange) string {
+// waveText is a cluster's wave; for a change that goes at once, that it
+// does, and the wave class changes reach it in (long: in a sentence; short:
+// in a table cell).
+func waveText(c *ClusterChange, long bool) string {
 	if c.WaveIndex == 0 {
 		return ""
 	}
+	w := fmt.Sprintf("%d/%d %s", c.WaveIndex, c.Waves, c.Wave)
 	if c.WaveIndex > c.Waves {
-		return fmt.Sprintf("last, after wave %d (no wave selects it)", c.Waves)
+		w = fmt.Sprintf("last, after wave %d (no wave selects it)", c.Waves)
 	}
-	return fmt.Sprintf("%d/%d %s", c.WaveIndex, c.Waves, c.Wave)
+	switch {
+	case !c.AtOnce:
+		return w
+	case long && c.Change == ChangeAdded:
+		return "none, at once: a new cluster is made at once (class changes reach it in " + w + ")"
+	case long:
+		return "none, at once: the change is in the cluster's own files, and waves order class changes (which reach it in " + w + ")"
+	}
+	return "at once (" + w + ")"
 }
 
 func poolText(p PoolChange) string {
@@ -481,7 +496,7 @@ func clusterLines(c *ClusterChange) []string {
 	if v := versionText(c); v != "" {
 		lines = append(lines, "version: "+v)
 	}
-	if w := waveText(c); w != "" {
+	if w := waveText(c, true); w != "" {
 		lines = append(lines, "wave: "+w)
 	}
 	if c.Paused {
@@ -585,7 +600,7 @@ func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
 		for i := range r.Clusters {
 			c := &r.Clusters[i]
 			row := fmt.Sprintf("| %s | `%s` | %s | %s | %s | %d | %d | %d |\n", changeMark(c.Change), c.Name, c.Class,
-				versionText(c), waveText(c), c.Replaced, c.Created, c.Deleted)
+				versionText(c), waveText(c, false), c.Replaced, c.Created, c.Deleted)
 			if b.Len()+len(row) > limit*2/3-reserve {
 				cutRows = len(r.Clusters) - i
 				break
