@@ -25,5 +25,8 @@ type Gate struct {
 	// revision replaced; it gets no steps until it is admitted again (so a
 	// person can look at its failed machines).
 	Halted bool
+	// Paused: the cluster is paused and not on the class's revision: the
+	// rollout of PendingRevision passes it over (Reason says so).
+	Paused bool
 	Reason string
 }

@@ -53,6 +53,13 @@ type UnchangedCluster struct {
 	Name   string        `json:"name"`
 	Reason string        `json:"reason"`
 	Diff   []FieldChange `json:"diff"`
+	// Paused: spec.paused holds the cluster out of every change, its
+	// class's rollout included, which passes it over; Class, Wave and
+	// WaveIndex (1-based) are where that rollout would reach it.
+	Paused    bool   `json:"paused,omitempty"`
+	Class     string `json:"class,omitempty"`
+	Wave      string `json:"wave,omitempty"`
+	WaveIndex int    `json:"waveIndex,omitempty"`
 }
 
 // PreviewTotals sums a preview up.
@@ -279,7 +286,11 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 		if cc == nil {
 			r.Unchanged++
 			if len(diff) > 0 {
-				r.Untouched = append(r.Untouched, UnchangedCluster{Name: n, Reason: unchangedReason(hd.Cluster(n), diff, len(errs) > 0), Diff: diff})
+				u := UnchangedCluster{Name: n, Reason: unchangedReason(hd.Cluster(n), diff, len(errs) > 0), Diff: diff}
+				if h := hd.Cluster(n); h != nil && h.Paused && len(errs) == 0 {
+					u.Paused, u.Class, u.Wave, u.WaveIndex = true, h.Class, h.WaveName, h.Wave+1
+				}
+				r.Untouched = append(r.Untouched, u)
 			}
 			continue
 		}
@@ -343,6 +354,9 @@ func live(ms []ObservedMachine) int {
 func unchangedReason(h *DesiredCluster, diff []FieldChange, refused bool) string {
 	if refused {
 		return "the change is refused (see the errors); the cluster keeps running base"
+	}
+	if h != nil && h.Paused {
+		return fmt.Sprintf("it is paused (spec.paused is true in %s): no machine is created, replaced or deleted until it is unpaused; its class's rollout passes it over, and it takes the change once unpaused", h.Source)
 	}
 	classVersion := false
 	for _, c := range diff {
@@ -434,6 +448,16 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 	if cc.Refused != "" {
 		// The planner gives a blocked cluster no step at all: list none.
 		if b != nil && cc.FromVersion == cc.ToVersion && b.Paused == h.Paused && samePools(b, h) {
+			return nil, errs
+		}
+		return cc, errs
+	}
+	if h.Paused {
+		// A paused cluster gets no step either: nothing is replaced,
+		// created or deleted until it is unpaused. One paused in base too
+		// is unchanged (Untouched says why when the change edits it); one
+		// the change pauses is listed.
+		if b != nil && b.Paused {
 			return nil, errs
 		}
 		return cc, errs

@@ -308,3 +308,39 @@ func TestPreviewOwnChangeGoesAtOnce(t *testing.T) {
 		t.Errorf("markdown's row does not say at once:\n%s", &md)
 	}
 }
+
+// TestPreviewPausedCanary: a class change whose canary is paused. The
+// paused cluster gets no step, so none of its machines counts as
+// replaced; it is listed as unchanged, paused, and the footer and a
+// warning say that the rollout passes its wave over and which wave the
+// change reaches first.
+func TestPreviewPausedCanary(t *testing.T) {
+	pause := func(f *v1alpha1.Fleet) *v1alpha1.Fleet {
+		f.Clusters[0].Spec.Paused = true // canary-a
+		return f
+	}
+	r := Preview(pause(wavesFleet("v1.29.4")), pause(wavesFleet("v1.30.2")), nil, nil)
+	text, md := renderTextAndMarkdown(t, r)
+	golden(t, "preview/paused-canary", text)
+	if r.Totals.Replaced != 8 || r.Totals.Changed != 4 {
+		t.Errorf("totals %+v: want the 4 clusters not paused changed, 8 machines replaced", r.Totals)
+	}
+	for _, c := range r.Clusters {
+		if c.Name == "canary-a" {
+			t.Errorf("the paused canary-a is listed as changed: %+v", c)
+		}
+	}
+	for _, out := range []string{text, md} {
+		for _, want := range []string{
+			"every cluster of wave canary is paused (canary-a): the rollout this change starts passes that wave over, as paused clusters take no part, so wave staging is the first it reaches",
+			"rolls out wave canary (passed over: canary-a paused), then wave staging (stage-a, stage-b)",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("plan lacks %q:\n%s", want, out)
+			}
+		}
+	}
+	if !strings.Contains(text, "= canary-a (unchanged)\n    why: it is paused (spec.paused is true in") {
+		t.Errorf("text does not list canary-a as paused and unchanged:\n%s", text)
+	}
+}

@@ -36,6 +36,12 @@ type RolloutPlan struct {
 	GateChanges []FieldChange `json:"gateChanges,omitempty"`
 	GateBefore  string        `json:"gateBefore,omitempty"`
 	Gate        string        `json:"gate,omitempty"`
+	// PassedOver are the waves of a rollout head starts whose every
+	// cluster is paused: the rollout passes them over (paused clusters
+	// take no part), so the first wave the change reaches is a later one
+	// (FirstWave).
+	PassedOver []PausedWave `json:"passedOver,omitempty"`
+	FirstWave  string       `json:"firstWave,omitempty"`
 	// Running is the rollout the daemon runs now (the status branch), of
 	// base's revision; nil when not known, or of another revision.
 	Running *RunningRollout `json:"running,omitempty"`
@@ -47,6 +53,12 @@ type RolloutPlan struct {
 	Waiting []string `json:"waiting,omitempty"`
 	New     []string `json:"new,omitempty"`
 	Failed  []string `json:"failed,omitempty"`
+}
+
+// PausedWave is a wave whose every cluster is paused.
+type PausedWave struct {
+	Name     string   `json:"name"`
+	Clusters []string `json:"clusters"`
 }
 
 // RunningRollout is a class's rollout as the status branch shows it.
@@ -203,6 +215,9 @@ func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*runni
 				p.GateBefore, p.Gate = gateText(bc), gateText(hc)
 			}
 		}
+		if p.NewRollout {
+			p.PassedOver, p.FirstWave = pausedWaves(hd, hc)
+		}
 		if run := runs[hc.Name]; run != nil {
 			for _, n := range hd.classMembers()[hc.Name] {
 				c, ok := obs.Clusters[n]
@@ -251,4 +266,34 @@ func gateText(c *DesiredClass) string {
 		return fmt.Sprintf("no waves; maxFailures %d", c.MaxFailures)
 	}
 	return fmt.Sprintf("waves %s; maxFailures %d", strings.Join(waves, ", "), c.MaxFailures)
+}
+
+// pausedWaves are class's declared waves whose every cluster (one at
+// least) is paused and that come before the first wave with a cluster
+// that is not: the rollout passes them over, and that wave is the first
+// it reaches ("" when every cluster is paused).
+func pausedWaves(hd *Desired, class *DesiredClass) ([]PausedWave, string) {
+	waves := make([]PausedWave, len(class.Waves))
+	moves := make([]bool, len(class.Waves))
+	for _, n := range hd.classMembers()[class.Name] {
+		dc := hd.Cluster(n)
+		if dc.Paused {
+			waves[dc.Wave].Clusters = append(waves[dc.Wave].Clusters, n)
+		} else {
+			moves[dc.Wave] = true
+		}
+	}
+	var out []PausedWave
+	for wi, w := range waves {
+		if moves[wi] {
+			if len(out) == 0 {
+				return nil, ""
+			}
+			return out, class.Waves[wi].Name
+		}
+		if len(w.Clusters) > 0 && wi < len(class.Waves)-1 {
+			out = append(out, PausedWave{Name: class.Waves[wi].Name, Clusters: w.Clusters})
+		}
+	}
+	return nil, ""
 }

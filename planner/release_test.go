@@ -328,3 +328,43 @@ func poolMachines(s *sim, cluster string) []*ObservedMachine {
 	}
 	return out
 }
+
+// TestPausedCanaryIsPassedOver: a class change while the canary wave's
+// only cluster is paused. Paused clusters take no part in a rollout, so
+// the wave is passed over and the change goes on to the next (the
+// decision, docs/planner.md); status says so rather than "Done": the
+// canary's rollout state is Paused with the revision that passes it over,
+// its wave lists it as paused, and the class's reason names the wave
+// passed over.
+func TestPausedCanaryIsPassedOver(t *testing.T) {
+	pause := func(f *v1alpha1.Fleet) *v1alpha1.Fleet {
+		clusterOf(f, "canary-a").Spec.Paused = true
+		return f
+	}
+	s := newSim(t, wavesFleet("v1.30.2"))
+	s.quiet = true
+	s.run(100)
+	s.setFleet(pause(wavesFleet("v1.30.2")))
+	s.run(10)
+	s.setFleet(pause(templateChange(wavesFleet("v1.30.2"))))
+	rev := s.desired.Classes[0].Revision
+	s.step()
+	cr := s.last.Classes[0]
+	if cr.CurrentWave != "staging" || !strings.Contains(cr.Reason, "wave canary passed over: every cluster of it paused") {
+		t.Errorf("rollout at wave %q, reason %q: want staging, canary said to be passed over", cr.CurrentWave, cr.Reason)
+	}
+	if w := cr.Waves[0]; !slices.Equal(w.Paused, []string{"canary-a"}) {
+		t.Errorf("wave canary: %+v, want canary-a paused", w)
+	}
+	for _, c := range s.last.Clusters {
+		if c.Name != "canary-a" {
+			continue
+		}
+		if r := c.Rollout; r == nil || r.State != RolloutPaused || r.PendingRevision != rev || !strings.Contains(r.Reason, "passes it over") {
+			t.Errorf("canary-a's rollout %+v: want Paused, passed over by %s", r, rev)
+		}
+		if c.Phase != PhasePaused {
+			t.Errorf("canary-a is %s, want Paused", c.Phase)
+		}
+	}
+}

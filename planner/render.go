@@ -44,7 +44,7 @@ func RenderText(w io.Writer, r *PreviewReport) error {
 		b.WriteString("\n")
 	}
 	for i := range r.Rollouts {
-		if w := gateWarning(&r.Rollouts[i], plain); w != "" {
+		for _, w := range rolloutWarnings(&r.Rollouts[i], plain) {
 			fmt.Fprintf(&b, "warning: %s\n\n", w)
 		}
 	}
@@ -183,8 +183,25 @@ func mergeFooter(r *PreviewReport) string {
 	type wave struct {
 		name     string
 		clusters []string
+		paused   []string // passed over
 	}
 	classes := map[string]map[int]*wave{}
+	waveOf := func(class, name string, index, waves int) *wave {
+		ws := classes[class]
+		if ws == nil {
+			ws = map[int]*wave{}
+			classes[class] = ws
+		}
+		w := ws[index]
+		if w == nil {
+			w = &wave{name: "wave " + name}
+			if index > waves {
+				w.name = "the clusters no wave selects"
+			}
+			ws[index] = w
+		}
+		return w
+	}
 	var direct []string
 	waiting := map[string][]string{} // by class: held clusters nothing happens to now
 	for i := range r.Clusters {
@@ -197,28 +214,21 @@ func mergeFooter(r *PreviewReport) string {
 			}
 			continue
 		}
-		if c.Refused != "" {
+		if c.Refused != "" || c.Paused {
 			continue // no step at all
 		}
 		if c.Change == ChangeChanged && c.WaveIndex > 0 && !c.AtOnce {
-			ws := classes[c.Class]
-			if ws == nil {
-				ws = map[int]*wave{}
-				classes[c.Class] = ws
-			}
-			w := ws[c.WaveIndex]
-			if w == nil {
-				name := "wave " + c.Wave
-				if c.WaveIndex > c.Waves {
-					name = "the clusters no wave selects"
-				}
-				w = &wave{name: name}
-				ws[c.WaveIndex] = w
-			}
+			w := waveOf(c.Class, c.Wave, c.WaveIndex, c.Waves)
 			w.clusters = append(w.clusters, c.Name)
 			continue
 		}
 		direct = append(direct, c.Name)
+	}
+	for _, u := range r.Untouched {
+		if p := r.rollout(u.Class); u.Paused && p != nil && p.NewRollout && classes[u.Class] != nil {
+			w := waveOf(u.Class, u.Wave, u.WaveIndex, len(p.Waves))
+			w.paused = append(w.paused, u.Name)
+		}
 	}
 	for i := range r.Rollouts {
 		p := &r.Rollouts[i]
@@ -248,7 +258,15 @@ func mergeFooter(r *PreviewReport) string {
 		sort.Ints(idx)
 		var parts []string
 		for _, i := range idx {
-			parts = append(parts, fmt.Sprintf("%s (%s)", ws[i].name, listNames(ws[i].clusters, 5)))
+			w := ws[i]
+			switch {
+			case len(w.paused) == 0:
+				parts = append(parts, fmt.Sprintf("%s (%s)", w.name, listNames(w.clusters, 5)))
+			case len(w.clusters) == 0:
+				parts = append(parts, fmt.Sprintf("%s (passed over: %s paused)", w.name, listNames(w.paused, 5)))
+			default:
+				parts = append(parts, fmt.Sprintf("%s (%s; %s paused, passed over)", w.name, listNames(w.clusters, 5), listNames(w.paused, 5)))
+			}
 		}
 		then := "; a wave starts when the one before it is done, and "
 		if len(parts) == 1 {
@@ -346,6 +364,25 @@ func (r *PreviewReport) rollout(class string) *RolloutPlan {
 		}
 	}
 	return nil
+}
+
+// rolloutWarnings are what a reviewer should know of the rollout head
+// starts: it changes the rollout's own gate, or passes a wave over whose
+// every cluster is paused; code formats a revision.
+func rolloutWarnings(p *RolloutPlan, code func(string) string) []string {
+	var ws []string
+	if w := gateWarning(p, code); w != "" {
+		ws = append(ws, w)
+	}
+	for _, w := range p.PassedOver {
+		first := "wave " + p.FirstWave
+		if p.FirstWave == ImplicitWave {
+			first = "the clusters no wave selects"
+		}
+		ws = append(ws, fmt.Sprintf("class %s: every cluster of wave %s is paused (%s): the rollout this change starts passes that wave over, as paused clusters take no part, so %s is the first it reaches; unpause one of them first to keep the wave",
+			p.Class, w.Name, listNames(w.Clusters, 5), first))
+	}
+	return ws
 }
 
 // gateWarning says that head changes the gate of the rollout it starts
@@ -684,7 +721,7 @@ func plural(n int, noun string) string {
 func warnings(r *PreviewReport) []string {
 	var ws []string
 	for i := range r.Rollouts {
-		if w := gateWarning(&r.Rollouts[i], quoted); w != "" {
+		for _, w := range rolloutWarnings(&r.Rollouts[i], quoted) {
 			ws = append(ws, upperFirst(w))
 		}
 	}

@@ -106,26 +106,35 @@ type ClusterRollout struct {
 	Wave       string    `json:"wave,omitempty"`
 	AdmittedAt time.Time `json:"admittedAt"`
 	// State is Progressing, Updating, Done or Failed, or Waiting when a
-	// newer revision (PendingRevision) waits for the cluster's wave.
+	// newer revision (PendingRevision) waits for the cluster's wave, or
+	// Paused when the cluster is paused and the rollout of a newer one
+	// passes it over.
 	State           string `json:"state"`
 	Reason          string `json:"reason,omitempty"`
 	PendingRevision string `json:"pendingRevision,omitempty"`
 }
 
 // RolloutWaiting is ClusterRollout.State while a newer class revision waits
-// for the cluster's wave.
-const RolloutWaiting = "Waiting"
+// for the cluster's wave; RolloutPaused while the cluster is paused and its
+// class's rollout of a newer revision (PendingRevision) passes it over.
+const (
+	RolloutWaiting = "Waiting"
+	RolloutPaused  = "Paused"
+)
 
 func rolloutStatus(a *Admission, g *Gate) *ClusterRollout {
-	if a == nil && !g.Waiting {
+	if a == nil && !g.Waiting && !g.Paused {
 		return nil
 	}
 	r := &ClusterRollout{}
 	if a != nil {
 		r.Revision, r.Wave, r.AdmittedAt, r.State, r.Reason = a.Revision, a.Wave, a.AdmittedAt, a.State, a.Reason
 	}
-	if g.Waiting {
+	switch {
+	case g.Waiting:
 		r.State, r.PendingRevision, r.Reason = RolloutWaiting, g.PendingRevision, g.Reason
+	case g.Paused:
+		r.State, r.PendingRevision, r.Reason = RolloutPaused, g.PendingRevision, g.Reason
 	}
 	return r
 }
@@ -209,6 +218,9 @@ type WaveStatus struct {
 	Done     int      `json:"done"`
 	Updating []string `json:"updating,omitempty"`
 	Waiting  []string `json:"waiting,omitempty"`
+	// Paused are its paused clusters the rollout passes over (not on the
+	// revision); a wave whose every cluster is so is passed over.
+	Paused []string `json:"paused,omitempty"`
 	// MaxConcurrent is the wave's limit as written; "" for none.
 	MaxConcurrent string `json:"maxConcurrent,omitempty"`
 }

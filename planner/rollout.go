@@ -286,6 +286,11 @@ func (g *Gates) rollout(class *DesiredClass, names []string, get func(string) Su
 			state[i] = s.State
 		}
 		stand[i] = st
+		if st == standSkip && s.Paused && !(s.Revision == rev && s.Current) {
+			// It takes no part: the rollout passes it over.
+			cg.gates[n] = Gate{Paused: true, PendingRevision: rev,
+				Reason: fmt.Sprintf("spec.paused is true: the rollout of class %s at revision %s passes it over, and it takes part again once unpaused", class.Name, rev)}
+		}
 		if cr.Halted && st == standFinished && state[i] == AdmissionFailed {
 			// Its failed machines stay for a person to look at.
 			cg.gates[n] = Gate{Halted: true, Reason: haltedWhy(&cr)}
@@ -311,9 +316,13 @@ func (g *Gates) rollout(class *DesiredClass, names []string, get func(string) Su
 		}
 	}
 	current := -1
+	var passed []string // waves passed over: every cluster paused
 	for wi := range cr.Waves {
 		w := &cr.Waves[wi]
 		for _, i := range members[wi] {
+			if cg.gates[names[i]].Paused {
+				w.Paused = append(w.Paused, names[i])
+			}
 			switch stand[i] {
 			case standFinished:
 				if state[i] == AdmissionDone {
@@ -330,11 +339,17 @@ func (g *Gates) rollout(class *DesiredClass, names []string, get func(string) Su
 				}
 			}
 		}
+		if current < 0 && len(w.Paused) > 0 && len(w.Paused) == len(w.Clusters) {
+			passed = append(passed, w.Name)
+		}
 	}
 	if current >= 0 {
 		cr.CurrentWave = cr.Waves[current].Name
 		if !cr.Halted {
 			cr.Reason = fmt.Sprintf("wave %s: %d of %d clusters done", cr.CurrentWave, cr.Waves[current].Done, len(cr.Waves[current].Clusters))
+			if len(passed) > 0 {
+				cr.Reason += fmt.Sprintf(" (wave %s passed over: every cluster of it paused)", strings.Join(passed, ", "))
+			}
 		}
 	}
 	for wi := range cr.Waves {

@@ -17,8 +17,9 @@ type Summary struct {
 	Wave    int
 	// Skip: paused, broken (Problems) or its version change refused; the
 	// cluster takes no part in its class's rollout and does not hold it
-	// back.
-	Skip bool
+	// back. Paused: it is paused (spec.paused).
+	Skip   bool
+	Paused bool
 	// Revision, State, AdmittedAt and FailedAt are the cluster's admission
 	// after this look at its machines; Revision is "" when it was never
 	// admitted.
@@ -38,7 +39,7 @@ type Summary struct {
 // Summarize sums one cluster up for its class rollout. rec is the cluster's
 // record (nil when there is none).
 func Summarize(dc *DesiredCluster, rec *ClusterRecord, ms []ObservedMachine, now time.Time) Summary {
-	s := Summary{Cluster: dc.Name, Class: dc.Class, Wave: dc.Wave,
+	s := Summary{Cluster: dc.Name, Class: dc.Class, Wave: dc.Wave, Paused: dc.Paused,
 		Skip: dc.Paused || len(dc.Problems) > 0 || versionRefused(dc, ms) != nil}
 	var a *Admission
 	if rec != nil {

@@ -284,7 +284,7 @@ func statusRollouts(classes []planner.ClassRollout) []status.ClassRollout {
 		}
 		for _, w := range c.Waves {
 			sc.Waves = append(sc.Waves, status.WaveRollout{Name: w.Name, MaxConcurrent: w.MaxConcurrent, Clusters: len(w.Clusters),
-				Done: w.Done, Updating: len(w.Updating), Waiting: len(w.Waiting)})
+				Done: w.Done, Updating: len(w.Updating), Waiting: len(w.Waiting), Paused: len(w.Paused)})
 		}
 		out = append(out, sc)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -380,6 +381,8 @@ func rolloutMessage(r *status.Rollout) string {
 		return ""
 	case r.State == "Waiting":
 		return fmt.Sprintf("rollout: class revision %s waits for wave %s (runs %s)", r.PendingRevision, r.Wave, r.ClassRevision)
+	case r.State == "Paused":
+		return fmt.Sprintf("rollout: paused, passed over by class revision %s (runs %s)", r.PendingRevision, cmp.Or(r.ClassRevision, "none"))
 	case r.Reason != "":
 		return fmt.Sprintf("rollout: %s on class revision %s (%s)", r.State, r.ClassRevision, r.Reason)
 	}

@@ -317,6 +317,9 @@ type WaveRollout struct {
 	Done          int    `yaml:"done" json:"done"`
 	Updating      int    `yaml:"updating" json:"updating"`
 	Waiting       int    `yaml:"waiting" json:"waiting"`
+	// Paused counts its paused clusters the rollout passes over; a wave
+	// whose every cluster is paused is passed over.
+	Paused int `yaml:"paused,omitempty" json:"paused,omitempty"`
 }
 
 // Rejection is a commit that did not validate.
