@@ -445,16 +445,20 @@ func (p *clusterPass) setPhase(initialized bool, cpStep string, want []string) {
 		st.Phase = PhaseRollingOut
 		p.cond(CondRollingOut, "%s to replace; control plane moving to %s, target %s", plural(outdated, "machine"), cpStep, dc.Version)
 		if p.in.Gate.Waiting {
-			p.cond(CondWaitingForWave, "%s", p.in.Gate.Reason)
+			p.cond(p.waitCondition(), "%s", p.in.Gate.Reason)
 		}
 	case p.in.Gate.Waiting:
 		// Its machines run what it was admitted to; a newer revision
-		// waits for its wave.
+		// waits for its wave, which comes by itself, or on a halt,
+		// which only a person releases: then nothing moves.
 		st.Phase = PhaseRollingOut
+		if p.in.Gate.OnHalt {
+			st.Phase = PhaseWaiting
+		}
 		if ready {
 			p.cond(CondReady, "every pool has its replicas ready")
 		}
-		p.cond(CondWaitingForWave, "%s", p.in.Gate.Reason)
+		p.cond(p.waitCondition(), "%s", p.in.Gate.Reason)
 	default:
 		// Like Cluster API: once the control plane runs, the cluster is
 		// Provisioned; Ready says whether every machine is there and ready.
@@ -463,6 +467,16 @@ func (p *clusterPass) setPhase(initialized bool, cpStep string, want []string) {
 			p.cond(CondReady, "every pool has its replicas ready")
 		}
 	}
+}
+
+// waitCondition is the condition of a cluster a newer revision waits
+// for: RolloutHalted when that revision's rollout halted, else
+// WaitingForWave.
+func (p *clusterPass) waitCondition() string {
+	if p.in.Gate.OnHalt {
+		return CondRolloutHalted
+	}
+	return CondWaitingForWave
 }
 
 // versions resolves the version the control plane moves to now and the

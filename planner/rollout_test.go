@@ -227,6 +227,14 @@ func TestRolloutGolden(t *testing.T) {
 						t.Errorf("third wave machine %s moved to %s", m.Name, m.Version)
 					}
 				}
+				// Nothing moves in the third wave, and nothing will
+				// until a person releases the halt: its clusters wait
+				// on it, and say so, not RollingOut for their wave.
+				for _, c := range s.last.Clusters {
+					if strings.HasPrefix(c.Name, "prod") && (c.Phase != PhaseWaiting || !c.Has(CondRolloutHalted) || c.Has(CondWaitingForWave)) {
+						t.Errorf("%s is %s with %+v: want Waiting, RolloutHalted", c.Name, c.Phase, c.Conditions)
+					}
+				}
 			},
 		},
 		{
