@@ -43,7 +43,9 @@ func TestEndToEnd(t *testing.T) {
 	// Faster heartbeats and health checks than the example's, so the test
 	// does not wait 30s for a dead machine.
 	e.edit("classes/standard.yaml", func(s string) string {
-		return strings.ReplaceAll(s, "        memory: 2Gi\n", "        memory: 2Gi\n        heartbeatInterval: 300ms\n")
+		s = strings.ReplaceAll(s, "        memory: 2Gi\n", "        memory: 2Gi\n        heartbeatInterval: 300ms\n")
+		// The workers' too: a check of 3s must see two heartbeats.
+		return strings.ReplaceAll(s, "            memory: 4Gi\n", "            memory: 4Gi\n            heartbeatInterval: 300ms\n")
 	})
 	e.edit("clusters/prod-1.yaml", func(s string) string {
 		return strings.Replace(s, "timeoutSeconds: 30", "timeoutSeconds: 3", 1)
