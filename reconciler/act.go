@@ -442,7 +442,9 @@ func (r *Reconciler) retry(ctx context.Context, cur *machine) {
 	next.Published = StampOf(r.o.Now())
 	r.log.Warn().Str(logCluster, next.Cluster).Str(logMachine, next.Name).Str("task", next.TaskID).
 		Int32("attempt", next.Attempt).Msg("no answer to task; publishing it again")
-	r.noAnswer(cur)
+	if r.noAnswer(cur) {
+		r.writeFleet()
+	}
 	if m := r.commit(ctx, cur, next); m != nil {
 		r.publish(ctx, m)
 	}

@@ -158,7 +158,9 @@ func (r *Reconciler) eventWritten(ctx context.Context, w *eventWrite, rev uint64
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
-	r.answered(cur.rec.Provider)
+	if r.answered(cur.rec.Provider, ev.Worker) {
+		r.writeFleet()
+	}
 	if ev.Phase == wire.PhaseDeleted {
 		r.health.Report(ProblemStore, nil)
 		r.dropped(ctx, cur)

@@ -15,32 +15,51 @@ import (
 // it runs, or none reaches NATS. fleet.yaml says so in the condition
 // TasksAnswered, which an event of the provider clears.
 type unanswered struct {
+	provider string
+	worker   string          // for a host-bound provider: the worker its tasks go to
 	since    time.Time       // the first unanswered task's publication
 	machines map[string]bool // cluster/name of the machines whose tasks wait
 	first    string          // one of them, for the message: "create dev-1-md-0-x"
 }
 
-// noAnswer notes that m's task went unanswered since it was published.
-func (r *Reconciler) noAnswer(m *machine) {
+// noAnswer notes that m's task went unanswered since it was published,
+// and reports whether the condition changed (fleet.yaml is to be written).
+// A host-bound provider's task goes to one worker (the machine's): that
+// worker is named, and only its events clear it.
+func (r *Reconciler) noAnswer(m *machine) bool {
 	rec := m.rec
-	u := r.unanswered[rec.Provider]
+	key, worker := rec.Provider, ""
+	if h := r.inv.providers[rec.Provider]; h != nil && h.hostBound && rec.Worker != "" {
+		worker = rec.Worker
+		key += "\x00" + worker
+	}
+	u := r.unanswered[key]
 	if u == nil {
-		u = &unanswered{since: rec.Published.Time(), machines: map[string]bool{},
+		u = &unanswered{provider: rec.Provider, worker: worker, since: rec.Published.Time(), machines: map[string]bool{},
 			first: string(rec.operation()) + " " + rec.Name}
-		r.unanswered[rec.Provider] = u
-		r.log.Warn().Str("provider", rec.Provider).Msg("no worker of the provider answers its tasks: " + r.unansweredMessage(rec.Provider, u))
-		defer r.writeFleet()
+		r.unanswered[key] = u
+		r.log.Warn().Str("provider", rec.Provider).Msg("no worker of the provider answers its tasks: " + r.unansweredMessage(u))
+		u.machines[rec.Cluster+"/"+rec.Name] = true
+		return true
 	}
 	u.machines[rec.Cluster+"/"+rec.Name] = true
+	return false
 }
 
-// answered notes an event of one of the provider's workers: they answer.
-func (r *Reconciler) answered(provider string) {
-	if _, ok := r.unanswered[provider]; ok {
-		delete(r.unanswered, provider)
-		r.log.Info().Str("provider", provider).Msg("the provider's workers answer its tasks again")
-		r.writeFleet()
+// answered notes an event of a machine of provider that worker reported:
+// the provider's workers answer, and that worker does. It reports whether
+// the condition changed.
+func (r *Reconciler) answered(provider, worker string) bool {
+	n := len(r.unanswered)
+	delete(r.unanswered, provider)
+	if worker != "" {
+		delete(r.unanswered, provider+"\x00"+worker)
 	}
+	if len(r.unanswered) == n {
+		return false
+	}
+	r.log.Info().Str("provider", provider).Msg("the provider's workers answer its tasks again")
+	return true
 }
 
 // unansweredCondition is fleet.yaml's TasksAnswered condition, or nil
@@ -51,9 +70,9 @@ func (r *Reconciler) unansweredCondition() *status.Condition {
 	}
 	c := &status.Condition{Type: status.ConditionTasksAnswered, Status: status.ConditionFalse, Reason: "NoWorkerAnswers"}
 	var msgs []string
-	for _, p := range slices.Sorted(maps.Keys(r.unanswered)) {
-		u := r.unanswered[p]
-		msgs = append(msgs, r.unansweredMessage(p, u))
+	for _, k := range slices.Sorted(maps.Keys(r.unanswered)) {
+		u := r.unanswered[k]
+		msgs = append(msgs, r.unansweredMessage(u))
 		if t := u.since.UTC().Truncate(time.Second); c.LastTransitionTime.IsZero() || t.Before(c.LastTransitionTime) {
 			c.LastTransitionTime = t
 		}
@@ -62,12 +81,16 @@ func (r *Reconciler) unansweredCondition() *status.Condition {
 	return c
 }
 
-func (r *Reconciler) unansweredMessage(provider string, u *unanswered) string {
+func (r *Reconciler) unansweredMessage(u *unanswered) string {
 	n := len(u.machines)
 	tasks := "tasks"
 	if n == 1 {
 		tasks = "task"
 	}
+	if u.worker != "" {
+		return fmt.Sprintf("provider %s: worker %s answered none of its %d %s in %v (%s, published %s); its machines live on its host: start it again there, or check that it reaches NATS",
+			u.provider, u.worker, n, tasks, r.o.TaskTimeout, u.first, u.since.UTC().Format(time.RFC3339))
+	}
 	return fmt.Sprintf("provider %s: no worker answered %d %s in %v (%s, published %s); start a worker for it (gitfleet worker --provider %s) or check that its workers reach NATS",
-		provider, n, tasks, r.o.TaskTimeout, u.first, u.since.UTC().Format(time.RFC3339), provider)
+		u.provider, n, tasks, r.o.TaskTimeout, u.first, u.since.UTC().Format(time.RFC3339), u.provider)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -52,4 +54,31 @@ func TestUnansweredTasksAreInFleetYAML(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// A host-bound provider's tasks go to the worker on the machines' host:
+// the condition names that worker, and an event another worker of the
+// provider reports does not clear it; one from that worker does. Any
+// event of a provider whose tasks any worker takes clears its line.
+func TestUnansweredNamesTheHostBoundWorker(t *testing.T) {
+	r := &Reconciler{o: Options{TaskTimeout: 2 * time.Minute}, log: zerolog.Nop(), unanswered: map[string]*unanswered{}}
+	r.inv = newInventory()
+	r.inv.providers["local"] = &heard{hostBound: true}
+	published := StampOf(time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC))
+	onHost := &machine{rec: &Record{Name: "c1-md-0-a", Shape: &Shape{Cluster: "c1", Provider: "local"}, Worker: "vm-1", TaskID: "create.c1.c1-md-0-a", Published: published}}
+	anywhere := &machine{rec: &Record{Name: "c1-md-1-b", Shape: &Shape{Cluster: "c1", Provider: "docker"}, Worker: "w-2", TaskID: "create.c1.c1-md-1-b", Published: published}}
+	if !r.noAnswer(onHost) || !r.noAnswer(anywhere) || r.noAnswer(onHost) {
+		t.Fatal("noAnswer reports a change only for a new line")
+	}
+	c := r.unansweredCondition()
+	if c == nil || !strings.Contains(c.Message, "provider docker: no worker answered 1 task") ||
+		!strings.Contains(c.Message, "provider local: worker vm-1 answered none of its 1 task") || !c.LastTransitionTime.Equal(published.Time()) {
+		t.Fatalf("condition %+v", c)
+	}
+	if r.answered("local", "vm-2") {
+		t.Error("an event of another local worker cleared vm-1's line")
+	}
+	if !r.answered("docker", "") || !r.answered("local", "vm-1") || r.unansweredCondition() != nil {
+		t.Errorf("lines left after their workers answered: %+v", r.unansweredCondition())
+	}
 }
