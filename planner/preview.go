@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -145,6 +146,14 @@ type PoolChange struct {
 	// Held counts the machines whose template the change changes that
 	// wait, with the cluster, for the rollout that holds it (Held).
 	Held int `json:"machinesHeld,omitempty"`
+	// RolloutAfter is the pool's rollout.after when the change sets or
+	// moves it and machines made before it are replaced (or held) for
+	// it: they go once it has passed, as after a template change.
+	RolloutAfter time.Time `json:"rolloutAfter,omitzero"`
+	// Strategy is the pool's strategy, resolved against its replicas
+	// ("maxSurge 0, maxUnavailable 2"), when the change changes it and
+	// machines are replaced: the replacement runs by it.
+	Strategy string `json:"strategy,omitempty"`
 }
 
 // HasChanges reports whether merging would change any cluster.
@@ -367,7 +376,7 @@ func unchangedReason(h *DesiredCluster, diff []FieldChange, refused bool) string
 	if h != nil && classVersion && h.VersionField == "spec.topology.version" {
 		return fmt.Sprintf("it pins spec.topology.version %s, so class %s's new spec.version does not reach it", h.Version, h.Class)
 	}
-	return "no machine template, version or replica count it uses changes"
+	return "no machine template, version, replica count or rollout.after it uses changes"
 }
 
 // assumeConverged invents the machines base describes for cluster dc (nil:
@@ -386,9 +395,11 @@ func assumeConverged(dc *DesiredCluster) []ObservedMachine {
 		if i >= 0 {
 			p = &dc.Deployments[i]
 		}
+		// Made, as base says, no earlier than its rollout.after: a
+		// later one in head replaces them, an earlier one does not.
 		for range p.Replicas {
 			ms = append(ms, ObservedMachine{Cluster: dc.Name, Deployment: p.Name, Role: p.Role,
-				Version: p.Version, TemplateHash: p.TemplateHash, Phase: wire.PhaseRunning})
+				Version: p.Version, TemplateHash: p.TemplateHash, Phase: wire.PhaseRunning, Created: p.RolloutAfter})
 		}
 	}
 	return ms
@@ -484,20 +495,32 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 	seen := map[string]bool{}
 	for _, p := range pools {
 		seen[p.Name] = true
+		var bp *Pool
+		if b != nil {
+			_, bp = b.pool(p.Name)
+		}
+		// A rollout.after the change sets or moves replaces the machines
+		// made before it, as a template change does; one it leaves as it
+		// is replaces nothing the change does.
+		after := movedRolloutAfter(bp, p)
 		// A pool's machines mostly run one version: its replacement count
 		// is worked out once.
 		lastFrom, lastN := "", 0
 		pc := PoolChange{Name: PoolName(p.Name), FromReplicas: len(byPool[p.Name]), ToReplicas: p.Replicas, OnDelete: p.Strategy.Type == v1alpha1.StrategyOnDelete}
-		kept := 0
+		kept, byAfter := 0, false
 		for _, m := range byPool[p.Name] {
-			if m.TemplateHash != p.TemplateHash && hold.kind == holdTemplates {
+			due := !after.IsZero() && m.Created.Before(after)
+			outdated := m.TemplateHash != p.TemplateHash || due
+			if outdated && hold.kind == holdTemplates {
 				// Its template waits with the cluster: counted only
 				// when the change is what changes it.
-				if kept < p.Replicas && changesTemplate(hold.base, p) {
+				if kept < p.Replicas && (due || changesTemplate(hold.base, p)) {
 					pc.Held++
+					byAfter = byAfter || due
 				}
-			} else if m.TemplateHash != p.TemplateHash {
+			} else if outdated {
 				if kept < p.Replicas {
+					byAfter = byAfter || due
 					if m.Version != lastFrom || lastN == 0 {
 						lastFrom, lastN = m.Version, replacements(m.Version, p.Version, h.KubernetesVersions)
 					}
@@ -508,6 +531,12 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 				}
 			}
 			kept++
+		}
+		if byAfter {
+			pc.RolloutAfter = after
+		}
+		if pc.Replaced+pc.Held > 0 && !pc.OnDelete && bp != nil && !bp.strategy.equal(p.strategy) {
+			pc.Strategy = fmt.Sprintf("maxSurge %d, maxUnavailable %d", p.Strategy.MaxSurge, p.Strategy.MaxUnavailable)
 		}
 		cc.Created += max(0, p.Replicas-pc.FromReplicas)
 		cc.Deleted += max(0, pc.FromReplicas-p.Replicas)
@@ -533,6 +562,16 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 	return cc, errs
 }
 
+// movedRolloutAfter is head's rollout.after of pool p when it differs from
+// base's (bp; nil: the pool is new), else zero: the time before which the
+// change makes the pool's machines outdated.
+func movedRolloutAfter(bp, p *Pool) time.Time {
+	if p.RolloutAfter.IsZero() || bp != nil && bp.RolloutAfter.Equal(p.RolloutAfter) {
+		return time.Time{}
+	}
+	return p.RolloutAfter
+}
+
 // changesTemplate says whether head's pool p has another template than
 // base's (b; nil: the cluster is new) has.
 func changesTemplate(b *DesiredCluster, p *Pool) bool {
@@ -555,7 +594,8 @@ func replacements(from, to string, listed []string) int {
 }
 
 // samePools says whether base and head want the same replicas of the same
-// pools: a refused cluster whose pools are unchanged too is not a change.
+// pools, with the same templates and rollout.after: a refused cluster
+// whose pools are unchanged too is not a change.
 func samePools(b, h *DesiredCluster) bool {
 	if len(b.Deployments) != len(h.Deployments) || b.ControlPlane.Replicas != h.ControlPlane.Replicas ||
 		b.ControlPlane.TemplateHash != h.ControlPlane.TemplateHash {
@@ -563,7 +603,7 @@ func samePools(b, h *DesiredCluster) bool {
 	}
 	for i := range b.Deployments {
 		bp, hp := &b.Deployments[i], &h.Deployments[i]
-		if bp.Name != hp.Name || bp.Replicas != hp.Replicas || bp.TemplateHash != hp.TemplateHash {
+		if bp.Name != hp.Name || bp.Replicas != hp.Replicas || bp.TemplateHash != hp.TemplateHash || !bp.RolloutAfter.Equal(hp.RolloutAfter) {
 			return false
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MarkdownLimit keeps a pull request comment under GitHub's 65,536
@@ -520,6 +521,15 @@ func poolText(p PoolChange) string {
 	}
 	if p.Held > 0 {
 		s += ", " + strconv.Itoa(p.Held) + " to replace when the rollout admits the cluster"
+	}
+	if !p.RolloutAfter.IsZero() {
+		s += " (made before rollout.after " + p.RolloutAfter.UTC().Format(time.RFC3339) + ", they go once it has passed)"
+	}
+	if p.Strategy != "" {
+		s += "; new strategy " + p.Strategy
+		if n := p.ToReplicas; n > 1 && strings.HasSuffix(p.Strategy, "maxUnavailable "+strconv.Itoa(n)) {
+			s += ": every machine of the pool may be down at once"
+		}
 	}
 	return s
 }
