@@ -104,6 +104,10 @@ type clusterPass struct {
 	backoff []PoolBackoff
 	taken   map[string]bool // machine names in use; made by the first create
 	removed []Removed       // removed for their health, not replaced yet: the input's, then this pass's
+	// haltHeld are the pools, as "md (1 of 2 machines)", whose missing
+	// machines are not made while the rollout that holds the cluster is
+	// halted (heldOnHalt).
+	haltHeld []string
 }
 
 // PlanCluster plans one cluster. Plan calls it for every cluster; the daemon
@@ -228,7 +232,7 @@ func (p *clusterPass) replace(pool *Pool, ver, hash, reason string) {
 }
 
 func (p *clusterPass) createFor(pool *Pool, ver, hash, reason, replaces string) {
-	if waiting(p.backoff, PoolName(pool.Name), p.in.Now) != nil {
+	if waiting(p.backoff, PoolName(pool.Name), p.in.Now) != nil || p.heldOnHalt(pool, hash) {
 		return
 	}
 	name, ok := p.newName(pool)
@@ -243,6 +247,34 @@ func (p *clusterPass) createFor(pool *Pool, ver, hash, reason, replaces string) 
 		Provider: pool.Provider, Spec: pool.Spec, FailureDomain: pool.FailureDomain, TemplateHash: hash,
 		Labels: pool.Labels, Annotations: pool.Annotations, // shared by the pool's machines: read only
 	}})
+}
+
+// heldOnHalt says whether a machine of pool made from hash now would be
+// made from the revision whose rollout halted, of which the cluster holds
+// no admission: the cluster was never admitted (Gate.Hold: its records
+// lost, say) and its class's rollout halted. Such a pool makes no machine,
+// as a new cluster makes none then, unless its machines all run hash: that
+// is the template the pool runs, not one the halt keeps from it. The pool
+// is noted for the cluster's RolloutHalted condition.
+func (p *clusterPass) heldOnHalt(pool *Pool, hash string) bool {
+	if !p.in.Gate.Hold || !p.in.Gate.OnHalt {
+		return false
+	}
+	live, runs := 0, true
+	for _, s := range p.pools[pool.Name] {
+		if !s.deleting {
+			live++
+			runs = runs && s.m.TemplateHash == hash
+		}
+	}
+	if live > 0 && runs {
+		return false
+	}
+	note := fmt.Sprintf("%s (%d of %d machines)", PoolName(pool.Name), live, pool.Replicas)
+	if !slices.Contains(p.haltHeld, note) {
+		p.haltHeld = append(p.haltHeld, note)
+	}
+	return true
 }
 
 // nameDraws is how many names create draws for one machine before it gives
@@ -441,11 +473,16 @@ func (p *clusterPass) setPhase(initialized bool, cpStep string, want []string) {
 	switch {
 	case !initialized:
 		st.Phase = PhaseProvisioning
+	case (outdated > 0 || upgrading) && p.in.Gate.Hold && p.in.Gate.OnHalt:
+		// Never admitted, on a halted rollout: nothing replaces its
+		// outdated machines, and only a person releases the halt.
+		st.Phase = PhaseWaiting
+		p.cond(p.waitCondition(), "%s", p.waitMessage())
 	case outdated > 0 || upgrading:
 		st.Phase = PhaseRollingOut
 		p.cond(CondRollingOut, "%s to replace; control plane moving to %s, target %s", plural(outdated, "machine"), cpStep, dc.Version)
 		if p.in.Gate.Waiting {
-			p.cond(p.waitCondition(), "%s", p.in.Gate.Reason)
+			p.cond(p.waitCondition(), "%s", p.waitMessage())
 		}
 	case p.in.Gate.Waiting:
 		// Its machines run what it was admitted to; a newer revision
@@ -458,7 +495,7 @@ func (p *clusterPass) setPhase(initialized bool, cpStep string, want []string) {
 		if ready {
 			p.cond(CondReady, "every pool has its replicas ready")
 		}
-		p.cond(p.waitCondition(), "%s", p.in.Gate.Reason)
+		p.cond(p.waitCondition(), "%s", p.waitMessage())
 	default:
 		// Like Cluster API: once the control plane runs, the cluster is
 		// Provisioned; Ready says whether every machine is there and ready.
@@ -467,6 +504,17 @@ func (p *clusterPass) setPhase(initialized bool, cpStep string, want []string) {
 			p.cond(CondReady, "every pool has its replicas ready")
 		}
 	}
+}
+
+// waitMessage is the message of the cluster's wait condition: the gate's
+// reason, after the pools whose missing machines the halt keeps from
+// being made (heldOnHalt).
+func (p *clusterPass) waitMessage() string {
+	if len(p.haltHeld) == 0 {
+		return p.in.Gate.Reason
+	}
+	return fmt.Sprintf("no record of the templates it runs, so no machine is made from the halted revision for %s: %s",
+		strings.Join(p.haltHeld, ", "), p.in.Gate.Reason)
 }
 
 // waitCondition is the condition of a cluster a newer revision waits

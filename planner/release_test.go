@@ -368,3 +368,58 @@ func TestPausedCanaryIsPassedOver(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRecordWaitsOnHalt: a cluster with machines but no record (its
+// records lost) while its class's rollout is halted is never admitted to
+// the revision that failed, and has no record of the templates it runs.
+// A machine it misses is not made from the failing revision, as a new
+// cluster makes none then: the pool waits, phase Waiting, its
+// RolloutHalted condition saying which pool lacks machines, why and what
+// releases it; a revert releases it, and the machine is made from the
+// revert's templates. Before, the missing worker was made from the
+// failing template, failed, and was made again, its failures not counted.
+func TestNoRecordWaitsOnHalt(t *testing.T) {
+	s, bad := haltedCanary(t)
+	halted := s.records.Rollouts["standard"]
+	s.logf("(prod-a's record lost, and one of its workers vanishes)\n")
+	delete(s.records.Clusters, "prod-a")
+	for _, m := range poolMachines(s, "prod-a") {
+		if m.Deployment == "md" {
+			delete(s.machines, m.Name)
+		}
+	}
+	from := len(s.applied)
+	for range 20 {
+		s.step()
+	}
+	for _, st := range s.applied[from:] {
+		if st.Machine.Cluster == "prod-a" && st.Op == wire.OpCreate {
+			t.Errorf("prod-a: %s made while the rollout halted (template %s, bad %v): %s", st.Machine.Name, st.Machine.TemplateHash, bad[st.Machine.TemplateHash], st.Reason)
+		}
+	}
+	var st ClusterStatus
+	for _, c := range s.last.Clusters {
+		if c.Name == "prod-a" {
+			st = c
+		}
+	}
+	var msg string
+	for _, c := range st.Conditions {
+		if c.Type == CondRolloutHalted {
+			msg = c.Message
+		}
+	}
+	want := "no record of the templates it runs, so no machine is made from the halted revision for md (0 of 1 machines): rollout of class standard halted at revision " + halted.Revision
+	if st.Phase != PhaseWaiting || !strings.HasPrefix(msg, want) || !strings.Contains(msg, "a fix or a revert") {
+		t.Errorf("prod-a is %s, RolloutHalted %q: want Waiting, %q and what releases it", st.Phase, msg, want)
+	}
+
+	s.logf("(git revert)\n")
+	s.setFleet(wavesFleet("v1.30.2"))
+	s.minRound = s.round + 2
+	s.run(60)
+	checkHealthyOn(t, s, s.desired, bad)
+	if n := len(poolMachines(s, "prod-a")); n != 2 {
+		t.Errorf("prod-a has %d machines after the revert, want 2", n)
+	}
+}
