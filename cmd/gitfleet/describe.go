@@ -257,8 +257,9 @@ func (v treeView) cluster(w io.Writer, c status.ClusterStatus) {
 	if c.Paused {
 		phase += " (paused)"
 	}
-	msg := conditionMessage(c.Conditions, v.now)
-	if r := rolloutMessage(c.Rollout); r != "" {
+	// A cluster a halted rollout holds says so once, in its rollout.
+	msg := conditionMessage(c.Conditions, v.now, haltHolds(c) != nil)
+	if r := rolloutMessage(c, v.now); r != "" {
 		msg = strings.TrimPrefix(msg+"; "+r, "; ")
 	}
 	row(w, "Cluster/"+c.Name, phase, count(ready, desired, existing), fmt.Sprintf("%d/%d", updated, desired), c.Version, age(created, v.now), msg)
@@ -374,19 +375,47 @@ func (v treeView) machineRows(ms []status.MachineStatus) [][5]string {
 }
 
 // rolloutMessage says where a cluster stands in its class's rollout, unless
-// it is done.
-func rolloutMessage(r *status.Rollout) string {
+// it is done. A cluster its class's halted rollout holds is not waiting for
+// a wave: it says that the halt holds it, on which revision, and, in the
+// RolloutHalted condition's words (the halt, what releases it), why.
+func rolloutMessage(c status.ClusterStatus, now time.Time) string {
+	r := c.Rollout
 	switch {
 	case r == nil || r.State == "Done":
 		return ""
+	case haltHolds(c) != nil:
+		cd := haltHolds(c)
+		on := "runs class revision " + r.ClassRevision
+		if r.ClassRevision == "" {
+			on = "admitted to no revision"
+		}
+		since := ""
+		if !cd.LastTransitionTime.IsZero() {
+			since = " (" + age(cd.LastTransitionTime, now) + ")"
+		}
+		return fmt.Sprintf("rollout: held by its class's halted rollout (%s): %s%s", on, cd.Message, since)
 	case r.State == "Waiting":
-		return fmt.Sprintf("rollout: class revision %s waits for wave %s (runs %s)", r.PendingRevision, r.Wave, r.ClassRevision)
+		return fmt.Sprintf("rollout: class revision %s waits for wave %s (runs %s)", r.PendingRevision, r.Wave, cmp.Or(r.ClassRevision, "none"))
 	case r.State == "Paused":
 		return fmt.Sprintf("rollout: paused, passed over by class revision %s (runs %s)", r.PendingRevision, cmp.Or(r.ClassRevision, "none"))
 	case r.Reason != "":
 		return fmt.Sprintf("rollout: %s on class revision %s (%s)", r.State, r.ClassRevision, r.Reason)
 	}
 	return fmt.Sprintf("rollout: %s to class revision %s", r.State, r.ClassRevision)
+}
+
+// haltHolds returns the RolloutHalted condition of a cluster that waits on
+// its class's halted rollout (rollout state Waiting), or nil.
+func haltHolds(c status.ClusterStatus) *status.Condition {
+	if c.Rollout == nil || c.Rollout.State != "Waiting" {
+		return nil
+	}
+	for i := range c.Conditions {
+		if cd := &c.Conditions[i]; cd.Type == status.ConditionRolloutHalted && cd.Status == status.ConditionTrue && cd.Message != "" {
+			return cd
+		}
+	}
+	return nil
 }
 
 // autoscaleMessage says that the daemon sizes a pool, within what, and who
@@ -444,8 +473,10 @@ var notable = []string{"Deleting", "Paused", "Blocked", "RolloutHalted", "Remedi
 
 // conditionMessage says why a cluster is not Ready and what holds or
 // works on it: "WaitingForWave: wave prod waits for wave dev (3m)". The
-// Ready condition's reason is not repeated.
-func conditionMessage(cs []status.Condition, now time.Time) string {
+// Ready condition's reason is not repeated. halted: the cluster's rollout
+// message says the RolloutHalted condition's words, which are left out
+// here (and Ready's, when that is its reason).
+func conditionMessage(cs []status.Condition, now time.Time, halted bool) string {
 	var parts []string
 	shown := map[string]bool{}
 	since := func(c status.Condition) string {
@@ -454,8 +485,11 @@ func conditionMessage(cs []status.Condition, now time.Time) string {
 		}
 		return " (" + age(c.LastTransitionTime, now) + ")"
 	}
+	if halted {
+		shown[status.ConditionRolloutHalted] = true
+	}
 	for _, c := range cs {
-		if c.Type == status.ConditionReady && c.Status != status.ConditionTrue {
+		if c.Type == status.ConditionReady && c.Status != status.ConditionTrue && !(halted && c.Reason == status.ConditionRolloutHalted) {
 			s := "Not Ready"
 			if c.Reason != "" {
 				s = c.Reason

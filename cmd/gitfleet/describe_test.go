@@ -219,6 +219,53 @@ func TestDescribeRolloutAndBackoff(t *testing.T) {
 	}
 }
 
+// A cluster its class's halted rollout holds is not waiting for a wave:
+// describe says the halt holds it, on which revision, and what releases
+// it, in the RolloutHalted condition's words, once. A cluster added
+// during the halt (no machine, admitted to no revision) reads the same.
+// Before, it read "class revision e898e5a725 waits for wave prod", as if
+// the rollout would come to it by itself.
+func TestDescribeHeldByHaltedRollout(t *testing.T) {
+	t.Setenv("GITFLEET_DESCRIBE_NOW", describeNow)
+	dir := fleetRepo(t)
+	w := statusWriter(t, dir)
+	halt := "rollout of class standard halted at revision e898e5a725: 1 of maxFailures 1 clusters failed (canary-1); change the class again to release it (a fix or a revert), or raise spec.rollout.maxFailures in classes/standard.yaml:1"
+	since := statusEpoch.Add(2*time.Hour + 13*time.Minute)
+	c := prod1()
+	c.Phase = "Waiting"
+	c.Conditions = append(c.Conditions, status.Condition{Type: status.ConditionRolloutHalted, Status: status.ConditionTrue,
+		Reason: status.ConditionRolloutHalted, Message: halt, LastTransitionTime: since})
+	c.Rollout = &status.Rollout{ClassRevision: "9ce7da3c89", Wave: "prod", State: "Waiting", PendingRevision: "e898e5a725", Reason: halt}
+	w.SetCluster(c, status.Origin{SourceCommit: strings.Repeat("a", 40)})
+	added := status.ClusterStatus{Name: "prod-2", Class: "standard", Version: "v1.32.0", Phase: "Waiting",
+		ControlPlane: status.Replicas{Version: "v1.32.0", Desired: 1, Unavailable: 1},
+		Conditions: []status.Condition{
+			{Type: status.ConditionReady, Status: status.ConditionFalse, Reason: status.ConditionRolloutHalted, Message: "new cluster, no machine made: " + halt, LastTransitionTime: since},
+			{Type: status.ConditionRolloutHalted, Status: status.ConditionTrue, Reason: status.ConditionRolloutHalted, Message: "new cluster, no machine made: " + halt, LastTransitionTime: since},
+		},
+		Rollout: &status.Rollout{State: "Waiting", PendingRevision: "e898e5a725", Reason: halt}}
+	w.SetCluster(added, status.Origin{SourceCommit: strings.Repeat("a", 40)})
+	flushStatus(t, w)
+	for name, want := range map[string]string{
+		"prod-1": "rollout: held by its class's halted rollout (runs class revision 9ce7da3c89): " + halt + " (17m)",
+		"prod-2": "rollout: held by its class's halted rollout (admitted to no revision): new cluster, no machine made: " + halt + " (17m)",
+	} {
+		_, stdout, stderr := runCmd(t, "describe", name, "--repo", dir)
+		line := ""
+		for _, l := range strings.Split(stdout, "\n") {
+			if strings.HasPrefix(l, "Cluster/"+name) {
+				line = l
+			}
+		}
+		if !strings.Contains(line, want) {
+			t.Errorf("%s: describe lacks %q:\n%s%s", name, want, stdout, stderr)
+		}
+		if strings.Contains(line, "waits for wave") || strings.Count(line, "change the class again to release it") != 1 {
+			t.Errorf("%s: describe says the cluster waits for a wave, or says the halt twice:\n%s", name, line)
+		}
+	}
+}
+
 // A halted rollout reads as such: Ready False with the halt as its reason
 // and since when, the failed machine flagged, remediation blocked, in text
 // (golden, with --show-conditions) and JSON (golden).
