@@ -6,8 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/gitfleet/gitfleet/schemas/patch"
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
@@ -195,9 +195,9 @@ func CheckIndexed(objs []Object, policies []File, known KnownGood, idx *Index) (
 				if sc.vars == nil {
 					sc.vars = newVariables()
 				}
-				errs, findings := len(sc.errs), len(sc.findings)
+				errs, findings, beats := len(sc.errs), len(sc.findings), len(sc.beats)
 				sc.checkCluster(cl)
-				passed = key != "" && len(sc.errs) == errs && len(sc.findings) == findings
+				passed = key != "" && len(sc.errs) == errs && len(sc.findings) == findings && len(sc.beats) == beats
 				if passed {
 					known.Add(key, classKey)
 				}
@@ -213,11 +213,14 @@ func CheckIndexed(objs []Object, policies []File, known KnownGood, idx *Index) (
 		subs[i] = sc
 	})
 	var findings []patchFinding
+	var beats []beatFinding
 	for _, sc := range subs {
 		c.errs = append(c.errs, sc.errs...)
 		findings = append(findings, sc.findings...)
+		beats = append(beats, sc.beats...)
 	}
 	c.errs = append(c.errs, patchErrors(findings, c.errs)...)
+	c.errs = append(c.errs, beatErrors(beats)...)
 	for _, md := range fleet.MachineDeployments {
 		c.clusterExists(c.objectOf(v1alpha1.KindMachineDeployment, md.Metadata.Name), md.Spec.ClusterName)
 	}
@@ -251,6 +254,12 @@ type checker struct {
 	vars   *variables
 	// findings are patched template fields providers refuse (templates.go).
 	findings []patchFinding
+	// beats are class health rules too quick for the heartbeats a
+	// cluster's machines get from the class's patches (beats.go).
+	beats []beatFinding
+	// beatMemo are the heartbeats of templates patched before, for
+	// clusters alike (beats.go).
+	beatMemo map[templateCheck]beat
 	// templates are the findings of templates patched before, for
 	// clusters alike (templates.go).
 	templates map[templateCheck][]patchFinding
@@ -441,7 +450,7 @@ func (c *checker) checkHealthCheck(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHe
 		return
 	}
 	o := c.objectOf(v1alpha1.KindMachineHealthCheck, hc.Metadata.Name)
-	pools, complete := poolsOf(fleet, cl)
+	pools, complete := c.poolsOf(fleet, cl)
 	var selected []machinePool
 	for _, p := range pools {
 		if hc.Spec.Selector.Matches(p.labels) {
@@ -475,16 +484,17 @@ func (c *checker) checkHealthCheck(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHe
 			return
 		}
 	}
-	// The slowest heartbeats among the selected machines decide.
-	var every time.Duration
+	// The slowest heartbeats among the selected machines decide, as the
+	// class's patches set them for the cluster.
+	var slowest beat
 	what := ""
 	for _, p := range selected {
-		if p.heartbeat > every {
-			every, what = p.heartbeat, p.name+" of cluster "+cl.Metadata.Name
+		if p.heartbeat.every > slowest.every {
+			slowest, what = p.heartbeat, p.name+" of cluster "+cl.Metadata.Name
 		}
 	}
 	checkBeatTimeout(func(f, format string, args ...any) { c.errorAt(o, f, format, args...) },
-		"spec", what, every, &v1alpha1.HealthRules{Checks: hc.Spec.Checks})
+		"spec", what, slowest, &v1alpha1.HealthRules{Checks: hc.Spec.Checks})
 }
 
 // machinePool is a cluster's control plane or worker pool as a health
@@ -492,14 +502,14 @@ func (c *checker) checkHealthCheck(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHe
 type machinePool struct {
 	name, provider string
 	labels         map[string]string
-	heartbeat      time.Duration // heartbeatEvery's
+	heartbeat      beat // after the class's patches (beatOf)
 }
 
 // poolsOf lists cl's pools: its class's control plane and topology
 // workers, and its standalone MachineDeployments. complete is false when
 // a pool is missing because its class or worker class is not found (an
 // error of its own).
-func poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []machinePool, complete bool) {
+func (c *checker) poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []machinePool, complete bool) {
 	complete = true
 	if class := fleet.Class(cl.Spec.Topology.ClassRef.Name); class == nil {
 		complete = false
@@ -507,12 +517,12 @@ func poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []machinePool, 
 		pools = append(pools, machinePool{"the control plane", class.Spec.ControlPlane.MachineTemplate.Provider,
 			withLabels(map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelControlPlane: "true"},
 				class.Spec.ControlPlane.Metadata, cl.Spec.Topology.ControlPlane.Metadata),
-			heartbeatEvery(class.Spec.ControlPlane.MachineTemplate)})
-		for _, md := range cl.Spec.Topology.Workers.MachineDeployments {
+			c.beatOf(class, cl, class.Spec.ControlPlane.MachineTemplate, patch.Target{ControlPlane: true})})
+		for i, md := range cl.Spec.Topology.Workers.MachineDeployments {
 			if w := classWorker(class, md.Class); w != nil {
 				pools = append(pools, machinePool{"MachineDeployment " + md.Name, w.Template.Provider,
 					withLabels(map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Name},
-						w.Metadata, md.Metadata), heartbeatEvery(w.Template)})
+						w.Metadata, md.Metadata), c.beatOf(class, cl, w.Template, patch.Target{MachineDeployment: &cl.Spec.Topology.Workers.MachineDeployments[i]})})
 			} else {
 				complete = false
 			}
@@ -522,7 +532,7 @@ func poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []machinePool, 
 		if md.Spec.ClusterName == cl.Metadata.Name {
 			pools = append(pools, machinePool{"MachineDeployment " + md.Metadata.Name, md.Spec.Template.Provider,
 				map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Metadata.Name},
-				heartbeatEvery(md.Spec.Template)})
+				beat{every: heartbeatEvery(md.Spec.Template)}})
 		}
 	}
 	return pools, complete

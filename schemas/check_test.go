@@ -534,3 +534,82 @@ func (k *rememberingKnown) Add(cluster, class string) {
 	defer k.mu.Unlock()
 	k.good[[2]string{cluster, class}] = true
 }
+
+// TestBeatCheckReadsPatchedInterval: a Ready Unknown timeout is held to
+// the heartbeat interval each cluster's machines get once the class's
+// patches are applied. The class writes 10s, which its timeout of 15 does
+// not cover, but its patch writes each cluster's beat variable (default
+// 5s) over it: the clusters that keep 5s or ask for less pass; those that
+// ask for 8s or 9s are refused at the class's timeout, once per interval,
+// naming them, the patch, the variable and the fix; a cluster's own check
+// and a MachineHealthCheck are held to its patched interval too. Before,
+// all three read the 10s as written: the class was refused for every
+// cluster, and the 8s and 9s clusters' machines, checked after 15s, were
+// not. A second check with the clusters that passed remembered says the
+// same.
+func TestBeatCheckReadsPatchedInterval(t *testing.T) {
+	objs, errs := ParseFile(File{Path: "classes/c.yaml", Data: []byte(header + `kind: ClusterClass
+metadata: {name: c}
+spec:
+  controlPlane:
+    machineTemplate: {provider: local, spec: {heartbeatInterval: 10s}}
+    healthCheck:
+      checks:
+        unhealthyNodeConditions: [{type: Ready, status: Unknown, timeoutSeconds: 15}]
+  variables:
+    - {name: beat, default: 5s}
+  patches:
+    - name: beat
+      definitions:
+        - selector: {matchResources: {controlPlane: true}}
+          jsonPatches:
+            - {op: add, path: /spec/heartbeatInterval, valueFrom: {variable: beat}}
+`)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	objs = append(objs, clustersOfC(t, "beat", map[string]string{"a": "5s", "b": "8s", "c": "8s", "d": "9s", "e": "1s"}, "")...)
+	own, errs := ParseFile(File{Path: "clusters/f.yaml", Data: []byte(header + `kind: Cluster
+metadata: {name: f}
+spec:
+  topology:
+    classRef: {name: c}
+    controlPlane:
+      healthCheck:
+        checks:
+          unhealthyNodeConditions: [{type: Ready, status: Unknown, timeoutSeconds: 9}]
+---
+` + header + `kind: MachineHealthCheck
+metadata: {name: e-cp}
+spec:
+  clusterName: e
+  selector: {matchLabels: {gitfleet.io/control-plane: "true"}}
+  checks:
+    unhealthyNodeConditions: [{type: Ready, status: Unknown, timeoutSeconds: 1}]
+`)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for i := range own {
+		own[i].Key = "own"
+	}
+	objs = append(objs, own...)
+	for i := range objs {
+		if objs[i].Key == "" {
+			objs[i].Key = objs[i].Name
+		}
+	}
+	want := []string{
+		`classes/c.yaml:9:66: spec.controlPlane.healthCheck.checks.unhealthyNodeConditions[0].timeoutSeconds: 15 is shorter than two heartbeats of the control plane of cluster d (one every 9s, set by patch "beat" from variable beat): its machines would be found silent between heartbeats and replaced over and over; use 18 or more, or a shorter beat`,
+		`classes/c.yaml:9:66: spec.controlPlane.healthCheck.checks.unhealthyNodeConditions[0].timeoutSeconds: 15 is shorter than two heartbeats of the control plane of clusters b, c (one every 8s, set by patch "beat" from variable beat): its machines would be found silent between heartbeats and replaced over and over; use 16 or more, or a shorter beat`,
+		`clusters/f.yaml:10:68: spec.topology.controlPlane.healthCheck.checks.unhealthyNodeConditions[0].timeoutSeconds: 9 is shorter than two heartbeats of the control plane (one every 5s, set by patch "beat" from variable beat): its machines would be found silent between heartbeats and replaced over and over; use 10 or more, or a shorter beat`,
+		`clusters/f.yaml:19:62: spec.checks.unhealthyNodeConditions[0].timeoutSeconds: 1 is shorter than two heartbeats of the control plane of cluster e (one every 1s, set by patch "beat" from variable beat): its machines would be found silent between heartbeats and replaced over and over; use 2 or more, or a shorter beat`,
+	}
+	known := &rememberingKnown{good: map[[2]string]bool{}}
+	for _, run := range []string{"first", "second, with the clusters that passed remembered"} {
+		_, errs = CheckKnown(objs, nil, known)
+		if d := cmp.Diff(want, errLines(errs)); d != "" {
+			t.Errorf("%s check: errors (-want +got):\n%s", run, d)
+		}
+	}
+}

@@ -29,7 +29,9 @@ func semanticChecks(path string, d *doc, value any) []Error {
 		if h := o.Spec.ControlPlane.HealthCheck; h != nil {
 			checkHealthRules(add, "spec.controlPlane.healthCheck", *h)
 			checkSilent(add, "spec.controlPlane.healthCheck", "the control plane", o.Spec.ControlPlane.MachineTemplate.Provider, h)
-			checkBeatTimeout(add, "spec.controlPlane.healthCheck", "the control plane", heartbeatEvery(o.Spec.ControlPlane.MachineTemplate), h)
+			if !patchesBeat(o, patch.Target{ControlPlane: true}) { // else each cluster's (checkClassBeat)
+				checkBeatTimeout(add, "spec.controlPlane.healthCheck", "the control plane", beat{every: heartbeatEvery(o.Spec.ControlPlane.MachineTemplate)}, h)
+			}
 		}
 		for i, md := range o.Spec.Workers.MachineDeployments {
 			p := fmt.Sprintf("spec.workers.machineDeployments[%d]", i)
@@ -40,7 +42,9 @@ func semanticChecks(path string, d *doc, value any) []Error {
 			if h := md.HealthCheck; h != nil {
 				checkHealthRules(add, p+".healthCheck", *h)
 				checkSilent(add, p+".healthCheck", "worker class "+md.Class, md.Template.Provider, h)
-				checkBeatTimeout(add, p+".healthCheck", "worker class "+md.Class, heartbeatEvery(md.Template), h)
+				if !patchesBeat(o, classTarget(md.Class)) { // else each cluster's (checkClassBeat)
+					checkBeatTimeout(add, p+".healthCheck", "worker class "+md.Class, beat{every: heartbeatEvery(md.Template)}, h)
+				}
 			}
 		}
 		checkRollout(add, o.Spec.Rollout)
@@ -323,21 +327,31 @@ func heartbeatEvery(t v1alpha1.MachineTemplate) time.Duration {
 // checkBeatTimeout: a Ready Unknown condition waits at least two of the
 // checked machines' heartbeat intervals. A shorter timeout finds a healthy
 // machine silent between two heartbeats, or after one late one, and has it
-// replaced over and over. every is heartbeatEvery's (0: nothing to check);
-// a class's interval as written, before any patch.
-func checkBeatTimeout(add addFunc, field, what string, every time.Duration, h *v1alpha1.HealthRules) {
-	if every == 0 {
+// replaced over and over. b is the interval the machines get (every 0:
+// nothing to check), after the class's patches: the error names the patch
+// that wrote it, if one did.
+func checkBeatTimeout(add addFunc, field, what string, b beat, h *v1alpha1.HealthRules) {
+	if b.every == 0 {
 		return
+	}
+	every, fix := b.every.String(), "a shorter spec.heartbeatInterval"
+	switch {
+	case b.variable != "":
+		every += fmt.Sprintf(", set by patch %q from variable %s", b.patch, b.variable)
+		fix = "a shorter " + b.variable
+	case b.patch != "":
+		every += fmt.Sprintf(", set by patch %q", b.patch)
+		fix = fmt.Sprintf("a shorter spec.heartbeatInterval in patch %q", b.patch)
 	}
 	for i, u := range h.Checks.UnhealthyNodeConditions {
 		if u.Type != v1alpha1.ConditionReady || u.Status != v1alpha1.ConditionUnknown || u.TimeoutSeconds <= 0 {
 			continue
 		}
-		if least := 2 * every; time.Duration(u.TimeoutSeconds)*time.Second < least {
+		if least := 2 * b.every; time.Duration(u.TimeoutSeconds)*time.Second < least {
 			secs := int((least + time.Second - 1) / time.Second)
 			add(fmt.Sprintf("%s.checks.unhealthyNodeConditions[%d].timeoutSeconds", field, i),
-				"%d is shorter than two heartbeats of %s (one every %v): its machines would be found silent between heartbeats and replaced over and over; use %d or more, or a shorter spec.heartbeatInterval",
-				u.TimeoutSeconds, what, every, secs)
+				"%d is shorter than two heartbeats of %s (one every %s): its machines would be found silent between heartbeats and replaced over and over; use %d or more, or %s",
+				u.TimeoutSeconds, what, every, secs, fix)
 		}
 	}
 }

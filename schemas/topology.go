@@ -161,15 +161,25 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 	for _, md := range class.Spec.Workers.MachineDeployments {
 		workers[md.Class] = true
 	}
+	// Health checks are held to the heartbeats the machines get, after
+	// the class's patches (beats.go).
+	cpTarget := patch.Target{ControlPlane: true}
+	cpBeat := c.beatOf(class, cl, class.Spec.ControlPlane.MachineTemplate, cpTarget)
 	c.checkTopologyHealth(o, "spec.topology.controlPlane.healthCheck", "the control plane", class.Spec.ControlPlane.HealthCheck,
-		cl.Spec.Topology.ControlPlane.HealthCheck, class.Spec.ControlPlane.MachineTemplate)
+		cl.Spec.Topology.ControlPlane.HealthCheck, class.Spec.ControlPlane.MachineTemplate, cpBeat)
+	c.checkClassBeat(classObj, class, "spec.controlPlane.healthCheck", "the control plane", class.Spec.ControlPlane.HealthCheck,
+		cl.Spec.Topology.ControlPlane.HealthCheck, cpTarget, cpBeat, cl)
 	names := map[string]bool{}
 	for i, md := range cl.Spec.Topology.Workers.MachineDeployments {
 		p := fmt.Sprintf("spec.topology.workers.machineDeployments[%d]", i)
 		if !workers[md.Class] {
 			c.errorAt(o, p+".class", "%s", notFound("worker class", md.Class, fmt.Sprintf("ClusterClass %q", class.Metadata.Name), keys(workers)))
-		} else if mdc := classWorker(class, md.Class); mdc != nil {
-			c.checkTopologyHealth(o, p+".healthCheck", "MachineDeployment "+md.Name, mdc.HealthCheck, md.HealthCheck, mdc.Template)
+		} else if ci, mdc := classWorkerAt(class, md.Class); mdc != nil {
+			t := patch.Target{MachineDeployment: &cl.Spec.Topology.Workers.MachineDeployments[i]}
+			b := c.beatOf(class, cl, mdc.Template, t)
+			c.checkTopologyHealth(o, p+".healthCheck", "MachineDeployment "+md.Name, mdc.HealthCheck, md.HealthCheck, mdc.Template, b)
+			c.checkClassBeat(classObj, class, fmt.Sprintf("spec.workers.machineDeployments[%d].healthCheck", ci),
+				"worker class "+md.Class, mdc.HealthCheck, md.HealthCheck, t, b, cl)
 		}
 		if names[md.Name] {
 			c.errorAt(o, p+".name", "duplicate machine deployment name %q in this cluster: rename one", md.Name)
@@ -184,8 +194,8 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 // checkTopologyHealth: a cluster's healthCheck with enabled: true has
 // rules, its own or the class's, and its own rules do not use the Ready
 // Unknown condition on a provider that sends no heartbeats, nor wait less
-// than two heartbeats for it.
-func (c *checker) checkTopologyHealth(o *Object, field, what string, class *v1alpha1.HealthRules, top *v1alpha1.TopologyHealthCheck, t v1alpha1.MachineTemplate) {
+// than two heartbeats (b, the machines' after the class's patches) for it.
+func (c *checker) checkTopologyHealth(o *Object, field, what string, class *v1alpha1.HealthRules, top *v1alpha1.TopologyHealthCheck, t v1alpha1.MachineTemplate, b beat) {
 	if top == nil {
 		return
 	}
@@ -195,17 +205,24 @@ func (c *checker) checkTopologyHealth(o *Object, field, what string, class *v1al
 	if top.Overrides() {
 		add := func(f, format string, args ...any) { c.errorAt(o, f, format, args...) }
 		checkSilent(add, field, what, t.Provider, &top.HealthRules)
-		checkBeatTimeout(add, field, what, heartbeatEvery(t), &top.HealthRules)
+		checkBeatTimeout(add, field, what, b, &top.HealthRules)
 	}
 }
 
 func classWorker(class *v1alpha1.ClusterClass, name string) *v1alpha1.MachineDeploymentClass {
+	_, w := classWorkerAt(class, name)
+	return w
+}
+
+// classWorkerAt is the worker class of that name and its index in the
+// class's spec.workers.machineDeployments; nil when there is none.
+func classWorkerAt(class *v1alpha1.ClusterClass, name string) (int, *v1alpha1.MachineDeploymentClass) {
 	for i := range class.Spec.Workers.MachineDeployments {
 		if class.Spec.Workers.MachineDeployments[i].Class == name {
-			return &class.Spec.Workers.MachineDeployments[i]
+			return i, &class.Spec.Workers.MachineDeployments[i]
 		}
 	}
-	return nil
+	return -1, nil
 }
 
 // checkVariables: every variable set is declared by the class, set once and
