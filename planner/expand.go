@@ -311,16 +311,13 @@ func expandCluster(fleet *v1alpha1.Fleet, c *v1alpha1.Cluster, class *DesiredCla
 		if md.Replicas != nil {
 			replicas = *md.Replicas
 		}
-		strat := v1alpha1.StrategyOf(md.Rollout)
-		if strat == nil {
-			strat = v1alpha1.StrategyOf(mdc.Rollout)
-		}
-		spec := strategySpecOf(strat)
+		rollout, deletion := topologyRollout(md.Rollout, mdc.Rollout), topologyDeletion(md.Deletion, mdc.Deletion)
+		spec := strategySpecOf(v1alpha1.StrategyOf(rollout))
 		tpl := memo.template(cc, c, mdc.Template, patch.Target{MachineDeployment: &t.Workers.MachineDeployments[i]}, &dc.Problems)
 		pool := newPool(dc, md.Name, wire.RoleWorker, replicas, dc.Version, tpl, md.FailureDomain, spec.resolve(replicas), c.Source, field+".replicas",
 			mdc.Metadata, md.Metadata)
 		pool.strategy = spec
-		pool.setLifecycle(firstOf(md.Rollout, mdc.Rollout), firstOf(md.Deletion, mdc.Deletion), firstOf(md.MinReadySeconds, mdc.MinReadySeconds),
+		pool.setLifecycle(rollout, deletion, firstOf(md.MinReadySeconds, mdc.MinReadySeconds),
 			firstOf(md.MachineNaming, mdc.MachineNaming))
 		pool.setAutoscale(md.Metadata.Annotations, md.Replicas, c.Source, field, &dc.Problems)
 		dc.Deployments = append(dc.Deployments, pool)
@@ -338,6 +335,27 @@ func firstOf[T any](a, b *T) *T {
 		return a
 	}
 	return b
+}
+
+// topologyRollout is a topology pool's rollout over its worker class's,
+// field by field as Cluster API v1beta2 resolves them: a topology that
+// sets only rollout.strategy keeps the class's rollout.after, and one
+// that sets only rollout.after the class's strategy. The strategy is one
+// field (a topology's replaces the class's whole, as in Cluster API).
+func topologyRollout(top, class *v1alpha1.MachineRollout) *v1alpha1.MachineRollout {
+	if top == nil || class == nil {
+		return firstOf(top, class)
+	}
+	return &v1alpha1.MachineRollout{Strategy: firstOf(top.Strategy, class.Strategy), After: firstOf(top.After, class.After)}
+}
+
+// topologyDeletion is a topology pool's deletion over its worker class's,
+// field by field: a topology's deletion: {} keeps the class's order.
+func topologyDeletion(top, class *v1alpha1.MachineDeletion) *v1alpha1.MachineDeletion {
+	if top == nil || top.Order == "" {
+		return class
+	}
+	return top
 }
 
 // setLifecycle sets how the pool's machines are named (machineNaming),
