@@ -11,19 +11,29 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
-// A Ready Unknown timeout is held to the heartbeat interval a machine
-// gets, which a class's patches may set per cluster (a variable's value,
-// a literal): the class's template as written says what the machines of
-// a cluster get only when no patch may write it. Such a check is then made
-// for each cluster, with its templates patched as the planner patches
-// them.
+// A Ready Unknown condition is held to the heartbeats a machine sends —
+// whether its provider sends any (checkSilent), and how often
+// (checkBeatTimeout) — which a class's patches may set per cluster (a
+// variable's value, a literal): the class's template as written says what
+// the machines of a cluster get only when no patch may write it. Such a
+// check is then made for each cluster, with its templates patched as the
+// planner patches them.
 
 // beat is how often a pool's machines send heartbeats (heartbeatEvery's),
 // the patch that wrote their interval ("": the template as written) and
-// the variable it took it from ("": a literal or a template).
+// the variable it took it from ("": a literal or a template); and the
+// provider that makes them, with the patch and variable that wrote it.
 type beat struct {
 	every           time.Duration
 	patch, variable string
+	provider        string
+	providerPatch   string
+	providerVar     string
+}
+
+// templateBeat is the heartbeats of machines made from tpl as written.
+func templateBeat(tpl v1alpha1.MachineTemplate) beat {
+	return beat{every: heartbeatEvery(tpl), provider: tpl.Provider}
 }
 
 // patchesBeat reports whether a patch of class may write the heartbeat
@@ -31,13 +41,27 @@ type beat struct {
 // selects t writes spec.heartbeatInterval, the whole spec, or the provider
 // (whose default interval, or lack of heartbeats, it then is).
 func patchesBeat(class *v1alpha1.ClusterClass, t patch.Target) bool {
+	return patchesAny(class, t, writesBeat)
+}
+
+// patchesProvider reports whether a patch of class may write the provider
+// of target t's machines (/provider), and with it whether they send
+// heartbeats at all.
+func patchesProvider(class *v1alpha1.ClusterClass, t patch.Target) bool {
+	return patchesAny(class, t, writesProvider)
+}
+
+// patchesAny reports whether a JSON patch of a definition of class that
+// selects t writes a field (dotted, as spec.heartbeatInterval) for which
+// writes is true.
+func patchesAny(class *v1alpha1.ClusterClass, t patch.Target, writes func(field string) bool) bool {
 	for _, p := range class.Spec.Patches {
 		for _, d := range p.Definitions {
 			if !patch.Selects(d.Selector, t) {
 				continue
 			}
 			for _, op := range d.JSONPatches {
-				if ptr, err := patch.ParsePointer(op.Path); err == nil && writesBeat(ptr.Dotted()) {
+				if ptr, err := patch.ParsePointer(op.Path); err == nil && writes(ptr.Dotted()) {
 					return true
 				}
 			}
@@ -47,15 +71,17 @@ func patchesBeat(class *v1alpha1.ClusterClass, t patch.Target) bool {
 }
 
 func writesBeat(field string) bool {
-	return field == "spec" || field == "spec.heartbeatInterval" || field == "provider"
+	return field == "spec" || field == "spec.heartbeatInterval" || writesProvider(field)
 }
+
+func writesProvider(field string) bool { return field == "provider" }
 
 // beatOf is how often cluster cl's machines of target t, made from class's
 // template tpl, send heartbeats once the class's patches are applied.
 // Clusters alike (patch.InputKey) are patched once a checker.
 func (c *checker) beatOf(class *v1alpha1.ClusterClass, cl *v1alpha1.Cluster, tpl v1alpha1.MachineTemplate, t patch.Target) beat {
 	if class == nil || !patchesBeat(class, t) {
-		return beat{every: heartbeatEvery(tpl)}
+		return templateBeat(tpl)
 	}
 	in, keyed := patch.InputKey(class, cl, t)
 	key := templateCheck{class: class, in: in}
@@ -75,10 +101,16 @@ func (c *checker) beatOf(class *v1alpha1.ClusterClass, cl *v1alpha1.Cluster, tpl
 // patchedBeat is beatOf's, patching tpl.
 func patchedBeat(class *v1alpha1.ClusterClass, cl *v1alpha1.Cluster, tpl v1alpha1.MachineTemplate, t patch.Target) beat {
 	out, applied, _ := patch.Apply(class, tpl, t, patch.Variables(class, cl, t))
-	b := beat{every: heartbeatEvery(out)}
+	b := templateBeat(out)
 	for i := len(applied) - 1; i >= 0; i-- {
 		if writesBeat(applied[i].Path) {
 			b.patch, b.variable = class.Spec.Patches[applied[i].Patch].Name, applied[i].Variable
+			break
+		}
+	}
+	for i := len(applied) - 1; i >= 0; i-- {
+		if writesProvider(applied[i].Path) {
+			b.providerPatch, b.providerVar = class.Spec.Patches[applied[i].Patch].Name, applied[i].Variable
 			break
 		}
 	}
@@ -92,7 +124,8 @@ func classTarget(class string) patch.Target {
 }
 
 // beatFinding is a class's health rules found too quick for the heartbeats
-// of one cluster's machines, which a patch of the class may set: findings
+// of one cluster's machines, or waiting for heartbeats its provider does
+// not send, which a patch of the class may set: findings
 // of the same rules and interval are reported once, at the class's field,
 // naming the clusters.
 type beatFinding struct {
@@ -106,17 +139,22 @@ type beatFinding struct {
 
 // checkClassBeat checks the class's health rules of target t (at field,
 // rules; nil: none) against the heartbeats of cluster cl's machines (b),
-// when a patch of the class may set them, so that the class's own check,
-// which reads the template as written, was not made (semanticChecks). A
-// cluster whose own rules replace or disable the class's (top) is checked
-// with those (checkTopologyHealth).
+// when a patch of the class may set them (their provider, their
+// interval), so that the class's own check, which reads the template as
+// written, was not made (semanticChecks). A cluster whose own rules
+// replace or disable the class's (top) is checked with those
+// (checkTopologyHealth).
 func (c *checker) checkClassBeat(classObj *Object, class *v1alpha1.ClusterClass, field, what string, rules *v1alpha1.HealthRules,
 	top *v1alpha1.TopologyHealthCheck, t patch.Target, b beat, cl *v1alpha1.Cluster) {
 	if rules == nil || classObj == nil || !patchesBeat(class, t) || top.Overrides() || top != nil && top.Enabled != nil && !*top.Enabled {
 		return
 	}
 	var found bool
-	checkBeatTimeout(func(string, string, ...any) { found = true }, field, what, b, rules)
+	flag := func(string, string, ...any) { found = true }
+	if patchesProvider(class, t) {
+		checkSilent(flag, field, what, b, rules)
+	}
+	checkBeatTimeout(flag, field, what, b, rules)
 	if found {
 		c.beats = append(c.beats, beatFinding{class: classObj, field: field, what: what, beat: b, rules: rules, cluster: cl.Metadata.Name})
 	}
@@ -156,9 +194,13 @@ func beatErrors(findings []beatFinding) Errors {
 			}
 		}
 		f := first[k]
-		checkBeatTimeout(func(field, format string, args ...any) {
+		add := func(field, format string, args ...any) {
 			out = append(out, objectError(f.class, field, fmt.Sprintf(format, args...)))
-		}, f.field, f.what+" of "+who, f.beat, f.rules)
+		}
+		// A provider that sends no heartbeats has no interval: one of
+		// the two at most says something.
+		checkSilent(add, f.field, f.what+" of "+who, f.beat, f.rules)
+		checkBeatTimeout(add, f.field, f.what+" of "+who, f.beat, f.rules)
 	}
 	return out
 }

@@ -477,10 +477,16 @@ func (c *checker) checkHealthCheck(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHe
 	}
 	silent := silentProviders()
 	for _, p := range selected {
-		if silent[p.provider] {
+		if b := p.heartbeat; silent[b.provider] {
+			origin, fix := providerOrigin(b)
+			if b.providerPatch == "" {
+				fix = "narrow the selector to machines that send heartbeats"
+			} else {
+				fix = "narrow the selector to machines that send heartbeats, or " + fix
+			}
 			c.errorAt(o, fmt.Sprintf("spec.checks.unhealthyNodeConditions[%d]", cond),
-				"selects machines of %s of cluster %s, made by provider %s, which sends no heartbeats: their Ready condition would turn Unknown after %ds and they would be replaced over and over; remove the Ready Unknown condition, or narrow the selector to machines that send heartbeats",
-				p.name, cl.Metadata.Name, p.provider, hc.Spec.Checks.UnhealthyNodeConditions[cond].TimeoutSeconds)
+				"selects machines of %s of cluster %s, made by provider %s%s, which sends no heartbeats: their Ready condition would turn Unknown after %ds and they would be replaced over and over; remove the Ready Unknown condition, or %s",
+				p.name, cl.Metadata.Name, b.provider, origin, hc.Spec.Checks.UnhealthyNodeConditions[cond].TimeoutSeconds, fix)
 			return
 		}
 	}
@@ -500,9 +506,9 @@ func (c *checker) checkHealthCheck(fleet *v1alpha1.Fleet, hc *v1alpha1.MachineHe
 // machinePool is a cluster's control plane or worker pool as a health
 // check's selector sees it: the labels every machine of it carries.
 type machinePool struct {
-	name, provider string
-	labels         map[string]string
-	heartbeat      beat // after the class's patches (beatOf)
+	name      string
+	labels    map[string]string
+	heartbeat beat // its provider and interval after the class's patches (beatOf)
 }
 
 // poolsOf lists cl's pools: its class's control plane and topology
@@ -514,13 +520,13 @@ func (c *checker) poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []
 	if class := fleet.Class(cl.Spec.Topology.ClassRef.Name); class == nil {
 		complete = false
 	} else {
-		pools = append(pools, machinePool{"the control plane", class.Spec.ControlPlane.MachineTemplate.Provider,
+		pools = append(pools, machinePool{"the control plane",
 			withLabels(map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelControlPlane: "true"},
 				class.Spec.ControlPlane.Metadata, cl.Spec.Topology.ControlPlane.Metadata),
 			c.beatOf(class, cl, class.Spec.ControlPlane.MachineTemplate, patch.Target{ControlPlane: true})})
 		for i, md := range cl.Spec.Topology.Workers.MachineDeployments {
 			if w := classWorker(class, md.Class); w != nil {
-				pools = append(pools, machinePool{"MachineDeployment " + md.Name, w.Template.Provider,
+				pools = append(pools, machinePool{"MachineDeployment " + md.Name,
 					withLabels(map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Name},
 						w.Metadata, md.Metadata), c.beatOf(class, cl, w.Template, patch.Target{MachineDeployment: &cl.Spec.Topology.Workers.MachineDeployments[i]})})
 			} else {
@@ -530,9 +536,9 @@ func (c *checker) poolsOf(fleet *v1alpha1.Fleet, cl *v1alpha1.Cluster) (pools []
 	}
 	for _, md := range fleet.MachineDeployments {
 		if md.Spec.ClusterName == cl.Metadata.Name {
-			pools = append(pools, machinePool{"MachineDeployment " + md.Metadata.Name, md.Spec.Template.Provider,
+			pools = append(pools, machinePool{"MachineDeployment " + md.Metadata.Name,
 				map[string]string{v1alpha1.LabelCluster: cl.Metadata.Name, v1alpha1.LabelDeployment: md.Metadata.Name},
-				beat{every: heartbeatEvery(md.Spec.Template)}})
+				templateBeat(md.Spec.Template)})
 		}
 	}
 	return pools, complete

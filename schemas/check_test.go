@@ -613,3 +613,95 @@ spec:
 		}
 	}
 }
+
+// TestSilentCheckReadsPatchedProvider: a Ready Unknown condition may not
+// check machines of a provider that sends no heartbeats, and that is the
+// provider a class's patches give each cluster's machines, not the one the
+// class writes. Here the control plane is written local, but a patch gives
+// it each cluster's provider variable: the clusters that ask for inmemory
+// are refused at the class's check (once, naming them, the patch, the
+// variable and the fix), at a cluster's own check and at a
+// MachineHealthCheck; those that keep local pass. The worker class is
+// written inmemory, but a patch gives every cluster's workers local: its
+// check is not refused. Before, the three checks of inmemory machines
+// passed and the worker class was refused for a provider no machine got. A
+// second check with the clusters that passed remembered says the same.
+func TestSilentCheckReadsPatchedProvider(t *testing.T) {
+	objs, errs := ParseFile(File{Path: "classes/c.yaml", Data: []byte(header + `kind: ClusterClass
+metadata: {name: c}
+spec:
+  controlPlane:
+    machineTemplate: {provider: local}
+    healthCheck:
+      checks:
+        unhealthyNodeConditions: [{type: Ready, status: Unknown, timeoutSeconds: 30}]
+  workers:
+    machineDeployments:
+      - class: w
+        template: {provider: inmemory}
+        healthCheck:
+          checks:
+            unhealthyNodeConditions: [{type: Ready, status: Unknown, timeoutSeconds: 40}]
+  variables:
+    - {name: provider, default: local}
+  patches:
+    - name: cp-provider
+      definitions:
+        - selector: {matchResources: {controlPlane: true}}
+          jsonPatches:
+            - {op: replace, path: /provider, valueFrom: {variable: provider}}
+    - name: worker-provider
+      definitions:
+        - selector: {matchResources: {machineDeploymentClass: {names: [w]}}}
+          jsonPatches:
+            - {op: replace, path: /provider, value: local}
+`)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	workers := "    workers: {machineDeployments: [{class: w, name: md-0}]}\n"
+	objs = append(objs, clustersOfC(t, "provider", map[string]string{"a": "inmemory", "b": "inmemory", "c": "local", "d": "local"}, workers)...)
+	own, errs := ParseFile(File{Path: "clusters/f.yaml", Data: []byte(header + `kind: Cluster
+metadata: {name: f}
+spec:
+  topology:
+    classRef: {name: c}
+    controlPlane:
+      healthCheck:
+        checks:
+          unhealthyNodeConditions: [{type: Ready, status: Unknown, timeoutSeconds: 20}]
+    variables: [{name: provider, value: inmemory}]
+---
+` + header + `kind: MachineHealthCheck
+metadata: {name: a-cp}
+spec:
+  clusterName: a
+  selector: {matchLabels: {gitfleet.io/control-plane: "true"}}
+  checks:
+    unhealthyNodeConditions: [{type: Ready, status: Unknown, timeoutSeconds: 50}]
+`)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for i := range own {
+		own[i].Key = "own"
+	}
+	objs = append(objs, own...)
+	for i := range objs {
+		if objs[i].Key == "" {
+			objs[i].Key = objs[i].Name
+		}
+	}
+	want := []string{
+		`classes/c.yaml:9:35: spec.controlPlane.healthCheck.checks.unhealthyNodeConditions[0]: checks the control plane of clusters a, b, whose machines provider inmemory makes (set by patch "cp-provider" from variable provider), which sends no heartbeats: their Ready condition would turn Unknown after 30s and they would be replaced over and over; remove the Ready Unknown condition, or set variable provider to a provider that sends heartbeats`,
+		`clusters/f.yaml:10:37: spec.topology.controlPlane.healthCheck.checks.unhealthyNodeConditions[0]: checks the control plane, whose machines provider inmemory makes (set by patch "cp-provider" from variable provider), which sends no heartbeats: their Ready condition would turn Unknown after 20s and they would be replaced over and over; remove the Ready Unknown condition, or set variable provider to a provider that sends heartbeats`,
+		`clusters/f.yaml:20:31: spec.checks.unhealthyNodeConditions[0]: selects machines of the control plane of cluster a, made by provider inmemory (set by patch "cp-provider" from variable provider), which sends no heartbeats: their Ready condition would turn Unknown after 50s and they would be replaced over and over; remove the Ready Unknown condition, or narrow the selector to machines that send heartbeats, or set variable provider to a provider that sends heartbeats`,
+	}
+	known := &rememberingKnown{good: map[[2]string]bool{}}
+	for _, run := range []string{"first", "second, with the clusters that passed remembered"} {
+		_, errs = CheckKnown(objs, nil, known)
+		if d := cmp.Diff(want, errLines(errs)); d != "" {
+			t.Errorf("%s check: errors (-want +got):\n%s", run, d)
+		}
+	}
+}

@@ -28,7 +28,9 @@ func semanticChecks(path string, d *doc, value any) []Error {
 		checkMachineMetadata(add, "spec.controlPlane.metadata", o.Spec.ControlPlane.Metadata)
 		if h := o.Spec.ControlPlane.HealthCheck; h != nil {
 			checkHealthRules(add, "spec.controlPlane.healthCheck", *h)
-			checkSilent(add, "spec.controlPlane.healthCheck", "the control plane", o.Spec.ControlPlane.MachineTemplate.Provider, h)
+			if !patchesProvider(o, patch.Target{ControlPlane: true}) { // else each cluster's (checkClassBeat)
+				checkSilent(add, "spec.controlPlane.healthCheck", "the control plane", templateBeat(o.Spec.ControlPlane.MachineTemplate), h)
+			}
 			if !patchesBeat(o, patch.Target{ControlPlane: true}) { // else each cluster's (checkClassBeat)
 				checkBeatTimeout(add, "spec.controlPlane.healthCheck", "the control plane", beat{every: heartbeatEvery(o.Spec.ControlPlane.MachineTemplate)}, h)
 			}
@@ -41,7 +43,9 @@ func semanticChecks(path string, d *doc, value any) []Error {
 			checkStrategy(add, p+".rollout.strategy", v1alpha1.StrategyOf(md.Rollout))
 			if h := md.HealthCheck; h != nil {
 				checkHealthRules(add, p+".healthCheck", *h)
-				checkSilent(add, p+".healthCheck", "worker class "+md.Class, md.Template.Provider, h)
+				if !patchesProvider(o, classTarget(md.Class)) { // else each cluster's (checkClassBeat)
+					checkSilent(add, p+".healthCheck", "worker class "+md.Class, templateBeat(md.Template), h)
+				}
 				if !patchesBeat(o, classTarget(md.Class)) { // else each cluster's (checkClassBeat)
 					checkBeatTimeout(add, p+".healthCheck", "worker class "+md.Class, beat{every: heartbeatEvery(md.Template)}, h)
 				}
@@ -286,19 +290,36 @@ func checkHealthRules(add addFunc, field string, h v1alpha1.HealthRules) {
 // checkSilent: health rules with the condition Ready Unknown (no heartbeat)
 // must not check machines of a provider that sends no heartbeats; they
 // would be found unhealthy once the timeout passed, and replaced over and
-// over.
-func checkSilent(add addFunc, field, what, provider string, h *v1alpha1.HealthRules) {
-	if !silentProviders()[provider] {
+// over. b.provider is the provider that makes them, after the class's
+// patches: the error names the patch that wrote it, if one did.
+func checkSilent(add addFunc, field, what string, b beat, h *v1alpha1.HealthRules) {
+	if !silentProviders()[b.provider] {
 		return
 	}
+	origin, fix := providerOrigin(b)
 	for i, u := range h.Checks.UnhealthyNodeConditions {
 		if u.Type == v1alpha1.ConditionReady && u.Status == v1alpha1.ConditionUnknown {
 			add(fmt.Sprintf("%s.checks.unhealthyNodeConditions[%d]", field, i),
-				"checks %s, whose machines provider %s makes, which sends no heartbeats: their Ready condition would turn Unknown after %ds and they would be replaced over and over; remove the Ready Unknown condition, or use a provider that sends heartbeats",
-				what, provider, u.TimeoutSeconds)
+				"checks %s, whose machines provider %s makes%s, which sends no heartbeats: their Ready condition would turn Unknown after %ds and they would be replaced over and over; remove the Ready Unknown condition, or %s",
+				what, b.provider, origin, u.TimeoutSeconds, fix)
 			return
 		}
 	}
+}
+
+// providerOrigin words where the provider of b comes from when a patch
+// wrote it (" (set by patch \"p\" from variable v)"; "" when the template
+// does), and how to give the machines one that sends heartbeats.
+func providerOrigin(b beat) (origin, fix string) {
+	switch {
+	case b.providerVar != "":
+		return fmt.Sprintf(" (set by patch %q from variable %s)", b.providerPatch, b.providerVar),
+			fmt.Sprintf("set variable %s to a provider that sends heartbeats", b.providerVar)
+	case b.providerPatch != "":
+		return fmt.Sprintf(" (set by patch %q)", b.providerPatch),
+			fmt.Sprintf("have patch %q write a provider that sends heartbeats", b.providerPatch)
+	}
+	return "", "use a provider that sends heartbeats"
 }
 
 // heartbeatEvery is how often the machines of template t send heartbeats:

@@ -166,7 +166,7 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 	cpTarget := patch.Target{ControlPlane: true}
 	cpBeat := c.beatOf(class, cl, class.Spec.ControlPlane.MachineTemplate, cpTarget)
 	c.checkTopologyHealth(o, "spec.topology.controlPlane.healthCheck", "the control plane", class.Spec.ControlPlane.HealthCheck,
-		cl.Spec.Topology.ControlPlane.HealthCheck, class.Spec.ControlPlane.MachineTemplate, cpBeat)
+		cl.Spec.Topology.ControlPlane.HealthCheck, cpBeat)
 	c.checkClassBeat(classObj, class, "spec.controlPlane.healthCheck", "the control plane", class.Spec.ControlPlane.HealthCheck,
 		cl.Spec.Topology.ControlPlane.HealthCheck, cpTarget, cpBeat, cl)
 	names := map[string]bool{}
@@ -177,7 +177,7 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 		} else if ci, mdc := classWorkerAt(class, md.Class); mdc != nil {
 			t := patch.Target{MachineDeployment: &cl.Spec.Topology.Workers.MachineDeployments[i]}
 			b := c.beatOf(class, cl, mdc.Template, t)
-			c.checkTopologyHealth(o, p+".healthCheck", "MachineDeployment "+md.Name, mdc.HealthCheck, md.HealthCheck, mdc.Template, b)
+			c.checkTopologyHealth(o, p+".healthCheck", "MachineDeployment "+md.Name, mdc.HealthCheck, md.HealthCheck, b)
 			c.checkClassBeat(classObj, class, fmt.Sprintf("spec.workers.machineDeployments[%d].healthCheck", ci),
 				"worker class "+md.Class, mdc.HealthCheck, md.HealthCheck, t, b, cl)
 		}
@@ -194,8 +194,9 @@ func (c *checker) checkCluster(cl *v1alpha1.Cluster) {
 // checkTopologyHealth: a cluster's healthCheck with enabled: true has
 // rules, its own or the class's, and its own rules do not use the Ready
 // Unknown condition on a provider that sends no heartbeats, nor wait less
-// than two heartbeats (b, the machines' after the class's patches) for it.
-func (c *checker) checkTopologyHealth(o *Object, field, what string, class *v1alpha1.HealthRules, top *v1alpha1.TopologyHealthCheck, t v1alpha1.MachineTemplate, b beat) {
+// than two heartbeats for it (b: the machines' provider and interval,
+// after the class's patches).
+func (c *checker) checkTopologyHealth(o *Object, field, what string, class *v1alpha1.HealthRules, top *v1alpha1.TopologyHealthCheck, b beat) {
 	if top == nil {
 		return
 	}
@@ -204,7 +205,7 @@ func (c *checker) checkTopologyHealth(o *Object, field, what string, class *v1al
 	}
 	if top.Overrides() {
 		add := func(f, format string, args ...any) { c.errorAt(o, f, format, args...) }
-		checkSilent(add, field, what, t.Provider, &top.HealthRules)
+		checkSilent(add, field, what, b, &top.HealthRules)
 		checkBeatTimeout(add, field, what, b, &top.HealthRules)
 	}
 }
