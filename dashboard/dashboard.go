@@ -434,12 +434,28 @@ func (o Options) clusterPage(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
-	render(w, "cluster.html", struct {
-		S       *status.Snapshot
-		C       *status.ClusterStatus
-		Summary ClusterSummary
-		Recent  []Event
-	}{s, c, summarize(c), Recent(c, recentEvents)})
+	v := clusterView{S: s, C: c, Summary: summarize(c), Recent: Recent(c, recentEvents), Held: c.HaltHold()}
+	if v.Held != nil {
+		// Its rollout says the halt, in the RolloutHalted condition's
+		// words, as describe does: Ready's reason alone says it here.
+		for _, cd := range c.Conditions {
+			if cd.Type == status.ConditionReady && cd.Status != status.ConditionTrue && cd.Reason == status.ConditionRolloutHalted {
+				v.Summary.NotReady = cd.Reason
+			}
+		}
+	}
+	render(w, "cluster.html", v)
+}
+
+// clusterView is what a cluster's page shows.
+type clusterView struct {
+	S       *status.Snapshot
+	C       *status.ClusterStatus
+	Summary ClusterSummary
+	Recent  []Event
+	// Held is the RolloutHalted condition of a cluster its class's halted
+	// rollout holds (status.ClusterStatus.HaltHold): it waits for no wave.
+	Held *status.Condition
 }
 
 // recentEvents is how many events a cluster's page lists; the history

@@ -188,6 +188,56 @@ func TestHaltedRollout(t *testing.T) {
 	}
 }
 
+// A cluster its class's halted rollout holds is not waiting for a wave:
+// its page says the halt holds it, on which revision, and what releases
+// it, in the RolloutHalted condition's words, once above its tree, as
+// gitfleet describe does. A cluster added during the halt (no machine,
+// admitted to no revision, in no wave) reads the same, and the rollouts
+// page lists it in no wave rather than under an empty wave's name. Before,
+// the page read "class revision , wave , Waiting" for it.
+func TestClusterHeldByHaltedRollout(t *testing.T) {
+	repo, w := haltedRepo(t)
+	halt := "rollout of class standard halted at revision b4d: 1 of maxFailures 1 clusters failed (zz-canary); change the class again to release it (a fix or a revert), or raise spec.rollout.maxFailures in classes/standard.yaml:1"
+	since := time.Now().Add(-17 * time.Minute)
+	held := func(name, revision, wave, message string) status.ClusterStatus {
+		return status.ClusterStatus{Name: name, Class: "standard", Phase: "Waiting",
+			Conditions: []status.Condition{
+				{Type: status.ConditionReady, Status: status.ConditionFalse, Reason: status.ConditionRolloutHalted, Message: message, LastTransitionTime: since},
+				{Type: status.ConditionRolloutHalted, Status: status.ConditionTrue, Reason: status.ConditionRolloutHalted, Message: message, LastTransitionTime: since},
+			},
+			Rollout: &status.Rollout{ClassRevision: revision, Wave: wave, State: "Waiting", PendingRevision: "b4d", Reason: halt}}
+	}
+	for _, c := range []status.ClusterStatus{held("ab-prod", "g00d", "prod", halt), held("ac-new", "", "", "new cluster, no machine made: "+halt)} {
+		if err := w.SetCluster(c, status.Origin{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, repo, Options{})
+	esc := strings.NewReplacer("'", "&#39;").Replace
+	for name, want := range map[string]string{
+		"ab-prod": "Rollout: held by its class's halted rollout (runs class revision g00d): " + halt + " (for 17m",
+		"ac-new":  "Rollout: held by its class's halted rollout (admitted to no revision): new cluster, no machine made: " + halt + " (for 17m",
+	} {
+		code, page := get(t, srv.URL+"/clusters/"+name)
+		if code != 200 {
+			t.Fatalf("%s: %d %s", name, code, page)
+		}
+		top, _, _ := strings.Cut(page, `<section aria-labelledby="tree">`)
+		wantAll(t, name+"'s page", top, esc(want), `<span class="bad">Not ready</span> RolloutHalted</p>`)
+		if n := strings.Count(top, "change the class again to release it"); n != 1 || strings.Contains(top, "wave ,") || strings.Contains(top, "<code></code>") {
+			t.Errorf("%s's page says the halt %d times above its tree, or shows an empty wave or revision:\n%s", name, n, top)
+		}
+	}
+	_, page := get(t, srv.URL+"/rollouts")
+	wantAll(t, "the rollouts page", page, "<h3>In no wave yet</h3>", `ac-new</a>: <span class="state state-Waiting">Waiting</span> — rollout of class standard halted`)
+	if strings.Contains(page, "<h3>Wave </h3>") {
+		t.Errorf("the rollouts page shows a wave with no name:\n%s", page)
+	}
+}
+
 // A cluster's recent events come from its status file: machines created
 // and deleted with why, conditions that changed, its admission; newest
 // first, at most n.

@@ -258,7 +258,7 @@ func (v treeView) cluster(w io.Writer, c status.ClusterStatus) {
 		phase += " (paused)"
 	}
 	// A cluster a halted rollout holds says so once, in its rollout.
-	msg := conditionMessage(c.Conditions, v.now, haltHolds(c) != nil)
+	msg := conditionMessage(c.Conditions, v.now, c.HaltHold() != nil)
 	if r := rolloutMessage(c, v.now); r != "" {
 		msg = strings.TrimPrefix(msg+"; "+r, "; ")
 	}
@@ -383,17 +383,13 @@ func rolloutMessage(c status.ClusterStatus, now time.Time) string {
 	switch {
 	case r == nil || r.State == "Done":
 		return ""
-	case haltHolds(c) != nil:
-		cd := haltHolds(c)
-		on := "runs class revision " + r.ClassRevision
-		if r.ClassRevision == "" {
-			on = "admitted to no revision"
-		}
+	case c.HaltHold() != nil:
+		cd := c.HaltHold()
 		since := ""
 		if !cd.LastTransitionTime.IsZero() {
 			since = " (" + age(cd.LastTransitionTime, now) + ")"
 		}
-		return fmt.Sprintf("rollout: held by its class's halted rollout (%s): %s%s", on, cd.Message, since)
+		return fmt.Sprintf("rollout: %s: %s%s", r.HeldByHalt(), cd.Message, since)
 	case r.State == "Waiting":
 		return fmt.Sprintf("rollout: class revision %s waits for wave %s (runs %s)", r.PendingRevision, r.Wave, cmp.Or(r.ClassRevision, "none"))
 	case r.State == "Paused":
@@ -402,20 +398,6 @@ func rolloutMessage(c status.ClusterStatus, now time.Time) string {
 		return fmt.Sprintf("rollout: %s on class revision %s (%s)", r.State, r.ClassRevision, r.Reason)
 	}
 	return fmt.Sprintf("rollout: %s to class revision %s", r.State, r.ClassRevision)
-}
-
-// haltHolds returns the RolloutHalted condition of a cluster that waits on
-// its class's halted rollout (rollout state Waiting), or nil.
-func haltHolds(c status.ClusterStatus) *status.Condition {
-	if c.Rollout == nil || c.Rollout.State != "Waiting" {
-		return nil
-	}
-	for i := range c.Conditions {
-		if cd := &c.Conditions[i]; cd.Type == status.ConditionRolloutHalted && cd.Status == status.ConditionTrue && cd.Message != "" {
-			return cd
-		}
-	}
-	return nil
 }
 
 // autoscaleMessage says that the daemon sizes a pool, within what, and who
