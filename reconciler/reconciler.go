@@ -735,9 +735,13 @@ func (r *Reconciler) markChanged(prev, next *planner.Desired) int {
 
 // step plans every dirty cluster and publishes its new steps. Decisions
 // come first: the class rollouts, then each cluster's record, are saved
-// before any step that depends on them is published.
+// before any step that depends on them is published. A pass runs for a
+// dirty cluster, or for a class whose summaries the last pass moved: a
+// cluster done in the pass that admitted it (a class change that moves
+// none of its machines) sends no event, and its wave's end must still
+// open the next wave, on the next wake-up (the tick at the latest).
 func (r *Reconciler) step(ctx context.Context) {
-	if r.rebuilding() || r.desired == nil || len(r.dirty) == 0 {
+	if r.rebuilding() || r.desired == nil || (len(r.dirty) == 0 && len(r.moved) == 0) {
 		return
 	}
 	start := r.o.Now()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gitfleet/gitfleet/planner"
 	"github.com/gitfleet/gitfleet/schemas/wire"
@@ -138,5 +139,66 @@ func TestClassChangesWaitForTheirWave(t *testing.T) {
 				t.Errorf("the revert reached later waves: machines per cluster %v", per)
 			}
 		})
+	}
+}
+
+// TestAWaveDoneInItsOwnPassOpensTheNext: a class change that changes no
+// machine (its workers' labels) admits the canary, which is done on it in
+// the very pass that admits it: no machine moves, so no event follows.
+// The next wave must open all the same, and the rollout reach its end.
+// Before, the pass that found the canary done left its class "moved" for
+// a next pass that never came (a pass ran only for a dirty cluster): the
+// rollout stood at "wave canary: 0 of 1 clusters done" until something
+// else happened in the fleet, and every later wave's own changes waited
+// with it.
+func TestAWaveDoneInItsOwnPassOpensTheNext(t *testing.T) {
+	clusters := [][2]string{{"canary", "canary"}, {"stage", "stage"}, {"prod", "prod"}}
+	repo := &benchRepo{tb: t, dir: t.TempDir()}
+	repo.git("init", "-q", "-b", "main")
+	class := fmt.Sprintf(gateClass, "0", "gate")
+	repo.write("classes/gate.yaml", class)
+	for _, c := range clusters {
+		repo.write("clusters/"+c[0]+".yaml", fmt.Sprintf(gateCluster, c[0], c[1], "gate"))
+	}
+	repo.commit("a fleet in three waves")
+	js, rkv := inmemoryCloud(t)
+	runLeader(t, js, repo.dir)
+	doneOn := func(r planner.Records, rev string) bool {
+		for _, c := range clusters {
+			if a := r.Clusters[c[0]].Admission; rev == "" || a == nil || a.State != planner.AdmissionDone || a.Revision != rev {
+				return false
+			}
+		}
+		return true
+	}
+	first := waitRecords(t, rkv, "every cluster done", func(r planner.Records) bool {
+		return doneOn(r, r.Rollouts["gate"].Revision)
+	}).Rollouts["gate"].Revision
+
+	labelled := strings.Replace(class, "      - class: worker\n", "      - class: worker\n        metadata: {labels: {team: a}}\n", 1)
+	if labelled == class {
+		t.Fatal("the test's class has no worker class to label")
+	}
+	repo.write("classes/gate.yaml", labelled)
+	repo.commit("label the workers")
+	// Time enough for many ticks and passes, and far less than anything
+	// else in the fleet would take to happen.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := readRecords(t, rkv)
+		rev := r.Rollouts["gate"].Revision
+		if rev != first && doneOn(r, rev) {
+			return
+		}
+		if time.Now().After(deadline) {
+			var states []string
+			for _, c := range clusters {
+				if a := r.Clusters[c[0]].Admission; a != nil {
+					states = append(states, fmt.Sprintf("%s: %s on %s", c[0], a.State, a.Revision))
+				}
+			}
+			t.Fatalf("the rollout of a change that moves no machine stalled: rollout %s, %s", rev, strings.Join(states, "; "))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
