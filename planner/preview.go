@@ -109,9 +109,13 @@ type ClusterChange struct {
 	Replaced    int          `json:"machinesReplaced"`
 	Created     int          `json:"machinesCreated"`
 	Deleted     int          `json:"machinesDeleted"`
-	// Machines names the observed machines replaced or deleted (empty when
-	// nothing was observed).
+	// Machines names the observed machines replaced, or deleted when the
+	// cluster is removed (empty when nothing was observed).
 	Machines []string `json:"machines,omitempty"`
+	// DeletedMachines names the observed machines a changed cluster loses
+	// without a replacement: those a smaller pool's scale-down takes (by
+	// the order the planner deletes in) and those of a pool it removes.
+	DeletedMachines []string `json:"deletedMachines,omitempty"`
 	// Refused says why the planner will not touch the cluster at head (a
 	// refused version change, a problem in its spec): nothing is replaced,
 	// created or deleted until it is fixed.
@@ -507,30 +511,36 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		// is worked out once.
 		lastFrom, lastN := "", 0
 		pc := PoolChange{Name: PoolName(p.Name), FromReplicas: len(byPool[p.Name]), ToReplicas: p.Replicas, OnDelete: p.Strategy.Type == v1alpha1.StrategyOnDelete}
-		kept, byAfter := 0, false
-		for _, m := range byPool[p.Name] {
-			due := !after.IsZero() && m.Created.Before(after)
+		// The machines a smaller pool loses are those its scale-down
+		// takes first; the others it must replace are replaced.
+		due := func(m *ObservedMachine) bool { return !after.IsZero() && m.Created.Before(after) }
+		ms := scaleDownOrder(byPool[p.Name], p, hold, due)
+		drop, byAfter := max(0, len(ms)-p.Replicas), false
+		for i, m := range ms {
+			due := due(m)
 			outdated := m.TemplateHash != p.TemplateHash || due
-			if outdated && hold.kind == holdTemplates {
+			switch {
+			case i < drop:
+				if m.Name != "" {
+					cc.DeletedMachines = append(cc.DeletedMachines, m.Name)
+				}
+			case outdated && hold.kind == holdTemplates:
 				// Its template waits with the cluster: counted only
 				// when the change is what changes it.
-				if kept < p.Replicas && (due || changesTemplate(hold.base, p)) {
+				if due || changesTemplate(hold.base, p) {
 					pc.Held++
 					byAfter = byAfter || due
 				}
-			} else if outdated {
-				if kept < p.Replicas {
-					byAfter = byAfter || due
-					if m.Version != lastFrom || lastN == 0 {
-						lastFrom, lastN = m.Version, replacements(m.Version, p.Version, h.KubernetesVersions)
-					}
-					pc.Replaced += lastN
-					if m.Name != "" {
-						cc.Machines = append(cc.Machines, m.Name)
-					}
+			case outdated:
+				byAfter = byAfter || due
+				if m.Version != lastFrom || lastN == 0 {
+					lastFrom, lastN = m.Version, replacements(m.Version, p.Version, h.KubernetesVersions)
+				}
+				pc.Replaced += lastN
+				if m.Name != "" {
+					cc.Machines = append(cc.Machines, m.Name)
 				}
 			}
-			kept++
 		}
 		if byAfter {
 			pc.RolloutAfter = after
@@ -553,12 +563,18 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 			n := len(byPool[dep])
 			cc.Pools = append(cc.Pools, PoolChange{Name: dep, FromReplicas: n})
 			cc.Deleted += n
+			for _, m := range byPool[dep] {
+				if m.Name != "" {
+					cc.DeletedMachines = append(cc.DeletedMachines, m.Name)
+				}
+			}
 		}
 	}
 	if b != nil && len(cc.Pools) == 0 && cc.FromVersion == cc.ToVersion && b.Paused == h.Paused {
 		return nil, errs
 	}
 	sort.Strings(cc.Machines)
+	sort.Strings(cc.DeletedMachines)
 	return cc, errs
 }
 
@@ -570,6 +586,50 @@ func movedRolloutAfter(bp, p *Pool) time.Time {
 		return time.Time{}
 	}
 	return p.RolloutAfter
+}
+
+// scaleDownOrder returns a pool's live machines in the order the planner
+// takes them when the pool has more than its replicas (planDeployment,
+// planControlPlane): a rolling pool's machines of another template first
+// (they all go), an OnDelete pool's unready ones first; then, as
+// deleteOrder, unready before ready, another template before the pool's,
+// and the pool's deletion.order. The template is the one the cluster moves
+// to: base's while a running rollout holds its templates; a machine due
+// for the change's rollout.after is of another template.
+func scaleDownOrder(ms []*ObservedMachine, p *Pool, hold hold, due func(*ObservedMachine) bool) []*ObservedMachine {
+	cur := p.TemplateHash
+	if hold.kind == holdTemplates && hold.base != nil {
+		if _, bp := hold.base.pool(p.Name); bp != nil {
+			cur = bp.TemplateHash
+		}
+	}
+	rolling := p.Name == "" || p.Strategy.Type != v1alpha1.StrategyOnDelete
+	out := slices.Clone(ms)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		oa, ob := a.TemplateHash != cur || due(a), b.TemplateHash != cur || due(b)
+		if rolling && oa != ob {
+			return oa
+		}
+		// The status branch records no heartbeats: a Running machine not
+		// marked unhealthy is ready.
+		if ra, rb := a.Phase == wire.PhaseRunning && a.Healthy, b.Phase == wire.PhaseRunning && b.Healthy; ra != rb {
+			return !ra
+		}
+		if oa != ob {
+			return oa
+		}
+		switch p.DeletionOrder {
+		case v1alpha1.DeleteNewest:
+			return older(b, a)
+		case v1alpha1.DeleteRandom:
+			if la, lb := lot(a.Name), lot(b.Name); la != lb {
+				return la < lb
+			}
+		}
+		return older(a, b)
+	})
+	return out
 }
 
 // changesTemplate says whether head's pool p has another template than

@@ -571,6 +571,9 @@ func clusterLines(c *ClusterChange) []string {
 		}
 		lines = append(lines, fmt.Sprintf("machines %s: %s", verb, strings.Join(c.Machines, ", ")))
 	}
+	if len(c.DeletedMachines) > 0 {
+		lines = append(lines, "machines deleted: "+strings.Join(c.DeletedMachines, ", "))
+	}
 	return lines
 }
 
