@@ -158,6 +158,11 @@ type PoolChange struct {
 	// ("maxSurge 0, maxUnavailable 2"), when the change changes it and
 	// machines are replaced: the replacement runs by it.
 	Strategy string `json:"strategy,omitempty"`
+	// ResizedAtOnce: the rollout head starts leaves the cluster waiting
+	// for its wave, and the pool's new size applies at once, from the
+	// templates the cluster runs; Replaced counts the machines made now
+	// that its wave replaces.
+	ResizedAtOnce bool `json:"resizedAtOnce,omitempty"`
 }
 
 // HasChanges reports whether merging would change any cluster.
@@ -257,6 +262,7 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 	if observed != nil {
 		runs = runningRollouts(bd, hd, in.Rollouts)
 	}
+	waits := waitingAtMerge(bd, hd)
 	type compared struct {
 		cc   *ClusterChange
 		errs []Problem
@@ -280,7 +286,7 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 				hold.kind, hold.why = holdOf(b, h, runs[h.Class], cr, live(ms))
 				hold.base = b
 			}
-			cc, errs := compareCluster(n, b, h, hd, ms, hold)
+			cc, errs := compareCluster(n, b, h, hd, ms, hold, waits[n])
 			if cc != nil && cc.Held == "" && cc.Refused == "" && atOnce(b, h, bd, hd) {
 				// A halt the change releases moves the clusters it held
 				// in their waves.
@@ -409,7 +415,48 @@ func assumeConverged(dc *DesiredCluster) []ObservedMachine {
 	return ms
 }
 
-func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []ObservedMachine, hold hold) (*ClusterChange, []Problem) {
+// waitingAtMerge names the clusters of head that a rollout head starts
+// does not admit at the merge: they wait for their wave, or for a slot in
+// it. The gates are the planner's (Rollouts), each cluster of base taken
+// as done on base's revision with base's templates and rules (a rollout
+// under way as finished). Only a size changed with the class matters: a
+// class change alone asks for no gate (a sixth of a 10,000-cluster class
+// bump's preview, measured).
+func waitingAtMerge(bd, hd *Desired) map[string]bool {
+	resized := false
+	for _, h := range hd.Clusters {
+		b := bd.Cluster(h.Name)
+		if b != nil && b.Class == h.Class && bd.Class(b.Class) != nil && hd.Class(h.Class) != nil &&
+			bd.Class(b.Class).Revision != hd.Class(h.Class).Revision && !sameSizes(b, h) {
+			resized = true
+			break
+		}
+	}
+	if !resized {
+		return nil
+	}
+	sums := map[string]Summary{}
+	for _, h := range hd.Clusters {
+		b, hc := bd.Cluster(h.Name), hd.Class(h.Class)
+		if b == nil || hc == nil || bd.Class(b.Class) == nil || bd.Class(b.Class).Revision == hc.Revision {
+			sums[h.Name] = Summary{Cluster: h.Name, Class: h.Class, Wave: h.Wave, Fresh: true, Skip: b != nil}
+			continue
+		}
+		rev := bd.Class(b.Class).Revision
+		sums[h.Name] = Summary{Cluster: h.Name, Class: h.Class, Wave: h.Wave, Paused: h.Paused, Skip: h.Paused || len(h.Problems) > 0,
+			Revision: rev, State: AdmissionDone, Current: newAdmission(b, rev, AdmissionDone, time.Time{}).current(h)}
+	}
+	g := Rollouts(hd, sums, nil, time.Time{})
+	out := map[string]bool{}
+	for n := range sums {
+		if g.For(n).Waiting {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []ObservedMachine, hold hold, waits bool) (*ClusterChange, []Problem) {
 	cc := &ClusterChange{Name: name, Change: ChangeChanged}
 	// Machines are large: the comparison points at them.
 	live := make([]*ObservedMachine, 0, len(ms))
@@ -545,6 +592,14 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		if byAfter {
 			pc.RolloutAfter = after
 		}
+		if waits && bp != nil && pc.FromReplicas != pc.ToReplicas {
+			// Its size is not held: machines made now, from the template
+			// it runs, are replaced in its wave. A pool base lacks waits.
+			pc.ResizedAtOnce = true
+			if n := p.Replicas - pc.FromReplicas; n > 0 && (bp.TemplateHash != p.TemplateHash || bp.Version != p.Version) {
+				pc.Replaced += n * replacements(bp.Version, p.Version, h.KubernetesVersions)
+			}
+		}
 		if pc.Replaced+pc.Held > 0 && !pc.OnDelete && bp != nil && !bp.strategy.equal(p.strategy) {
 			pc.Strategy = fmt.Sprintf("maxSurge %d, maxUnavailable %d", p.Strategy.MaxSurge, p.Strategy.MaxUnavailable)
 		}
@@ -651,6 +706,18 @@ func replacements(from, to string, listed []string) int {
 		return 1
 	}
 	return len(chain)
+}
+
+// sameSizes says whether base and head give each pool of a cluster the
+// same replicas (a pool only one of them has is not a size: a pool base
+// lacks waits with the cluster's wave).
+func sameSizes(b, h *DesiredCluster) bool {
+	for _, p := range h.pools() {
+		if _, bp := b.pool(p.Name); bp != nil && bp.Replicas != p.Replicas {
+			return false
+		}
+	}
+	return true
 }
 
 // samePools says whether base and head want the same replicas of the same

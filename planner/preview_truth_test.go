@@ -139,3 +139,51 @@ func TestPreviewNamesTheMachinesAScaleDownDeletes(t *testing.T) {
 		})
 	}
 }
+
+// TestPreviewSizesThatGoBeforeTheirWave: a class change that starts a
+// rollout, and in the same commit a bigger pool in stage-a (wave 2) and a
+// smaller one in prod-a (wave 3). The rollout admits the canary alone;
+// stage-a and prod-a keep the templates they run until their waves, but
+// their new sizes apply at once (the daemon's rule: sizes are never held),
+// so stage-a's new machine is made from its old template and replaced
+// again in its wave. The preview says the sizes go at once and counts
+// that replacement: before, it listed stage-a's pool growing in wave 2
+// with one replacement, where the daemon made a machine at the merge and
+// replaced two in wave 2.
+func TestPreviewSizesThatGoBeforeTheirWave(t *testing.T) {
+	base := wavesFleet("v1.30.2")
+	head := templateChange(wavesFleet("v1.30.2"))
+	clusterOf(head, "stage-a").Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr(2)
+	clusterOf(head, "prod-a").Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr(2)
+	s := newSim(t, base)
+	s.quiet = true
+	s.run(100)
+	clusterOf(base, "prod-a").Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr(3)
+	s.setFleet(base)
+	s.run(100)
+	r := Preview(base, head, nil, s.observed())
+	from := len(s.applied)
+	s.setFleet(head)
+	s.step() // the merge's first pass: the canary is admitted, nothing else
+	first := s.applied[from:]
+	s.run(200)
+	checkPreviewIsWhatHappens(t, r, s.applied[from:])
+	creates, deletes := stepsByCluster(first)
+	for _, c := range r.Clusters {
+		now := false
+		for _, p := range c.Pools {
+			now = now || p.ResizedAtOnce
+		}
+		moved := creates[c.Name]+deletes[c.Name] > 0
+		if c.Name != "canary-a" && moved != now {
+			t.Errorf("%s: the merge's first pass made %d creates and %d deletes; the preview's pools %+v", c.Name, creates[c.Name], deletes[c.Name], c.Pools)
+		}
+	}
+	text, _ := renderTextAndMarkdown(t, r)
+	for _, want := range []string{"md: 1 → 2 machines at once, from the templates it runs; 2 replaced in its wave", "md: 3 → 2 machines at once, from the templates it runs; 2 replaced in its wave",
+		"New sizes at once, before their wave: prod-a, stage-a."} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+}

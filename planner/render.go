@@ -203,10 +203,16 @@ func mergeFooter(r *PreviewReport) string {
 		}
 		return w
 	}
-	var direct []string
+	var direct, resized []string
 	waiting := map[string][]string{} // by class: held clusters nothing happens to now
 	for i := range r.Clusters {
 		c := &r.Clusters[i]
+		for _, p := range c.Pools {
+			if p.ResizedAtOnce {
+				resized = append(resized, c.Name)
+				break
+			}
+		}
 		if c.Held != "" {
 			if c.Replaced+c.Created+c.Deleted > 0 {
 				direct = append(direct, c.Name) // its new sizes
@@ -278,6 +284,9 @@ func mergeFooter(r *PreviewReport) string {
 	}
 	if len(direct) > 0 {
 		fmt.Fprintf(&b, " At once, in no wave: %s.", listNames(direct, 5))
+	}
+	if len(resized) > 0 {
+		fmt.Fprintf(&b, " New sizes at once, before their wave: %s.", listNames(resized, 5))
 	}
 	return b.String()
 }
@@ -513,10 +522,20 @@ func poolText(p PoolChange) string {
 	if p.FromReplicas == p.ToReplicas {
 		s = p.Name + ": " + plural(p.ToReplicas, "machine")
 	}
+	if p.ResizedAtOnce {
+		s += " at once, from the templates it runs"
+	}
 	if p.Replaced > 0 {
-		s += ", " + strconv.Itoa(p.Replaced) + " replaced"
+		sep := ", "
+		if p.ResizedAtOnce {
+			sep = "; "
+		}
+		s += sep + strconv.Itoa(p.Replaced) + " replaced"
 		if p.OnDelete {
 			s += " when deleted (OnDelete)"
+		}
+		if p.ResizedAtOnce {
+			s += " in its wave"
 		}
 	}
 	if p.Held > 0 {
