@@ -286,8 +286,8 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 				hold.kind, hold.why = holdOf(b, h, runs[h.Class], cr, live(ms))
 				hold.base = b
 			}
-			cc, errs := compareCluster(n, b, h, hd, ms, hold, waits[n])
-			if cc != nil && cc.Held == "" && cc.Refused == "" && atOnce(b, h, bd, hd) {
+			cc, errs := compareCluster(n, b, h, hd, ms, hold, waits[n] == mergeWaits)
+			if cc != nil && cc.Held == "" && cc.Refused == "" && (atOnce(b, h, bd, hd) || waits[n] == mergeAtOnce) {
 				// A halt the change releases moves the clusters it held
 				// in their waves.
 				cc.AtOnce = runs[h.Class] == nil || !runs[h.Class].released
@@ -415,14 +415,15 @@ func assumeConverged(dc *DesiredCluster) []ObservedMachine {
 	return ms
 }
 
-// waitingAtMerge names the clusters of head that a rollout head starts
-// does not admit at the merge: they wait for their wave, or for a slot in
-// it. The gates are the planner's (Rollouts), each cluster of base taken
+// waitingAtMerge says, of the clusters of head whose class's revision head
+// changes, which the rollout it starts does not admit at the merge (they
+// wait for their wave, or for a slot in it) and which it admits done at
+// once (none of their machines changes: only their sizes, applied now). The gates are the planner's (Rollouts), each cluster of base taken
 // as done on base's revision with base's templates and rules (a rollout
 // under way as finished). Only a size changed with the class matters: a
 // class change alone asks for no gate (a sixth of a 10,000-cluster class
 // bump's preview, measured).
-func waitingAtMerge(bd, hd *Desired) map[string]bool {
+func waitingAtMerge(bd, hd *Desired) map[string]int {
 	resized := false
 	for _, h := range hd.Clusters {
 		b := bd.Cluster(h.Name)
@@ -447,14 +448,24 @@ func waitingAtMerge(bd, hd *Desired) map[string]bool {
 			Revision: rev, State: AdmissionDone, Current: newAdmission(b, rev, AdmissionDone, time.Time{}).current(h)}
 	}
 	g := Rollouts(hd, sums, nil, time.Time{})
-	out := map[string]bool{}
-	for n := range sums {
-		if g.For(n).Waiting {
-			out[n] = true
+	out := map[string]int{}
+	for n, sum := range sums {
+		switch {
+		case g.For(n).Waiting:
+			out[n] = mergeWaits
+		case sum.Current && !sum.Skip:
+			out[n] = mergeAtOnce // the class change reaches none of its machines
 		}
 	}
 	return out
 }
+
+// How the rollout head starts takes a cluster at the merge
+// (waitingAtMerge).
+const (
+	mergeWaits  = 1 + iota // waits for its wave: its templates wait, its sizes apply
+	mergeAtOnce            // admitted at once, done: the class change moves none of its machines
+)
 
 func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []ObservedMachine, hold hold, waits bool) (*ClusterChange, []Problem) {
 	cc := &ClusterChange{Name: name, Change: ChangeChanged}

@@ -187,3 +187,32 @@ func TestPreviewSizesThatGoBeforeTheirWave(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviewResizedOnlyIsInNoWave: a class upgrade that prod-a, which
+// pins its version, does not reach, merged with a smaller pool for
+// prod-a. The rollout admits prod-a at once, done (none of its machines
+// changes), and its pool shrinks at once: the plan says at once, in no
+// wave, not in wave production, where it had nothing to wait for.
+func TestPreviewResizedOnlyIsInNoWave(t *testing.T) {
+	pin := func(f *v1alpha1.Fleet) *v1alpha1.Fleet {
+		clusterOf(f, "prod-a").Spec.Topology.Version = "v1.29.4"
+		clusterOf(f, "prod-a").Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr(2)
+		return f
+	}
+	base, head := pin(wavesFleet("v1.29.4")), pin(wavesFleet("v1.30.2"))
+	clusterOf(head, "prod-a").Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr(1)
+	s := newSim(t, base)
+	s.quiet = true
+	s.run(100)
+	r := Preview(base, head, nil, s.observed())
+	from := len(s.applied)
+	s.setFleet(head)
+	s.run(300)
+	checkPreviewIsWhatHappens(t, r, s.applied[from:])
+	text, _ := renderTextAndMarkdown(t, r)
+	for _, want := range []string{"then wave production (prod-b);", "At once, in no wave: prod-a.", "wave: none, at once: the change is in the cluster's own files"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+}

@@ -207,10 +207,15 @@ func mergeFooter(r *PreviewReport) string {
 	waiting := map[string][]string{} // by class: held clusters nothing happens to now
 	for i := range r.Clusters {
 		c := &r.Clusters[i]
+		now, later := false, c.Replaced > 0 || c.FromVersion != c.ToVersion
 		for _, p := range c.Pools {
-			if p.ResizedAtOnce {
-				resized = append(resized, c.Name)
-				break
+			now = now || p.ResizedAtOnce
+			later = later || !p.ResizedAtOnce && p.FromReplicas != p.ToReplicas
+		}
+		if now {
+			resized = append(resized, c.Name)
+			if !later {
+				continue // its wave has nothing left to do in it
 			}
 		}
 		if c.Held != "" {
