@@ -213,8 +213,7 @@ func (p *Provider) Create(ctx context.Context, m wire.Machine) (providers.Instan
 		}
 		// Made and stopped (a worker died in between, or the machine
 		// died): made again.
-		p.removes(c.ID)
-		if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
+		if err := p.remove(ctx, c.ID); err != nil {
 			return providers.Instance{}, providers.Transient(fmt.Errorf("docker: remove %s: %w", name, err))
 		}
 	} else if !errdefs.IsNotFound(err) {
@@ -440,8 +439,7 @@ func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
 	case err != nil:
 		return providers.Transient(fmt.Errorf("docker: inspect %s: %w", name, err))
 	default:
-		p.removes(c.ID)
-		if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
+		if err := p.remove(ctx, c.ID); err != nil {
 			return providers.Transient(fmt.Errorf("docker: remove %s: %w", name, err))
 		}
 	}

@@ -5,8 +5,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/errdefs"
 )
 
 // How long the watch waits before it opens the Engine's event stream again
@@ -156,9 +158,27 @@ func (p *Provider) event(ctx context.Context, m events.Message) {
 	p.tell()
 }
 
+// remove removes container id (forced: a running one is killed first) as
+// the provider's own doing, whose die and destroy events are no news. A
+// removal that failed is forgotten at once: the container is still there,
+// and should it stop outside a task later, that is news. A container
+// already gone is no error.
+func (p *Provider) remove(ctx context.Context, id string) error {
+	p.removes(id)
+	err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	if err == nil || errdefs.IsNotFound(err) {
+		return nil
+	}
+	p.mu.Lock()
+	delete(p.removing, id)
+	p.mu.Unlock()
+	return err
+}
+
 // removes says that the provider removes container id itself: its die and
 // destroy events are no news. It is forgotten at its destroy event, or
-// after removedNews when that never comes.
+// after removedNews when that never comes, or when the removal failed
+// (remove).
 func (p *Provider) removes(id string) {
 	now := time.Now()
 	p.mu.Lock()

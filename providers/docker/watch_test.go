@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/client"
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers"
@@ -170,5 +172,110 @@ func TestTheWatchOutlivesItsEventStream(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if n := f.streams.Load(); n != 2 {
 		t.Errorf("%d streams opened; want 2 (none after Close)", n)
+	}
+}
+
+// failingEngine passes every request on to the real Engine, except that
+// it answers a container's removal with the Engine's error for one it
+// could not remove while failRemove is set.
+type failingEngine struct {
+	proxy      *httputil.ReverseProxy
+	failRemove atomic.Bool
+}
+
+func newFailingEngine(t *testing.T) *failingEngine {
+	t.Helper()
+	real, err := client.NewClientWithOpts(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = real.Close() })
+	host, err := client.ParseHostURL(real.DaemonHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &failingEngine{proxy: &httputil.ReverseProxy{
+		// The real client's transport dials the Engine's socket,
+		// whatever the request's host.
+		Transport:     real.HTTPClient().Transport,
+		FlushInterval: -1, // the event stream, as it comes
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker"
+			if host.Scheme == "tcp" {
+				r.Out.URL.Host = host.Host
+			}
+		},
+	}}
+	return f
+}
+
+func (f *failingEngine) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/containers/") && f.failRemove.Load() {
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(http.StatusInternalServerError)
+		_, _ = rw.Write([]byte(`{"message": "driver overlay2 failed to remove root filesystem: device or resource busy"}`))
+		return
+	}
+	f.proxy.ServeHTTP(rw, r)
+}
+
+// A Delete whose removal the Engine refused leaves the container running,
+// and when it then stops outside a task (the node dies, docker stop), the
+// worker reports it at once, as any other: before, the failed removal
+// hid the container's die for a minute, and a machine that died in that
+// minute went unreported until the next inventory or the heartbeat
+// timeout.
+func TestAFailedRemoveHidesNoLaterStop(t *testing.T) {
+	needDocker(t)
+	f := newFailingEngine(t)
+	engine := httptest.NewServer(f)
+	t.Cleanup(engine.Close) // after the provider's cleanup, which goes through it
+	t.Setenv("DOCKER_HOST", "tcp://"+engine.Listener.Addr().String())
+	p := newTestProvider(t)
+	p.o.Log = zerolog.New(zerolog.NewTestWriter(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m := providertest.Machine(p, "c1", "c1-busy")
+	if _, err := p.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	reports := natstest.Inventories(t, nc)
+	w, err := providers.NewWorker(ctx, js, p, providers.WorkerOptions{ID: "w-docker", InventoryInterval: time.Hour, Log: p.o.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(context.Background()) }()
+	t.Cleanup(func() {
+		w.Close()
+		if err := <-errc; err != nil {
+			t.Errorf("worker Run: %v", err)
+		}
+	})
+	if !natstest.NextInventory(reports, 30*time.Second, func(map[string]wire.Instance) bool { return true }) {
+		t.Fatal("no inventory at the worker's start")
+	}
+
+	f.failRemove.Store(true)
+	if err := p.Delete(ctx, m); err == nil || providers.IsPermanent(err) {
+		t.Fatalf("Delete with the Engine refusing the removal: %v; want an error to retry", err)
+	}
+	f.failRemove.Store(false)
+	c, err := p.cli.ContainerInspect(ctx, ContainerName("c1", m.Name))
+	if err != nil || c.State == nil || !c.State.Running {
+		t.Fatalf("the container after the failed removal: %+v, %v; want it still running", c.State, err)
+	}
+
+	// The node dies outside any task.
+	if err := p.cli.ContainerKill(ctx, c.ID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	if !natstest.NextInventory(reports, 10*time.Second, func(got map[string]wire.Instance) bool {
+		return got[m.Name].Reason == "ContainerNotRunning"
+	}) {
+		t.Fatal("the container that died after a failed removal was not reported within 10s (interval 1h)")
 	}
 }
