@@ -227,7 +227,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		}
 	}
 	for _, name := range o.workers {
-		w, err := inProcessWorker(wctx, name, bus, o, keys, records, log)
+		w, p, err := inProcessWorker(wctx, name, bus, o, keys, records, log)
 		if err != nil {
 			return err
 		}
@@ -235,6 +235,7 @@ func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer closeProvider(p, log.With().Str("provider", name).Logger()) // once the worker drained
 			if err := w.Run(wctx); err != nil {
 				log.Error().Err(err).Str("provider", name).Msg("worker failed")
 			}
@@ -378,21 +379,29 @@ func apiToken(o daemonOptions) ([]byte, error) {
 // apiTokenName is the token file gitfleet makes in the data dir.
 const apiTokenName = "api-token"
 
-func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, keys *pki.Keyring, records *providers.Records, log zerolog.Logger) (*providers.Worker, error) {
+// inProcessWorker makes the worker of provider name for up, and the
+// provider, which the caller closes (closeProvider) once the worker's Run
+// returned.
+func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemonOptions, keys *pki.Keyring, records *providers.Records, log zerolog.Logger) (*providers.Worker, providers.Provider, error) {
 	plog := log.With().Str("provider", name).Logger()
 	dir := filepath.Join(o.dataDir, "local")
 	signer, err := bus.NodeSigner(o.nats)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p, err := newProvider(ctx, name, bus.JS, local.Options{StateDir: dir, NATSURL: bus.URL, NATS: o.nats, NodeSigner: signer, Log: plog},
 		o.docker.options(o.dataDir, bus.URL))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The worker names its provider on its own lines.
-	return providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{Concurrency: 16, Log: log, Keys: keys,
+	w, err := providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{Concurrency: 16, Log: log, Keys: keys,
 		ID: workerID("", name, dir), InventoryInterval: o.inventoryInterval, Records: records})
+	if err != nil {
+		closeProvider(p, plog)
+		return nil, nil, err
+	}
+	return w, p, nil
 }
 
 func loadVerifier(sshKeys, pgpKeys string) (*sources.Verifier, error) {

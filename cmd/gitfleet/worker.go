@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/internal/memreturn"
 	"github.com/gitfleet/gitfleet/pki"
@@ -96,6 +98,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer closeProvider(p, plog) // after the worker drained (Run returned)
 	if wopts.Keys, err = workerKeys(*keyFile, *dataDir); err != nil {
 		return err
 	}
@@ -172,13 +175,30 @@ func newProvider(ctx context.Context, name string, js jetstream.JetStream, lo lo
 		}
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return p, p.Ping(pctx)
+		if err := p.Ping(pctx); err != nil {
+			_ = p.Close()
+			return nil, err
+		}
+		return p, nil
 	case inmemory.Name:
 		return inmemory.New(ctx, js, inmemory.Options{Replicas: lo.NATS.Replicas, ReplicasSet: lo.NATS.ReplicasSet})
 	case local.Name:
 		return local.New(lo)
 	}
 	return nil, fmt.Errorf("unknown provider %q (want inmemory, local or docker)", name)
+}
+
+// closeProvider releases what a provider holds, once no worker runs it
+// any more: docker's client and its watch of the Engine's events, which
+// would otherwise live until the process ends.
+func closeProvider(p providers.Provider, log zerolog.Logger) {
+	c, ok := p.(io.Closer)
+	if !ok {
+		return
+	}
+	if err := c.Close(); err != nil {
+		log.Warn().Err(err).Msg("closing the provider")
+	}
 }
 
 // dockerFlags are the docker provider's.

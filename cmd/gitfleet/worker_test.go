@@ -3,7 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,4 +80,94 @@ func TestWorkerCommandRunsTasksAndDrains(t *testing.T) {
 	if !strings.Contains(errb.String(), "worker stopped") {
 		t.Errorf("log does not say the worker stopped:\n%s", errb.String())
 	}
+}
+
+// fakeDockerEngine answers what a docker worker asks of the Engine with
+// no machine: the ping, the image, an empty container list, and an event
+// stream held open until its client goes. It counts the streams open.
+type fakeDockerEngine struct {
+	streams atomic.Int32 // open
+	opened  atomic.Int32
+}
+
+func (f *fakeDockerEngine) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	rw.Header().Set("Api-Version", "1.41")
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/events"):
+		f.opened.Add(1)
+		f.streams.Add(1)
+		defer f.streams.Add(-1)
+		rw.WriteHeader(http.StatusOK)
+		rw.(http.Flusher).Flush()
+		<-r.Context().Done()
+	case strings.HasSuffix(r.URL.Path, "/containers/json"):
+		fmt.Fprint(rw, "[]")
+	case strings.Contains(r.URL.Path, "/images/"):
+		fmt.Fprint(rw, `{"Id": "sha256:0"}`)
+	}
+}
+
+// startFakeDockerEngine points the docker provider at a fake Engine.
+func startFakeDockerEngine(t *testing.T) *fakeDockerEngine {
+	t.Helper()
+	f := &fakeDockerEngine{}
+	srv := httptest.NewServer(f)
+	t.Cleanup(func() {
+		srv.CloseClientConnections() // a stream left open would hold Close for ever
+		srv.Close()
+	})
+	t.Setenv("DOCKER_HOST", "tcp://"+srv.Listener.Addr().String())
+	return f
+}
+
+// stopsCleanly runs args until the Engine's event stream is open and the
+// command logged started (its message), then stops it as SIGTERM does, and checks that it let go of the
+// Engine: a stopped worker (or up) no longer follows the Engine's events.
+// Before, the docker provider was never closed, and its watch and client
+// lived until the process ended (in a test binary or a program embedding
+// the command, for ever).
+func stopsCleanly(t *testing.T, f *fakeDockerEngine, started string, args []string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb}) }()
+	for deadline := time.Now().Add(60 * time.Second); f.streams.Load() == 0 || !strings.Contains(errb.String(), started); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no event stream opened on the Engine, or no %q, within 60s; log:\n%s", started, errb.String())
+		}
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d after the stop; log:\n%s", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("did not stop within 30s; log:\n%s", errb.String())
+	}
+	for deadline := time.Now().Add(5 * time.Second); f.streams.Load() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the Engine's event streams still open 5s after %s stopped; want none", f.streams.Load(), args[0])
+		}
+	}
+}
+
+func TestAStoppedDockerWorkerLetsGoOfTheEngine(t *testing.T) {
+	f := startFakeDockerEngine(t)
+	srv := natstest.Start(t)
+	stopsCleanly(t, f, "worker started", []string{"worker", "--provider", "docker", "--nats", srv.ClientURL(), "--data-dir", t.TempDir()})
+}
+
+func TestAStoppedUpLetsGoOfTheDockerEngine(t *testing.T) {
+	f := startFakeDockerEngine(t)
+	repo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "an empty fleet"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	stopsCleanly(t, f, "gitfleet daemon started", []string{"up", "--repo", repo, "--data-dir", t.TempDir(), "--listen", "", "--docker"})
 }
