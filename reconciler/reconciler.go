@@ -118,12 +118,16 @@ type Reconciler struct {
 	// refuses the same head once more, and that clears nothing.
 	lastRejected *status.Rejection
 	rejectedOver string
-	desired      *planner.Desired
-	machines     map[string]machineList // each cluster's machines
-	counts       *fleetCounts           // machines and clusters by phase, kept by put, remove and writeCluster
-	gates        *planner.Gates         // the last pass's rollout gates
-	rollouts     []status.ClassRollout  // the gates' class rollouts, for fleet.yaml
-	moved        map[string]bool        // classes whose summaries moved since gates were compared
+	// appliedBefore is the lastApplied fleet.yaml showed when this leader
+	// started (carryApplied): shown until it applies a revision, so a
+	// status written before that does not drop it.
+	appliedBefore *status.SourceCommit
+	desired       *planner.Desired
+	machines      map[string]machineList // each cluster's machines
+	counts        *fleetCounts           // machines and clusters by phase, kept by put, remove and writeCluster
+	gates         *planner.Gates         // the last pass's rollout gates
+	rollouts      []status.ClassRollout  // the gates' class rollouts, for fleet.yaml
+	moved         map[string]bool        // classes whose summaries moved since gates were compared
 	// unsent are machines whose current attempt is recorded but was not
 	// accepted by NATS: published again on the next tick.
 	unsent map[string]*machine
@@ -354,6 +358,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return fmt.Errorf("reconciler: %w", err)
 		}
 		r.carryDeleted()
+		r.carryApplied()
 		r.carryRejection()
 	}
 	r.carryRemoved()

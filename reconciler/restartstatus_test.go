@@ -271,3 +271,67 @@ func TestAResetOverARefusedHeadClearsTheRefusal(t *testing.T) {
 	l.waitFor("the refusal gone from fleet.yaml", func() (bool, string) { s := refusal(); return s == want, s })
 	l.noMoreTasks(200 * time.Millisecond)
 }
+
+// TestARestartKeepsLastApplied: fleet.yaml names the commit the machines
+// run from the first revision a daemon applies on, also in what a new
+// leader writes before it applies one (here a condition, while its source
+// has handed it nothing yet: a slow or unreachable repository). Before,
+// that fleet.yaml was committed without lastApplied: describe and the
+// dashboard showed nothing applied, `gitfleet plan` compared a change with
+// an empty fleet, and a start after it had no last good revision. Before
+// any revision was ever applied, lastApplied is absent.
+func TestARestartKeepsLastApplied(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 0)
+	ref, err := l.g.Reference("refs/heads/main", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := ref.Hash().String()
+	applied := func() string {
+		f := l.statusSnapshot().Fleet
+		if f.LastApplied == nil {
+			return "no lastApplied"
+		}
+		return "lastApplied " + short(f.LastApplied.Commit)
+	}
+	// A condition on fleet.yaml before the revision comes: the wait for it.
+	waitProblem := func(what string) {
+		t.Helper()
+		l.health.Report(ProblemPublish, fmt.Errorf("nats: no responders available for request"))
+		l.waitFor("the Reconciling condition in fleet.yaml "+what, func() (bool, string) {
+			for _, c := range l.statusSnapshot().Fleet.Conditions {
+				if c.Type == status.ConditionReconciling {
+					return true, ""
+				}
+			}
+			return false, "no Reconciling condition"
+		})
+	}
+
+	l.run()
+	waitProblem("at the first start")
+	if got := applied(); got != "no lastApplied" {
+		t.Errorf("before any revision was ever applied: %s, want none", got)
+	}
+	l.health.Report(ProblemPublish, nil)
+	l.apply()
+	l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
+	l.waitRecords("Running")
+	want := "lastApplied " + short(head)
+	l.waitFor("the applied commit in fleet.yaml", func() (bool, string) {
+		got := applied()
+		return got == want, got
+	})
+	l.stop()
+
+	l.run() // no revision yet
+	waitProblem("after the restart")
+	if got := applied(); got != want {
+		t.Errorf("fleet.yaml written after a restart, before the revision is applied again: %s, want %s", got, want)
+	}
+	got, err := status.LastApplied(l.g, "refs/heads/gitfleet/status")
+	if err != nil || got != head {
+		t.Errorf("the last good revision a next start reads: %q, %v; want %s", got, err, short(head))
+	}
+	l.health.Report(ProblemPublish, nil)
+}

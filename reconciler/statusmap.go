@@ -214,6 +214,8 @@ func (r *Reconciler) writeFleet() {
 	if r.rev != nil {
 		f.LastApplied = &status.SourceCommit{Commit: r.rev.Commit, Subject: r.rev.Subject()}
 		o.SourceCommit = r.rev.Commit
+	} else {
+		f.LastApplied = r.appliedBefore // absent only while no daemon ever applied one
 	}
 	if rej := r.lastRejected; rej != nil {
 		f.LastRejected = rej
@@ -255,6 +257,16 @@ func rejection(rev *sources.Revision) *status.Rejection {
 		rej.Errors = []string{rev.Err.Error()}
 	}
 	return rej
+}
+
+// carryApplied keeps the commit fleet.yaml shows applied until this leader
+// applies a revision: its machines run that commit meanwhile. Before, a
+// fleet.yaml written first (a condition, orphans, while the source was
+// slow or unreachable) dropped lastApplied, and `gitfleet plan` then
+// compared a change with an empty fleet, and the next start had no last
+// good revision to fall back on.
+func (r *Reconciler) carryApplied() {
+	r.appliedBefore = r.o.Status.Fleet().LastApplied
 }
 
 // carryRejection starts from the refusal fleet.yaml shows on the branch,
