@@ -110,7 +110,7 @@ type Reconciler struct {
 	asideWG sync.WaitGroup
 
 	rev      *sources.Revision
-	rejected string // the last rejected commit, reported once
+	rejected string // the last rejected commit, reported (logged, counted) once, also across leaders
 	// lastRejected is the newest refusal, shown in fleet.yaml until a
 	// commit other than rejectedOver, the one in force when it was
 	// refused, is applied. A new leader starts from the branch's

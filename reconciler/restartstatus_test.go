@@ -335,3 +335,118 @@ func TestARestartKeepsLastApplied(t *testing.T) {
 	}
 	l.health.Report(ProblemPublish, nil)
 }
+
+// rejectedCount is gitfleet_revisions_rejected_total in m.
+func rejectedCount(t testing.TB, m *Metrics) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.RevisionsRejected.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetCounter().GetValue()
+}
+
+// TestARestartCountsNoRefusalAgain: gitfleet_revisions_rejected_total
+// counts each refused commit once, whatever the leaders. A new leader on a
+// refused head (the source hands it the head again after the revision in
+// force) carries the refusal from fleet.yaml and counts nothing: in the
+// same process (a lease lost and regained, the metrics kept) the counter
+// stays where it was, and in a new process it stays at zero, so
+// increase() over the restart, as the Grafana board's "rejected" reads
+// it, is no refusal. Before, every new leader counted the same commit
+// again. A commit refused after the restart is counted.
+func TestARestartCountsNoRefusalAgain(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 0)
+	metrics := NewMetrics(prometheus.NewRegistry())
+	l.opts.Metrics = metrics
+	l.start()
+	l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
+	l.waitRecords("Running")
+	good, err := l.src.Revision(t.Context(), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := func(msg string) *sources.Revision {
+		t.Helper()
+		l.repo.write("clusters/c1.yaml", strings.Replace(fmt.Sprintf(loopCluster, "c1", 1, 0), "replicas: 1", "replicas: many", 1))
+		l.repo.write("README", msg+"\n")
+		l.repo.commit(msg)
+		bad, err := l.src.Revision(t.Context(), "main")
+		if err != nil || !bad.Rejected() {
+			t.Fatalf("%s: %v; want a refused revision", msg, err)
+		}
+		return bad
+	}
+	refused := func() string {
+		if f := l.statusSnapshot().Fleet; f.LastRejected != nil {
+			return "lastRejected " + short(f.LastRejected.Commit)
+		}
+		return "no lastRejected"
+	}
+	bad := refuse("c1: many control planes")
+	l.revs <- bad
+	l.waitFor("the refusal in fleet.yaml", func() (bool, string) {
+		got := refused()
+		return got == "lastRejected "+short(bad.Commit), got
+	})
+	if n := rejectedCount(t, metrics); n != 1 {
+		t.Fatalf("rejected %v before the restart, want 1", n)
+	}
+	l.stop()
+
+	// handled waits until the loop took every revision sent: a condition
+	// set after them shows in fleet.yaml.
+	handled := func() {
+		t.Helper()
+		l.health.Report(ProblemPublish, fmt.Errorf("nats: no responders available for request"))
+		l.waitFor("the revisions handled", func() (bool, string) {
+			for _, c := range l.statusSnapshot().Fleet.Conditions {
+				if c.Type == status.ConditionReconciling {
+					return true, ""
+				}
+			}
+			return false, "no Reconciling condition"
+		})
+		l.health.Report(ProblemPublish, nil)
+		l.waitFor("the condition cleared", func() (bool, string) {
+			return len(l.statusSnapshot().Fleet.Conditions) == 0, "a condition"
+		})
+	}
+	for _, tc := range []struct {
+		name    string
+		metrics *Metrics
+		want    float64
+	}{
+		{"a new leader in the same process", metrics, 1},
+		{"a new process", NewMetrics(prometheus.NewRegistry()), 0},
+	} {
+		// As the daemon's source hands them over: the revision in force
+		// (LastGood), then the refused head.
+		l.opts.Metrics = tc.metrics
+		l.run()
+		l.revs <- good
+		l.revs <- bad
+		handled()
+		if n := rejectedCount(t, tc.metrics); n != tc.want {
+			t.Errorf("%s: rejected %v after the restart on the same refused head, want %v", tc.name, n, tc.want)
+		}
+		if got := refused(); got != "lastRejected "+short(bad.Commit) {
+			t.Errorf("%s: fleet.yaml has %s after the restart, want lastRejected %s", tc.name, got, short(bad.Commit))
+		}
+		l.stop()
+	}
+
+	// A commit refused after the restart is a new refusal.
+	l.run()
+	l.revs <- good
+	l.revs <- bad
+	worse := refuse("c1: many control planes, again")
+	l.revs <- worse
+	l.waitFor("the new refusal in fleet.yaml", func() (bool, string) {
+		got := refused()
+		return got == "lastRejected "+short(worse.Commit), got
+	})
+	if n := rejectedCount(t, l.opts.Metrics); n != 1 {
+		t.Errorf("rejected %v after a new commit was refused in a new process, want 1", n)
+	}
+}

@@ -274,12 +274,21 @@ func (r *Reconciler) carryApplied() {
 // that commit again first (sources.WatchOptions.LastGood), and a refusal
 // dropped until the head is refused once more was committed without it,
 // so fleet.yaml, describe and the dashboard showed it gone and back.
+//
+// The refused commit counts as reported too: when the source hands it over
+// again it is no new refusal, and gitfleet_revisions_rejected_total does
+// not count it once more. Before, every new leader (a restart, a failover,
+// a lease regained) counted it again, and increase() over the restart
+// showed a refusal nobody made.
 func (r *Reconciler) carryRejection() {
 	f := r.o.Status.Fleet()
 	if f.LastRejected == nil {
 		return
 	}
 	r.lastRejected = f.LastRejected
+	r.rejected = f.LastRejected.Commit
+	r.log.Info().Str(logCommit, short(r.rejected)).Int("errors", len(f.LastRejected.Errors)).
+		Msg("fleet.yaml shows this commit refused; it stays refused, and is not counted again, until another is applied")
 	if f.LastApplied != nil {
 		r.rejectedOver = f.LastApplied.Commit
 	}
