@@ -3,14 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/client"
 
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
@@ -82,35 +86,71 @@ func TestWorkerCommandRunsTasksAndDrains(t *testing.T) {
 	}
 }
 
-// fakeDockerEngine answers what a docker worker asks of the Engine with
-// no machine: the ping, the image, an empty container list, and an event
-// stream held open until its client goes. It counts the streams open.
-type fakeDockerEngine struct {
+// countingEngine passes every request on to the machine's real Docker
+// Engine and counts the event streams open through it.
+type countingEngine struct {
+	proxy   *httputil.ReverseProxy
 	streams atomic.Int32 // open
-	opened  atomic.Int32
 }
 
-func (f *fakeDockerEngine) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	rw.Header().Set("Api-Version", "1.41")
-	switch {
-	case strings.HasSuffix(r.URL.Path, "/events"):
-		f.opened.Add(1)
+func (f *countingEngine) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/events") {
 		f.streams.Add(1)
 		defer f.streams.Add(-1)
-		rw.WriteHeader(http.StatusOK)
-		rw.(http.Flusher).Flush()
-		<-r.Context().Done()
-	case strings.HasSuffix(r.URL.Path, "/containers/json"):
-		fmt.Fprint(rw, "[]")
-	case strings.Contains(r.URL.Path, "/images/"):
-		fmt.Fprint(rw, `{"Id": "sha256:0"}`)
 	}
+	f.proxy.ServeHTTP(rw, r)
 }
 
-// startFakeDockerEngine points the docker provider at a fake Engine.
-func startFakeDockerEngine(t *testing.T) *fakeDockerEngine {
+// dockerTestImage is an image of one small file built from scratch here
+// (nothing is pulled): enough for a docker worker's start, which checks
+// that its image is on the Engine; no container is made from it.
+const dockerTestImage = "gitfleet-empty:test"
+
+// startCountingEngine points the docker provider at a proxy of the real
+// Engine (the test is skipped where none answers) and builds
+// dockerTestImage.
+func startCountingEngine(t *testing.T) *countingEngine {
 	t.Helper()
-	f := &fakeDockerEngine{}
+	if testing.Short() {
+		t.Skip("uses the Docker Engine")
+	}
+	real, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Skipf("skipped: no Docker Engine (%v)", err)
+	}
+	t.Cleanup(func() { _ = real.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err = real.Ping(ctx)
+	cancel()
+	if err != nil {
+		t.Skipf("skipped: no Docker Engine answers (%v)", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY empty /empty\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("docker", "build", "-q", "-t", dockerTestImage, dir).CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v\n%s", err, out)
+	}
+	host, err := client.ParseHostURL(real.DaemonHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &countingEngine{proxy: &httputil.ReverseProxy{
+		// The real client's transport dials the Engine's socket,
+		// whatever the request's host.
+		Transport:     real.HTTPClient().Transport,
+		FlushInterval: -1, // the event stream, as it comes
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker"
+			if host.Scheme == "tcp" {
+				r.Out.URL.Host = host.Host
+			}
+		},
+	}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(func() {
 		srv.CloseClientConnections() // a stream left open would hold Close for ever
@@ -126,7 +166,7 @@ func startFakeDockerEngine(t *testing.T) *fakeDockerEngine {
 // Before, the docker provider was never closed, and its watch and client
 // lived until the process ended (in a test binary or a program embedding
 // the command, for ever).
-func stopsCleanly(t *testing.T, f *fakeDockerEngine, started string, args []string) {
+func stopsCleanly(t *testing.T, f *countingEngine, started string, args []string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -156,18 +196,18 @@ func stopsCleanly(t *testing.T, f *fakeDockerEngine, started string, args []stri
 }
 
 func TestAStoppedDockerWorkerLetsGoOfTheEngine(t *testing.T) {
-	f := startFakeDockerEngine(t)
+	f := startCountingEngine(t)
 	srv := natstest.Start(t)
-	stopsCleanly(t, f, "worker started", []string{"worker", "--provider", "docker", "--nats", srv.ClientURL(), "--data-dir", t.TempDir()})
+	stopsCleanly(t, f, "worker started", []string{"worker", "--provider", "docker", "--docker-image", dockerTestImage, "--nats", srv.ClientURL(), "--data-dir", t.TempDir()})
 }
 
 func TestAStoppedUpLetsGoOfTheDockerEngine(t *testing.T) {
-	f := startFakeDockerEngine(t)
+	f := startCountingEngine(t)
 	repo := t.TempDir()
 	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "an empty fleet"}} {
 		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
-	stopsCleanly(t, f, "gitfleet daemon started", []string{"up", "--repo", repo, "--data-dir", t.TempDir(), "--listen", "", "--docker"})
+	stopsCleanly(t, f, "gitfleet daemon started", []string{"up", "--repo", repo, "--data-dir", t.TempDir(), "--listen", "", "--docker", "--docker-image", dockerTestImage})
 }
