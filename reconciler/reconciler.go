@@ -659,7 +659,9 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 	prev := r.desired
 	r.rev, r.desired = rev, desired
 	if rev.Commit != r.rejectedOver {
-		r.lastRejected = nil // a newer commit resolved the refusal
+		// A newer commit resolved the refusal: the refused commit, made
+		// the head again (a reset), is refused and said anew.
+		r.lastRejected, r.rejected, r.rejectedOver = nil, "", ""
 	}
 	r.scalesStale = true
 	r.metrics.RevisionsApplied.Inc()

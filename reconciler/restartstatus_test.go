@@ -272,6 +272,61 @@ func TestAResetOverARefusedHeadClearsTheRefusal(t *testing.T) {
 	l.noMoreTasks(200 * time.Millisecond)
 }
 
+// TestARefusedCommitThatComesBackIsRefusedAgain: a commit refused, then
+// resolved by a newer good one, then made the branch's head again (a
+// reset, a force-push of the old branch) is refused again, and says so in
+// fleet.yaml. Before, the daemon remembered it as reported and passed
+// over it in silence: fleet.yaml showed no refusal while the head it
+// named was not applied.
+func TestARefusedCommitThatComesBackIsRefusedAgain(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 0)
+	l.start()
+	l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
+	l.waitRecords("Running")
+	revision := func() *sources.Revision {
+		t.Helper()
+		rev, err := l.src.Revision(t.Context(), "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	refusal := func() string {
+		f := l.statusSnapshot().Fleet
+		out := "lastRejected none"
+		if f.LastRejected != nil {
+			out = "lastRejected " + f.LastRejected.Commit
+		}
+		if f.LastApplied != nil {
+			out += ", lastApplied " + f.LastApplied.Commit
+		}
+		return out
+	}
+	good := revision()
+	l.repo.write("clusters/c1.yaml", "apiVersion: gitfleet.io/v1alpha1\nkind: Cluster\nmetadata: {name: c1}\nspec: {topology: {classRef: {name: nope}}}\n")
+	l.repo.commit("c1: a class that does not exist")
+	bad := revision()
+	if !bad.Rejected() {
+		t.Fatal("the broken commit was not rejected")
+	}
+	l.revs <- bad
+	want := "lastRejected " + bad.Commit + ", lastApplied " + good.Commit
+	l.waitFor("the refusal in fleet.yaml", func() (bool, string) { s := refusal(); return s == want, s })
+
+	l.repo.git("reset", "-q", "--hard", good.Commit)
+	l.repo.write("README.md", "a fleet\n")
+	l.repo.commit("a good commit after the refused one")
+	fixed := revision()
+	l.revs <- fixed
+	want = "lastRejected none, lastApplied " + fixed.Commit
+	l.waitFor("the good commit applied, the refusal resolved", func() (bool, string) { s := refusal(); return s == want, s })
+
+	l.repo.git("reset", "-q", "--hard", bad.Commit)
+	l.revs <- revision()
+	want = "lastRejected " + bad.Commit + ", lastApplied " + fixed.Commit
+	l.waitFor("the refused commit refused again", func() (bool, string) { s := refusal(); return s == want, s })
+}
+
 // TestARestartKeepsLastApplied: fleet.yaml names the commit the machines
 // run from the first revision a daemon applies on, also in what a new
 // leader writes before it applies one (here a condition, while its source
