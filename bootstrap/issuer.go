@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 
 	"time"
@@ -44,14 +45,15 @@ type Request struct {
 	First bool
 }
 
-// Seal makes the machine's cluster PKI if it has none, issues the machine
+// Seal makes the machine's cluster PKI if it has none and the machine
+// initialises it (a joining machine needs the existing one), issues the machine
 // a token unless an earlier attempt of its creation has one, and returns
 // its bootstrap data sealed under the task's ID.
 func (i *Issuer) Seal(ctx context.Context, r Request) ([]byte, error) {
 	m := r.Machine
-	trust, err := i.store.Cluster(ctx, m.Cluster, DefaultEndpoint(m.Cluster, r.ControlPlaneProvider), r.Now)
+	trust, err := i.trust(ctx, r)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s PKI: %w", m.Cluster, err)
+		return nil, err
 	}
 	// One token per machine creation: an attempt published again (a
 	// restart, a task timeout) carries the token the first one had, which
@@ -74,6 +76,36 @@ func (i *Issuer) Seal(ctx context.Context, r Request) ([]byte, error) {
 		return nil, err
 	}
 	return i.keys.Seal(r.TaskID, ud), nil
+}
+
+// ErrNoCA: a machine joins a cluster whose CA is not in the gitfleet-pki
+// bucket (the bucket was lost). None is made for it: the cluster's
+// running control plane trusts only the CA it was made with.
+var ErrNoCA = errors.New("no CA")
+
+// trust is the cluster's PKI. Only the machine that initialises the
+// cluster makes it; one that joins needs the CA the cluster was made
+// with, as Cluster API's kubeadm bootstrap provider looks a joining
+// machine's certificates up and never generates them.
+func (i *Issuer) trust(ctx context.Context, r Request) (*pki.Cluster, error) {
+	c := r.Machine.Cluster
+	if r.Init {
+		trust, err := i.store.Cluster(ctx, c, DefaultEndpoint(c, r.ControlPlaneProvider), r.Now)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s PKI: %w", c, err)
+		}
+		return trust, nil
+	}
+	trust, found, err := i.store.HasCluster(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s PKI: %w", c, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: cluster %s has no CA in bucket %s, and machine %s joins its running control plane, which trusts only the CA it was made with: "+
+			"restore the bucket from its backup (docs/operations.md, \"Backup and restore\"), or, to start the cluster again with a new CA, remove it from the fleet and add it back",
+			ErrNoCA, c, wire.BucketPKI, r.Machine.Name)
+	}
+	return trust, nil
 }
 
 // Revoke removes a machine's token: the machine went.

@@ -309,7 +309,12 @@ func (r *Reconciler) publishWith(ctx context.Context, m *machine, s *sealed) {
 		s.data, s.err = r.bootstrapOf(ctx, t, m.rec, false)
 	}
 	if s.err != nil {
-		r.log.Error().Err(s.err).Str("task", t.ID).Msg("bootstrap data; the task will be published once it can be made")
+		// Tried again every tick: said once, until it is published.
+		ev := r.log.Error()
+		if _, again := r.unsent[key]; again {
+			ev = r.log.Debug()
+		}
+		ev.Err(s.err).Str("task", t.ID).Msg("bootstrap data; the task will be published once it can be made")
 		r.unsent[key] = m
 		r.health.Report(ProblemBootstrap, s.err)
 		return
