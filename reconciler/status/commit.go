@@ -164,8 +164,26 @@ func (w *Writer) commit() error {
 	if err != nil {
 		return err
 	}
+	base := tip // the commit the new one goes on
 	if tip != w.tip {
-		if err := w.reload(tip); err != nil {
+		lost, err := w.lostFrom(tip)
+		if err != nil {
+			return err
+		}
+		switch {
+		case lost && tip.IsZero():
+			// Deleted: made again at the last status commit, which
+			// this repository still has, so no history is lost.
+			w.mu.Lock()
+			base = w.tip
+			w.mu.Unlock()
+			w.log.Warn().Str("lastWritten", base.String()).Msg("status: the branch was deleted; making it again at the last status commit, its history kept")
+		case lost:
+			err = w.restore(tip)
+		default:
+			err = w.reload(tip)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -187,8 +205,8 @@ func (w *Writer) commit() error {
 	}
 	var baseTree plumbing.Hash
 	var parents []plumbing.Hash
-	if !tip.IsZero() {
-		baseTree, parents = w.tipTree, []plumbing.Hash{tip}
+	if !base.IsZero() {
+		baseTree, parents = w.tipTree, []plumbing.Hash{base}
 	}
 	next := trees{}
 	var objects storer.EncodedObjectStorer = w.store
@@ -407,6 +425,103 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 	if len(sums) > 0 || fleet != nil {
 		w.dirty = true // recount; an unchanged fleet.yaml encodes the same and is not written
 	}
+	return nil
+}
+
+// lostFrom says whether tip lacks the commit the Writer last saw or wrote
+// (with a remote, the remote's branch as last seen: a local commit whose
+// push was rejected was never on it): the branch was deleted, or forced
+// back or elsewhere, rather than moved on by another writer. Status
+// commits go forward in time, so the walk stops at commits an hour older
+// than that one.
+func (w *Writer) lostFrom(tip plumbing.Hash) (bool, error) {
+	w.mu.Lock()
+	last := w.tip
+	if w.opts.Remote != "" {
+		last = w.pushed
+	}
+	w.mu.Unlock()
+	if last.IsZero() {
+		return false, nil
+	}
+	if tip.IsZero() {
+		return true, nil
+	}
+	lc, err := object.GetCommit(w.store, last)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", last, err)
+	}
+	oldest := lc.Committer.When.Add(-time.Hour)
+	seen := map[plumbing.Hash]bool{}
+	for todo := []plumbing.Hash{tip}; len(todo) > 0; {
+		h := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if h == last {
+			return false, nil
+		}
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		c, err := object.GetCommit(w.store, h)
+		if err != nil {
+			return false, fmt.Errorf("read %s: %w", h, err)
+		}
+		if c.Committer.When.Before(oldest) {
+			continue
+		}
+		todo = append(todo, c.ParentHashes...)
+	}
+	return true, nil
+}
+
+// restore makes tip, which lost the Writer's last commit (forced back or
+// elsewhere), its base, and
+// stages every file as that commit had it (or its removal), under what the
+// caller set since: the next commit puts the whole status back on top of
+// what the branch now holds. The history the branch lost stays lost.
+func (w *Writer) restore(tip plumbing.Hash) error {
+	w.mu.Lock()
+	last, prev, prevSums, prevFleet := w.tip, maps.Clone(w.known), maps.Clone(w.clusters), w.fleet
+	if w.opts.Remote != "" {
+		last = w.pushed
+	}
+	w.mu.Unlock()
+	if err := w.reload(tip); err != nil {
+		return err
+	}
+	w.log.Warn().Str("lastWritten", last.String()).Str("found", tip.String()).
+		Msg("status: the branch no longer holds the last status commit (forced back or elsewhere): writing the whole status again on top; the commits it lost are not on it (git branch <name> " + last.String() + " keeps them while git keeps their objects)")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	busy := func(p string) bool {
+		_, pending := w.pending[p]
+		_, out := w.outbox[p]
+		return pending || out
+	}
+	for p, h := range prev {
+		if p == FleetFile || w.known[p] == h || busy(p) {
+			continue
+		}
+		data, err := loose.ReadBlob(w.store, h)
+		if err != nil {
+			return fmt.Errorf("restoring %s as last written: %w", p, err)
+		}
+		w.seq++
+		w.outbox[p] = change{data: data, hash: h, summary: clusterName(p) + ": restored", seq: w.seq}
+		if s, ok := prevSums[clusterName(p)]; ok {
+			w.setSum(clusterName(p), s)
+		}
+	}
+	for p := range w.known {
+		if _, had := prev[p]; had || p == FleetFile || busy(p) {
+			continue
+		}
+		w.seq++
+		w.outbox[p] = change{summary: clusterName(p) + ": removed, as restored", seq: w.seq}
+		w.dropSum(clusterName(p))
+	}
+	w.fleet, w.dirty = prevFleet, true
 	return nil
 }
 
