@@ -3,6 +3,7 @@ package sources
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -43,7 +44,17 @@ type objectCache struct {
 }
 
 // objectMagic starts an object cache file; the build's identity follows.
-const objectMagic = "gitfleet-objects 1\n"
+// Each entry is framed by its length and followed by its CRC-32C
+// (Castagnoli, big-endian): a byte changed on disk fails the check, and the
+// file is not trusted, rather than decoding into another fleet.
+const objectMagic = "gitfleet-objects 2\n"
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// entrySum is the check written after an entry.
+func entrySum(b []byte, entry string) []byte {
+	return binary.BigEndian.AppendUint32(b, crc32.Update(0, crcTable, []byte(entry)))
+}
 
 // maxObjectBytes bounds the file: ~0.8 KiB a cluster file, so many times
 // what a fleet of 10,000 clusters needs.
@@ -80,8 +91,12 @@ func parseObjects(data string) map[string]string {
 	r := reader{s: body, ok: true}
 	for r.ok && len(r.s) > 0 {
 		entry := r.str()
+		if !r.ok || len(r.s) < 4 || r.s[:4] != string(entrySum(nil, entry)) {
+			return map[string]string{} // damaged: trust none of it
+		}
+		r.s = r.s[4:]
 		e := reader{s: entry, ok: true}
-		if key := e.str(); r.ok && e.ok {
+		if key := e.str(); e.ok {
 			index[key] = entry
 		}
 	}
@@ -241,15 +256,18 @@ func (c *objectCache) save() error {
 				return true, nil
 			}
 			frame = binary.AppendUvarint(frame[:0], uint64(len(entry)))
-			if size+len(frame)+len(entry) > maxObjectBytes {
+			if size+len(frame)+len(entry)+4 > maxObjectBytes {
 				return false, nil
 			}
 			written[key] = true
-			size += len(frame) + len(entry)
+			size += len(frame) + len(entry) + 4
 			if _, err := w.Write(frame); err != nil {
 				return false, err
 			}
-			_, err := io.WriteString(w, entry)
+			if _, err := io.WriteString(w, entry); err != nil {
+				return false, err
+			}
+			_, err := w.Write(entrySum(frame[:0], entry))
 			return err == nil, err
 		}
 		for _, k := range c.mine {

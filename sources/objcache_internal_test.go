@@ -343,3 +343,65 @@ func TestObjectCacheBounded(t *testing.T) {
 		t.Errorf("kept the oldest or lost the newest: n %v, a %v, b %v", d.has("n"), d.has("a"), d.has("b"))
 	}
 }
+
+// TestObjectCacheRefusesAChangedByte: a daemon's start takes its first
+// revision's objects from the cache file, so a byte of it changed on disk
+// (a bad sector, a stray write) must not become another fleet: flipped in
+// a replica count, it made a start create machines no commit asked for.
+// The file a real validation wrote is changed one bit at a time, at every
+// position after its header: each load either gives an entry's objects as
+// they were or does not give it.
+func TestObjectCacheRefusesAChangedByte(t *testing.T) {
+	ctx := context.Background()
+	work, _ := commitInitFleet(t)
+	cache := filepath.Join(t.TempDir(), "validation")
+	r, err := Open(ctx, Options{Location: work.Dir, CacheFile: cache, KeepObjects: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev, err := r.Revision(ctx, "main"); err != nil || rev.Err != nil {
+		t.Fatal(err, rev.Err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file := objectCacheFile(cache)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, pols := map[string][]schemas.KnownDoc{}, map[string]string{}
+	whole := loadObjects(file)
+	for key, entry := range whole.index {
+		e := reader{s: entry, ok: true}
+		e.str()
+		pols[key] = e.str()
+		docs, ok := whole.get(key, pols[key])
+		if !ok {
+			t.Fatalf("entry %s not given back from the file as written", key)
+		}
+		want[key] = docs
+	}
+	if len(want) < 3 {
+		t.Fatalf("only %d entries in the cache", len(want))
+	}
+	var changed []int
+	for i := len(objectMagic) + len(buildIdentity()) + 1; i < len(data); i++ {
+		bad := []byte(string(data))
+		bad[i] ^= 0x01
+		if err := os.WriteFile(file, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := loadObjects(file)
+		for key, docs := range want {
+			if got, ok := c.get(key, pols[key]); ok && !cmp.Equal(docs, got) {
+				changed = append(changed, i)
+				break
+			}
+		}
+	}
+	if len(changed) > 0 {
+		t.Errorf("%d of %d one-bit changes of the file gave other objects than were kept (at bytes %v...)",
+			len(changed), len(data), changed[:min(len(changed), 10)])
+	}
+}
