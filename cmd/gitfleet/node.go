@@ -71,8 +71,8 @@ func runNode(ctx context.Context, env *cmdEnv, args []string) error {
 
 // runNodeControl lists, kills or stops the local provider's node
 // processes under the data folder. Only processes that hold a machine
-// folder's lock there are touched: never another user's or another
-// fleet's.
+// folder's lock there, or whose machine folder there was removed while
+// they ran, are touched: never another user's or another fleet's.
 func runNodeControl(env *cmdEnv, verb string, args []string) error {
 	fs := newFlagSet("node "+verb, env)
 	dataDir := fs.String("data-dir", ".gitfleet/data", "the data folder of gitfleet up (its default), or of a worker (its --data-dir, default .gitfleet); nodes live under DIR/local")

@@ -66,6 +66,7 @@ type Provider struct {
 	children map[int]<-chan struct{} // nodes this process started: closed when reaped
 	stopping map[int]bool            // children Delete stops: their end is no news
 	adopted  map[string]*adoptedNode // by folder: nodes it did not start, watched
+	lost     map[string]int          // by folder: nodes found running without it, already logged
 	changed  chan struct{}           // a node ended that Delete did not stop (Changed)
 	noPidfd  bool                    // tests: watch adopted nodes as where there is no pidfd
 }
@@ -123,7 +124,7 @@ func New(o Options) (*Provider, error) {
 	}
 	return &Provider{o: o, client: &http.Client{Timeout: time.Second},
 		locks: map[string]*sync.Mutex{}, children: map[int]<-chan struct{}{}, stopping: map[int]bool{},
-		adopted: map[string]*adoptedNode{}, changed: make(chan struct{}, 1)}, nil
+		adopted: map[string]*adoptedNode{}, lost: map[string]int{}, changed: make(chan struct{}, 1)}, nil
 }
 
 // Name implements providers.Provider.
@@ -381,6 +382,12 @@ func (p *Provider) Delete(ctx context.Context, m wire.Machine) error {
 			return err
 		}
 	}
+	for _, n := range lostNodes(p.o.StateDir, dir) {
+		p.o.Log.Info().Str("cluster", m.Cluster).Str("machine", m.Name).Int("pid", n.pid).Msg("stopping node, found by its process: its state folder is gone")
+		if err := p.stop(ctx, n.pid, dir); err != nil {
+			return err
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return providers.Transient(fmt.Errorf("local: remove %s: %w", dir, err))
 	}
@@ -424,7 +431,7 @@ func (p *Provider) waitGone(ctx context.Context, pid int, dir string, d time.Dur
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if runs, err := nodeRuns(dir); err == nil && !runs {
+		if runs, err := nodeRuns(dir); err == nil && !runs && !isNode(pid, dir) {
 			if exited == nil {
 				return true
 			}
@@ -493,6 +500,22 @@ func (p *Provider) List(ctx context.Context) ([]providers.Instance, error) {
 		pid := nodePID(dir)
 		port, _ := readInt(filepath.Join(dir, portFile))
 		out = append(out, instance(m, pid, port))
+	}
+	// A node whose folder was removed while it ran is still the machine:
+	// listed from its command line, watched, and stopped by Delete through
+	// its process. Unlisted, it was taken as gone and replaced, and ran on
+	// beside its replacement, which nothing stopped.
+	for _, n := range lostNodes(p.o.StateDir, "") {
+		p.mu.Lock()
+		told := p.lost[n.dir] == n.pid
+		p.lost[n.dir] = n.pid
+		p.mu.Unlock()
+		if !told {
+			p.o.Log.Warn().Str("cluster", n.machine.Cluster).Str("machine", n.machine.Name).Int("pid", n.pid).Str("dir", n.dir).
+				Msg("node runs without its state folder: kept as the machine, stopped through its process when it is deleted")
+		}
+		p.adopt(n.pid, n.dir)
+		out = append(out, instance(n.machine, n.pid, 0))
 	}
 	return out, nil
 }

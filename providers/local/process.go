@@ -2,14 +2,18 @@ package local
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // Files in a machine's state folder.
@@ -70,17 +74,71 @@ func isNode(pid int, dir string) bool {
 	if err != nil {
 		return false
 	}
-	args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
+	d, _ := nodeArgs(strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00"))
+	return d == dir
+}
+
+// nodeArgs returns the state folder and machine JSON of a node's command
+// line; dir is empty when args are not a node's.
+func nodeArgs(args []string) (dir, machine string) {
 	hasNode := false
 	for i, a := range args {
 		if a == "node" {
 			hasNode = true
 		}
-		if hasNode && (a == "--state-dir" || a == "-state-dir") && i+1 < len(args) && args[i+1] == dir {
-			return true
+		if !hasNode || i+1 >= len(args) {
+			continue
+		}
+		switch a {
+		case "--state-dir", "-state-dir":
+			dir = args[i+1]
+		case "--machine-json", "-machine-json":
+			machine = args[i+1]
 		}
 	}
-	return false
+	return dir, machine
+}
+
+// lostNode is a node process whose machine folder (root/<cluster>/<machine>)
+// is gone: removed while it ran. No lock or pid file tells of it any more;
+// only its command line does.
+type lostNode struct {
+	pid     int
+	dir     string
+	machine wire.Machine
+}
+
+// lostNodes scans /proc for the nodes under root whose folder is gone,
+// sorted by folder. dir, when set, keeps only that folder's.
+func lostNodes(root, dir string) []lostNode {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []lostNode
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		d, mj := nodeArgs(strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00"))
+		if d == "" || filepath.Dir(filepath.Dir(d)) != root || (dir != "" && d != dir) {
+			continue
+		}
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		var m wire.Machine
+		_ = json.Unmarshal([]byte(mj), &m)
+		m.Cluster, m.Name = filepath.Base(filepath.Dir(d)), filepath.Base(d)
+		out = append(out, lostNode{pid: pid, dir: d, machine: m})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].dir < out[j].dir })
+	return out
 }
 
 // signalNode signals the node and its process group (a node the provider
@@ -166,10 +224,7 @@ func Running(stateDir string) ([]RunningNode, error) {
 		return nil, err
 	}
 	clusters, err := os.ReadDir(stateDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) { // gone whole: its nodes may run on
 		return nil, err
 	}
 	var out []RunningNode
@@ -194,6 +249,10 @@ func Running(stateDir string) ([]RunningNode, error) {
 			}
 		}
 	}
+	for _, n := range lostNodes(stateDir, "") {
+		out = append(out, RunningNode{Cluster: n.machine.Cluster, Machine: n.machine.Name, PID: n.pid, Dir: n.dir})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
 	return out, nil
 }
 
@@ -204,7 +263,7 @@ func (n RunningNode) Signal(sig syscall.Signal) error { return signalNode(n.PID,
 func (n RunningNode) Gone(wait time.Duration) bool {
 	deadline := time.Now().Add(wait)
 	for {
-		if runs, _ := nodeRuns(n.Dir); !runs {
+		if runs, _ := nodeRuns(n.Dir); !runs && !isNode(n.PID, n.Dir) {
 			return true
 		}
 		if time.Now().After(deadline) {
