@@ -95,6 +95,42 @@ func LoadAuth(dir string) (*Auth, error) {
 	return a, writeSecret(filepath.Join(dir, WorkerCredsFile), creds)
 }
 
+// ownsStore refuses a store (dataDir/nats) whose streams all belong to
+// another account than a's: the credentials that made it were lost, and
+// new ones would start with an empty store, every record, rollout and
+// cluster CA out of reach and every local node's credentials refused. A
+// store of no account ($G, --nats-auth none) is not refused: docs say the
+// first start with credentials begins empty.
+func (a *Auth) ownsStore(dataDir string) error {
+	root := filepath.Join(dataDir, "nats", "jetstream")
+	mine, err := a.account.PublicKey()
+	if err != nil {
+		return err
+	}
+	dirs, err := os.ReadDir(root)
+	if err != nil {
+		return nil // no store yet
+	}
+	var other string
+	for _, d := range dirs {
+		streams, _ := os.ReadDir(filepath.Join(root, d.Name(), "streams"))
+		if len(streams) == 0 || !nkeys.IsValidPublicAccountKey(d.Name()) {
+			continue
+		}
+		if d.Name() == mine {
+			return nil
+		}
+		other = d.Name()
+	}
+	if other == "" {
+		return nil
+	}
+	return fmt.Errorf("the NATS store %s holds the streams of account %s, and %s holds the keys of account %s: the credentials that made the store are lost, "+
+		"and new ones would start with an empty store (machine records, rollouts, the clusters' CAs) and refuse every local node's credentials; "+
+		"restore %s from its backup, or, to start with an empty store, move %s away",
+		filepath.Join(dataDir, "nats"), other, a.Dir, mine, a.Dir, filepath.Join(dataDir, "nats"))
+}
+
 // trust is what a server must know to trust the generated credentials:
 // the operator's JWT, and each account's public key and JWT.
 type trust struct {

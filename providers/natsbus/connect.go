@@ -43,6 +43,9 @@ func Open(ctx context.Context, opts Options, log zerolog.Logger) (*Bus, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := a.ownsStore(opts.DataDir); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+			}
 			so.Auth, b.Auth = a, a
 			opts.userJWT, opts.userSeed = a.daemonJWT, a.daemonSeed
 		case AuthNone:
