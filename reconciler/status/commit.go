@@ -444,12 +444,20 @@ func (w *Writer) lostFrom(tip plumbing.Hash) (bool, error) {
 	if last.IsZero() {
 		return false, nil
 	}
-	if tip.IsZero() {
-		return true, nil
-	}
 	lc, err := object.GetCommit(w.store, last)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		// Gone from the repository too (a git gc pruned it once no
+		// branch held it): nothing to restore from or to make the branch
+		// again at, and no commit may name it as its parent. The status
+		// goes on from what the branch holds, as any writer's would.
+		w.log.Warn().Str("lastWritten", last.String()).Msg("status: the last status commit is no longer in the repository; going on from what the branch holds")
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("read %s: %w", last, err)
+	}
+	if tip.IsZero() {
+		return true, nil
 	}
 	oldest := lc.Committer.When.Add(-time.Hour)
 	seen := map[plumbing.Hash]bool{}

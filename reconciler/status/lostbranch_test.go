@@ -78,3 +78,31 @@ func TestWriterRestoresABranchDeletedOrMovedBack(t *testing.T) {
 	}
 	gitCLI(t, dir, "fsck", "--strict", "--no-dangling")
 }
+
+// A status branch deleted and its commits then pruned from the repository
+// (git gc once nothing held them): there is nothing to make the branch
+// again at, and a commit naming a pruned parent would break the
+// repository. The status goes on from what the branch holds, as before
+// the restore: the writer must not fail every commit after it for a
+// commit it cannot read.
+func TestWriterGoesOnAfterItsBranchIsDeletedAndPruned(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, Options{Repo: newRepo(t, dir), Interval: time.Hour})
+	w.SetCluster(cluster("dev-1", 2, "Running"), origin)
+	flush(t, w)
+	w.SetCluster(cluster("dev-1", 3, "Running"), origin)
+	flush(t, w)
+	gitCLI(t, dir, "branch", "-D", branch)
+	gitCLI(t, dir, "reflog", "expire", "--expire=now", "--all")
+	gitCLI(t, dir, "gc", "-q", "--prune=now")
+	w.SetCluster(cluster("prod-1", 1, "Running"), origin)
+	flush(t, w)
+	s, err := Read(openRepo(t, dir), branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Cluster("prod-1") == nil {
+		t.Error("prod-1 is not on the branch written after the prune")
+	}
+	gitCLI(t, dir, "fsck", "--strict", "--no-dangling")
+}
