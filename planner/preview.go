@@ -2,8 +2,10 @@ package planner
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
@@ -61,6 +63,13 @@ type UnchangedCluster struct {
 	Class     string `json:"class,omitempty"`
 	Wave      string `json:"wave,omitempty"`
 	WaveIndex int    `json:"waveIndex,omitempty"`
+	Waves     int    `json:"waves,omitempty"`
+	// NewRules are the rules a class change gives the cluster although
+	// no machine of it changes (health checks, a pool's deletion.order,
+	// minReadySeconds, ...): its admission records them, so they reach
+	// it in its wave (Wave, WaveIndex of Waves declared; 0: the class
+	// declares none, and they reach it at once).
+	NewRules []string `json:"newRules,omitempty"`
 }
 
 // PreviewTotals sums a preview up.
@@ -308,6 +317,12 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 				u := UnchangedCluster{Name: n, Reason: unchangedReason(hd.Cluster(n), diff, len(errs) > 0), Diff: diff}
 				if h := hd.Cluster(n); h != nil && h.Paused && len(errs) == 0 {
 					u.Paused, u.Class, u.Wave, u.WaveIndex = true, h.Class, h.WaveName, h.Wave+1
+				} else if rules := classRules(bd.Cluster(n), h, bd, hd); len(rules) > 0 && len(errs) == 0 {
+					u.NewRules, u.Class, u.Wave, u.WaveIndex, u.Waves = rules, h.Class, h.WaveName, h.Wave+1, len(hd.Class(h.Class).Waves)-1
+					if u.Waves == 0 {
+						u.Wave, u.WaveIndex = "", 0
+					}
+					u.Reason = rulesReason(&u)
 				}
 				r.Untouched = append(r.Untouched, u)
 			}
@@ -347,6 +362,79 @@ func atOnce(b, h *DesiredCluster, bd, hd *Desired) bool {
 	}
 	bc, hc := bd.Class(b.Class), hd.Class(h.Class)
 	return b.Class == h.Class && bc != nil && hc != nil && bc.Revision == hc.Revision
+}
+
+// classRules names the rules a change of a cluster's class gives it
+// (b base's, h head's) when its revision changes: health checks, the
+// versions a chained upgrade passes, each pool's strategy, rollout.after,
+// deletion.order, minReadySeconds, machineNaming, remediation.maxInFlight
+// and its machines' labels and annotations. The cluster's admission
+// records them, so they reach it when its wave admits it, machines or
+// not (nil: none changes, or the cluster takes no part).
+func classRules(b, h *DesiredCluster, bd, hd *Desired) []string {
+	if b == nil || h == nil || b.Class != h.Class || h.Paused || len(h.Problems) > 0 {
+		return nil
+	}
+	bc, hc := bd.Class(b.Class), hd.Class(h.Class)
+	if bc == nil || hc == nil || bc.Revision == hc.Revision {
+		return nil
+	}
+	var out []string
+	if !slices.EqualFunc(b.HealthChecks, h.HealthChecks, HealthCheck.same) {
+		out = append(out, "health checks")
+	}
+	if !slices.Equal(b.KubernetesVersions, h.KubernetesVersions) {
+		out = append(out, "kubernetesVersions")
+	}
+	for _, p := range h.pools() {
+		_, bp := b.pool(p.Name)
+		if bp == nil {
+			continue
+		}
+		hr, br := p.rules(), bp.rules()
+		var what []string
+		for _, f := range []struct {
+			name string
+			same bool
+		}{
+			{"strategy", hr.Strategy.equal(br.Strategy)},
+			{"rollout.after", hr.RolloutAfter.Equal(br.RolloutAfter)},
+			{"deletion.order", hr.DeletionOrder == br.DeletionOrder},
+			{"minReadySeconds", hr.MinReady == br.MinReady},
+			{"machineNaming", hr.Naming == br.Naming},
+			{"remediation.maxInFlight", sameIntOrPercent(hr.MaxInFlight, br.MaxInFlight)},
+			{"machine labels", maps.Equal(hr.Labels, br.Labels)},
+			{"machine annotations", maps.Equal(hr.Annotations, br.Annotations)},
+		} {
+			if !f.same {
+				what = append(what, f.name)
+			}
+		}
+		if len(what) > 0 {
+			out = append(out, PoolName(p.Name)+" "+strings.Join(what, ", "))
+		}
+	}
+	return out
+}
+
+// rulesReason says that a class change gives an unchanged cluster new
+// rules, and when they reach it.
+func rulesReason(u *UnchangedCluster) string {
+	when := "when the rollout admits it, at once (the class declares no waves)"
+	if u.WaveIndex > 0 {
+		when = "in wave " + waveName(u.Wave, u.WaveIndex, u.Waves) + ", when the rollout admits it"
+	}
+	return fmt.Sprintf("no machine of it changes, but class %s's new rules (%s) reach it %s: the daemon records them with its admission and acts on them from then, not before",
+		u.Class, strings.Join(u.NewRules, "; "), when)
+}
+
+// waveName is a wave as plan names it: "2/3 staging", or the implicit
+// wave's words.
+func waveName(name string, index, waves int) string {
+	if index > waves {
+		return fmt.Sprintf("last, after wave %d (no wave selects it)", waves)
+	}
+	return fmt.Sprintf("%d/%d %s", index, waves, name)
 }
 
 // hold is how the class's running rollout holds a cluster in a preview

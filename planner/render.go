@@ -55,7 +55,7 @@ func RenderText(w io.Writer, r *PreviewReport) error {
 		}
 	}
 	if !r.HasChanges() {
-		fmt.Fprintf(&b, "No changes: %s unchanged.\n\n", plural(r.Unchanged, "cluster"))
+		fmt.Fprintf(&b, "%s\n\n", noChangesLine(r))
 	} else {
 		fmt.Fprintf(&b, "%s\n\n", summaryLine(r))
 	}
@@ -172,7 +172,11 @@ func mergeFooter(r *PreviewReport) string {
 	if len(r.Errors) > 0 {
 		return "Merging as it is would be refused: the daemon keeps running base's revision and shows these errors in status (gitfleet describe, Last rejected)."
 	}
-	if !r.HasChanges() {
+	rules := false
+	for _, u := range r.Untouched {
+		rules = rules || len(u.NewRules) > 0
+	}
+	if !r.HasChanges() && !rules {
 		return "Merging changes no machine."
 	}
 	var b strings.Builder
@@ -181,9 +185,13 @@ func mergeFooter(r *PreviewReport) string {
 		b.WriteString(", in place of " + shortCommit(r.Applied))
 	}
 	b.WriteString(".")
+	if !r.HasChanges() {
+		b.WriteString(" No machine changes.")
+	}
 	type wave struct {
 		name     string
 		clusters []string
+		rules    []string // new rules only, no machine
 		paused   []string // passed over
 	}
 	classes := map[string]map[int]*wave{}
@@ -236,6 +244,16 @@ func mergeFooter(r *PreviewReport) string {
 		}
 		direct = append(direct, c.Name)
 	}
+	var rulesAtOnce []string
+	for _, u := range r.Untouched {
+		switch {
+		case len(u.NewRules) > 0 && u.WaveIndex > 0:
+			w := waveOf(u.Class, u.Wave, u.WaveIndex, u.Waves)
+			w.rules = append(w.rules, u.Name)
+		case len(u.NewRules) > 0:
+			rulesAtOnce = append(rulesAtOnce, u.Name)
+		}
+	}
 	for _, u := range r.Untouched {
 		if p := r.rollout(u.Class); u.Paused && p != nil && p.NewRollout && classes[u.Class] != nil {
 			w := waveOf(u.Class, u.Wave, u.WaveIndex, len(p.Waves))
@@ -271,13 +289,20 @@ func mergeFooter(r *PreviewReport) string {
 		var parts []string
 		for _, i := range idx {
 			w := ws[i]
+			var in []string
+			if len(w.clusters) > 0 {
+				in = append(in, listNames(w.clusters, 5))
+			}
+			if len(w.rules) > 0 {
+				in = append(in, "new rules only: "+listNames(w.rules, 5))
+			}
 			switch {
 			case len(w.paused) == 0:
-				parts = append(parts, fmt.Sprintf("%s (%s)", w.name, listNames(w.clusters, 5)))
-			case len(w.clusters) == 0:
+				parts = append(parts, fmt.Sprintf("%s (%s)", w.name, strings.Join(in, "; ")))
+			case len(in) == 0:
 				parts = append(parts, fmt.Sprintf("%s (passed over: %s paused)", w.name, listNames(w.paused, 5)))
 			default:
-				parts = append(parts, fmt.Sprintf("%s (%s; %s paused, passed over)", w.name, listNames(w.clusters, 5), listNames(w.paused, 5)))
+				parts = append(parts, fmt.Sprintf("%s (%s; %s paused, passed over)", w.name, strings.Join(in, "; "), listNames(w.paused, 5)))
 			}
 		}
 		then := "; a wave starts when the one before it is done, and "
@@ -292,6 +317,9 @@ func mergeFooter(r *PreviewReport) string {
 	}
 	if len(resized) > 0 {
 		fmt.Fprintf(&b, " New sizes at once, before their wave: %s.", listNames(resized, 5))
+	}
+	if len(rulesAtOnce) > 0 {
+		fmt.Fprintf(&b, " New rules at once, in no wave, no machine changed: %s.", listNames(rulesAtOnce, 5))
 	}
 	return b.String()
 }
@@ -453,6 +481,21 @@ func changeMark(change string) string {
 		return "-"
 	}
 	return "~"
+}
+
+// noChangesLine sums up a preview that changes no cluster: and which of
+// them get new rules of their class all the same.
+func noChangesLine(r *PreviewReport) string {
+	rules := 0
+	for _, u := range r.Untouched {
+		if len(u.NewRules) > 0 {
+			rules++
+		}
+	}
+	if rules == 0 {
+		return fmt.Sprintf("No changes: %s unchanged.", plural(r.Unchanged, "cluster"))
+	}
+	return fmt.Sprintf("No machine changes: %s unchanged, %d of them getting new rules of their class in their wave.", plural(r.Unchanged, "cluster"), rules)
 }
 
 func summaryLine(r *PreviewReport) string {
@@ -667,7 +710,7 @@ func RenderMarkdown(w io.Writer, r *PreviewReport, limit int) error {
 		fmt.Fprintf(&b, "%s\n\n", n)
 	}
 	if !r.HasChanges() {
-		fmt.Fprintf(&b, "No changes: %s unchanged.\n\n", plural(r.Unchanged, "cluster"))
+		fmt.Fprintf(&b, "%s\n\n", noChangesLine(r))
 	} else {
 		fmt.Fprintf(&b, "%s\n\n", summaryLine(r))
 		b.WriteString("| | cluster | class | version | wave | machines replaced | created | deleted |\n|---|---|---|---|---|---:|---:|---:|\n")

@@ -1,0 +1,55 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+)
+
+// TestPreviewClassRulesReachTheirWave: a class change of rules alone (a
+// worker class's health check gains nodeStartupTimeoutSeconds, its
+// deletion order, its minReadySeconds) moves no machine, but each
+// cluster's admission records the rules, so they reach the clusters wave
+// by wave. The plan says which clusters get them, in which wave. Before,
+// it read "Merging changes no machine." and each cluster "no machine
+// template, version, replica count or rollout.after it uses changes",
+// with no word of the waves.
+func TestPreviewClassRulesReachTheirWave(t *testing.T) {
+	for _, tc := range []struct {
+		name, rule string
+		change     func(c *v1alpha1.MachineDeploymentClass)
+	}{
+		{"healthCheck", "health checks", func(c *v1alpha1.MachineDeploymentClass) {
+			c.HealthCheck = &v1alpha1.HealthRules{Checks: v1alpha1.HealthChecks{NodeStartupTimeoutSeconds: ptr(300)}}
+		}},
+		{"deletionOrder", "md deletion.order", func(c *v1alpha1.MachineDeploymentClass) {
+			c.Deletion = &v1alpha1.MachineDeletion{Order: v1alpha1.DeleteNewest}
+		}},
+		{"minReadySeconds", "md minReadySeconds", func(c *v1alpha1.MachineDeploymentClass) { c.MinReadySeconds = ptr(30) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, head := wavesFleet("v1.30.2"), wavesFleet("v1.30.2")
+			tc.change(&head.Classes[0].Spec.Workers.MachineDeployments[0])
+			r := Preview(base, head, nil, nil)
+			text, md := renderTextAndMarkdown(t, r)
+			if r.HasChanges() || r.Totals != (PreviewTotals{}) {
+				t.Errorf("totals %+v: want no machine changed", r.Totals)
+			}
+			for _, out := range []string{text, md} {
+				for _, want := range []string{
+					"class standard's new rules (" + tc.rule + ") reach it in wave 2/3 staging",
+					"No machine changes: 5 clusters unchanged, 5 of them getting new rules of their class in their wave.",
+					"No machine changes. Class standard rolls out wave canary (new rules only: canary-a), then wave staging (new rules only: stage-a, stage-b), then wave production (new rules only: prod-a, prod-b)",
+				} {
+					if !strings.Contains(out, want) {
+						t.Errorf("plan lacks %q:\n%s", want, out)
+					}
+				}
+				if strings.Contains(out, "Merging changes no machine.") {
+					t.Errorf("plan says nothing reaches the clusters:\n%s", out)
+				}
+			}
+		})
+	}
+}
