@@ -45,7 +45,7 @@ func TestPreviewRolloutAfter(t *testing.T) {
 			}
 			for _, want := range []string{
 				"md: 2 machines, 2 replaced (made before rollout.after " + after.UTC().Format(time.RFC3339) + ", they go once it has passed); new strategy maxSurge 1, maxUnavailable 2: every machine of the pool may be down at once",
-				"rolls out wave canary (canary-a), then wave staging (stage-a, stage-b), then wave production (prod-a, prod-b)",
+				"rolls out wave canary (canary-a), then wave staging (stage-a, stage-b; maxConcurrent 1: 1 cluster at a time), then wave production (prod-a, prod-b; maxConcurrent 50%: 1 cluster at a time)",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("%s: plan lacks %q:\n%s", name, want, out)

@@ -342,7 +342,7 @@ func TestPreviewPausedCanary(t *testing.T) {
 	for _, out := range []string{text, md} {
 		for _, want := range []string{
 			"every cluster of wave canary is paused (canary-a): the rollout this change starts passes that wave over, as paused clusters take no part, so wave staging is the first it reaches",
-			"rolls out wave canary (passed over: canary-a paused), then wave staging (stage-a, stage-b)",
+			"rolls out wave canary (passed over: canary-a paused), then wave staging (stage-a, stage-b; maxConcurrent 1: 1 cluster at a time)",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("plan lacks %q:\n%s", want, out)

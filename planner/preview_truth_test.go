@@ -210,7 +210,7 @@ func TestPreviewResizedOnlyIsInNoWave(t *testing.T) {
 	s.run(300)
 	checkPreviewIsWhatHappens(t, r, s.applied[from:])
 	text, _ := renderTextAndMarkdown(t, r)
-	for _, want := range []string{"then wave production (prod-b);", "At once, in no wave: prod-a.", "wave: none, at once: the change is in the cluster's own files"} {
+	for _, want := range []string{"then wave production (prod-b; maxConcurrent 50%: 1 cluster at a time);", "At once, in no wave: prod-a.", "wave: none, at once: the change is in the cluster's own files"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}

@@ -40,7 +40,7 @@ func TestPreviewClassRulesReachTheirWave(t *testing.T) {
 				for _, want := range []string{
 					"class standard's new rules (" + tc.rule + ") reach it in wave 2/3 staging",
 					"No machine changes: 5 clusters unchanged, 5 of them getting new rules of their class in their wave.",
-					"No machine changes. Class standard rolls out wave canary (new rules only: canary-a), then wave staging (new rules only: stage-a, stage-b), then wave production (new rules only: prod-a, prod-b)",
+					"No machine changes. Class standard rolls out wave canary (new rules only: canary-a), then wave staging (new rules only: stage-a, stage-b; maxConcurrent 1: 1 cluster at a time), then wave production (new rules only: prod-a, prod-b; maxConcurrent 50%: 1 cluster at a time)",
 				} {
 					if !strings.Contains(out, want) {
 						t.Errorf("plan lacks %q:\n%s", want, out)
@@ -51,5 +51,27 @@ func TestPreviewClassRulesReachTheirWave(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPreviewSaysEachWavesMaxConcurrent: the footer that lists a class
+// change's waves says how many clusters of each wave move at a time when
+// the wave sets maxConcurrent (as written, and what it makes of the
+// wave's clusters). Before, it listed the waves and their clusters only:
+// a reviewer could not tell that wave staging would take its clusters
+// one at a time.
+func TestPreviewSaysEachWavesMaxConcurrent(t *testing.T) {
+	base := wavesFleet("v1.30.2")
+	for _, n := range []string{"prod-c", "prod-d"} {
+		base.Clusters = append(base.Clusters, testCluster(n, 1, 1, labels("tier", "prod")))
+	}
+	head := templateChange(wavesFleet("v1.30.2"))
+	head.Clusters = base.Clusters
+	text, md := renderTextAndMarkdown(t, Preview(base, head, nil, nil))
+	for _, out := range []string{text, md} {
+		want := "Class standard rolls out wave canary (canary-a), then wave staging (stage-a, stage-b; maxConcurrent 1: 1 cluster at a time), then wave production (prod-a, prod-b, prod-c, prod-d; maxConcurrent 50%: 2 clusters at a time); a wave starts when the one before it is done"
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -28,6 +28,9 @@ type RolloutPlan struct {
 	// failed clusters halt head's rollout.
 	Waves       []string `json:"waves,omitempty"`
 	MaxFailures int      `json:"maxFailures"`
+	// Limits are the declared waves that set maxConcurrent: how many of
+	// their clusters move to the revision at a time.
+	Limits []WaveLimit `json:"limits,omitempty"`
 	// GateChanges are the fields of spec.rollout (waves, maxConcurrent,
 	// maxFailures) head changes, when it also starts a new rollout: that
 	// rollout runs by head's gate, not base's. GateBefore and Gate sum
@@ -53,6 +56,29 @@ type RolloutPlan struct {
 	Waiting []string `json:"waiting,omitempty"`
 	New     []string `json:"new,omitempty"`
 	Failed  []string `json:"failed,omitempty"`
+}
+
+// WaveLimit is a wave's maxConcurrent as written ("1", "50%") and the
+// number of its clusters that makes, at least 1 (Slots), as the planner
+// gates the wave, of the Clusters head puts in it.
+type WaveLimit struct {
+	Wave          string `json:"wave"`
+	MaxConcurrent string `json:"maxConcurrent"`
+	Slots         int    `json:"slots"`
+	Clusters      int    `json:"clusters"` // in the wave
+}
+
+// limit returns wave's limit, or nil when it sets none (or p is nil).
+func (p *RolloutPlan) limit(wave string) *WaveLimit {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Limits {
+		if p.Limits[i].Wave == wave {
+			return &p.Limits[i]
+		}
+	}
+	return nil
 }
 
 // PausedWave is a wave whose every cluster is paused.
@@ -196,8 +222,18 @@ func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*runni
 	var out []RolloutPlan
 	for _, hc := range hd.Classes {
 		p := RolloutPlan{Class: hc.Name, Revision: hc.Revision, MaxFailures: hc.MaxFailures}
-		for _, w := range hc.Waves[:len(hc.Waves)-1] {
+		for wi, w := range hc.Waves[:len(hc.Waves)-1] {
 			p.Waves = append(p.Waves, w.Name)
+			if w.MaxConcurrent != nil {
+				n := 0
+				for _, c := range hd.classMembers()[hc.Name] {
+					if hd.Cluster(c).Wave == wi {
+						n++
+					}
+				}
+				p.Limits = append(p.Limits, WaveLimit{Wave: w.Name, MaxConcurrent: w.MaxConcurrent.String(),
+					Slots: max(w.MaxConcurrent.Scaled(n, false, n), 1), Clusters: n})
+			}
 		}
 		bc := bd.Class(hc.Name)
 		p.NewRollout = bc == nil || bc.Revision != hc.Revision

@@ -190,6 +190,7 @@ func mergeFooter(r *PreviewReport) string {
 	}
 	type wave struct {
 		name     string
+		raw      string // as the class names it
 		clusters []string
 		rules    []string // new rules only, no machine
 		paused   []string // passed over
@@ -203,7 +204,7 @@ func mergeFooter(r *PreviewReport) string {
 		}
 		w := ws[index]
 		if w == nil {
-			w = &wave{name: "wave " + name}
+			w = &wave{name: "wave " + name, raw: name}
 			if index > waves {
 				w.name = "the clusters no wave selects"
 			}
@@ -295,6 +296,13 @@ func mergeFooter(r *PreviewReport) string {
 			}
 			if len(w.rules) > 0 {
 				in = append(in, "new rules only: "+listNames(w.rules, 5))
+			}
+			if l := r.rollout(class).limit(w.raw); l != nil && len(in) > 0 {
+				if l.Slots >= l.Clusters {
+					in = append(in, fmt.Sprintf("maxConcurrent %s: all at once", l.MaxConcurrent))
+				} else {
+					in = append(in, fmt.Sprintf("maxConcurrent %s: %s at a time", l.MaxConcurrent, plural(l.Slots, "cluster")))
+				}
 			}
 			switch {
 			case len(w.paused) == 0:

@@ -167,7 +167,7 @@ func TestREADMEDemo(t *testing.T) {
 			plans++
 			want := []string{"~ dev-1 (changed)", "= prod-1 (unchanged)", "it pins spec.topology.version v1.31.2"}
 			if plans == 2 {
-				want = []string{"~ dev-1 (changed)", "~ prod-1 (changed)", "wave dev (dev-1), then wave prod (prod-1)"}
+				want = []string{"~ dev-1 (changed)", "~ prod-1 (changed)", "wave dev (dev-1; maxConcurrent 100%: all at once), then wave prod (prod-1; maxConcurrent 1: all at once)"}
 			}
 			for _, w := range want {
 				if !strings.Contains(out, w) {
