@@ -145,6 +145,10 @@ type ClusterChange struct {
 	// machines are made of stays (waves order class changes only). Wave
 	// is then the wave class changes reach it in.
 	AtOnce bool `json:"atOnce,omitempty"`
+	// RunsRevision: the status branch shows the cluster admitted to the
+	// class revision head brings back (a revert of a change it never got):
+	// the rollout head starts admits it at once, in no wave.
+	RunsRevision string `json:"runsRevision,omitempty"`
 }
 
 // PoolChange is one pool's change.
@@ -271,7 +275,11 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 	if observed != nil {
 		runs = runningRollouts(bd, hd, in.Rollouts)
 	}
-	waits := waitingAtMerge(bd, hd)
+	var obs *ObservedRollouts
+	if observed != nil {
+		obs = in.Rollouts
+	}
+	waits := waitingAtMerge(bd, hd, obs, by)
 	type compared struct {
 		cc   *ClusterChange
 		errs []Problem
@@ -296,10 +304,13 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 				hold.base = b
 			}
 			cc, errs := compareCluster(n, b, h, hd, ms, hold, waits[n] == mergeWaits)
-			if cc != nil && cc.Held == "" && cc.Refused == "" && (atOnce(b, h, bd, hd) || waits[n] == mergeAtOnce) {
+			if cc != nil && cc.Held == "" && cc.Refused == "" && (atOnce(b, h, bd, hd) || waits[n] >= mergeAtOnce) {
 				// A halt the change releases moves the clusters it held
 				// in their waves.
 				cc.AtOnce = runs[h.Class] == nil || !runs[h.Class].released
+				if waits[n] == mergeOnRevision {
+					cc.RunsRevision = hd.Class(h.Class).Revision
+				}
 			}
 			results[i].cc, results[i].errs = cc, errs
 		}
@@ -511,12 +522,27 @@ func assumeConverged(dc *DesiredCluster) []ObservedMachine {
 // under way as finished). Only a size changed with the class matters: a
 // class change alone asks for no gate (a sixth of a 10,000-cluster class
 // bump's preview, measured).
-func waitingAtMerge(bd, hd *Desired) map[string]int {
+//
+// A cluster the status branch (obs) shows admitted to head's revision —
+// the revert of a class change that halted, which brings back the
+// revision that cluster never left — is on that revision at the merge,
+// not on base's: the rollout admits it at once, done when its machines
+// run head's templates (by, its observed machines), moving at once when
+// its own change is in them; only one that failed on it waits for its
+// wave.
+func waitingAtMerge(bd, hd *Desired, obs *ObservedRollouts, by map[string][]ObservedMachine) map[string]int {
+	onHead := func(h *DesiredCluster) bool {
+		if obs == nil {
+			return false
+		}
+		c, ok := obs.Clusters[h.Name]
+		return ok && hd.Class(h.Class) != nil && c.Revision == hd.Class(h.Class).Revision && c.State != AdmissionFailed
+	}
 	resized := false
 	for _, h := range hd.Clusters {
 		b := bd.Cluster(h.Name)
 		if b != nil && b.Class == h.Class && bd.Class(b.Class) != nil && hd.Class(h.Class) != nil &&
-			bd.Class(b.Class).Revision != hd.Class(h.Class).Revision && !sameSizes(b, h) {
+			bd.Class(b.Class).Revision != hd.Class(h.Class).Revision && (!sameSizes(b, h) || onHead(h)) {
 			resized = true
 			break
 		}
@@ -532,8 +558,12 @@ func waitingAtMerge(bd, hd *Desired) map[string]int {
 			continue
 		}
 		rev := bd.Class(b.Class).Revision
+		current := newAdmission(b, rev, AdmissionDone, time.Time{}).current(h)
+		if onHead(h) {
+			rev, current = hc.Revision, runsTemplates(h, by[h.Name])
+		}
 		sums[h.Name] = Summary{Cluster: h.Name, Class: h.Class, Wave: h.Wave, Paused: h.Paused, Skip: h.Paused || len(h.Problems) > 0,
-			Revision: rev, State: AdmissionDone, Current: newAdmission(b, rev, AdmissionDone, time.Time{}).current(h)}
+			Revision: rev, State: AdmissionDone, Current: current}
 	}
 	g := Rollouts(hd, sums, nil, time.Time{})
 	out := map[string]int{}
@@ -541,6 +571,8 @@ func waitingAtMerge(bd, hd *Desired) map[string]int {
 		switch {
 		case g.For(n).Waiting:
 			out[n] = mergeWaits
+		case !sum.Skip && sum.Revision != "" && hd.Class(sum.Class) != nil && sum.Revision == hd.Class(sum.Class).Revision && !sum.Fresh:
+			out[n] = mergeOnRevision // it runs head's revision: admitted at once
 		case sum.Current && !sum.Skip:
 			out[n] = mergeAtOnce // the class change reaches none of its machines
 		}
@@ -551,9 +583,27 @@ func waitingAtMerge(bd, hd *Desired) map[string]int {
 // How the rollout head starts takes a cluster at the merge
 // (waitingAtMerge).
 const (
-	mergeWaits  = 1 + iota // waits for its wave: its templates wait, its sizes apply
-	mergeAtOnce            // admitted at once, done: the class change moves none of its machines
+	mergeWaits      = 1 + iota // waits for its wave: its templates wait, its sizes apply
+	mergeAtOnce                // admitted at once, done: the class change moves none of its machines
+	mergeOnRevision            // admitted at once: it runs head's revision already (a revert brings it back)
 )
+
+// runsTemplates says whether every live machine of ms runs the template
+// and version of its pool in h: a cluster admitted to head's revision
+// then has nothing of its own to move.
+func runsTemplates(h *DesiredCluster, ms []ObservedMachine) bool {
+	for i := range ms {
+		m := &ms[i]
+		if m.Phase == wire.PhaseDeleted {
+			continue
+		}
+		_, p := h.pool(m.Deployment)
+		if p == nil || m.TemplateHash != p.TemplateHash || m.Version != p.Version {
+			return false
+		}
+	}
+	return true
+}
 
 func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []ObservedMachine, hold hold, waits bool) (*ClusterChange, []Problem) {
 	cc := &ClusterChange{Name: name, Change: ChangeChanged}

@@ -75,3 +75,44 @@ func TestPreviewSaysEachWavesMaxConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviewOfARevertAdmitsAtOnceWhoNeverGotIt: the revert of a class
+// change that halted on the canary, which also grows prod-a's pool.
+// prod-a never got the bad revision: the status branch shows it on the
+// revision the revert brings back, so the rollout the revert starts
+// admits it at once, and its new machine is made from the templates it
+// runs, replacing nothing. The plan says so: "none, at once", in no wave.
+// Before, it took prod-a for a cluster on the bad revision: "wave: 3/3
+// production", its pool "at once, from the templates it runs; 1 replaced
+// in its wave", and the footer had wave production roll it out.
+func TestPreviewOfARevertAdmitsAtOnceWhoNeverGotIt(t *testing.T) {
+	s, _ := haltedCanary(t)
+	base, head := templateChange(wavesFleet("v1.30.2")), wavesFleet("v1.30.2")
+	clusterOf(head, "prod-a").Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr(2)
+	r := PreviewOf(PreviewInput{Base: base, Head: head, Observed: s.observed(), Rollouts: observedRollouts(s)})
+	text, md := renderTextAndMarkdown(t, r)
+	rev := r.Rollouts[0].Revision
+	for _, want := range []string{
+		"wave: none, at once: it runs class revision " + rev + ", which this change brings back, so the rollout admits it at once (class changes reach it in 3/3 production)",
+		"    md: 1 → 2 machines\n",
+		"Class standard rolls out wave canary (canary-a); the first cluster that fails halts the rollout",
+		"At once, in no wave: prod-a.",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	if !strings.Contains(md, "| `prod-a` | standard | v1.30.2 | at once (3/3 production) | 0 | 1 | 0 |") {
+		t.Errorf("markdown's row of prod-a is not at once, 1 created:\n%s", md)
+	}
+	for _, bad := range []string{"wave: 3/3 production", "replaced in its wave", "wave production (prod-a", "before their wave: prod-a"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("text says %q:\n%s", bad, text)
+		}
+	}
+	s.quiet = true
+	from := len(s.applied)
+	s.setFleet(head)
+	s.run(100)
+	checkPreviewIsWhatHappens(t, r, s.applied[from:])
+}

@@ -565,6 +565,8 @@ func waveText(c *ClusterChange, long bool) string {
 	switch {
 	case !c.AtOnce:
 		return w
+	case long && c.RunsRevision != "":
+		return "none, at once: it runs class revision " + c.RunsRevision + ", which this change brings back, so the rollout admits it at once (class changes reach it in " + w + ")"
 	case long && c.Change == ChangeAdded:
 		return "none, at once: a new cluster is made at once (class changes reach it in " + w + ")"
 	case long:
