@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // TestPreviewClassRulesReachTheirWave: a class change of rules alone (a
@@ -115,4 +116,53 @@ func TestPreviewOfARevertAdmitsAtOnceWhoNeverGotIt(t *testing.T) {
 	s.setFleet(head)
 	s.run(100)
 	checkPreviewIsWhatHappens(t, r, s.applied[from:])
+}
+
+// TestPreviewReleaseNoteSaysWhatBecomesOfTheFailed: the note of a change
+// that releases a halted rollout says what becomes of the failed
+// cluster's machines as the preview counts them. The revert leaves
+// canary-a's pool one machine over its replicas: its failed machine is
+// deleted and none made in its place. A fix (another template) deletes
+// it too and replaces the other. Before, both read "the failed clusters'
+// machines are replaced when their wave admits them", untrue of the
+// revert.
+func TestPreviewReleaseNoteSaysWhatBecomesOfTheFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		head     func() *v1alpha1.Fleet
+		want     string
+		replaced bool
+	}{
+		{"revert", func() *v1alpha1.Fleet { return wavesFleet("v1.30.2") }, "with no replacement.", false},
+		{"fix", func() *v1alpha1.Fleet {
+			f := wavesFleet("v1.30.2")
+			f.Classes[0].Spec.Workers.MachineDeployments[0].Template.Spec["cpus"] = 6
+			return f
+		}, "with no replacement, and has 1 machine replaced.", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := haltedCanary(t)
+			observed := s.observed()
+			r := PreviewOf(PreviewInput{Base: templateChange(wavesFleet("v1.30.2")), Head: tc.head(), Observed: observed, Rollouts: observedRollouts(s)})
+			text, md := renderTextAndMarkdown(t, r)
+			var failed string
+			for _, m := range observed {
+				if m.Phase == wire.PhaseFailed {
+					failed = m.Name
+				}
+			}
+			want := "which releases the halt: it starts again from the first wave with no failure counted; when their wave admits them, canary-a loses " + failed + ", over its pools' replicas, " + tc.want
+			for _, out := range []string{text, md} {
+				if !strings.Contains(out, want) {
+					t.Errorf("plan lacks %q:\n%s", want, out)
+				}
+				if strings.Contains(out, "machines are replaced") {
+					t.Errorf("plan says the failed clusters' machines are replaced:\n%s", out)
+				}
+			}
+			if c := r.Clusters[0]; c.Name != "canary-a" || (c.Replaced > 0) != tc.replaced || len(c.DeletedMachines) != 1 {
+				t.Errorf("canary-a: %+v", c)
+			}
+		})
+	}
 }

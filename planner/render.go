@@ -377,7 +377,7 @@ func rolloutNote(r *PreviewReport, p *RolloutPlan, code func(string) string) str
 	}
 	halted := fmt.Sprintf("%s is halted: %s.", what, failed)
 	if p.NewRollout {
-		return halted + fmt.Sprintf(" This change changes what the class's machines are made of: merging starts a rollout of revision %s, which releases the halt: it starts again from the first wave with no failure counted, and the failed clusters' machines are replaced when their wave admits them.", code(p.Revision))
+		return halted + fmt.Sprintf(" This change changes what the class's machines are made of: merging starts a rollout of revision %s, which releases the halt: it starts again from the first wave with no failure counted%s.", code(p.Revision), failedFate(r, run.Failed))
 	}
 	var stays []string
 	if len(p.Failed) > 0 {
@@ -393,6 +393,44 @@ func rolloutNote(r *PreviewReport, p *RolloutPlan, code func(string) string) str
 	}
 	return halted + " This change leaves what the class's machines are made of as it is, so the halt stays until a fix or a revert of the class is merged (or spec.rollout.maxFailures is raised): " +
 		strings.Join(stays[:len(stays)-1], "; ") + "; and " + stays[len(stays)-1] + "."
+}
+
+// failedFate says what becomes of the failed clusters' machines when the
+// rollout a release starts admits them, as the preview counts it: a pool
+// left with a machine over its replicas (the revert of the change its
+// failed machine was made for) loses that machine and makes none in its
+// place; the others are replaced.
+func failedFate(r *PreviewReport, failed []string) string {
+	var fates []string
+	for _, f := range failed {
+		var c *ClusterChange
+		for i := range r.Clusters {
+			if r.Clusters[i].Name == f {
+				c = &r.Clusters[i]
+			}
+		}
+		if c == nil || c.Held != "" || c.Refused != "" {
+			continue
+		}
+		var what []string
+		if c.Deleted > 0 {
+			gone := plural(c.Deleted, "machine")
+			if len(c.DeletedMachines) > 0 {
+				gone = strings.Join(c.DeletedMachines, ", ")
+			}
+			what = append(what, fmt.Sprintf("loses %s, over its pools' replicas, with no replacement", gone))
+		}
+		if c.Replaced > 0 {
+			what = append(what, "has "+plural(c.Replaced, "machine")+" replaced")
+		}
+		if len(what) > 0 {
+			fates = append(fates, f+" "+strings.Join(what, ", and "))
+		}
+	}
+	if len(fates) == 0 {
+		return ""
+	}
+	return "; when their wave admits them, " + strings.Join(fates, "; ")
 }
 
 // haltsAfter says how many failed clusters halt a class's rollout.
