@@ -152,7 +152,7 @@ func PlanCluster(in ClusterInput) ClusterResult {
 			p.wakeAt(at) // it may be done then
 		}
 		p.plan()
-		p.res.Status.Rollout = rolloutStatus(adm, &in.Gate)
+		p.res.Status.Rollout = rolloutStatus(adm, &in.Gate, p.desired.WaveName)
 	}
 	if p.desired != nil || len(p.pools) > 0 {
 		rec.Backoff = p.backoff // a removed cluster's goes with its last machine

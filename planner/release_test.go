@@ -423,3 +423,26 @@ func TestNoRecordWaitsOnHalt(t *testing.T) {
 		t.Errorf("prod-a has %d machines after the revert, want 2", n)
 	}
 }
+
+// TestANewClusterOnHaltHasItsWave: a cluster added while its class's
+// rollout is halted has no admission, but its status names the wave the
+// class's waves put it in, as its class's rollout lists it: the dashboard
+// lists it under that wave. Before, its status had no wave, and the
+// dashboard listed it "In no wave yet".
+func TestANewClusterOnHaltHasItsWave(t *testing.T) {
+	s, _ := haltedCanary(t)
+	added := templateChange(wavesFleet("v1.30.2"))
+	added.Clusters = append(added.Clusters, testCluster("prod-new", 1, 1, labels("tier", "prod")))
+	s.setFleet(added)
+	s.minRound = s.round + 2
+	s.run(30)
+	for _, c := range s.last.Clusters {
+		if c.Name == "prod-new" {
+			if r := c.Rollout; r == nil || r.Wave != "production" || r.Revision != "" || r.State != RolloutWaiting {
+				t.Errorf("prod-new's rollout %+v: want Waiting in wave production, admitted to no revision", r)
+			}
+			return
+		}
+	}
+	t.Fatal("no status of prod-new")
+}

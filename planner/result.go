@@ -122,11 +122,15 @@ const (
 	RolloutPaused  = "Paused"
 )
 
-func rolloutStatus(a *Admission, g *Gate) *ClusterRollout {
+// rolloutStatus is a cluster's place in its class's rollout: its
+// admission's, else (a cluster added during a halt, one whose records are
+// lost) the wave its class's waves put it in (wave), so that it is listed
+// in that wave, not in none.
+func rolloutStatus(a *Admission, g *Gate, wave string) *ClusterRollout {
 	if a == nil && !g.Waiting && !g.Paused {
 		return nil
 	}
-	r := &ClusterRollout{}
+	r := &ClusterRollout{Wave: wave}
 	if a != nil {
 		r.Revision, r.Wave, r.AdmittedAt, r.State, r.Reason = a.Revision, a.Wave, a.AdmittedAt, a.State, a.Reason
 	}

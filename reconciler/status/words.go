@@ -22,7 +22,8 @@ func (c *ClusterStatus) HaltHold() *Condition {
 // HeldByHalt says that a cluster its class's halted rollout holds (HaltHold)
 // is held, and what it runs meanwhile: "held by its class's halted rollout
 // (runs class revision 9ce7da3c89)", or "(admitted to no revision)" for one
-// added during the halt, which has neither a revision nor a wave yet. The
+// added during the halt, which has no revision yet (its wave is the one its
+// class's waves put it in). The
 // RolloutHalted condition's message says the halt and what releases it.
 func (r *Rollout) HeldByHalt() string {
 	on := "runs class revision " + r.ClassRevision
