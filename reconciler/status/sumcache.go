@@ -3,6 +3,8 @@ package status
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"hash/crc32"
 	"os"
 	"time"
 
@@ -22,8 +24,22 @@ import (
 // again would give: computed from the file's bytes, or from the status
 // the Writer encoded into it; a file of another build, damaged or missing
 // is an empty cache.
+//
+// The first line is the magic, the build's identity and the CRC-32C
+// (Castagnoli, 8 hex digits) of the JSON that follows it: a changed byte
+// that still decodes (a count, a phase) fails the check, and every status
+// file is read from the branch again rather than fleet.yaml's counts being
+// made from it. The check costs one pass over the file, at the speed of
+// the CPU's CRC instruction.
 
-const sumCacheMagic = "gitfleet-status-sums 1 "
+const sumCacheMagic = "gitfleet-status-sums 2 "
+
+var sumCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// sumHeader is the first line of a summary cache file holding body.
+func sumHeader(id string, body []byte) string {
+	return fmt.Sprintf("%s%s %08x\n", sumCacheMagic, id, crc32.Checksum(body, sumCRC))
+}
 
 type sumFile struct {
 	Sums map[string]sumJSON `json:"sums"`
@@ -80,8 +96,13 @@ func (w *Writer) loadSums() {
 	if err != nil {
 		return
 	}
-	body, ok := bytes.CutPrefix(data, []byte(sumCacheMagic+id+"\n"))
+	rest, ok := bytes.CutPrefix(data, []byte(sumCacheMagic+id+" "))
 	if !ok {
+		return
+	}
+	_, body, ok := bytes.Cut(rest, []byte("\n"))
+	if !ok || string(data[:len(data)-len(body)]) != sumHeader(id, body) {
+		w.log.Warn().Str("path", w.opts.SumCache).Msg("status: the summary cache is damaged; every status file is read from the branch")
 		return
 	}
 	var f sumFile
@@ -141,7 +162,7 @@ func (w *Writer) saveSums() {
 	w.mu.Unlock()
 	body, err := json.Marshal(f)
 	if err == nil {
-		err = privfile.Write(w.opts.SumCache, append([]byte(sumCacheMagic+id+"\n"), body...))
+		err = privfile.Write(w.opts.SumCache, append([]byte(sumHeader(id, body)), body...))
 	}
 	if err != nil {
 		w.log.Warn().Err(err).Msg("status: cannot write the summary cache; the next start reads every status file")

@@ -525,6 +525,64 @@ func TestWriterSummaryCache(t *testing.T) {
 	}
 }
 
+// TestWriterDamagedSummaryCache: a summary cache whose numbers were
+// changed on disk, still valid JSON, is not trusted: the restarted Writer
+// reads every status file from the branch, and fleet.yaml counts the
+// machines the files hold, not the changed numbers.
+func TestWriterDamagedSummaryCache(t *testing.T) {
+	dir := t.TempDir()
+	repo := newRepo(t, dir)
+	opts := Options{Repo: repo, Interval: time.Hour, SumCache: filepath.Join(t.TempDir(), "status-sums")}
+	w := newWriter(t, opts)
+	w.SetCluster(cluster("dev-1", 2, "Running"), origin)
+	w.SetCluster(cluster("prod-1", 3, "Running"), origin)
+	flush(t, w)
+	w.Close()
+	want := gitCLI(t, dir, "show", branch+":fleet.yaml")
+	data, err := os.ReadFile(opts.SumCache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := strings.ReplaceAll(string(data), `"machines":4`, `"machines":9`)
+	if damaged == string(data) {
+		t.Fatalf("prod-1's machine count not found in the summary cache:\n%s", data)
+	}
+	if err := os.WriteFile(opts.SumCache, []byte(damaged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w = newWriter(t, opts)
+	if err := w.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if read := w.Stats().FilesRead; read != 3 {
+		t.Errorf("with a damaged summary cache: read %d files, want 3 (every file on the branch)", read)
+	}
+	// dev-1 scaled to three workers makes the Writer write fleet.yaml
+	// again from its summaries: 4 machines of dev-1's and prod-1's 4, as
+	// its file holds.
+	w.SetCluster(cluster("dev-1", 3, "Running"), origin)
+	flush(t, w)
+	got := gitCLI(t, dir, "show", branch+":fleet.yaml")
+	if got == want {
+		t.Fatal("fleet.yaml was not written again")
+	}
+	if line := machinesLine(t, got); line != "machines: 8" {
+		t.Errorf("fleet.yaml after a restart with a damaged summary cache: %q, want \"machines: 8\":\n%s", line, got)
+	}
+}
+
+// machinesLine is fleet.yaml's machine count line.
+func machinesLine(t *testing.T, fleet string) string {
+	t.Helper()
+	for l := range strings.Lines(fleet) {
+		if strings.HasPrefix(strings.TrimSpace(l), "machines:") {
+			return strings.TrimSpace(l)
+		}
+	}
+	t.Fatalf("fleet.yaml has no machines count:\n%s", fleet)
+	return ""
+}
+
 // TestMadeFromHoldsAcrossRestarts: a cluster set from a key answers
 // MadeFrom for that key only, in the Writer that set it and, through the
 // summary cache, in the next one — also when the status encoded to the
