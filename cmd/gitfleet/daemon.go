@@ -118,12 +118,20 @@ func (o *daemonOptions) bindFlags(fs *flag.FlagSet, defaultListen string) {
 }
 
 // runDaemon wires sources, NATS, in-process workers, the leader lease, the
-// reconciler and the status writer, and runs them until ctx ends.
-func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) error {
+// reconciler and the status writer, and runs them until ctx ends. A stop
+// while it is still starting (ctx ended, and the step it was at failed
+// for that) ends it as a stop after the start does: no error.
+func runDaemon(ctx context.Context, env *cmdEnv, o daemonOptions) (err error) {
 	log, err := o.log.logger(env.stderr)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			log.Info().Msg("gitfleet daemon stopped while starting")
+			err = nil
+		}
+	}()
 	ctx = log.WithContext(ctx)
 	// A quiet daemon gives back the pages its last burst (inventories, a
 	// large revision) used: internal/memreturn, docs/reconciler.md.

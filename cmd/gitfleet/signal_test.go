@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -172,5 +174,56 @@ func TestNodeVerbsAreOneShot(t *testing.T) {
 		if commands[c].untilStopped != nil {
 			t.Errorf("%s runs until stopped; it is one-shot", c)
 		}
+	}
+}
+
+// cancelOn is a log that cancels a context when a line holding word is
+// written to it: the stop comes at that step of a daemon's start.
+type cancelOn struct {
+	syncBuffer
+	word   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(c.word)) {
+		c.cancel()
+	}
+	return c.syncBuffer.Write(p)
+}
+
+// TestUpStoppedWhileStarting: gitfleet up stopped (Ctrl-C, SIGTERM) at
+// each step of its start — NATS up, the first revision read, a worker
+// started — ends as a stop after the start does: exit 0, and no error
+// about a context being canceled.
+func TestUpStoppedWhileStarting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon")
+	}
+	repo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "an empty fleet"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	for _, step := range []string{"embedded nats-server started", `"commit":`, `"provider":"local"`, `"provider":"inmemory"`} {
+		t.Run(step, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			log := &cancelOn{word: step, cancel: cancel}
+			done := make(chan int, 1)
+			go func() {
+				done <- run(ctx, []string{"up", "--repo", repo, "--data-dir", t.TempDir(), "--listen", "", "--log-format", "json"},
+					&cmdEnv{stdout: io.Discard, stderr: log})
+			}()
+			select {
+			case code := <-done:
+				if code != 0 || strings.Contains(log.String(), "context canceled") || !strings.Contains(log.String(), step) {
+					t.Errorf("up stopped at %q: exit %d, want 0 and no error about a canceled context; log:\n%s", step, code, log.String())
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("up stopped at %q still runs after 60s; log:\n%s", step, log.String())
+			}
+		})
 	}
 }
