@@ -664,7 +664,13 @@ func (r *Reconciler) applyRevision(rev *sources.Revision) {
 		r.lastRejected, r.rejected, r.rejectedOver = nil, "", ""
 	}
 	r.scalesStale = true
-	r.metrics.RevisionsApplied.Inc()
+	if prev != nil || r.appliedBefore == nil || r.appliedBefore.Commit != rev.Commit {
+		// A new leader's first revision, the one fleet.yaml shows applied
+		// (sources.WatchOptions.LastGood), was counted by the leader that
+		// applied it: only a revision newly applied is counted
+		// (carryApplied).
+		r.metrics.RevisionsApplied.Inc()
+	}
 	changed := r.markChanged(prev, desired)
 	log.Info().Str("subject", rev.Subject()).Int("clusters", len(desired.Clusters)).Int("changed", changed).Msg("applying revision")
 	r.writeFleet()

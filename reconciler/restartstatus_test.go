@@ -505,3 +505,79 @@ func TestARestartCountsNoRefusalAgain(t *testing.T) {
 		t.Errorf("rejected %v after a new commit was refused in a new process, want 1", n)
 	}
 }
+
+// appliedCount is gitfleet_revisions_applied_total in m.
+func appliedCount(t testing.TB, m *Metrics) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.RevisionsApplied.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetCounter().GetValue()
+}
+
+// TestARestartCountsNoApplyAgain: gitfleet_revisions_applied_total
+// counts each revision once, whatever the leaders. A new leader applies
+// the revision fleet.yaml shows applied first (the source's LastGood):
+// in the same process (a lease lost and regained, the metrics kept) that
+// adds nothing, and in a new process it stays at zero, so increase() over
+// a restart is the commits applied since. Before, every new leader counted
+// the revision in force again. A commit applied after the restart is
+// counted.
+func TestARestartCountsNoApplyAgain(t *testing.T) {
+	l := newLoop(t, "inmemory", 1, 0)
+	metrics := NewMetrics(prometheus.NewRegistry())
+	l.opts.Metrics = metrics
+	l.start()
+	l.answer(l.nextTasks(1)[0], wire.PhaseRunning)
+	l.waitRecords("Running")
+	inForce, err := l.src.Revision(t.Context(), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := func() string {
+		if f := l.statusSnapshot().Fleet; f.LastApplied != nil {
+			return "lastApplied " + short(f.LastApplied.Commit)
+		}
+		return "no lastApplied"
+	}
+	l.waitFor("the first revision in fleet.yaml", func() (bool, string) {
+		got := applied()
+		return got == "lastApplied "+short(inForce.Commit), got
+	})
+	if n := appliedCount(t, metrics); n != 1 {
+		t.Fatalf("applied %v before the restart, want 1", n)
+	}
+	l.stop()
+
+	for _, tc := range []struct {
+		name    string
+		metrics *Metrics
+		want    float64
+	}{
+		{"a new leader in the same process", metrics, 2},
+		{"a new process", NewMetrics(prometheus.NewRegistry()), 1},
+	} {
+		// As the daemon's source hands them over: the revision in force
+		// (LastGood), then a new commit, applied in that order.
+		l.opts.Metrics = tc.metrics
+		l.run()
+		l.revs <- inForce
+		l.repo.write("README", tc.name+"\n")
+		l.repo.commit(tc.name)
+		next, err := l.src.Revision(t.Context(), "main")
+		if err != nil || next.Rejected() {
+			t.Fatalf("%s: %v; want a good revision", tc.name, err)
+		}
+		l.revs <- next
+		l.waitFor("the new commit in fleet.yaml", func() (bool, string) {
+			got := applied()
+			return got == "lastApplied "+short(next.Commit), got
+		})
+		if n := appliedCount(t, tc.metrics); n != tc.want {
+			t.Errorf("%s: applied %v after the restart and one new commit, want %v (the revision in force counted again?)", tc.name, n, tc.want)
+		}
+		l.stop()
+		inForce = next
+	}
+}

@@ -265,6 +265,11 @@ func rejection(rev *sources.Revision) *status.Rejection {
 // slow or unreachable) dropped lastApplied, and `gitfleet plan` then
 // compared a change with an empty fleet, and the next start had no last
 // good revision to fall back on.
+//
+// That commit counts as applied already: when the source hands it over
+// first, gitfleet_revisions_applied_total does not count it once more.
+// Before, every new leader (a restart, a failover, a lease regained) counted
+// the revision in force again.
 func (r *Reconciler) carryApplied() {
 	r.appliedBefore = r.o.Status.Fleet().LastApplied
 }
