@@ -110,7 +110,39 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	v := treeView{now: clock, grouping: *grouping, conditions: *showConds}
-	return v.write(env.stdout, clusters)
+	if err := v.write(env.stdout, clusters); err != nil {
+		return err
+	}
+	if len(pos) == 1 {
+		return v.fleetConditions(env.stdout, pos[0], snap.FleetConditionsOf(pos[0]))
+	}
+	return nil
+}
+
+// fleetConditions lists the daemon's conditions in fleet.yaml that concern
+// cluster (status.Snapshot.FleetConditionsOf): a problem of the whole
+// fleet that holds this cluster up, such as a bootstrap error naming it or
+// a provider its machines use that no worker answers for.
+func (v treeView) fleetConditions(w io.Writer, cluster string, conds []status.Condition) error {
+	if len(conds) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	b.WriteString("\nFleet conditions concerning " + cluster + " (fleet.yaml):\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
+	for _, c := range conds {
+		row(tw, c.Type, c.Status, c.Reason, age(c.LastTransitionTime, v.now), c.Message)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, l := range strings.SplitAfter(b.String(), "\n") {
+		if l != "" {
+			fmt.Fprintln(w, strings.TrimRight(l, " \n"))
+		}
+	}
+	return nil
 }
 
 func clusterNames(s *status.Snapshot) string {

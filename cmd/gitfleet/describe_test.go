@@ -300,3 +300,52 @@ func TestDescribeHaltedRollout(t *testing.T) {
 	_, js, _ := runCmd(t, "describe", "dev-1", "--repo", dir, "-o", "json")
 	golden(t, "describe/halted.json", js)
 }
+
+// TestDescribeShowsFleetConditions: describe CLUSTER shows, under their own
+// heading, the conditions of fleet.yaml that concern the cluster — a
+// bootstrap error that names it (its CA lost), a provider its machines use
+// that no worker answers for — and not those about another cluster (dev-10
+// is not dev-1) or another provider.
+func TestDescribeShowsFleetConditions(t *testing.T) {
+	t.Setenv("GITFLEET_DESCRIBE_NOW", describeNow)
+	dir := fleetRepo(t)
+	head := strings.TrimSpace(gitCLI(t, dir, "rev-parse", "HEAD"))
+	w := statusWriter(t, dir)
+	o := status.Origin{SourceCommit: head, PlanID: "p1"}
+	w.SetCluster(dev1(2, 2, statusEpoch), o)
+	w.SetCluster(prod1(), o)
+	since := statusEpoch.Add(2 * time.Hour)
+	w.SetFleet(status.FleetStatus{
+		LastApplied: &status.SourceCommit{Commit: head, Subject: "Initial fleet"},
+		Conditions: []status.Condition{
+			{Type: status.ConditionReconciling, Status: status.ConditionFalse, Reason: "BootstrapFailing", LastTransitionTime: since,
+				Message: "bootstrap: no CA: cluster prod-1 has no CA in bucket gitfleet-pki, and machine prod-1-md-0-g7 joins its running control plane, which trusts only the CA it was made with"},
+			{Type: status.ConditionTasksAnswered, Status: status.ConditionFalse, Reason: "NoWorkerAnswers", LastTransitionTime: since.Add(10 * time.Minute),
+				Message: "provider local: no worker answered 2 tasks in 5m0s (dev-10-md-0-k2, published 2026-11-20T12:10:00Z); start a worker for it (gitfleet worker --provider local) or check that its workers reach NATS"},
+			{Type: status.ConditionRecordsRebuilt, Status: status.ConditionFalse, Reason: "WaitingForInventory", LastTransitionTime: since,
+				Message: "the machines store was empty: no plan until the inventory of provider docker is in"},
+		},
+	}, o)
+	flushStatus(t, w)
+
+	code, stdout, stderr := runCmd(t, "describe", "prod-1", "--repo", dir, "--grouping=false")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	golden(t, "describe/prod-1-fleet-conditions.txt", regexp.MustCompile(`Status: [0-9a-f]{7} `).ReplaceAllString(stdout, "Status: STATUS "))
+	heading := "\nFleet conditions concerning prod-1 (fleet.yaml):\nTYPE"
+	if !strings.Contains(stdout, heading) || !strings.Contains(stdout, "BootstrapFailing") || !strings.Contains(stdout, "no CA: cluster prod-1") ||
+		!strings.Contains(stdout, "NoWorkerAnswers") || strings.Contains(stdout, "WaitingForInventory") {
+		t.Errorf("describe prod-1 does not show the bootstrap error naming it and its provider's unanswered tasks (and only those) under %q:\n%s", heading, stdout)
+	}
+
+	_, stdout, _ = runCmd(t, "describe", "dev-1", "--repo", dir)
+	if !strings.Contains(stdout, "Fleet conditions concerning dev-1 (fleet.yaml):") || !strings.Contains(stdout, "NoWorkerAnswers") ||
+		strings.Contains(stdout, "BootstrapFailing") || strings.Contains(stdout, "WaitingForInventory") {
+		t.Errorf("describe dev-1 shows another cluster's or provider's condition, or not its provider's:\n%s", stdout)
+	}
+	_, stdout, _ = runCmd(t, "describe", "--repo", dir)
+	if strings.Contains(stdout, "Fleet conditions concerning") {
+		t.Errorf("describe of the whole fleet lists the conditions per cluster:\n%s", stdout)
+	}
+}

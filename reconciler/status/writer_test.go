@@ -762,3 +762,30 @@ func (c *countingCache) Put(o plumbing.EncodedObject) {
 	c.puts.Add(1)
 	c.Object.Put(o)
 }
+
+// TestFleetConditionsOf: a fleet condition concerns a cluster when it
+// names the cluster or one of its machines as a whole word, or, False,
+// names a provider its machines use; dev-10 and provider local-2 are other
+// names.
+func TestFleetConditionsOf(t *testing.T) {
+	s := &Snapshot{Clusters: []ClusterStatus{cluster("dev-1", 1, "Running")}}
+	conds := []Condition{
+		{Type: "A", Status: ConditionFalse, Message: "bootstrap: no CA: cluster dev-10 has no CA"},
+		{Type: "B", Status: ConditionFalse, Message: "provider inmemory-2: no worker answered"},
+		{Type: "C", Status: ConditionTrue, Message: "provider inmemory: all answered"},
+		{Type: "D", Status: ConditionFalse, Message: "bootstrap: machine dev-1-cp-a1b2c: no CA"},
+		{Type: "E", Status: ConditionFalse, Message: "cluster dev-1: no CA"},
+		{Type: "F", Status: ConditionFalse, Message: "provider inmemory: no worker answered"},
+	}
+	s.Fleet.Conditions = conds
+	var got []string
+	for _, c := range s.FleetConditionsOf("dev-1") {
+		got = append(got, c.Type)
+	}
+	if strings.Join(got, ",") != "D,E,F" {
+		t.Errorf("conditions concerning dev-1: %v, want D, E, F", got)
+	}
+	if s.FleetConditionsOf("prod-1") != nil {
+		t.Error("a cluster with no status is concerned by conditions")
+	}
+}

@@ -1,0 +1,64 @@
+package status
+
+import "strings"
+
+// FleetConditionsOf are the conditions of fleet.yaml that concern cluster
+// name, in fleet.yaml's order: those whose message names the cluster or one
+// of its machines (a Reconciling bootstrap error for a cluster whose CA was
+// lost), and the False ones whose message names a provider its machines
+// use ("provider local", as TasksAnswered and RecordsRebuilt say). A name
+// counts only as a whole word: dev-1 is not named by dev-10's message.
+func (s *Snapshot) FleetConditionsOf(name string) []Condition {
+	c := s.Cluster(name)
+	if c == nil {
+		return nil
+	}
+	var out []Condition
+	for _, cd := range s.Fleet.Conditions {
+		if concerns(cd, c) {
+			out = append(out, cd)
+		}
+	}
+	return out
+}
+
+func concerns(cd Condition, c *ClusterStatus) bool {
+	if namesWord(cd.Message, c.Name) {
+		return true
+	}
+	for _, m := range c.Machines {
+		if namesWord(cd.Message, m.Name) {
+			return true
+		}
+	}
+	if cd.Status != ConditionFalse {
+		return false
+	}
+	for _, m := range c.Machines {
+		if m.Provider != "" && namesWord(cd.Message, "provider "+m.Provider) {
+			return true
+		}
+	}
+	return false
+}
+
+// namesWord says whether msg holds word with no name character (a letter,
+// digit, '-' or '_') right before or after it.
+func namesWord(msg, word string) bool {
+	for i := 0; word != ""; {
+		j := strings.Index(msg[i:], word)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(word)
+		if (start == 0 || !nameByte(msg[start-1])) && (end == len(msg) || !nameByte(msg[end])) {
+			return true
+		}
+		i = start + 1
+	}
+	return false
+}
+
+func nameByte(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '-' || b == '_'
+}
