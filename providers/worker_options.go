@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/pki"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // WorkerOptions tune a Worker. The zero value is usable.
@@ -129,14 +130,4 @@ func DefaultWorkerID(place string) string {
 }
 
 // validID reports whether id can be a worker's identity.
-func validID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
-}
+func validID(id string) bool { return wire.ValidWorker(id) }

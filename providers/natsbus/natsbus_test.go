@@ -211,3 +211,41 @@ func TestStreamLimitsFromFlags(t *testing.T) {
 		}
 	}
 }
+
+// A task whose subject would be too long for NATS is refused before it is
+// sent: sent, it made the server close the connection, which does not
+// come back (the daemon's, with every in-process worker's), where a
+// record named such a worker. Tasks on the connection still go through.
+func TestPublisherRefusesASubjectTooLong(t *testing.T) {
+	bus := openEmbedded(t, t.TempDir())
+	if err := natsbus.Ensure(ctx(t), bus.JS); err != nil {
+		t.Fatal(err)
+	}
+	pub := natsbus.NewPublisher(bus.JS)
+	long := wire.Task{ID: "t-long", Operation: wire.OpDelete, Worker: strings.Repeat("w", 5000),
+		Machine: wire.Machine{Name: "m", Cluster: "c", Provider: "local"}}
+	if f, err := pub.Publish(ctx(t), &long); err == nil {
+		select {
+		case <-f.Ok():
+		case err = <-f.Err():
+		case <-time.After(5 * time.Second):
+		}
+		t.Errorf("a task on a subject of %d bytes was sent (%v)", len(long.Subject()), err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if !bus.Conn.IsConnected() {
+		t.Fatalf("connection %v after the task was refused", bus.Conn.Status())
+	}
+	ok := wire.Task{ID: "t-ok", Operation: wire.OpDelete, Worker: "w1", Machine: wire.Machine{Name: "m", Cluster: "c", Provider: "local"}}
+	f, err := pub.Publish(ctx(t), &ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.Ok():
+	case err := <-f.Err():
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a task was not stored")
+	}
+}

@@ -44,6 +44,10 @@ func (p *Publisher) Publish(ctx context.Context, t *wire.Task) (jetstream.PubAck
 		return nil, fmt.Errorf("publish task %s: worker %q cannot be part of a subject", t.ID, t.Worker)
 	}
 	subj := t.Subject()
+	if len(subj) > wire.MaxSubject {
+		// Sent, it would close the connection for good.
+		return nil, fmt.Errorf("publish task %s: its subject is %d bytes long, over %d", t.ID, len(subj), wire.MaxSubject)
+	}
 	// Wait for room among the pending publishes as long as ctx allows,
 	// instead of failing after nats.go's default 200ms stall.
 	stall := 30 * time.Second

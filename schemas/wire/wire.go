@@ -77,6 +77,34 @@ func ValidToken(s string) bool {
 	return true
 }
 
+// MaxWorkerID is the longest worker identity.
+const MaxWorkerID = 128
+
+// ValidWorker reports whether id can be a worker's identity: letters,
+// digits, '-' and '_', at most MaxWorkerID of them. A task for a machine a
+// worker holds is published on a subject that ends with it
+// (WorkerTaskSubject), so an identity with a dot, a wildcard or thousands
+// of characters would route the machine's tasks to no worker, or make
+// their subject too long for NATS.
+func ValidWorker(id string) bool {
+	if id == "" || len(id) > MaxWorkerID {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxSubject is the longest subject a task is published on: NATS closes
+// a connection that sends a message whose control line (the subject, its
+// reply subject and sizes) passes 4096 bytes, and a closed connection
+// does not come back. Provider, cluster, machine and worker names are far
+// shorter.
+const MaxSubject = 1024
+
 // EventSubject is where events about a cluster's machines are published:
 // one subject a cluster, not a machine, because the event stream keeps an
 // entry for each subject it holds for as long as it keeps the subject's
@@ -350,6 +378,11 @@ func DecodeEvent(data []byte) (Event, error) {
 	}
 	if !e.Phase.Reported() {
 		return Event{}, fmt.Errorf("%w: event for %s/%s: unknown phase %q (want Provisioning, Running, Failed, Deleting or Deleted)", ErrMalformed, e.Cluster, e.Machine, e.Phase)
+	}
+	if e.Worker != "" && !ValidWorker(e.Worker) {
+		// Recorded, it would be where the machine's next task goes.
+		return Event{}, fmt.Errorf("%w: event for %s/%s: worker %q is no worker identity (letters, digits, '-' and '_', at most %d)",
+			ErrMalformed, e.Cluster, e.Machine, Cut(e.Worker, 64), MaxWorkerID)
 	}
 	e.Phase = e.Phase.Canonical()
 	return e, nil

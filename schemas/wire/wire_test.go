@@ -25,6 +25,23 @@ func TestDecodeEventRefusesUnknownPhases(t *testing.T) {
 // TestDecodedPhasesAreTheConstants: a decoded event's phase is the
 // constant's bytes, not a string of its own (a daemon keeps one for every
 // machine), and says the same.
+// An event's worker is where the machine's next task goes: one that is
+// no worker identity is refused, whatever else the event says.
+func TestDecodeEventRefusesWorkersThatAreNoIdentity(t *testing.T) {
+	for _, worker := range []string{"w.>", "*", "a.b", "w 1", "w\u0000", "ü", strings.Repeat("w", MaxWorkerID+1)} {
+		data, _ := json.Marshal(map[string]any{"apiVersion": APIVersion, "taskID": "t", "cluster": "c", "machine": "m", "phase": "Running", "worker": worker})
+		if _, err := DecodeEvent(data); !errors.Is(err, ErrMalformed) {
+			t.Errorf("worker %.20q: %v, want malformed", worker, err)
+		}
+	}
+	for _, worker := range []string{"", "vm-1a2b", "W_1", strings.Repeat("w", MaxWorkerID)} {
+		data, _ := json.Marshal(map[string]any{"apiVersion": APIVersion, "taskID": "t", "cluster": "c", "machine": "m", "phase": "Running", "worker": worker})
+		if _, err := DecodeEvent(data); err != nil {
+			t.Errorf("worker %.20q: %v", worker, err)
+		}
+	}
+}
+
 func TestDecodedPhasesAreTheConstants(t *testing.T) {
 	for _, phase := range []Phase{PhaseProvisioning, PhaseRunning, PhaseFailed, PhaseDeleting, PhaseDeleted} {
 		e, err := DecodeEvent([]byte(`{"apiVersion":"gitfleet.io/wire/v1","taskID":"t","cluster":"c","machine":"m","phase":"` + string(phase) + `"}`))
