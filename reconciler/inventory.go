@@ -287,6 +287,14 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 		r.refuse("inventory", refusedSubject, "", "", fmt.Sprintf("report of %s/%s published on %s", inv.Provider, inv.Worker, part.subject))
 		return
 	}
+	if !wire.ValidName(inv.Provider) || !wire.ValidWorker(inv.Worker) {
+		// The orphans it reported would be deleted by tasks on subjects
+		// no worker hears, or too long to publish.
+		r.log.Warn().Str("provider", wire.Cut(inv.Provider, 64)).Str("worker", wire.Cut(inv.Worker, 64)).
+			Msg("ignoring an inventory whose provider or worker is no name a task can carry")
+		r.metrics.Malformed.WithLabelValues("inventory").Inc()
+		return
+	}
 	iv := &r.inv
 	now := r.o.Now()
 	for id, p := range iv.parts {
@@ -361,6 +369,11 @@ func (p *partial) fits(inv wire.Inventory) bool {
 // a report answering a later request lists it again. It reports whether
 // the orphans changed.
 func (r *Reconciler) listedInstance(ctx context.Context, p *partial, in wire.Instance) bool {
+	if !wire.ValidName(in.Cluster) || !wire.ValidName(in.Machine) {
+		// No record has such a name, and no task can: nothing to adopt,
+		// and an orphan whose delete could never be published.
+		return false
+	}
 	iv := &r.inv
 	rep := &p.rep
 	m := r.lookup(in.Cluster, in.Machine)

@@ -98,6 +98,15 @@ func ValidWorker(id string) bool {
 	return true
 }
 
+// MaxName is the longest provider, cluster or machine name a message may
+// carry: a DNS-1123 subdomain's length, far above what validation lets a
+// fleet name a cluster (machine names are at most 63 characters).
+const MaxName = 253
+
+// ValidName reports whether s can be a provider, cluster or machine name
+// in a task's subject: one token (ValidToken) of at most MaxName bytes.
+func ValidName(s string) bool { return len(s) <= MaxName && ValidToken(s) }
+
 // MaxSubject is the longest subject a task is published on: NATS closes
 // a connection that sends a message whose control line (the subject, its
 // reply subject and sizes) passes 4096 bytes, and a closed connection

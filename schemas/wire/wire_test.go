@@ -229,3 +229,12 @@ func TestEventPublishedFor(t *testing.T) {
 		}
 	}
 }
+
+func TestValidName(t *testing.T) {
+	for s, want := range map[string]bool{"c1": true, "dev-1-md-0-x2k9a": true, strings.Repeat("n", MaxName): true,
+		"": false, "g.*": false, "a b": false, ">": false, strings.Repeat("n", MaxName+1): false} {
+		if got := ValidName(s); got != want {
+			t.Errorf("ValidName(%.20q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package reconciler
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// A worker's credentials may publish any provider's inventory. Machines
+// reported under names no task can carry — a wildcard, a space, a name of
+// 4,000 characters — or by a provider or worker so named are no orphans:
+// their delete could never be published. A machine of a proper name
+// beside them (ghost-1, which keeps the leader asking for inventories) is
+// one. Before, each was confirmed an
+// orphan and its delete tried again every second, for ever, an error
+// logged each time; the delete of the long one made NATS close the
+// leader's connection for good (the publisher now refuses such a subject,
+// TestPublisherRefusesASubjectTooLong).
+func TestInventoryNamesNoTaskCanCarry(t *testing.T) {
+	f := newCloudFleet(t)
+	_, m := runLeader(t, f.js, f.repo.dir, func(o *Options) {
+		o.Orphans, o.OrphanGrace, o.Tick = OrphansDelete, 100*time.Millisecond, 50*time.Millisecond
+	})
+	f.wait("three Running machines", f.converged)
+	fleet := f.machines()
+
+	// The forger answers every inventory request with its report, as a
+	// worker does, so that what it lists is confirmed.
+	fc, _ := natstest.Connect(t, f.js.Conn().ConnectedUrl())
+	long := strings.Repeat("g", 4000)
+	forgers := []struct{ provider, worker string }{{"bogus", "w1"}, {"bogus", "w.x"}, {strings.Repeat("p", 300), "w1"}}
+	report := func(request string) error {
+		for _, fg := range forgers {
+			data, err := wire.Encode(&wire.Inventory{Provider: fg.provider, Worker: fg.worker, Report: request + "r", Parts: 1,
+				Request: request, Time: time.Now().UTC(), Instances: []wire.Instance{
+					{Cluster: "ghost", Machine: "g.*"}, {Cluster: "gh ost", Machine: "x"}, {Cluster: "ghost", Machine: long},
+					{Cluster: "ghost", Machine: "ghost-1"}}})
+			if err != nil {
+				return err
+			}
+			// Its subject names its worker, as the leader wants; a worker
+			// with a dot is two tokens, read back as one.
+			subj := wire.InventorySubject(fg.provider, fg.worker)
+			if _, err := fc.Request(subj, data, 10*time.Second); err != nil {
+				return fmt.Errorf("%.40s: %w", subj, err)
+			}
+		}
+		return nil
+	}
+	if _, err := fc.Subscribe(wire.SubjectInventoryRequest, func(msg *nats.Msg) {
+		if req, err := wire.DecodeInventoryRequest(msg.Data); err == nil {
+			_ = report(req.ID) // the first report's errors are the test's
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := report(""); err != nil {
+		t.Fatal(err)
+	}
+	gauge := m.Orphans.WithLabelValues("bogus")
+	f.wait("ghost-1 confirmed an orphan", func() bool { return gaugeValue(t, gauge) >= 1 })
+	time.Sleep(time.Second) // the grace, and a few ticks
+	// ghost-1 is an orphan like any other: its delete can be published.
+	for p, want := range map[string]int{"bogus": 1, forgers[2].provider: 0} {
+		if n := int(gaugeValue(t, m.Orphans.WithLabelValues(p))); n != want {
+			t.Errorf("%d orphans of provider %.10s… counted, want %d", n, p, want)
+		}
+	}
+	if !f.js.Conn().IsConnected() {
+		t.Fatalf("the leader's connection is %v", f.js.Conn().Status())
+	}
+	if got := f.machines(); !f.converged() || len(got) != len(fleet) {
+		t.Errorf("the fleet changed: %v, records %v", got, f.summary())
+	}
+}
