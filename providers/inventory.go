@@ -132,6 +132,10 @@ func (w *Worker) report(ctx context.Context, request string) error {
 	case err != nil:
 		return fmt.Errorf("list: %w", err)
 	}
+	if rp.nameless > 0 {
+		w.o.Log.Warn().Int("instances", rp.nameless).
+			Msg("inventory: the provider lists machines without a cluster or a name; left out of the report")
+	}
 	if rp.send(ctx, true) != nil {
 		return rp.err
 	}
@@ -150,6 +154,7 @@ type reporter struct {
 	inv      wire.Inventory // the part being filled
 	size     int            // its machines' bytes, as instanceSize counts them
 	machines int            // in the parts sent
+	nameless int            // instances left out: no cluster or name
 	err      error          // why a part was not sent
 }
 
@@ -160,6 +165,13 @@ var errPartNotSent = errors.New("inventory part not sent")
 // add puts one machine in the report, sending the part before it first
 // when the machine does not fit there.
 func (rp *reporter) add(ctx context.Context, in Instance) error {
+	if in.Cluster == "" || in.Name == "" {
+		// No record's machine, and the leader refuses a part that
+		// carries one: one such value in a cloud kept every report from
+		// being whole, and machines gone from being found.
+		rp.nameless++
+		return nil
+	}
 	n := instanceSize(in)
 	if k := len(rp.inv.Instances); k > 0 && (k == inventoryPart || rp.size+n > rp.budget) {
 		if rp.inv.Part == wire.MaxInventoryParts-1 {

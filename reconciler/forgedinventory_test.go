@@ -79,3 +79,33 @@ func TestInventoryNamesNoTaskCanCarry(t *testing.T) {
 		t.Errorf("the fleet changed: %v, records %v", got, f.summary())
 	}
 }
+
+// A value in the inmemory provider's cloud that names no cluster or
+// machine (anyone with a worker's credentials may write that bucket, as
+// anyone may meddle with a cloud) is left out of the worker's reports.
+// Before, the worker reported it as an instance without names, the
+// leader refused every part that carried one, and no report of the
+// provider was ever complete: a machine the cloud lost afterwards was
+// never found missing, nor replaced.
+func TestNamelessCloudValueLeavesReportsWhole(t *testing.T) {
+	f := newCloudFleet(t)
+	_, m := runLeader(t, f.js, f.repo.dir)
+	f.wait("three Running machines", f.converged)
+	cloud, err := f.js.KeyValue(t.Context(), "gitfleet-inmemory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, value := range map[string]string{"ghost.x": `{}`, "ghost": `{"groups":[{"machine":{"cluster":"ghost"},"machines":[{"name":""}]}]}`} {
+		if _, err := cloud.Put(t.Context(), key, []byte(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost := f.loseWorker()
+	f.wait("the lost machine recorded missing", func() bool {
+		r := f.records()[lost]
+		return r == nil || r.Reason == ReasonMachineMissing
+	})
+	if n := counter(t, m.Malformed.WithLabelValues("inventory")); n != 0 {
+		t.Errorf("%v inventory parts refused as malformed", n)
+	}
+}
