@@ -279,7 +279,10 @@ func decodeInventory(m *nats.Msg) inventoryPart {
 func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 	inv, err := part.inv, part.err
 	if err != nil {
-		r.log.Warn().Err(err).Str("subject", part.subject).Msg("ignoring malformed inventory")
+		if r.floodLog("inventory") {
+			r.log.Warn().Err(err).Str("subject", part.subject).
+				Msg("ignoring malformed inventory (malformed and refused inventories after this one are counted and logged at most every 10s)")
+		}
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
 		return
 	}
@@ -290,8 +293,10 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 	if !wire.ValidName(inv.Provider) || !wire.ValidWorker(inv.Worker) {
 		// The orphans it reported would be deleted by tasks on subjects
 		// no worker hears, or too long to publish.
-		r.log.Warn().Str("provider", wire.Cut(inv.Provider, 64)).Str("worker", wire.Cut(inv.Worker, 64)).
-			Msg("ignoring an inventory whose provider or worker is no name a task can carry")
+		if r.floodLog("inventory") {
+			r.log.Warn().Str("provider", wire.Cut(inv.Provider, 64)).Str("worker", wire.Cut(inv.Worker, 64)).
+				Msg("ignoring an inventory whose provider or worker is no name a task can carry")
+		}
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
 		return
 	}
@@ -316,7 +321,9 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 		iv.parts[id] = p
 	}
 	if !p.fits(inv) {
-		r.log.Warn().Str("report", inv.Report).Str("worker", inv.Worker).Msg("ignoring an inventory part that does not fit its report")
+		if r.floodLog("inventory") {
+			r.log.Warn().Str("report", inv.Report).Str("worker", inv.Worker).Msg("ignoring an inventory part that does not fit its report")
+		}
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
 		return
 	}

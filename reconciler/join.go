@@ -168,10 +168,14 @@ func (r *Reconciler) joinRecorded(ctx context.Context, j *joining, now time.Time
 // answerJoin logs a review's verdict and answers it.
 func (r *Reconciler) answerJoin(j *joining) {
 	v := *j.verdict
+	if !v.Joined {
+		r.metrics.Refused.WithLabelValues("join", refusedReview).Inc()
+	}
 	if v.Joined {
 		r.log.Info().Str(logCluster, j.req.Cluster).Str(logMachine, j.req.Node).Str("subject", j.m.Subject).Msg("machine joined its cluster")
-	} else {
-		r.log.Warn().Str(logCluster, j.req.Cluster).Str(logMachine, j.req.Node).Str("subject", j.m.Subject).Str("reason", v.Reason).Msg("join refused")
+	} else if r.floodLog("join") {
+		r.log.Warn().Str(logCluster, j.req.Cluster).Str(logMachine, j.req.Node).Str("subject", j.m.Subject).Str("reason", v.Reason).
+			Msg("join refused (refusals after this one are counted and logged at most every 10s)")
 	}
 	if data, err := wire.Encode(&v); err == nil {
 		_ = j.m.Respond(data)

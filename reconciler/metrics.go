@@ -107,7 +107,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gitfleet_malformed_messages_total", Help: "Messages that could not be decoded or do not fit (by kind: event, heartbeat, inventory, join); events are terminated, the others ignored.",
 		}, []string{"kind"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gitfleet_refused_messages_total", Help: "Events and heartbeats refused because they do not match the machine's record (by reason: subject, no-task, task, phase, no-record, rate); never applied.",
+			Name: "gitfleet_refused_messages_total", Help: "Events and heartbeats refused because they do not match the machine's record (by reason: subject, no-task, task, phase, no-record, rate), never applied; and join reviews refused (kind join, reason review).",
 		}, []string{"kind", "reason"}),
 		CreateFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gitfleet_machine_create_failures_total", Help: "Machines whose create failed, by the cluster's class and the provider.",

@@ -23,6 +23,7 @@ const (
 	refusedPhase    = "phase"     // a phase that cannot come from the record's task
 	refusedNoRecord = "no-record" // about a machine with no record
 	refusedRate     = "rate"      // a heartbeat too soon after the machine's last one
+	refusedReview   = "review"    // a join review refused, for whatever reason
 )
 
 // floodLogEvery is how often at most a refused heartbeat is logged: a node
@@ -91,7 +92,10 @@ func (r *Reconciler) checkEvent(m jetstream.Msg) *eventWrite {
 	}
 	ev, err := wire.DecodeEvent(m.Data())
 	if err != nil {
-		r.log.Warn().Err(err).Str("subject", m.Subject()).Msg("terminating malformed event")
+		if r.floodLog("event") {
+			r.log.Warn().Err(err).Str("subject", m.Subject()).
+				Msg("terminating malformed event (malformed and refused events after this one are counted and logged at most every 10s)")
+		}
 		r.metrics.Malformed.WithLabelValues("event").Inc()
 		_ = m.Term()
 		return nil
@@ -248,11 +252,34 @@ func (r *Reconciler) refuseBeat(now time.Time, reason, cluster, machine, detail 
 func (r *Reconciler) refuse(kind, reason, cluster, machine, detail string) {
 	r.metrics.Refused.WithLabelValues(kind, reason).Inc()
 	ev := r.log.Warn()
-	if reason == refusedNoRecord {
+	switch {
+	case reason == refusedNoRecord:
 		ev = r.log.Debug() // late repeats of a deleted machine's events
+	case kind == "heartbeat": // refuseBeat's
+	case !r.floodLog(kind):
+		return
+	default:
+		detail += fmt.Sprintf(" (malformed and refused %ss after this one are counted and logged at most every 10s)", kind)
 	}
 	ev.Str("kind", kind).Str("reason", reason).Str(logCluster, cluster).Str(logMachine, machine).
 		Str("detail", detail).Msg("refusing message: it does not match the machine's record")
+}
+
+// floodLog reports whether a malformed or refused message of kind
+// (event, inventory, join) may be logged now: at most one of each kind
+// every floodLogEvery. Workers' and nodes' credentials publish them, and
+// the loop reads each at once: 50,000 events sent in a second logged
+// 50,000 lines. The metrics count every one.
+func (r *Reconciler) floodLog(kind string) bool {
+	now := r.o.Now()
+	if now.Sub(r.logged[kind]) < floodLogEvery {
+		return false
+	}
+	if r.logged == nil {
+		r.logged = map[string]time.Time{}
+	}
+	r.logged[kind] = now
+	return true
 }
 
 // applyEvent updates rec, a copy, from an event about its current task and

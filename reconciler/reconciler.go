@@ -146,8 +146,10 @@ type Reconciler struct {
 	beatsDropped int
 	droppedAt    time.Time // the last tick that found heartbeats dropped
 	// floodLogged is when a refused heartbeat was last logged (at most
-	// one line every floodLogEvery).
+	// one line every floodLogEvery); logged the same for the other kinds
+	// of message (floodLog).
 	floodLogged time.Time
+	logged      map[string]time.Time
 	sums        *planner.Summaries
 	dirty       map[string]bool
 	gone        map[string]bool // clusters whose status file was removed
