@@ -109,3 +109,74 @@ func TestNamelessCloudValueLeavesReportsWhole(t *testing.T) {
 		t.Errorf("%v inventory parts refused as malformed", n)
 	}
 }
+
+// floodParts hands r parts of reports that never end, from provider
+// bogus: parts parts of per machines no record wants, every name new.
+func floodParts(t *testing.T, r *Reconciler, worker string, parts, per int) {
+	t.Helper()
+	for i := range parts {
+		inv := wire.Inventory{Provider: "bogus", Worker: worker, Report: fmt.Sprintf("flood-%d", i), Time: r.o.Now()}
+		for j := range per {
+			inv.Instances = append(inv.Instances, wire.Instance{Cluster: "ghost", Machine: fmt.Sprintf("g-%s-%d-%d", worker, i, j)})
+		}
+		r.handleInventory(t.Context(), inventoryPart{subject: wire.InventorySubject("bogus", worker), inv: inv})
+	}
+}
+
+// Orphans that no report ever confirms are forgotten, and no more than
+// 100,000 are tracked. A worker's credentials may publish any provider's
+// inventory as fast as the leader takes it: 20,000 parts of 50 machines
+// no record wants, sent to a running daemon in three seconds, made a
+// million orphans to confirm that were never forgotten — half a gigabyte
+// of its heap for good, and more with every flood.
+func TestForgedOrphansAreBounded(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	r := clockedReconciler(t, &now)
+	forget(r)
+	floodParts(t, r, "w1", 2400, 50) // 120,000 machines
+	if n := len(r.inv.orphans); n > 100_000 {
+		t.Errorf("%d orphans tracked after a flood, want 100,000 at most", n)
+	}
+	// No report confirms them: a new leader's hold on requests and a
+	// worker's List later, they are forgotten.
+	now = now.Add(2 * time.Minute)
+	r.inv.pruneRemoved(now)
+	if n := len(r.inv.orphans); n != 0 {
+		t.Errorf("%d orphans no report confirmed still tracked two minutes later", n)
+	}
+	// A machine listed again is an orphan again.
+	floodParts(t, r, "w2", 1, 1)
+	if n := len(r.inv.orphans); n != 1 {
+		t.Errorf("%d orphans tracked after a report of one, want 1", n)
+	}
+}
+
+// The reports being received hold at most maxListed machines listed
+// apart from their records' marks together: a part past it is ignored,
+// and a report dropped gives its share back.
+func TestInventoryListingsAreBounded(t *testing.T) {
+	defer func(n int) { maxListed = n }(maxListed)
+	maxListed = 1000
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	r := clockedReconciler(t, &now)
+	forget(r)
+	malformed := counter(t, r.metrics.Malformed.WithLabelValues("inventory"))
+	floodParts(t, r, "w1", 30, 50)
+	held := 0
+	for _, p := range r.inv.parts {
+		held += len(p.listed)
+	}
+	if held > maxListed || held != r.inv.listedN {
+		t.Errorf("reports being received list %d machines (counted %d), want %d at most", held, r.inv.listedN, maxListed)
+	}
+	if n := counter(t, r.metrics.Malformed.WithLabelValues("inventory")) - malformed; n != 10 {
+		t.Errorf("%v parts ignored, want the 10 past the bound", n)
+	}
+	// A minute later the reports that never ended are dropped with the
+	// next part, and give their share back.
+	now = now.Add(2 * time.Minute)
+	floodParts(t, r, "w2", 1, 1)
+	if r.inv.listedN != 1 || len(r.inv.parts) != 1 {
+		t.Errorf("%d machines listed in %d reports being received, want w2's one", r.inv.listedN, len(r.inv.parts))
+	}
+}

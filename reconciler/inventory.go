@@ -67,6 +67,9 @@ type inventory struct {
 	// which is no orphan.
 	removed   map[string]time.Time
 	lastPrune time.Time
+	// listedN is how many machines the partials' listed maps hold
+	// together (at most maxListed).
+	listedN int
 
 	// rebuild is set while a leader that found the machines bucket empty
 	// adopts what the providers have instead of planning.
@@ -98,13 +101,41 @@ type partial struct {
 	listed map[string]listing
 }
 
-// list notes that the report lists in, whose record key is key.
-func (p *partial) list(key string, in wire.Instance) {
+// list notes that the report lists in, whose record key is key; n counts
+// the machines every partial lists (inventory.listedN).
+func (p *partial) list(key string, in wire.Instance, n *int) {
 	if p.listed == nil {
 		p.listed = map[string]listing{}
 	}
+	if _, ok := p.listed[key]; !ok {
+		*n++
+	}
 	p.listed[key] = listing{reason: in.Reason, message: in.Message}
 }
+
+// What the leader keeps of inventories at most. A worker's credentials
+// may publish any provider's inventory, as fast as the loop takes it:
+// 20,000 parts of 50 machines no record wants, published in three
+// seconds, made a million orphans to confirm that nothing ever forgot,
+// half a gigabyte for good. The bounds are far above a fleet's own
+// (130,000 machines a worker, a few orphans), and what the reports say
+// past them waits for later reports.
+var (
+	// maxListed bounds the machines the reports being received list
+	// apart from their records' marks (partial.listed) together: a part
+	// that would pass it is ignored, and its report, never whole, is
+	// dropped after a minute.
+	maxListed = 1_000_000
+	// maxOrphans bounds the orphans tracked; another is tracked once
+	// one is deleted or forgotten.
+	maxOrphans = 100_000
+)
+
+// orphanWait is how long an orphan waits for the report that confirms it
+// (one answering a request made after it was found) before it is
+// forgotten: a new leader's hold on requests, then a worker's List. A
+// report that lists it again makes it a suspect again.
+const orphanWait = inventoryHold + listAge + clockSlack
 
 // lists says whether the report listed the machine whose record key is
 // key, marked or not, and what it said of it.
@@ -135,6 +166,7 @@ type orphan struct {
 	worker    string
 	hostBound bool
 	after     int       // the request whose answer confirms it
+	found     time.Time // when it was first listed
 	confirmed time.Time // zero until confirmed
 	// attempt and deleted: the orphan delete last published, and when.
 	attempt int
@@ -327,6 +359,17 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
 		return
 	}
+	if iv.listedN+len(inv.Instances) > maxListed {
+		if r.floodLog("inventory") {
+			r.log.Warn().Str("report", inv.Report).Str("worker", inv.Worker).Int("listed", iv.listedN).
+				Msg("ignoring an inventory part: the reports being received list too many machines no record marks (a worker flooding inventories?)")
+		}
+		r.metrics.Malformed.WithLabelValues("inventory").Inc()
+		if len(p.got) == 0 {
+			r.dropReport(id, p)
+		}
+		return
+	}
 	p.got[inv.Part] = true
 	p.top = max(p.top, inv.Part+1)
 	if inv.Parts > 0 {
@@ -388,7 +431,7 @@ func (r *Reconciler) listedInstance(ctx context.Context, p *partial, in wire.Ins
 		if p.bit != 0 && in.Reason == "" {
 			m.listed |= p.bit // no key made: the common case, 130,000 times a report
 		} else {
-			p.list(recordKey(in.Cluster, in.Machine), in)
+			p.list(recordKey(in.Cluster, in.Machine), in, &iv.listedN)
 		}
 		if len(iv.orphans) == 0 {
 			return false
@@ -400,7 +443,7 @@ func (r *Reconciler) listedInstance(ctx context.Context, p *partial, in wire.Ins
 		return false
 	}
 	mkey := recordKey(in.Cluster, in.Machine)
-	p.list(mkey, in)
+	p.list(mkey, in, &iv.listedN)
 	key := orphanKey(rep, mkey)
 	if m == nil && iv.rebuild != nil {
 		r.adopt(ctx, rep, in)
@@ -411,8 +454,14 @@ func (r *Reconciler) listedInstance(ctx context.Context, p *partial, in wire.Ins
 	}
 	o := iv.orphans[key]
 	switch {
+	case o == nil && len(iv.orphans) >= maxOrphans:
+		if r.floodLog("orphan") {
+			r.log.Warn().Int("orphans", len(iv.orphans)).Str("provider", rep.provider).Str("worker", rep.worker).
+				Msg("too many orphans tracked: more wait until some are deleted or forgotten (a worker flooding inventories?)")
+		}
 	case o == nil:
-		iv.orphans[key] = &orphan{inst: in, provider: rep.provider, worker: rep.worker, hostBound: rep.hostBound, after: iv.next()}
+		iv.orphans[key] = &orphan{inst: in, provider: rep.provider, worker: rep.worker, hostBound: rep.hostBound, after: iv.next(),
+			found: r.o.Now()}
 	case o.confirmed.IsZero() && rep.seq >= o.after:
 		o.confirmed = r.o.Now()
 		r.log.Warn().Str(logCluster, in.Cluster).Str(logMachine, in.Machine).Str("provider", rep.provider).
@@ -501,6 +550,8 @@ func (r *Reconciler) reportDone(ctx context.Context, p *partial) bool {
 // that its bit may serve another.
 func (r *Reconciler) dropReport(id string, p *partial) {
 	delete(r.inv.parts, id)
+	r.inv.listedN -= len(p.listed)
+	p.listed = nil
 	if p.bit == 0 {
 		return
 	}
@@ -522,6 +573,11 @@ func (iv *inventory) pruneRemoved(now time.Time) {
 	for key, at := range iv.removed {
 		if now.Sub(at) > listAge+clockSlack {
 			delete(iv.removed, key)
+		}
+	}
+	for key, o := range iv.orphans {
+		if o.confirmed.IsZero() && now.Sub(o.found) > orphanWait {
+			delete(iv.orphans, key) // no report confirmed it
 		}
 	}
 }
