@@ -124,7 +124,7 @@ func (w *Worker) handle(ctx context.Context, q queued, slot *progress, acks chan
 // maxEventMessage is how much of a provider's error a Failed event
 // carries: the event stream refuses messages over 64 KiB, and a refused
 // event left the task to be retried for as long as the stream kept it.
-const maxEventMessage = 8 << 10
+const maxEventMessage = wire.MaxEventMessage
 
 // cutMessage is s as a Failed event carries it.
 func cutMessage(s string) string { return wire.Cut(s, maxEventMessage) }

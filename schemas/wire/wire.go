@@ -376,6 +376,21 @@ func DecodeTask(data []byte) (Task, error) {
 	return t, nil
 }
 
+// What an event carries at most. A provider's message (its error, say) is
+// cut at MaxEventMessage, by the worker that sends it and again by the
+// leader, since any holder of a worker's credentials may send events: a
+// message of 64 KiB, recorded, grew a cluster's status file by as much at
+// every event. A provider ID, version or address longer than any provider
+// writes, or more addresses than a machine has, make the event malformed:
+// cut, they would name another machine or version.
+const (
+	MaxEventMessage = 8 << 10
+	MaxProviderID   = 1 << 10
+	MaxVersion      = 256
+	MaxAddress      = 256
+	MaxAddresses    = 64
+)
+
 // DecodeEvent parses and checks an event.
 func DecodeEvent(data []byte) (Event, error) {
 	var e Event
@@ -393,6 +408,16 @@ func DecodeEvent(data []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: event for %s/%s: worker %q is no worker identity (letters, digits, '-' and '_', at most %d)",
 			ErrMalformed, e.Cluster, e.Machine, Cut(e.Worker, 64), MaxWorkerID)
 	}
+	if len(e.ProviderID) > MaxProviderID || len(e.Version) > MaxVersion || len(e.Addresses) > MaxAddresses {
+		return Event{}, fmt.Errorf("%w: event for %s/%s: a providerID of %d bytes (at most %d), a version of %d bytes (at most %d) or %d addresses (at most %d)",
+			ErrMalformed, e.Cluster, e.Machine, len(e.ProviderID), MaxProviderID, len(e.Version), MaxVersion, len(e.Addresses), MaxAddresses)
+	}
+	for _, a := range e.Addresses {
+		if len(a) > MaxAddress {
+			return Event{}, fmt.Errorf("%w: event for %s/%s: an address of %d bytes (at most %d)", ErrMalformed, e.Cluster, e.Machine, len(a), MaxAddress)
+		}
+	}
+	e.Message = Cut(e.Message, MaxEventMessage)
 	e.Phase = e.Phase.Canonical()
 	return e, nil
 }

@@ -238,3 +238,37 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+// An event carries what a provider writes, and no more: anyone holding a
+// worker's credentials may send one, and the leader records what it says
+// in the machine's record and its cluster's status file. A 64 KiB message
+// grew a status file by as much at every event; it is cut as workers cut
+// a provider's error. A provider ID, version or address longer than any
+// provider writes, or more addresses than a machine has, would name
+// another machine or version if cut: the event is malformed.
+func TestDecodeEventBoundsWhatItCarries(t *testing.T) {
+	event := func(field, value string) []byte {
+		return []byte(`{"apiVersion":"gitfleet.io/wire/v1","taskID":"t","cluster":"c","machine":"m","phase":"Running",` + fmt.Sprintf("%q:%s", field, value) + `}`)
+	}
+	ev, err := DecodeEvent(event("message", fmt.Sprintf("%q", strings.Repeat("x", 64<<10))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Message) > MaxEventMessage+64 || !strings.Contains(ev.Message, "bytes cut") {
+		t.Errorf("a 64 KiB message decoded as %d bytes, want it cut at %d and saying so", len(ev.Message), MaxEventMessage)
+	}
+	for _, tc := range []struct{ field, value string }{
+		{"providerID", fmt.Sprintf("%q", strings.Repeat("p", MaxProviderID+1))},
+		{"version", fmt.Sprintf("%q", "v1.31."+strings.Repeat("9", MaxVersion))},
+		{"addresses", `["` + strings.Repeat("10.0.0.1", 40) + `"]`},
+		{"addresses", `[` + strings.Repeat(`"10.0.0.1",`, MaxAddresses) + `"10.0.0.2"]`},
+	} {
+		if _, err := DecodeEvent(event(tc.field, tc.value)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s of %d bytes: %v; want a malformed event", tc.field, len(tc.value), err)
+		}
+	}
+	ok := event("providerID", `"docker://`+strings.Repeat("a", 64)+`"`)
+	if _, err := DecodeEvent(ok); err != nil {
+		t.Errorf("a docker container's provider ID refused: %v", err)
+	}
+}
