@@ -304,7 +304,7 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 				hold.base = b
 			}
 			cc, errs := compareCluster(n, b, h, hd, ms, hold, waits[n] == mergeWaits)
-			if cc != nil && cc.Held == "" && cc.Refused == "" && (atOnce(b, h, bd, hd) || waits[n] >= mergeAtOnce) {
+			if cc != nil && cc.Held == "" && cc.Refused == "" && (atOnce(b, h, bd, hd) || waits[n] == mergeAtOnce || waits[n] == mergeOnRevision) {
 				// A halt the change releases moves the clusters it held
 				// in their waves.
 				cc.AtOnce = runs[h.Class] == nil || !runs[h.Class].released
@@ -517,7 +517,8 @@ func assumeConverged(dc *DesiredCluster) []ObservedMachine {
 // waitingAtMerge says, of the clusters of head whose class's revision head
 // changes, which the rollout it starts does not admit at the merge (they
 // wait for their wave, or for a slot in it) and which it admits done at
-// once (none of their machines changes: only their sizes, applied now). The gates are the planner's (Rollouts), each cluster of base taken
+// once (none of their machines changes: only their sizes, applied now).
+// The gates are the planner's (Rollouts), each cluster of base taken
 // as done on base's revision with base's templates and rules (a rollout
 // under way as finished). Only a size changed with the class matters: a
 // class change alone asks for no gate (a sixth of a 10,000-cluster class
