@@ -193,15 +193,15 @@ var scenarios = []scenario{
 			prod := f.machineOf("prod-1")
 			forged := []struct{ subject, body string }{
 				// An unknown phase.
-				{wire.EventSubject("dev-1"), event("delete.dev-1."+dev, "dev-1", dev, "Exploded")},
+				{wire.EventSubject("dev-1", "forger"), event("delete.dev-1."+dev, "dev-1", dev, "Exploded")},
 				// A body that names another machine than its subject.
-				{wire.EventSubject("dev-1"), event("delete.prod-1."+prod, "prod-1", prod, "Deleted")},
+				{wire.EventSubject("dev-1", "forger"), event("delete.prod-1."+prod, "prod-1", prod, "Deleted")},
 				// Deleted and Failed for live machines, on their own subjects.
-				{wire.EventSubject("dev-1"), event("delete.dev-1."+dev, "dev-1", dev, "Deleted")},
-				{wire.EventSubject("prod-1"), event("create.prod-1."+prod, "prod-1", prod, "Failed")},
+				{wire.EventSubject("dev-1", "forger"), event("delete.dev-1."+dev, "dev-1", dev, "Deleted")},
+				{wire.EventSubject("prod-1", "forger"), event("create.prod-1."+prod, "prod-1", prod, "Failed")},
 				// Not JSON, and no apiVersion.
-				{wire.EventSubject("dev-1"), "{not json"},
-				{wire.EventSubject("dev-1"), `{"cluster":"dev-1","machine":"` + dev + `","phase":"Deleted"}`},
+				{wire.EventSubject("dev-1", "forger"), "{not json"},
+				{wire.EventSubject("dev-1", "forger"), `{"cluster":"dev-1","machine":"` + dev + `","phase":"Deleted"}`},
 			}
 			js := f.jetStream()
 			for _, m := range forged {

@@ -158,7 +158,7 @@ func (w *Worker) publish(ev *wire.Event) (jetstream.PubAckFuture, error) {
 	if err != nil {
 		return nil, err
 	}
-	return w.js.PublishAsync(wire.EventSubject(ev.Cluster), data, w.stall)
+	return w.js.PublishAsync(wire.EventSubject(ev.Cluster, w.o.ID), data, w.stall)
 }
 
 // acker acknowledges tasks in the order their events were published, once

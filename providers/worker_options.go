@@ -129,5 +129,8 @@ func DefaultWorkerID(place string) string {
 	return id
 }
 
-// validID reports whether id can be a worker's identity.
-func validID(id string) bool { return wire.ValidWorker(id) }
+// validID reports whether id can be a worker's identity: one whose part
+// before any '_' can name its NATS credentials (wire.WorkerCredential).
+func validID(id string) bool {
+	return wire.ValidWorker(id) && wire.ValidCredential(wire.WorkerCredential(id))
+}

@@ -27,7 +27,7 @@ func TestABurstOfEventsIsAppliedInOrder(t *testing.T) {
 	for _, task := range tasks {
 		l.answer(task, wire.PhaseProvisioning)
 	}
-	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1"), []byte("{")); err != nil {
+	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1", "w1"), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
 	for _, task := range tasks {

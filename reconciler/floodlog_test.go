@@ -76,7 +76,7 @@ func TestFloodOfBadMessagesIsLoggedSparingly(t *testing.T) {
 		// Malformed, and refused: published on another cluster's subject.
 		for _, body := range []string{fmt.Sprintf("not json %d", i),
 			fmt.Sprintf(`{"apiVersion":%q,"taskID":"t","cluster":"d","machine":"m%d","phase":"Running"}`, wire.APIVersion, i)} {
-			if _, err := js.PublishAsync(wire.EventSubject("c"), []byte(body)); err != nil {
+			if _, err := js.PublishAsync(wire.EventSubject("c", "w1"), []byte(body)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -250,7 +250,14 @@ func (l *loop) event(ev wire.Event) {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	if _, err := l.js.Publish(l.t.Context(), wire.EventSubject(ev.Cluster), data); err != nil {
+	// On the subject of the event's worker's credential, as that worker
+	// would publish it; on w1's when it names none, or a worker that is
+	// no credential's (a forged one, which no subject could carry).
+	from := ev.Worker
+	if !wire.ValidCredential(wire.WorkerCredential(from)) {
+		from = "w1"
+	}
+	if _, err := l.js.Publish(l.t.Context(), wire.EventSubject(ev.Cluster, from), data); err != nil {
 		l.t.Fatal(err)
 	}
 }

@@ -318,7 +318,7 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
 		return
 	}
-	if part.subject != wire.InventorySubject(inv.Provider, inv.Worker) {
+	if !wire.InventoryPublishedFor(part.subject, inv.Provider, inv.Worker) {
 		r.refuse("inventory", refusedSubject, "", "", fmt.Sprintf("report of %s/%s published on %s", inv.Provider, inv.Worker, part.subject))
 		return
 	}

@@ -377,7 +377,7 @@ func TestDeposedLeaderHandsEventsBack(t *testing.T) {
 	deposed.Store(true)
 	data, _ := wire.Encode(&wire.Event{TaskID: "create.c1.c1-md-0-new", Attempt: 1, Cluster: "c1", Machine: "c1-md-0-new",
 		Phase: wire.PhaseRunning, Time: time.Now()})
-	if _, err := f.js.Publish(t.Context(), wire.EventSubject("c1"), data); err != nil {
+	if _, err := f.js.Publish(t.Context(), wire.EventSubject("c1", "w1"), data); err != nil {
 		t.Fatal(err)
 	}
 	refused := m.Refused.WithLabelValues("event", refusedNoRecord)

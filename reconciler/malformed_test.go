@@ -25,7 +25,7 @@ func TestMalformedMessages(t *testing.T) {
 	nc, js, m, _ := runBareLeader(t)
 
 	for _, body := range []string{"not json", `{"apiVersion":"gitfleet.io/wire/v9","cluster":"c","machine":"m","phase":"Running"}`} {
-		if _, err := js.Publish(t.Context(), wire.EventSubject("c"), []byte(body)); err != nil {
+		if _, err := js.Publish(t.Context(), wire.EventSubject("c", "w1"), []byte(body)); err != nil {
 			t.Fatal(err)
 		}
 	}

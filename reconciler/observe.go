@@ -100,7 +100,7 @@ func (r *Reconciler) checkEvent(m jetstream.Msg) *eventWrite {
 		_ = m.Term()
 		return nil
 	}
-	if !wire.EventPublishedFor(m.Subject(), ev.Cluster, ev.Machine) {
+	if !wire.EventPublishedFor(m.Subject(), ev.Cluster, ev.Machine, ev.Worker) {
 		r.refuse("event", refusedSubject, ev.Cluster, ev.Machine, fmt.Sprintf("published on %s", m.Subject()))
 		_ = m.Term()
 		return nil

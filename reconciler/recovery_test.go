@@ -167,7 +167,7 @@ func TestForgedEventsAreRefused(t *testing.T) {
 	with := func(f func(*wire.Event)) wire.Event { e := base; f(&e); return e }
 	// An unknown phase never decodes.
 	bogus := `{"apiVersion":"gitfleet.io/wire/v1","taskID":"` + rec.TaskID + `","cluster":"c1","machine":"` + rec.Name + `","phase":"Bogus"}`
-	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1"), []byte(bogus)); err != nil {
+	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1", "w1"), []byte(bogus)); err != nil {
 		t.Fatal(err)
 	}
 	l.event(with(func(e *wire.Event) { e.TaskID, e.Phase = "", wire.PhaseFailed }))
@@ -175,13 +175,20 @@ func TestForgedEventsAreRefused(t *testing.T) {
 	l.event(with(func(e *wire.Event) { e.Phase = wire.PhaseDeleted }))
 	// On another machine's subject (as workers published them before
 	// subjects were a cluster's), or another cluster's, naming this
-	// machine in its body.
+	// machine in its body; or in worker w1's name on another worker
+	// credential's subject (which NATS lets only that credential publish
+	// on).
 	foreign := with(func(e *wire.Event) { e.Phase = wire.PhaseFailed })
 	data, _ := wire.Encode(&foreign)
-	for _, subject := range []string{wire.SubjectEvents + ".c1.someone-else", wire.EventSubject("c2")} {
+	for _, subject := range []string{wire.SubjectEvents + ".c1.someone-else", wire.EventSubject("c2", "w1")} {
 		if _, err := l.js.Publish(t.Context(), subject, data); err != nil {
 			t.Fatal(err)
 		}
+	}
+	impostor := with(func(e *wire.Event) { e.Phase, e.Worker = wire.PhaseFailed, "w1_pod-a" })
+	data, _ = wire.Encode(&impostor)
+	if _, err := l.js.Publish(t.Context(), wire.EventSubject("c1", "w2"), data); err != nil {
+		t.Fatal(err)
 	}
 	m := l.opts.Metrics
 	l.waitFor("refusals counted", func() (bool, string) {
@@ -191,7 +198,7 @@ func TestForgedEventsAreRefused(t *testing.T) {
 			counter(t, m.Refused.WithLabelValues("event", refusedTask)),
 			counter(t, m.Refused.WithLabelValues("event", refusedPhase)),
 			counter(t, m.Refused.WithLabelValues("event", refusedSubject)))
-		return got == "malformed 1 no-task 1 task 1 phase 1 subject 2", got
+		return got == "malformed 1 no-task 1 task 1 phase 1 subject 3", got
 	})
 	after := l.records()[rec.Name]
 	if after == nil || after.Phase != wire.PhaseRunning || after.Message != "" {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gitfleet/gitfleet/internal/freeport"
 	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
@@ -60,7 +62,7 @@ func TestWorkerWaitsForNATS(t *testing.T) {
 	var errb syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"worker", "--provider", "inmemory", "--nats", srv.URL(), "--log-format", "json"},
+		done <- run(ctx, []string{"worker", "--provider", "inmemory", "--worker-id", "w1", "--nats", srv.URL(), "--log-format", "json"},
 			&cmdEnv{stdout: io.Discard, stderr: &errb})
 	}()
 	waitUntil(t, "the worker says it waits for NATS", func() bool { return strings.Contains(errb.String(), "waiting for NATS") })
@@ -73,6 +75,17 @@ func TestWorkerWaitsForNATS(t *testing.T) {
 	_, js := natstest.Connect(t, srv.URL())
 	waitUntil(t, "the worker starts", func() bool { return strings.Contains(errb.String(), "worker started") })
 	task := wire.Task{ID: "t1", Operation: wire.OpCreate, Machine: wire.Machine{Name: "m", Cluster: "c", Provider: "inmemory", Version: "v1.30.0"}}
+	runTask(t, ctx, js, task, "w1")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("worker exit %d:\n%s", code, errb.String())
+	}
+}
+
+// runTask publishes task, as the daemon does (its record first), and
+// waits for its Running event on worker's subject.
+func runTask(t *testing.T, ctx context.Context, js jetstream.JetStream, task wire.Task, worker string) {
+	t.Helper()
 	natstest.Intend(t, js, task)
 	if _, err := natsbus.NewPublisher(js).Publish(ctx, &task); err != nil {
 		t.Fatal(err)
@@ -81,18 +94,14 @@ func TestWorkerWaitsForNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the task is done", func() bool {
-		m, err := stream.GetLastMsgForSubject(ctx, wire.EventSubject("c"))
+	waitUntil(t, "the task is done, its event on "+wire.EventSubject(task.Machine.Cluster, worker), func() bool {
+		m, err := stream.GetLastMsgForSubject(ctx, wire.EventSubject(task.Machine.Cluster, worker))
 		if err != nil {
 			return false
 		}
 		ev, err := wire.DecodeEvent(m.Data)
 		return err == nil && ev.Phase == wire.PhaseRunning
 	})
-	cancel()
-	if code := <-done; code != 0 {
-		t.Errorf("worker exit %d:\n%s", code, errb.String())
-	}
 }
 
 // TestServeWaitsForNATS: gitfleet serve started before its NATS server

@@ -47,7 +47,7 @@ func TestWorkerCommandRunsTasksAndDrains(t *testing.T) {
 	var errb bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"worker", "--provider", "inmemory", "--nats", srv.ClientURL(), "--concurrency", "2"},
+		done <- run(ctx, []string{"worker", "--provider", "inmemory", "--worker-id", "w1", "--nats", srv.ClientURL(), "--concurrency", "2"},
 			&cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb})
 	}()
 	pub := natsbus.NewPublisher(js)
@@ -62,7 +62,7 @@ func TestWorkerCommandRunsTasksAndDrains(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if m, err := stream.GetLastMsgForSubject(ctx, wire.EventSubject("c")); err == nil {
+		if m, err := stream.GetLastMsgForSubject(ctx, wire.EventSubject("c", "w1")); err == nil {
 			if ev, err := wire.DecodeEvent(m.Data); err == nil && ev.Phase == wire.PhaseRunning {
 				break
 			}

@@ -171,10 +171,10 @@ func TestStreamsHaveLimits(t *testing.T) {
 		}
 	}
 	big := make([]byte, natsbus.EventMaxMsgSize+1)
-	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c"), big); err == nil {
+	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c", "w1"), big); err == nil {
 		t.Error("the server stored an event larger than the limit")
 	}
-	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c"), []byte(`{}`)); err != nil {
+	if _, err := bus.JS.Publish(ctx(t), wire.EventSubject("c", "w1"), []byte(`{}`)); err != nil {
 		t.Errorf("a small event: %v", err)
 	}
 }

@@ -32,7 +32,7 @@ const (
 	BucketPKI = "gitfleet-pki"
 
 	SubjectTasks      = "gitfleet.tasks"     // .<provider>.<cluster>.<machine>
-	SubjectEvents     = "gitfleet.events"    // .<cluster>
+	SubjectEvents     = "gitfleet.events"    // .<cluster>.from.<credential>
 	SubjectHeartbeats = "gitfleet.heartbeat" // .<cluster>.<machine>
 )
 
@@ -114,28 +114,72 @@ func ValidName(s string) bool { return len(s) <= MaxName && ValidToken(s) }
 // shorter.
 const MaxSubject = 1024
 
-// EventSubject is where events about a cluster's machines are published:
-// one subject a cluster, not a machine, because the event stream keeps an
-// entry for each subject it holds for as long as it keeps the subject's
-// last event (a day): a subject a machine cost a daemon ~90 bytes a
-// machine (docs/reconciler.md, "Memory per machine"). The event names its
-// machine.
-func EventSubject(cluster string) string {
-	return SubjectEvents + "." + cluster
+// EventSubject is where worker publishes events about cluster's machines
+// (worker: the publishing worker's identity, whether or not its events
+// name it):
+// gitfleet.events.<cluster>.from.<credential>, where credential is
+// WorkerCredential(worker). One subject a cluster and credential, not a
+// machine, because the event stream keeps an entry for each subject it
+// holds for as long as it keeps the subject's last event (a day): a
+// subject a machine cost a daemon ~90 bytes a machine (docs/reconciler.md,
+// "Memory per machine"). The credential is in the subject so that NATS,
+// not the leader's trust, ties an event to its sender: a worker's
+// credentials may publish on their own name's subjects only
+// (docs/operations.md, "Who may do what"), and the leader takes an event
+// only when its worker belongs to the subject's credential.
+func EventSubject(cluster, worker string) string {
+	return SubjectEvents + "." + cluster + ".from." + WorkerCredential(worker)
 }
 
-// EventPublishedFor reports whether an event about cluster's machine may
-// have been published on subject: the cluster's subject, or the machine's
-// own (gitfleet.events.<cluster>.<machine>), where earlier workers
-// published them, so that a daemon upgraded first still takes the events
-// of workers not yet upgraded (docs/operations.md, "Upgrading gitfleet").
-func EventPublishedFor(subject, cluster, machine string) bool {
+// EventPublishedFor reports whether an event of worker about cluster's
+// machine may have been published on subject: EventSubject(cluster,
+// worker) (any credential's when the event names no worker), or one of the subjects earlier workers published on — the
+// cluster's own (gitfleet.events.<cluster>) or the machine's
+// (gitfleet.events.<cluster>.<machine>) — so that a daemon upgraded first
+// still takes the events of workers not yet upgraded (docs/operations.md,
+// "Upgrading gitfleet"). No worker's credentials may publish on those two
+// since workers have credentials of their own; only the daemon's, or a
+// server without authentication, can.
+func EventPublishedFor(subject, cluster, machine, worker string) bool {
 	rest, ok := strings.CutPrefix(subject, SubjectEvents+".")
 	if !ok {
 		return false
 	}
 	rest, ok = strings.CutPrefix(rest, cluster)
-	return ok && (rest == "" || rest == "."+machine)
+	if !ok {
+		return false
+	}
+	if cred, ok := strings.CutPrefix(rest, ".from."); ok {
+		// An event of a provider whose machines no worker holds names
+		// none: it came from some worker's subject, which is all there
+		// is to check.
+		return ValidCredential(cred) && (worker == "" || cred == WorkerCredential(worker))
+	}
+	return rest == "" || rest == "."+machine
+}
+
+// WorkerCredential is the name of the NATS credentials a worker whose
+// identity is id runs with: id up to its first '_', or id itself without
+// one. `gitfleet nats-creds --worker NAME` makes credentials for the
+// workers NAME and NAME_<anything> (so replicas of one deployment can
+// share them and keep identities of their own); a credential's name has
+// no '_'.
+func WorkerCredential(id string) string {
+	cred, _, _ := strings.Cut(id, "_")
+	return cred
+}
+
+// ValidCredential reports whether name can name a worker's credentials:
+// letters, digits and '-', at most 64 of them.
+func ValidCredential(name string) bool {
+	return len(name) <= 64 && ValidWorker(name) && !strings.Contains(name, "_")
+}
+
+// WorkerInboxPrefix is the inbox the workers of credential receive replies
+// on: the only inbox their credentials let them subscribe to, so a worker
+// hears no other's replies, nor the daemon's.
+func WorkerInboxPrefix(credential string) string {
+	return "_INBOX_worker." + credential
 }
 
 // HeartbeatSubject is where a machine's heartbeats are published.
@@ -516,13 +560,25 @@ func (t *Task) Stale(rec *TaskRecord, rev uint64) string {
 // next part then, so a report is never more than a part ahead of the
 // leader.
 const (
-	SubjectInventory        = "gitfleet.inventory" // .<provider>.<worker>
+	SubjectInventory        = "gitfleet.inventory" // .<provider>.<credential>.<worker>
 	SubjectInventoryRequest = "gitfleet.inventory-request"
 )
 
-// InventorySubject is where a worker publishes its inventory.
+// InventorySubject is where a worker publishes its inventory:
+// gitfleet.inventory.<provider>.<credential>.<worker>, credential being
+// WorkerCredential(worker), which a worker's credentials may publish on
+// for their own name only.
 func InventorySubject(provider, worker string) string {
-	return SubjectInventory + "." + provider + "." + worker
+	return SubjectInventory + "." + provider + "." + WorkerCredential(worker) + "." + worker
+}
+
+// InventoryPublishedFor reports whether a report of worker about
+// provider's machines may have been published on subject:
+// InventorySubject(provider, worker), or gitfleet.inventory.<provider>.<worker>
+// where earlier workers published it (which no worker's own credentials
+// may publish on, as for EventPublishedFor).
+func InventoryPublishedFor(subject, provider, worker string) bool {
+	return subject == InventorySubject(provider, worker) || subject == SubjectInventory+"."+provider+"."+worker
 }
 
 // InventoryRequest asks every worker for its inventory now.

@@ -206,26 +206,62 @@ func TestJSONStringLen(t *testing.T) {
 	}
 }
 
-// An event about a machine is taken from its cluster's subject, or from
-// the machine's own (where earlier workers published), and from no other.
+// An event about a machine is taken from its cluster's subject for its
+// worker's credential, or from the subjects earlier workers published on
+// (the cluster's, the machine's), and from no other: above all not from
+// another credential's subject, which is how NATS ties an event to its
+// sender.
 func TestEventPublishedFor(t *testing.T) {
 	for _, c := range []struct {
-		subject string
-		want    bool
+		subject, worker string
+		want            bool
 	}{
-		{EventSubject("c1"), true},
-		{"gitfleet.events.c1.m1", true},
-		{"gitfleet.events.c1.m2", false},
-		{"gitfleet.events.c1.m1.x", false},
-		{"gitfleet.events.c1x", false},
-		{"gitfleet.events.c1x.m1", false},
-		{"gitfleet.events.c2", false},
-		{"gitfleet.events", false},
-		{"gitfleet.heartbeat.c1.m1", false},
-		{"gitfleet.eventsc1", false},
+		{EventSubject("c1", "w1"), "w1", true},
+		{"gitfleet.events.c1.from.w1", "w1_pod-a", true},
+		{EventSubject("c1", "w1_pod-a"), "w1_pod-b", true},
+		{EventSubject("c1", "w2"), "w1", false},
+		{"gitfleet.events.c1.from.w1", "w1x", false},
+		{"gitfleet.events.c1.from.w1", "w2_w1", false},
+		{"gitfleet.events.c1.from.", "_w1", false},
+		{"gitfleet.events.c1.from.", "", false},
+		{"gitfleet.events.c1.from.w2", "", true},
+		{"gitfleet.events.c1.from.w_2", "", false},
+		{"gitfleet.events.c1.from.w1.x", "w1", false},
+		{"gitfleet.events.c2.from.w1", "w1", false},
+		{"gitfleet.events.c1", "w1", true},
+		{"gitfleet.events.c1.m1", "w1", true},
+		{"gitfleet.events.c1.m2", "w1", false},
+		{"gitfleet.events.c1.m1.x", "w1", false},
+		{"gitfleet.events.c1x", "w1", false},
+		{"gitfleet.events.c1x.m1", "w1", false},
+		{"gitfleet.events.c2", "w1", false},
+		{"gitfleet.events", "w1", false},
+		{"gitfleet.heartbeat.c1.m1", "w1", false},
+		{"gitfleet.eventsc1", "w1", false},
 	} {
-		if got := EventPublishedFor(c.subject, "c1", "m1"); got != c.want {
-			t.Errorf("EventPublishedFor(%q, c1, m1) = %v, want %v", c.subject, got, c.want)
+		if got := EventPublishedFor(c.subject, "c1", "m1", c.worker); got != c.want {
+			t.Errorf("EventPublishedFor(%q, c1, m1, %s) = %v, want %v", c.subject, c.worker, got, c.want)
+		}
+	}
+}
+
+// A report is taken from its worker's credential's subject, or from the
+// subject earlier workers used, not from another credential's.
+func TestInventoryPublishedFor(t *testing.T) {
+	for _, c := range []struct {
+		subject, worker string
+		want            bool
+	}{
+		{"gitfleet.inventory.p.w1.w1", "w1", true},
+		{"gitfleet.inventory.p.w1.w1_pod-a", "w1_pod-a", true},
+		{"gitfleet.inventory.p.w1", "w1", true},
+		{"gitfleet.inventory.p.w2.w1", "w1", false},
+		{"gitfleet.inventory.p.w2.w1_x", "w1_x", false},
+		{"gitfleet.inventory.p.w1.w1_x", "w1_y", false},
+		{"gitfleet.inventory.q.w1.w1", "w1", false},
+	} {
+		if got := InventoryPublishedFor(c.subject, "p", c.worker); got != c.want {
+			t.Errorf("InventoryPublishedFor(%q, p, %s) = %v, want %v", c.subject, c.worker, got, c.want)
 		}
 	}
 }
