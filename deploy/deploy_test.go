@@ -81,6 +81,60 @@ func TestKubernetesRenders(t *testing.T) {
 			checkMemoryLimit(t, name, cm)
 		}
 	}
+	checkWorkerCredentials(t, byName["Deployment/gitfleet-worker-inmemory"])
+}
+
+// checkWorkerCredentials: a worker pod mounts its own NATS credential
+// (worker-NAME.creds, made by gitfleet nats-creds --worker NAME) and
+// nothing else of gitfleet-nats-creds — above all not daemon.creds, with
+// which a compromised worker could do everything — and its identity is
+// NAME_<pod>, as its credential requires.
+func checkWorkerCredentials(t *testing.T, r *resource.Resource) {
+	t.Helper()
+	if r == nil {
+		return
+	}
+	m, _ := r.Map()
+	pod := m["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	mounted := map[string]bool{}
+	for _, v := range pod["volumes"].([]any) {
+		vm := v.(map[string]any)
+		s, _ := vm["secret"].(map[string]any)
+		if s == nil || s["secretName"] != "gitfleet-nats-creds" {
+			continue
+		}
+		items, _ := s["items"].([]any)
+		if len(items) == 0 {
+			t.Errorf("%s mounts every key of gitfleet-nats-creds, daemon.creds included", r.GetName())
+		}
+		for _, it := range items {
+			im := it.(map[string]any)
+			key, _ := im["key"].(string)
+			mounted[key] = true
+			if !strings.HasPrefix(key, "worker-") {
+				t.Errorf("%s mounts %s of gitfleet-nats-creds; want its own worker credential only", r.GetName(), key)
+			}
+		}
+	}
+	for _, c := range pod["containers"].([]any) {
+		args := toStrings(c.(map[string]any)["args"])
+		var creds, id string
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "--nats-creds=/etc/gitfleet/nats/"); ok {
+				creds = v
+			}
+			if v, ok := strings.CutPrefix(a, "--worker-id="); ok {
+				id = v
+			}
+		}
+		name, ok := strings.CutSuffix(strings.TrimPrefix(creds, "worker-"), ".creds")
+		if !ok || !mounted[creds] {
+			t.Errorf("%s: --nats-creds %q is not a mounted worker credential (%v)", r.GetName(), creds, mounted)
+		}
+		if !strings.HasPrefix(id, name+"_") {
+			t.Errorf("%s: --worker-id=%s is not %s_<something>, which credential %s requires", r.GetName(), id, name, creds)
+		}
+	}
 }
 
 func toStrings(v any) []string {

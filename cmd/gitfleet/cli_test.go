@@ -16,7 +16,7 @@ import (
 // its alias.
 func TestCLIConventions(t *testing.T) {
 	for _, c := range []string{"validate", "plan", "describe", "history", "up", "serve", "worker", "init", "version",
-		"import", "import capi", "node", "node list", "node kill", "kubeconfig", "dashboard", "scale", "nats-config", "completion"} {
+		"import", "import capi", "node", "node list", "node kill", "kubeconfig", "dashboard", "scale", "nats-config", "nats-creds", "completion"} {
 		code, stdout, stderr := runCmd(t, append(strings.Fields(c), "-h")...)
 		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "Usage: gitfleet "+strings.Fields(c)[0]) {
 			t.Errorf("%s -h: exit %d, stdout %.60q, stderr %q", c, code, stdout, stderr)

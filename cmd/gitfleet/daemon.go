@@ -402,9 +402,11 @@ func inProcessWorker(ctx context.Context, name string, bus *natsbus.Bus, o daemo
 	if err != nil {
 		return nil, nil, err
 	}
-	// The worker names its provider on its own lines.
+	// The worker names its provider on its own lines. It publishes with
+	// the daemon's connection, so no credential binds its identity.
+	id, _ := workerID("", name, dir, "", "")
 	w, err := providers.NewWorker(ctx, bus.JS, p, providers.WorkerOptions{Concurrency: 16, Log: log, Keys: keys,
-		ID: workerID("", name, dir), InventoryInterval: o.inventoryInterval, Records: records})
+		ID: id, InventoryInterval: o.inventoryInterval, Records: records})
 	if err != nil {
 		closeProvider(p, plog)
 		return nil, nil, err

@@ -25,6 +25,7 @@ import (
 	"github.com/gitfleet/gitfleet/providers/inmemory"
 	"github.com/gitfleet/gitfleet/providers/local"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 func init() {
@@ -56,7 +57,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.DurationVar(&wopts.InventoryInterval, "inventory-interval", time.Minute, "how often the provider's machines are reported to the daemon (also at start and when a leader asks)")
 	listen := fs.String("listen", "", "HTTP address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:8081; empty: none")
 	keyFile := fs.String("secrets-key-file", "", "the daemon's secrets key, to open machines' bootstrap data (default DATA-DIR/secrets.key when it exists)")
-	id := fs.String("worker-id", "", "this worker's identity, the same across restarts (default: host name, plus a hash of --state-dir for local)")
+	id := fs.String("worker-id", "", "this worker's identity, the same across restarts (default: host name, plus a hash of --state-dir for local; with credentials of gitfleet nats-creds --worker NAME, NAME_ before it, and it must be NAME or begin with NAME_)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -79,16 +80,31 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	plog := log.With().Str("provider", *provider).Logger()
 	nopts.DataDir = *dataDir
 	nopts.ResolveCredentials()
+	dir := *stateDir
+	if dir == "" {
+		dir = filepath.Join(*dataDir, "local")
+	}
+	// A worker credential (gitfleet nats-creds --worker NAME) publishes
+	// in NAME's name and hears NAME's inbox only: the worker's identity
+	// must be NAME's, and its replies come to that inbox.
+	cred := ""
+	if nopts.CredsFile != "" {
+		if cred, err = natsbus.CredsWorker(nopts.CredsFile); err != nil {
+			return err
+		}
+	}
+	if wopts.ID, err = workerID(*id, *provider, dir, cred, nopts.CredsFile); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if cred != "" {
+		nopts.InboxPrefix = wire.WorkerInboxPrefix(cred)
+	}
 
 	bus, err := natsbus.OpenWait(ctx, nopts, log, nil)
 	if err != nil {
 		return err
 	}
 	defer bus.Close()
-	dir := *stateDir
-	if dir == "" {
-		dir = filepath.Join(*dataDir, "local")
-	}
 	signer, err := bus.NodeSigner(nopts)
 	if err != nil {
 		return err
@@ -102,7 +118,6 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	if wopts.Keys, err = workerKeys(*keyFile, *dataDir); err != nil {
 		return err
 	}
-	wopts.ID = workerID(*id, *provider, dir)
 	w, err := providers.NewWorker(ctx, bus.JS, p, wopts)
 	if err != nil {
 		return err
@@ -219,19 +234,29 @@ func (d dockerFlags) options(dataDir, natsURL string) docker.Options {
 	return docker.Options{Image: d.image, SeedDir: filepath.Join(dataDir, "docker"), NATSURL: u}
 }
 
-// workerID is the worker's identity: --worker-id, or the host name, with a
-// hash of the state folder for local (two folders on one host are two
-// workers with different machines).
-func workerID(flag, provider, stateDir string) string {
-	if flag != "" {
-		return flag
-	}
-	if provider == local.Name {
-		abs, err := filepath.Abs(stateDir)
-		if err != nil {
-			abs = stateDir
+// workerID is the worker's identity: --worker-id, or the host name, with
+// a hash of the state folder for local (two folders on one host are two
+// workers with different machines). With a worker credential cred (from
+// credsFile), the identity is cred or cred_<anything>: --worker-id must
+// be, and the default is cred_ and the host name.
+func workerID(flag, provider, stateDir, cred, credsFile string) (string, error) {
+	id := flag
+	if id == "" {
+		id = providers.DefaultWorkerID("")
+		if provider == local.Name {
+			abs, err := filepath.Abs(stateDir)
+			if err != nil {
+				abs = stateDir
+			}
+			id = providers.DefaultWorkerID(abs)
 		}
-		return providers.DefaultWorkerID(abs)
+		if cred != "" {
+			id = cred + "_" + id
+		}
 	}
-	return providers.DefaultWorkerID("")
+	if cred != "" && wire.WorkerCredential(id) != cred {
+		return "", fmt.Errorf("--worker-id %s: the credentials in %s are worker %s's, whose identities are %s or %s_<anything>: give one of those, or make credentials for %s with gitfleet nats-creds --worker %s",
+			id, credsFile, cred, cred, cred, wire.WorkerCredential(id), wire.WorkerCredential(id))
+	}
+	return id, nil
 }

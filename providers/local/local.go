@@ -104,7 +104,7 @@ func New(o Options) (*Provider, error) {
 	}
 	if o.NodeSigner == nil && o.NATS.CredsFile != "" {
 		// Without a signer the nodes connect as the worker. A worker's user
-		// that may not send heartbeats (gitfleet's own worker.creds may
+		// that may not send heartbeats (a worker's own, of gitfleet nats-creds, may
 		// not) would leave every machine without them, to be judged dead
 		// and replaced over and over.
 		forbid, err := natsbus.CredsForbid(o.NATS.CredsFile, wire.HeartbeatSubject("cluster", "machine"))

@@ -367,22 +367,29 @@ func TestOneNodePerMachine(t *testing.T) {
 
 // TestNodesMayHeartbeat: a worker whose nodes would connect with its own
 // credentials is refused at its start when those visibly may not send
-// heartbeats (gitfleet's generated worker.creds), naming the flag to give;
-// with a node signer, or with credentials that may, it starts.
+// heartbeats (a worker's credentials of gitfleet nats-creds), naming the
+// flag to give; with a node signer, or with credentials that may, it starts.
 func TestNodesMayHeartbeat(t *testing.T) {
 	auth, err := natsbus.LoadAuth(filepath.Join(t.TempDir(), "nats-auth"))
 	if err != nil {
+		t.Fatal(err)
+	}
+	workerCreds, err := auth.WorkerCreds("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(auth.Dir, "w1.creds"), workerCreds, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	opts := func(creds string, signer *natsbus.NodeSigner) local.Options {
 		return local.Options{StateDir: t.TempDir(), Binary: "/bin/true", NATSURL: "nats://127.0.0.1:4222",
 			NATS: natsbus.Options{CredsFile: filepath.Join(auth.Dir, creds)}, NodeSigner: signer}
 	}
-	if _, err := local.New(opts(natsbus.WorkerCredsFile, nil)); err == nil || !strings.Contains(err.Error(), "--nats-node-signer") {
-		t.Errorf("worker.creds without a node signer: %v; want a refusal naming --nats-node-signer", err)
+	if _, err := local.New(opts("w1.creds", nil)); err == nil || !strings.Contains(err.Error(), "--nats-node-signer") {
+		t.Errorf("a worker's credentials without a node signer: %v; want a refusal naming --nats-node-signer", err)
 	}
-	if _, err := local.New(opts(natsbus.WorkerCredsFile, auth.NodeSigner())); err != nil {
-		t.Errorf("worker.creds with a node signer: %v", err)
+	if _, err := local.New(opts("w1.creds", auth.NodeSigner())); err != nil {
+		t.Errorf("a worker's credentials with a node signer: %v", err)
 	}
 	if _, err := local.New(opts(natsbus.DaemonCredsFile, nil)); err != nil {
 		t.Errorf("daemon.creds without a node signer: %v", err)

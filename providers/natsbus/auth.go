@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
@@ -22,8 +26,10 @@ import (
 //
 //   - an operator and a system account, which the server trusts;
 //   - the account GITFLEET, with JetStream, that every gitfleet process
-//     uses; its own key signs the daemon's user (no limits) and the
-//     workers' user (worker permissions);
+//     uses; its own key signs the daemon's user (no limits) and each
+//     worker credential's user (`gitfleet nats-creds --worker NAME`:
+//     worker permissions, on subjects that carry NAME, so a worker can
+//     publish no event or inventory in another credential's name);
 //   - a signing key scoped to the node role: any user it signs may only
 //     publish gitfleet.heartbeat.<its name> and gitfleet.join.<its name>
 //     and hear replies on _INBOX_node.<its name>.>, and a worker that
@@ -34,9 +40,17 @@ const (
 	AuthGenerated   = "generated"
 	AuthNone        = "none"
 	DaemonCredsFile = "daemon.creds"
-	WorkerCredsFile = "worker.creds"
 	NodeSignerFile  = "node-signer.nk"
 	AccountName     = "GITFLEET"
+	// LegacyWorkerCredsFile is where versions before per-worker
+	// credentials wrote the one user every worker shared; its user is
+	// revoked (RevokedFile) and the file removed at the next start.
+	LegacyWorkerCredsFile = "worker.creds"
+	// RevokedFile lists the users the account revokes: "<public key>
+	// <unix time>" a line, each JWT of that user issued up to that time.
+	RevokedFile = "revoked"
+	// workerTag marks a worker credential's user in its JWT.
+	workerTag = "gitfleet-worker"
 )
 
 // Auth is the generated operator, accounts and keys.
@@ -45,11 +59,14 @@ type Auth struct {
 	operator, account, system, nodeSigner nkeys.KeyPair
 	daemonJWT                             string
 	daemonSeed                            []byte
+	revoked                               map[string]int64 // user public key → revoked up to (unix)
 }
 
 // LoadAuth loads the credentials kept in dir, making them first when dir
-// holds none. Every load writes fresh daemon.creds and worker.creds, for
-// processes that connect from outside (gitfleet worker --nats-creds).
+// holds none. Every load writes a fresh daemon.creds, for daemon replicas
+// that connect from outside (gitfleet serve --nats-creds); workers get
+// credentials of their own from WorkerCreds. A worker.creds an earlier
+// version wrote has its user revoked, then goes.
 func LoadAuth(dir string) (*Auth, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("nats auth: %w", err)
@@ -85,14 +102,117 @@ func LoadAuth(dir string) (*Auth, error) {
 	if err := writeSecret(filepath.Join(dir, DaemonCredsFile), creds); err != nil {
 		return nil, err
 	}
-	wjwt, wseed, err := mintUser(a.account, "", "gitfleet-worker", WorkerPermissions)
+	if a.revoked, err = loadRevoked(filepath.Join(dir, RevokedFile)); err != nil {
+		return nil, err
+	}
+	if err := a.revokeLegacyWorker(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// revokeLegacyWorker revokes the user of the worker.creds an earlier
+// version wrote, which every worker shared and whose permissions let a
+// worker publish events and inventories in any worker's name, then
+// removes the file: the revocation is written first, so a start that
+// stops between the two revokes it again next time.
+func (a *Auth) revokeLegacyWorker() error {
+	path := filepath.Join(a.Dir, LegacyWorkerCredsFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("nats auth: %w", err)
+	}
+	if uc, err := userClaims(data); err == nil {
+		if _, done := a.revoked[uc.Subject]; !done {
+			a.revoked[uc.Subject] = time.Now().Unix()
+			if err := writeRevoked(filepath.Join(a.Dir, RevokedFile), a.revoked); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("nats auth: %w", err)
+	}
+	return nil
+}
+
+// loadRevoked reads RevokedFile; none is an empty list.
+func loadRevoked(path string) (map[string]int64, error) {
+	out := map[string]int64{}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nats auth: %w", err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.Fields(line)
+		var at int64
+		if len(f) == 2 {
+			at, err = strconv.ParseInt(f[1], 10, 64)
+		}
+		if len(f) != 2 || err != nil || !nkeys.IsValidPublicUserKey(f[0]) {
+			return nil, fmt.Errorf("nats auth: %s:%d: want a user's public key and a unix time", path, i+1)
+		}
+		out[f[0]] = at
+	}
+	return out, nil
+}
+
+func writeRevoked(path string, revoked map[string]int64) error {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(revoked)) {
+		fmt.Fprintf(&b, "%s %d\n", k, revoked[k])
+	}
+	return writeSecret(path, []byte(b.String()))
+}
+
+// WorkerCreds returns the .creds file content of the worker credential
+// name: a user named name, tagged as a worker's, with WorkerPermissions
+// for name. Workers with the identity name, or name_<anything>, run with
+// it (wire.WorkerCredential).
+func (a *Auth) WorkerCreds(name string) ([]byte, error) {
+	if !wire.ValidCredential(name) {
+		return nil, fmt.Errorf("nats worker credentials: %q: a name is letters, digits and '-' (no '_'), at most 64 of them", name)
+	}
+	j, seed, err := mintUser(a.account, "", name, func(p *jwt.Permissions) { WorkerPermissions(p, name) }, workerTag)
 	if err != nil {
 		return nil, err
 	}
-	if creds, err = jwt.FormatUserConfig(wjwt, wseed); err != nil {
-		return nil, fmt.Errorf("nats auth: %w", err)
+	return jwt.FormatUserConfig(j, seed)
+}
+
+// CredsWorker returns the worker credential's name the .creds file at path
+// holds, or "" when it holds another user (the daemon's, or one an
+// operator made).
+func CredsWorker(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("nats credentials: %w", err)
 	}
-	return a, writeSecret(filepath.Join(dir, WorkerCredsFile), creds)
+	uc, err := userClaims(data)
+	if err != nil {
+		return "", fmt.Errorf("nats credentials %s: %w", path, err)
+	}
+	if !uc.Tags.Contains(workerTag) || !wire.ValidCredential(uc.Name) {
+		return "", nil
+	}
+	return uc.Name, nil
+}
+
+func userClaims(creds []byte) (*jwt.UserClaims, error) {
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return nil, err
+	}
+	return jwt.DecodeUserClaims(token)
 }
 
 // ownsStore refuses a store (dataDir/nats) whose streams all belong to
@@ -170,6 +290,9 @@ func (a *Auth) trust() (*trust, error) {
 	scope.Template.Pub.Allow.Add(wire.SubjectHeartbeats+".{{name()}}", wire.SubjectJoin+".{{name()}}")
 	scope.Template.Sub.Allow.Add("_INBOX_node.{{name()}}.>") // wire.NodeInboxPrefix
 	ac.SigningKeys.AddScopedSigner(scope)
+	for k, at := range a.revoked {
+		ac.RevokeAt(k, time.Unix(at, 0))
+	}
 	if t.accJWT, err = ac.Encode(a.operator); err != nil {
 		return nil, fmt.Errorf("nats auth: account: %w", err)
 	}
@@ -216,15 +339,19 @@ resolver_preload: {
 `, a.Dir, t.operatorJWT, t.sysPub, t.sysPub, t.sysJWT, t.accPub, t.accJWT), nil
 }
 
-// WorkerPermissions are what a worker may do (docs/operations.md): take
-// the tasks of the task stream and ack them, read the machine records,
-// keep the inmemory provider's bucket, publish events and inventories.
-// Above all it may not publish a task or a heartbeat, nor change a stream.
-func WorkerPermissions(p *jwt.Permissions) {
+// WorkerPermissions are what the workers of credential name may do
+// (docs/operations.md): take the tasks of the task stream and ack them,
+// read the machine records, keep the inmemory provider's bucket, publish
+// events and inventories on their own name's subjects only
+// (wire.EventSubject, wire.InventorySubject), hear replies on their own
+// inbox only (wire.WorkerInboxPrefix). Above all they may not publish a
+// task or a heartbeat, change a stream, or speak in another credential's
+// name.
+func WorkerPermissions(p *jwt.Permissions, name string) {
 	tasks, records, cloud := wire.StreamTasks, "KV_"+wire.BucketMachines, "KV_gitfleet-inmemory"
 	p.Pub.Allow.Add(
-		wire.SubjectEvents+".>",
-		wire.SubjectInventory+".>",
+		wire.SubjectEvents+".*.from."+name,
+		wire.SubjectInventory+".*."+name+".*",
 		"$JS.API.INFO",
 		"$JS.API.STREAM.INFO.*",
 		"$JS.API.CONSUMER.CREATE."+tasks+".>",
@@ -247,7 +374,7 @@ func WorkerPermissions(p *jwt.Permissions) {
 		"$JS.FC.>",
 		wire.SubjectJoin+".>", // the inmemory provider reviews its machines' tokens
 	)
-	p.Sub.Allow.Add("_INBOX.>", wire.SubjectInventoryRequest)
+	p.Sub.Allow.Add(wire.WorkerInboxPrefix(name)+".>", wire.SubjectInventoryRequest)
 }
 
 // NodeSigner mints the credentials of one node: a user named
@@ -314,7 +441,7 @@ func (s *NodeSigner) Creds(cluster, machine string) ([]byte, error) {
 // mintUser makes a user and its JWT signed by issuer (on behalf of
 // issuerAccount when issuer is a signing key), with permissions set by
 // perm (nil: none of its own).
-func mintUser(issuer nkeys.KeyPair, issuerAccount, name string, perm func(*jwt.Permissions)) (string, []byte, error) {
+func mintUser(issuer nkeys.KeyPair, issuerAccount, name string, perm func(*jwt.Permissions), tags ...string) (string, []byte, error) {
 	ukp, err := nkeys.CreateUser()
 	if err != nil {
 		return "", nil, err
@@ -324,6 +451,7 @@ func mintUser(issuer nkeys.KeyPair, issuerAccount, name string, perm func(*jwt.P
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = name
 	uc.IssuerAccount = issuerAccount
+	uc.Tags.Add(tags...)
 	if perm != nil {
 		perm(&uc.Permissions)
 	} else if issuerAccount != "" {
@@ -404,11 +532,7 @@ func CredsForbid(path, subject string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("nats credentials: %w", err)
 	}
-	token, err := jwt.ParseDecoratedJWT(data)
-	if err != nil {
-		return false, fmt.Errorf("nats credentials %s: %w", path, err)
-	}
-	uc, err := jwt.DecodeUserClaims(token)
+	uc, err := userClaims(data)
 	if err != nil {
 		return false, fmt.Errorf("nats credentials %s: %w", path, err)
 	}

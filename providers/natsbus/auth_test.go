@@ -68,14 +68,38 @@ func TestGeneratedAuth(t *testing.T) {
 	}
 }
 
+// workerCredsFile writes the credentials of worker credential name, as
+// gitfleet nats-creds --worker makes them from authDir's keys.
+func workerCredsFile(t *testing.T, authDir, name string) string {
+	t.Helper()
+	a, err := natsbus.LoadAuth(authDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := a.WorkerCreds(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name+".creds")
+	if err := os.WriteFile(path, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := natsbus.CredsWorker(path); err != nil || got != name {
+		t.Errorf("CredsWorker of %s's credentials = %q, %v", name, got, err)
+	}
+	return path
+}
+
 // checkPermissions checks the generated layout on a running server, bus
-// being the daemon's connection: a worker's credentials (authDir's
-// worker.creds) do a worker's work and cannot publish a task, write a
-// record, change a stream or send a heartbeat; a node's credentials,
+// being the daemon's connection: a worker's credentials (made from
+// authDir's keys for worker w1) do a worker's work and cannot publish a
+// task, write a record, change a stream or send a heartbeat, nor speak in
+// another worker's name or hear another's replies; a node's credentials,
 // minted with the signer file, publish its own heartbeats and nothing else.
 func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
 	t.Helper()
 	url := bus.URL
+	w1Creds := workerCredsFile(t, authDir, "w1")
 	// A worker of another process gets the node signer from its file.
 	signer, err := natsbus.LoadNodeSigner(filepath.Join(authDir, natsbus.NodeSignerFile))
 	if err != nil {
@@ -89,7 +113,7 @@ func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 
-	worker, err := nats.Connect(url, nats.UserCredentials(filepath.Join(authDir, natsbus.WorkerCredsFile)))
+	worker, err := nats.Connect(url, nats.UserCredentials(w1Creds), nats.CustomInboxPrefix(wire.WorkerInboxPrefix("w1")))
 	if err != nil {
 		t.Fatalf("worker credentials: %v", err)
 	}
@@ -127,9 +151,13 @@ func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
 		t.Fatalf("worker fetched %d tasks, want 1 (%v)", got, batch.Error())
 	}
 	data, _ := wire.Encode(&wire.Event{TaskID: task.ID, Attempt: 1, Cluster: "c", Machine: "m1", Phase: wire.PhaseRunning, Time: time.Now()})
-	if _, err := wjs.Publish(ctx(t), wire.EventSubject("c"), data); err != nil {
+	if _, err := wjs.Publish(ctx(t), wire.EventSubject("c", "w1"), data); err != nil {
 		t.Errorf("worker: publish an event: %v", err)
 	}
+	if _, err := wjs.Publish(ctx(t), wire.EventSubject("c", "w1_pod-a"), data); err != nil {
+		t.Errorf("worker: publish an event as w1_pod-a: %v", err)
+	}
+	checkNotInAnothersName(t, bus, worker, data)
 	recs, err := wjs.KeyValue(ctx(t), wire.BucketMachines)
 	if err != nil {
 		t.Fatalf("worker: machines bucket: %v", err)
@@ -243,7 +271,7 @@ func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
 	if err != nil {
 		t.Fatalf("inmemory provider on worker credentials: %v", err)
 	}
-	w, err := providers.NewWorker(ctx(t), wjs, p, providers.WorkerOptions{ID: "w1"})
+	w, err := providers.NewWorker(ctx(t), wjs, p, providers.WorkerOptions{ID: "w1_pod-a"})
 	if err != nil {
 		t.Fatalf("worker on worker credentials: %v", err)
 	}
@@ -253,7 +281,7 @@ func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
 	if _, err := dkv.Put(ctx(t), "c.m3", []byte(`{"taskID":"create.c.m3","attempt":1,"phase":"Pending"}`)); err != nil {
 		t.Fatal(err)
 	}
-	events, err := bus.Conn.SubscribeSync(wire.EventSubject("c"))
+	events, err := bus.Conn.SubscribeSync(wire.EventSubject("c", "w1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +298,152 @@ func checkPermissions(t *testing.T, bus *natsbus.Bus, authDir string) {
 	}
 	stop()
 
+}
+
+// checkNotInAnothersName: worker w1's connection (with event, a valid
+// event) can publish no event or inventory on another credential's
+// subjects or on those earlier workers shared, and hears no reply sent to
+// another inbox than its own.
+func checkNotInAnothersName(t *testing.T, bus *natsbus.Bus, worker *nats.Conn, event []byte) {
+	t.Helper()
+	wjs, err := jetstream.New(worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := bus.JS.Stream(ctx(t), wire.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := stream.Info(ctx(t))
+	for _, subject := range []string{wire.EventSubject("c", "w2"), wire.EventSubject("c", "w2_w1"), wire.SubjectEvents + ".c", wire.SubjectEvents + ".c.m1"} {
+		short, cancel := contextWithTimeout(t, time.Second)
+		if _, err := wjs.Publish(short, subject, event); err == nil {
+			t.Errorf("worker w1 published an event on %s", subject)
+		}
+		cancel()
+	}
+	after, _ := stream.Info(ctx(t))
+	if after.State.LastSeq != before.State.LastSeq {
+		t.Errorf("worker w1's events in another's name reached the event stream (sequence %d → %d)", before.State.LastSeq, after.State.LastSeq)
+	}
+	inventories := make(chan *nats.Msg, 8)
+	isub, err := bus.Conn.ChanSubscribe(wire.SubjectInventory+".>", inventories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = isub.Unsubscribe() }()
+	if err := bus.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// An empty complete report in w2's name would have every machine w2
+	// holds found gone and replaced.
+	empty := []byte(`{"apiVersion":"gitfleet.io/wire/v1","provider":"inmemory","worker":"w2","report":"r","part":1,"parts":1,"machines":[]}`)
+	for _, subject := range []string{wire.InventorySubject("inmemory", "w2"), wire.InventorySubject("inmemory", "w2_x"), wire.SubjectInventory + ".inmemory.w2"} {
+		_ = worker.Publish(subject, empty)
+	}
+	_ = worker.Publish(wire.InventorySubject("inmemory", "w1"), []byte("own"))
+	_ = worker.Flush()
+	select {
+	case m := <-inventories:
+		if m.Subject != wire.InventorySubject("inmemory", "w1") {
+			t.Errorf("worker w1's report reached %s", m.Subject)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("worker w1's own report never arrived")
+	}
+	select {
+	case m := <-inventories:
+		t.Errorf("worker w1's report in another's name reached %s", m.Subject)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// Another inbox: the daemon's, or another worker's.
+	snoop, err := worker.SubscribeSync("_INBOX.>")
+	if err == nil {
+		_ = worker.Flush()
+		_ = bus.Conn.Publish("_INBOX.daemon-reply", []byte("secret"))
+		_ = bus.Conn.Publish(wire.WorkerInboxPrefix("w2")+".reply", []byte("secret"))
+		_ = bus.Conn.Flush()
+		if m, err := snoop.NextMsg(300 * time.Millisecond); err == nil {
+			t.Errorf("worker w1 heard a reply on %s", m.Subject)
+		}
+	}
+}
+
+// TestLegacyWorkerCredsRevoked: the worker.creds an earlier version wrote
+// (one user every worker shared, allowed to publish events and
+// inventories in any worker's name) is refused once this version starts
+// on the data dir, and the file is gone; the daemon's own credentials and
+// a node's still connect.
+func TestLegacyWorkerCredsRevoked(t *testing.T) {
+	dir := t.TempDir()
+	authDir := filepath.Join(dir, natsbus.AuthDirName)
+	if _, err := natsbus.LoadAuth(authDir); err != nil {
+		t.Fatal(err)
+	}
+	// As earlier versions made it: signed by the account's own key, with
+	// events and inventories of any worker.
+	seed, err := os.ReadFile(filepath.Join(authDir, "account.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	account, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, _ := nkeys.CreateUser()
+	upub, _ := user.PublicKey()
+	useed, _ := user.Seed()
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = "gitfleet-worker"
+	uc.Pub.Allow.Add(wire.SubjectEvents+".>", wire.SubjectInventory+".>")
+	uc.Sub.Allow.Add("_INBOX.>")
+	j, err := uc.Encode(account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, _ := jwt.FormatUserConfig(j, useed)
+	legacyFile := filepath.Join(authDir, natsbus.LegacyWorkerCredsFile)
+	if err := os.WriteFile(legacyFile, legacy, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(t.TempDir(), "copy-on-a-worker-host.creds")
+	if err := os.WriteFile(kept, legacy, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node, err := natsbus.LoadNodeSigner(filepath.Join(authDir, natsbus.NodeSignerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeCreds, _ := node.Creds("c", "m1")
+	nodeFile := filepath.Join(t.TempDir(), "node.creds")
+	if err := os.WriteFile(nodeFile, nodeCreds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	bus := openEmbedded(t, dir)
+	if nc, err := nats.Connect(bus.URL, nats.UserCredentials(kept)); err == nil {
+		nc.Close()
+		t.Error("the shared worker.creds of an earlier version still connects")
+	}
+	if _, err := os.Stat(legacyFile); !os.IsNotExist(err) {
+		t.Errorf("%s: %v; want it removed", legacyFile, err)
+	}
+	for _, f := range []string{nodeFile, filepath.Join(authDir, natsbus.DaemonCredsFile), workerCredsFile(t, authDir, "w1")} {
+		nc, err := nats.Connect(bus.URL, nats.UserCredentials(f))
+		if err != nil {
+			t.Errorf("%s: %v", filepath.Base(f), err)
+			continue
+		}
+		nc.Close()
+	}
+	// And after another start, which finds no worker.creds: still revoked.
+	bus.Close()
+	bus = openEmbedded(t, dir)
+	defer bus.Close()
+	if nc, err := nats.Connect(bus.URL, nats.UserCredentials(kept)); err == nil {
+		nc.Close()
+		t.Error("after a second start, the shared worker.creds of an earlier version connects again")
+	}
 }
 
 // TestAuthNone: --nats-auth none runs the embedded server open, as before.
@@ -357,12 +531,20 @@ func TestCredsForbid(t *testing.T) {
 		t.Fatal(err)
 	}
 	heartbeat := wire.HeartbeatSubject("c", "m")
+	worker, err := a.WorkerCreds("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "w1.creds"), worker, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		file, subject string
 		want          bool
 	}{
-		{natsbus.WorkerCredsFile, heartbeat, true},
-		{natsbus.WorkerCredsFile, wire.SubjectEvents + ".c", false},
+		{"w1.creds", heartbeat, true},
+		{"w1.creds", wire.EventSubject("c", "w1"), false},
+		{"w1.creds", wire.EventSubject("c", "w2"), true},
 		{natsbus.DaemonCredsFile, heartbeat, false},
 		{"node.creds", heartbeat, false},
 		{"deny.creds", heartbeat, true},

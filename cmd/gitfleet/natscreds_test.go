@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/schemas/wire"
+)
+
+// TestWorkerCredentials: gitfleet nats-creds makes a worker's credentials
+// from the daemon's data dir, readable by its owner only; a worker run
+// with them takes its identity from them (NAME_<host> by default), does
+// its work on the daemon's embedded server, publishing its events on its
+// own name's subject; a --worker-id of another credential is refused
+// before anything is started, saying what to do.
+func TestWorkerCredentials(t *testing.T) {
+	dataDir := t.TempDir()
+	bus, err := natsbus.Open(t.Context(), natsbus.Options{URL: natsbus.Embedded, DataDir: dataDir}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.Close()
+	if err := natsbus.Ensure(t.Context(), bus.JS); err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(t.TempDir(), "w1.creds")
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", "w1", "-o", creds}, &cmdEnv{stdout: &out, stderr: &errb}); code != 0 {
+		t.Fatalf("nats-creds: exit %d: %s", code, errb.String())
+	}
+	if fi, err := os.Stat(creds); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v, mode %v; want 0600", creds, err, fi.Mode().Perm())
+	}
+	if out.Len() != 0 {
+		t.Errorf("nats-creds -o printed %q", out.String())
+	}
+	// Without -o, to standard output.
+	out.Reset()
+	if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", "w2"}, &cmdEnv{stdout: &out, stderr: &errb}); code != 0 || !strings.Contains(out.String(), "BEGIN NATS USER JWT") {
+		t.Errorf("nats-creds to stdout: exit %d, %q", code, out.String())
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nats-creds", "--data-dir", dataDir}, "--worker is required"},
+		{[]string{"nats-creds", "--data-dir", dataDir, "--worker", "w_1"}, "no '_'"},
+		{[]string{"worker", "--provider", "inmemory", "--nats", bus.URL, "--nats-creds", creds, "--worker-id", "w2"},
+			"the credentials in " + creds + " are worker w1's, whose identities are w1 or w1_<anything>"},
+		{[]string{"worker", "--provider", "inmemory", "--nats", bus.URL, "--nats-creds", creds, "--worker-id", "w1x"}, "gitfleet nats-creds --worker w1x"},
+	} {
+		errb.Reset()
+		if code := run(t.Context(), c.args, &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb}); code != exitUsage || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%s: exit %d, %q; want %d saying %q", strings.Join(c.args, " "), code, errb.String(), exitUsage, c.want)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var werr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"worker", "--provider", "inmemory", "--nats", bus.URL, "--nats-creds", creds, "--data-dir", t.TempDir(), "--log-format", "json"},
+			&cmdEnv{stdout: &bytes.Buffer{}, stderr: &werr})
+	}()
+	waitUntil(t, "the worker starts", func() bool { return strings.Contains(werr.String(), "worker started") })
+	if !strings.Contains(werr.String(), `"worker":"w1_`) {
+		t.Errorf("the worker's identity is not w1_<host>: %s", werr.String())
+	}
+	task := wire.Task{ID: "t1", Operation: wire.OpCreate, Machine: wire.Machine{Name: "m", Cluster: "c", Provider: "inmemory", Version: "v1.30.0"}}
+	runTask(t, ctx, bus.JS, task, "w1")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("worker exit %d: %s", code, werr.String())
+	}
+	if strings.Contains(werr.String(), "Permissions Violation") {
+		t.Errorf("the worker's credentials were refused something it does: %s", werr.String())
+	}
+}
