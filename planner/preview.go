@@ -178,8 +178,33 @@ type PoolChange struct {
 	ResizedAtOnce bool `json:"resizedAtOnce,omitempty"`
 }
 
-// HasChanges reports whether merging would change any cluster.
+// HasChanges reports whether merging would change any cluster: add it,
+// remove it, or change its machines, versions, sizes or spec.paused (the
+// clusters listed as changed).
 func (r *PreviewReport) HasChanges() bool { return len(r.Clusters) > 0 }
+
+// Reaches reports whether merging changes anything the daemon does to a
+// cluster: a cluster changes (HasChanges), gets new rules with no machine
+// changed, or waits on a running rollout that merging halts or releases.
+// A plan that does not is the one that reads "No changes", and the one
+// `gitfleet plan --detailed-exitcode` exits 0 for; Terraform's exits 2
+// for any change, as plan's does for one that reaches a cluster.
+func (r *PreviewReport) Reaches() bool {
+	if r.HasChanges() {
+		return true
+	}
+	for i := range r.Untouched {
+		if len(r.Untouched[i].NewRules) > 0 {
+			return true
+		}
+	}
+	for i := range r.Rollouts {
+		if p := &r.Rollouts[i]; p.Releases() || p.halts() {
+			return true
+		}
+	}
+	return false
+}
 
 // Preview compares base and head. headErrs are head's validation errors;
 // observed are the machines running now (from the status branch), or nil to

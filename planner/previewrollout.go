@@ -103,6 +103,12 @@ func (p *RolloutPlan) Releases() bool {
 	return p.Running != nil && p.Running.Halted && (p.NewRollout || !p.haltsAt())
 }
 
+// halts says whether merging halts the rollout under way: head lowers
+// maxFailures to its failures, and starts no rollout in its place.
+func (p *RolloutPlan) halts() bool {
+	return p.Running != nil && !p.Running.Halted && !p.NewRollout && p.haltsAt()
+}
+
 // haltsAt says whether head's maxFailures halts the running rollout, its
 // failures being what they are.
 func (p *RolloutPlan) haltsAt() bool {

@@ -172,11 +172,7 @@ func mergeFooter(r *PreviewReport) string {
 	if len(r.Errors) > 0 {
 		return "Merging as it is would be refused: the daemon keeps running base's revision and shows these errors in status (gitfleet describe, Last rejected)."
 	}
-	rules := false
-	for _, u := range r.Untouched {
-		rules = rules || len(u.NewRules) > 0
-	}
-	if !r.HasChanges() && !rules {
+	if !r.Reaches() {
 		return "Merging changes no machine."
 	}
 	var b strings.Builder
@@ -268,7 +264,7 @@ func mergeFooter(r *PreviewReport) string {
 			fmt.Fprintf(&b, " Class %s's halted rollout of revision %s is released: the rollout of %s starts.", p.Class, p.Running.Revision, p.Revision)
 		case p.Releases():
 			fmt.Fprintf(&b, " Class %s's halted rollout of revision %s goes on under maxFailures %d.", p.Class, p.Running.Revision, p.MaxFailures)
-		case p.Running != nil && !p.Running.Halted && !p.NewRollout && p.haltsAt():
+		case p.halts():
 			fmt.Fprintf(&b, " Class %s's rollout of revision %s halts under maxFailures %d until a fix or a revert of the class is merged.", p.Class, p.Running.Revision, p.MaxFailures)
 		case p.Running != nil && p.Running.Halted && !p.NewRollout:
 			fmt.Fprintf(&b, " Class %s's rollout stays halted at revision %s until a fix or a revert of the class is merged", p.Class, p.Running.Revision)
@@ -351,7 +347,7 @@ func rolloutNote(r *PreviewReport, p *RolloutPlan, code func(string) string) str
 	what := fmt.Sprintf("Class %s's rollout of revision %s%s", p.Class, code(run.Revision), started)
 	failed := fmt.Sprintf("%d of maxFailures %d clusters failed (%s)", len(run.Failed), run.MaxFailures, listNames(run.Failed, 5))
 	switch {
-	case !run.Halted && !p.NewRollout && p.haltsAt():
+	case p.halts():
 		return fmt.Sprintf("%s is under way, %s. This change lowers maxFailures to %d, so merging halts it: no other cluster is admitted to that revision until a fix or a revert of the class is merged.",
 			what, failed, p.MaxFailures)
 	case run.Halted && !p.NewRollout && !p.haltsAt():
@@ -529,9 +525,13 @@ func changeMark(change string) string {
 	return "~"
 }
 
-// noChangesLine sums up a preview that changes no cluster: and which of
-// them get new rules of their class all the same.
+// noChangesLine sums up a preview that changes no cluster: "No changes"
+// only when the change reaches none (Reaches), else which of them get new
+// rules of their class all the same.
 func noChangesLine(r *PreviewReport) string {
+	if !r.Reaches() {
+		return fmt.Sprintf("No changes: %s unchanged.", plural(r.Unchanged, "cluster"))
+	}
 	rules := 0
 	for _, u := range r.Untouched {
 		if len(u.NewRules) > 0 {
@@ -539,7 +539,7 @@ func noChangesLine(r *PreviewReport) string {
 		}
 	}
 	if rules == 0 {
-		return fmt.Sprintf("No changes: %s unchanged.", plural(r.Unchanged, "cluster"))
+		return fmt.Sprintf("No machine changes: %s unchanged.", plural(r.Unchanged, "cluster"))
 	}
 	return fmt.Sprintf("No machine changes: %s unchanged, %d of them getting new rules of their class in their wave.", plural(r.Unchanged, "cluster"), rules)
 }

@@ -29,7 +29,9 @@ func init() {
 	})
 }
 
-// Exit codes of plan --detailed-exitcode, as Terraform's.
+// Exit codes of plan --detailed-exitcode, as Terraform's: 2 when the
+// change reaches a cluster (planner.PreviewReport.Reaches), machines or
+// not; 0 only for a plan that reads "No changes".
 const planExitChanges = 2
 
 // planFloor is plan's garbage-collection floor: below it the heap is not
@@ -57,7 +59,7 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 	headRef := fs.String("head", "", "the revision to preview (branch, tag or commit)")
 	format := fs.String("format", "text", "output format: text, markdown or json")
 	fs.StringVar(format, "o", "text", "same as --format")
-	detailed := fs.Bool("detailed-exitcode", false, "exit 0 without changes, 1 on error, 2 with changes")
+	detailed := fs.Bool("detailed-exitcode", false, "exit 0 when the change reaches no cluster, 1 on error, 2 when it does (machines or not)")
 	dataDir := fs.String("data-dir", "", "where a remote repository is cloned (default: a temporary folder)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -125,7 +127,7 @@ func runPlan(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	case len(report.Errors) > 0:
 		return errSilent
-	case *detailed && report.HasChanges():
+	case *detailed && report.Reaches():
 		return &exitError{code: planExitChanges}
 	}
 	return nil

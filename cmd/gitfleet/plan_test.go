@@ -466,29 +466,7 @@ spec:
 // machine of the halted class is "replaced at once, in no wave".
 func TestPlanReadsHaltedRollout(t *testing.T) {
 	dir := fleetRepo(t)
-	good := strings.TrimSpace(gitCLI(t, dir, "rev-parse", "main"))
-	rev := classRevisionAt(t, dir, good, "standard")
-	w := statusWriter(t, dir)
-	w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: good, Subject: "init"},
-		Rollouts: []status.ClassRollout{{Class: "standard", Revision: rev, MaxFailures: 1, Halted: true, Failed: []string{"dev-1"},
-			CurrentWave: "prod", Change: &status.SourceCommit{Commit: good, Subject: "init"}}}}, status.Origin{SourceCommit: good})
-	for _, c := range runningAsWritten(t, dir, good) {
-		switch c.Name {
-		case "dev-1":
-			c.Phase = "Blocked"
-			c.Rollout = &status.Rollout{ClassRevision: rev, Wave: "dev", State: planner.AdmissionFailed, Reason: "machine dev-1-md-0-m0: Failed"}
-		case "prod-1":
-			// Admitted to an older revision; the halted one waits.
-			c.Rollout = &status.Rollout{ClassRevision: "0123456789", Wave: "prod", State: planner.RolloutWaiting, PendingRevision: rev}
-			for i := range c.Machines {
-				c.Machines[i].TemplateHash = "older"
-			}
-		}
-		if err := w.SetCluster(c, status.Origin{SourceCommit: good}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	flushStatus(t, w)
+	good, rev := rolloutStatus(t, dir, 1)
 	branch(t, dir, "grow", map[string][2]string{"clusters/prod-1.yaml": {"replicas: 3\n    variables", "replicas: 4\n    variables"}})
 
 	code, stdout, stderr := runCmd(t, "plan", "--repo", dir, "--base", "main", "--head", "grow")
@@ -508,6 +486,39 @@ func TestPlanReadsHaltedRollout(t *testing.T) {
 	if strings.Contains(stdout, "dev-1 (changed)") || strings.Contains(stdout, "At once, in no wave: dev-1") {
 		t.Errorf("the halted dev-1 reads as changed:\n%s", stdout)
 	}
+}
+
+// rolloutStatus writes, for the fleet at dir's main, a status branch that
+// shows class standard's rollout of main's revision with dev-1 failed on
+// it under maxFailures (halted when that is 1) and prod-1 still on an
+// older revision, waiting for it; it returns main's commit and the
+// revision.
+func rolloutStatus(t *testing.T, dir string, maxFailures int) (good, rev string) {
+	t.Helper()
+	good = strings.TrimSpace(gitCLI(t, dir, "rev-parse", "main"))
+	rev = classRevisionAt(t, dir, good, "standard")
+	w := statusWriter(t, dir)
+	w.SetFleet(status.FleetStatus{LastApplied: &status.SourceCommit{Commit: good, Subject: "init"},
+		Rollouts: []status.ClassRollout{{Class: "standard", Revision: rev, MaxFailures: maxFailures, Halted: maxFailures <= 1, Failed: []string{"dev-1"},
+			CurrentWave: "prod", Change: &status.SourceCommit{Commit: good, Subject: "init"}}}}, status.Origin{SourceCommit: good})
+	for _, c := range runningAsWritten(t, dir, good) {
+		switch c.Name {
+		case "dev-1":
+			c.Phase = "Blocked"
+			c.Rollout = &status.Rollout{ClassRevision: rev, Wave: "dev", State: planner.AdmissionFailed, Reason: "machine dev-1-md-0-m0: Failed"}
+		case "prod-1":
+			// Admitted to an older revision; the rollout's waits.
+			c.Rollout = &status.Rollout{ClassRevision: "0123456789", Wave: "prod", State: planner.RolloutWaiting, PendingRevision: rev}
+			for i := range c.Machines {
+				c.Machines[i].TemplateHash = "older"
+			}
+		}
+		if err := w.SetCluster(c, status.Origin{SourceCommit: good}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushStatus(t, w)
+	return good, rev
 }
 
 // classRevisionAt is class's revision at commit, as the planner computes it.
