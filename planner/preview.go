@@ -70,6 +70,11 @@ type UnchangedCluster struct {
 	// it in its wave (Wave, WaveIndex of Waves declared; 0: the class
 	// declares none, and they reach it at once).
 	NewRules []string `json:"newRules,omitempty"`
+	// Own: NewRules are the cluster's own (its files changed them, not
+	// its class): the daemon admits it again with them at once (Wave
+	// empty), unless its class's rollout under way has not admitted it
+	// yet: then they reach it in its wave of that rollout.
+	Own bool `json:"own,omitempty"`
 }
 
 // PreviewTotals sums a preview up.
@@ -351,12 +356,19 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 			r.Unchanged++
 			if len(diff) > 0 {
 				u := UnchangedCluster{Name: n, Reason: unchangedReason(hd.Cluster(n), diff, len(errs) > 0), Diff: diff}
-				if h := hd.Cluster(n); h != nil && h.Paused && len(errs) == 0 {
+				b, h := bd.Cluster(n), hd.Cluster(n)
+				if h != nil && h.Paused && len(errs) == 0 {
 					u.Paused, u.Class, u.Wave, u.WaveIndex = true, h.Class, h.WaveName, h.Wave+1
-				} else if rules := classRules(bd.Cluster(n), h, bd, hd); len(rules) > 0 && len(errs) == 0 {
-					u.NewRules, u.Class, u.Wave, u.WaveIndex, u.Waves = rules, h.Class, h.WaveName, h.Wave+1, len(hd.Class(h.Class).Waves)-1
-					if u.Waves == 0 {
+				} else if rules, own := newRules(b, h, bd, hd); len(rules) > 0 && len(errs) == 0 {
+					u.NewRules, u.Class, u.Own = rules, h.Class, own
+					u.Wave, u.WaveIndex, u.Waves = h.WaveName, h.Wave+1, len(hd.Class(h.Class).Waves)-1
+					switch {
+					case u.Waves == 0:
 						u.Wave, u.WaveIndex = "", 0
+					case own && (runs[h.Class] == nil || admittedTo(runs[h.Class], in.Rollouts.Clusters[n])):
+						// In no wave, unless its class's rollout under way
+						// holds it: then they wait, as its templates would.
+						u.Wave, u.WaveIndex, u.Waves = "", 0, 0
 					}
 					u.Reason = rulesReason(&u)
 				}
@@ -400,21 +412,25 @@ func atOnce(b, h *DesiredCluster, bd, hd *Desired) bool {
 	return b.Class == h.Class && bc != nil && hc != nil && bc.Revision == hc.Revision
 }
 
-// classRules names the rules a change of a cluster's class gives it
-// (b base's, h head's) when its revision changes: health checks, the
-// versions a chained upgrade passes, each pool's strategy, rollout.after,
-// deletion.order, minReadySeconds, machineNaming, remediation.maxInFlight
-// and its machines' labels and annotations. The cluster's admission
-// records them, so they reach it when its wave admits it, machines or
-// not (nil: none changes, or the cluster takes no part).
-func classRules(b, h *DesiredCluster, bd, hd *Desired) []string {
+// newRules names the rules head gives a cluster (b base's, h head's):
+// health checks, the versions a chained upgrade passes, each pool's
+// strategy, rollout.after, deletion.order, minReadySeconds, machineNaming,
+// remediation.maxInFlight and its machines' labels and annotations (nil:
+// none changes, or the cluster takes no part). A change of its class's
+// revision brings them: the cluster's admission records them, so they
+// reach it when its wave admits it, machines or not. own: the revision
+// stays, so they come from its own files (a MachineHealthCheck naming it,
+// its topology's strategy or healthCheck), and the daemon admits it again
+// with them at once, as it does a template change of its own.
+func newRules(b, h *DesiredCluster, bd, hd *Desired) (rules []string, own bool) {
 	if b == nil || h == nil || b.Class != h.Class || h.Paused || len(h.Problems) > 0 {
-		return nil
+		return nil, false
 	}
 	bc, hc := bd.Class(b.Class), hd.Class(h.Class)
-	if bc == nil || hc == nil || bc.Revision == hc.Revision {
-		return nil
+	if bc == nil || hc == nil {
+		return nil, false
 	}
+	own = bc.Revision == hc.Revision
 	var out []string
 	if !slices.EqualFunc(b.HealthChecks, h.HealthChecks, HealthCheck.same) {
 		out = append(out, "health checks")
@@ -450,12 +466,31 @@ func classRules(b, h *DesiredCluster, bd, hd *Desired) []string {
 			out = append(out, PoolName(p.Name)+" "+strings.Join(what, ", "))
 		}
 	}
-	return out
+	return out, own
 }
 
-// rulesReason says that a class change gives an unchanged cluster new
-// rules, and when they reach it.
+// admittedTo says whether a cluster whose place in its class's rollout is
+// cr is admitted to run's revision, so that a change of its own files
+// admits it again at once; one never admitted is too, unless the rollout
+// is halted, as Rollouts admits it.
+func admittedTo(run *running, cr ClusterRollout) bool {
+	if cr.Revision == "" {
+		return !run.Halted
+	}
+	return cr.Revision == run.Revision
+}
+
+// rulesReason says that a class change, or one of its own files, gives an
+// unchanged cluster new rules, and when they reach it.
 func rulesReason(u *UnchangedCluster) string {
+	if u.Own && u.WaveIndex > 0 {
+		return fmt.Sprintf("no machine of it changes, but its own new rules (%s) reach it in wave %s, when class %s's rollout under way admits it: until then it keeps the rules it was admitted with",
+			strings.Join(u.NewRules, "; "), waveName(u.Wave, u.WaveIndex, u.Waves), u.Class)
+	}
+	if u.Own {
+		return fmt.Sprintf("no machine of it changes, but its own new rules (%s) apply at once, in no wave: the change is in its own files, and the daemon admits it again with them",
+			strings.Join(u.NewRules, "; "))
+	}
 	when := "when the rollout admits it, at once (the class declares no waves)"
 	if u.WaveIndex > 0 {
 		when = "in wave " + waveName(u.Wave, u.WaveIndex, u.Waves) + ", when the rollout admits it"

@@ -527,21 +527,28 @@ func changeMark(change string) string {
 
 // noChangesLine sums up a preview that changes no cluster: "No changes"
 // only when the change reaches none (Reaches), else which of them get new
-// rules of their class all the same.
+// rules all the same, of their class or of their own files.
 func noChangesLine(r *PreviewReport) string {
 	if !r.Reaches() {
 		return fmt.Sprintf("No changes: %s unchanged.", plural(r.Unchanged, "cluster"))
 	}
-	rules := 0
+	class, own := 0, 0
 	for _, u := range r.Untouched {
-		if len(u.NewRules) > 0 {
-			rules++
+		switch {
+		case len(u.NewRules) > 0 && u.Own:
+			own++
+		case len(u.NewRules) > 0:
+			class++
 		}
 	}
-	if rules == 0 {
-		return fmt.Sprintf("No machine changes: %s unchanged.", plural(r.Unchanged, "cluster"))
+	var rules []string
+	if class > 0 {
+		rules = append(rules, fmt.Sprintf(", %d of them getting new rules of their class in their wave", class))
 	}
-	return fmt.Sprintf("No machine changes: %s unchanged, %d of them getting new rules of their class in their wave.", plural(r.Unchanged, "cluster"), rules)
+	if own > 0 {
+		rules = append(rules, fmt.Sprintf(", %d of them getting new rules of their own files", own))
+	}
+	return fmt.Sprintf("No machine changes: %s unchanged%s.", plural(r.Unchanged, "cluster"), strings.Join(rules, ""))
 }
 
 func summaryLine(r *PreviewReport) string {

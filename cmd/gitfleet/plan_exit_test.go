@@ -5,11 +5,13 @@ import (
 	"testing"
 )
 
-// Class edits of the example fleet that move no machine.
+// Edits of the example fleet that move no machine.
 var (
 	// The worker class's pools get minReadySeconds: a rule, no template.
 	classMinReady = map[string][2]string{"classes/standard.yaml": {
 		"        rollout:\n          strategy:", "        minReadySeconds: 30\n        rollout:\n          strategy:"}}
+	// prod-1's MachineHealthCheck waits longer for a Ready False node.
+	prodHealthCheck = map[string][2]string{"clusters/prod-1.yaml": {"timeoutSeconds: 120", "timeoutSeconds: 300"}}
 	// The class's rollout declares no waves.
 	noWaves = map[string][2]string{"classes/standard.yaml": {
 		"    waves:\n      - name: dev\n        selector:\n          matchLabels: {env: dev}\n        maxConcurrent: 100%\n" +
@@ -18,8 +20,8 @@ var (
 
 // plan --detailed-exitcode exits 2 for every plan whose change reaches a
 // cluster, machines or not: new rules of a class (in its waves, or at once
-// when it declares none), a paused cluster, a running rollout that merging
-// halts or releases. It exits 0 only when the plan reads "No changes":
+// when it declares none) or of the cluster's own files, a paused cluster,
+// a running rollout that merging halts or releases. It exits 0 only when the plan reads "No changes":
 // nothing the daemon does to a cluster differs. Before, a change of rules
 // alone, or of a rollout's maxFailures that halts it, exited 0 — "no
 // changes" to a CI job that gates on the code — although the daemon then
@@ -44,6 +46,19 @@ func TestPlanDetailedExitCode(t *testing.T) {
 			code: 2, want: []string{"class standard's new rules (health checks) reach it in wave 1/2 dev"}},
 		{name: "class rules without waves", main: noWaves, head: classMinReady, code: 2, want: []string{
 			"New rules at once, in no wave, no machine changed: dev-1, prod-1."}},
+		// A cluster's own files: the daemon admits it again with its new
+		// rules at once, unless its class's rollout under way holds it.
+		{name: "own minReadySeconds", head: map[string][2]string{"clusters/dev-1.yaml": {"          replicas: 2", "          replicas: 2\n          minReadySeconds: 30"}},
+			code: 2, want: []string{
+				"No machine changes: 2 clusters unchanged, 1 of them getting new rules of their own files.",
+				"why: no machine of it changes, but its own new rules (md-0 minReadySeconds) apply at once, in no wave",
+				"New rules at once, in no wave, no machine changed: dev-1."}},
+		{name: "own MachineHealthCheck", head: prodHealthCheck, code: 2, want: []string{
+			"its own new rules (health checks) apply at once, in no wave", "New rules at once, in no wave, no machine changed: prod-1."}},
+		{name: "own rules held by the rollout under way", main: map[string][2]string{"classes/standard.yaml": {"maxFailures: 1", "maxFailures: 2"}},
+			status: func(t *testing.T, dir string) { rolloutStatus(t, dir, 2) }, head: prodHealthCheck, code: 2, want: []string{
+				"its own new rules (health checks) reach it in wave 2/2 prod, when class standard's rollout under way admits it",
+				"wave prod (new rules only: prod-1"}},
 		{name: "paused", head: map[string][2]string{"clusters/dev-1.yaml": {"spec:\n", "spec:\n  paused: true\n"}}, code: 2, want: []string{
 			"~ dev-1 (changed)", "paused: nothing happens until spec.paused is false"}},
 		{name: "lower maxFailures halts the rollout", main: map[string][2]string{"classes/standard.yaml": {"maxFailures: 1", "maxFailures: 2"}},
