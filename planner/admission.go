@@ -247,16 +247,33 @@ func convergedOn(ed *DesiredCluster, ms []ObservedMachine, since, now time.Time)
 }
 
 // runsDesired reports whether every live machine already runs its pool's
-// desired template, made after its rollout.after: a cluster never admitted
-// is then admitted at once, since admitting it changes no machine.
+// desired template, made after its rollout.after, and, unless the cluster
+// has no machine at all (a new cluster), every pool that wants machines
+// has one running it: a cluster never admitted is then admitted at once,
+// since admitting it changes no machine and makes none from a template it
+// is not known to run. A pool with no machine left (its records lost, and
+// then its machines) runs no known template: made from the desired one
+// before its wave, its machines would carry a class change past the
+// earlier waves, so such a cluster waits for its wave (heldByGate).
 func runsDesired(dc *DesiredCluster, ms []ObservedMachine) bool {
+	live := make([]int, 1+len(dc.Deployments))
+	any := false
 	for i := range ms {
 		m := &ms[i]
 		if m.Phase == wire.PhaseDeleted {
 			continue
 		}
-		_, pool := dc.pool(m.Deployment)
+		i, pool := dc.pool(m.Deployment)
 		if pool == nil || m.TemplateHash != pool.TemplateHash || pool.dueForRollout(m) {
+			return false
+		}
+		any = true
+		if m.Phase != wire.PhaseDeleting {
+			live[i]++
+		}
+	}
+	for i, p := range dc.pools() {
+		if any && p.Replicas > 0 && live[i] == 0 {
 			return false
 		}
 	}

@@ -105,8 +105,8 @@ type clusterPass struct {
 	taken   map[string]bool // machine names in use; made by the first create
 	removed []Removed       // removed for their health, not replaced yet: the input's, then this pass's
 	// haltHeld are the pools, as "md (1 of 2 machines)", whose missing
-	// machines are not made while the rollout that holds the cluster is
-	// halted (heldOnHalt).
+	// machines are not made while the rollout that holds the cluster
+	// waits for its wave or is halted (heldByGate).
 	haltHeld []string
 }
 
@@ -232,7 +232,7 @@ func (p *clusterPass) replace(pool *Pool, ver, hash, reason string) {
 }
 
 func (p *clusterPass) createFor(pool *Pool, ver, hash, reason, replaces string) {
-	if waiting(p.backoff, PoolName(pool.Name), p.in.Now) != nil || p.heldOnHalt(pool, hash) {
+	if waiting(p.backoff, PoolName(pool.Name), p.in.Now) != nil || p.heldByGate(pool, hash) {
 		return
 	}
 	name, ok := p.newName(pool)
@@ -249,15 +249,16 @@ func (p *clusterPass) createFor(pool *Pool, ver, hash, reason, replaces string) 
 	}})
 }
 
-// heldOnHalt says whether a machine of pool made from hash now would be
-// made from the revision whose rollout halted, of which the cluster holds
-// no admission: the cluster was never admitted (Gate.Hold: its records
-// lost, say) and its class's rollout halted. Such a pool makes no machine,
-// as a new cluster makes none then, unless its machines all run hash: that
-// is the template the pool runs, not one the halt keeps from it. The pool
-// is noted for the cluster's RolloutHalted condition.
-func (p *clusterPass) heldOnHalt(pool *Pool, hash string) bool {
-	if !p.in.Gate.Hold || !p.in.Gate.OnHalt {
+// heldByGate says whether a machine of pool made from hash now would be
+// made from a revision its wave has not admitted the cluster to, of which
+// the cluster holds no admission: the cluster was never admitted
+// (Gate.Hold: its records lost, say) and its class's rollout waits for
+// the cluster's wave or halted. Such a pool makes no machine, as a new
+// cluster makes none on a halt, unless its machines all run hash: that is
+// the template the pool runs, not one the gate keeps from it. The pool is
+// noted for the cluster's WaitingForWave or RolloutHalted condition.
+func (p *clusterPass) heldByGate(pool *Pool, hash string) bool {
+	if !p.in.Gate.Hold {
 		return false
 	}
 	live, runs := 0, true
@@ -507,14 +508,18 @@ func (p *clusterPass) setPhase(initialized bool, cpStep string, want []string) {
 }
 
 // waitMessage is the message of the cluster's wait condition: the gate's
-// reason, after the pools whose missing machines the halt keeps from
-// being made (heldOnHalt).
+// reason, after the pools whose missing machines the gate keeps from
+// being made (heldByGate).
 func (p *clusterPass) waitMessage() string {
-	if len(p.haltHeld) == 0 {
+	switch {
+	case len(p.haltHeld) == 0:
 		return p.in.Gate.Reason
+	case p.in.Gate.OnHalt:
+		return fmt.Sprintf("no record of the templates it runs, so no machine is made from the halted revision for %s: %s",
+			strings.Join(p.haltHeld, ", "), p.in.Gate.Reason)
 	}
-	return fmt.Sprintf("no record of the templates it runs, so no machine is made from the halted revision for %s: %s",
-		strings.Join(p.haltHeld, ", "), p.in.Gate.Reason)
+	return fmt.Sprintf("no record of the templates it runs, so no machine is made from revision %s before its wave admits it for %s: %s",
+		p.in.Gate.PendingRevision, strings.Join(p.haltHeld, ", "), p.in.Gate.Reason)
 }
 
 // waitCondition is the condition of a cluster a newer revision waits

@@ -446,3 +446,80 @@ func TestANewClusterOnHaltHasItsWave(t *testing.T) {
 	}
 	t.Fatal("no status of prod-new")
 }
+
+// TestNoRecordMakesNothingBeforeItsWave: a cluster with machines but no record (its
+// records lost) while its class's rollout moves through an earlier wave
+// makes no machine from the new revision before its wave admits it: a
+// bad change reaches the first wave only, whatever else happens to a
+// later wave's clusters. The pool whose machine went waits, its
+// WaitingForWave condition saying so; once its wave admits it, the
+// machine is made from the new revision. Before, the missing worker was
+// made at once from the new revision's template, ahead of the canary.
+func TestNoRecordMakesNothingBeforeItsWave(t *testing.T) {
+	s := newSim(t, wavesFleet("v1.30.2"))
+	s.quiet = true
+	s.run(100)
+	old := poolHashes(s.desired)
+	s.quiet = false
+	s.round = 0
+	s.check = checkInvariants(t)
+	s.setFleet(templateChange(wavesFleet("v1.30.2")))
+	changed := map[string]bool{}
+	for h := range poolHashes(s.desired) {
+		if !old[h] {
+			changed[h] = true
+		}
+	}
+	s.step()
+	if a := s.records.Cluster("prod-a").Admission; a == nil || a.Revision == s.records.Rollouts["standard"].Revision {
+		t.Fatalf("prod-a's admission %+v after the first round: want it still on the old revision, its wave waiting", a)
+	}
+	s.logf("(prod-a's record lost, and one of its workers vanishes)\n")
+	delete(s.records.Clusters, "prod-a")
+	for _, m := range poolMachines(s, "prod-a") {
+		if m.Deployment == "md" {
+			delete(s.machines, m.Name)
+		}
+	}
+	waited, wasAdmitted := false, false
+	for range 200 {
+		from := len(s.applied)
+		more := s.step()
+		rec := s.records.Cluster("prod-a")
+		admitted := rec != nil && rec.Admission != nil
+		if admitted && !wasAdmitted {
+			// Its wave comes after canary's and staging's.
+			for _, c := range []string{"canary-a", "stage-a", "stage-b"} {
+				if a := s.records.Cluster(c).Admission; a.Revision != rec.Admission.Revision || a.State != AdmissionDone {
+					t.Errorf("round %d: prod-a admitted to %s while %s is %s on %s, before its wave", s.round, rec.Admission.Revision, c, a.State, a.Revision)
+				}
+			}
+		}
+		wasAdmitted = admitted
+		for _, st := range s.applied[from:] {
+			if st.Machine.Cluster == "prod-a" && st.Op == wire.OpCreate && changed[st.Machine.TemplateHash] && !admitted {
+				t.Errorf("round %d: prod-a's %s made from the new revision before its wave admitted it: %s", s.round, st.Machine.Name, st.Reason)
+			}
+		}
+		if !admitted {
+			for _, c := range s.last.Clusters {
+				for _, cond := range c.Conditions {
+					if c.Name == "prod-a" && cond.Type == CondWaitingForWave && strings.HasPrefix(cond.Message, "no record of the templates it runs, so no machine is made from revision ") &&
+						strings.Contains(cond.Message, "before its wave admits it for md (0 of 1 machines): waiting for wave") {
+						waited = true
+					}
+				}
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	if !waited {
+		t.Errorf("prod-a never said, while it waited for its wave, that its pool md makes no machine until then:\n%s", s.log.String())
+	}
+	checkHealthyOn(t, s, s.desired, nil)
+	if n := len(poolMachines(s, "prod-a")); n != 2 {
+		t.Errorf("prod-a has %d machines once its wave is done, want 2", n)
+	}
+}
