@@ -316,7 +316,7 @@ func (r *Reconciler) publishWith(ctx context.Context, m *machine, s *sealed) {
 		}
 		ev.Err(s.err).Str("task", t.ID).Msg("bootstrap data; the task will be published once it can be made")
 		r.unsent[key] = m
-		r.health.Report(ProblemBootstrap, s.err)
+		r.health.ReportFor(ProblemBootstrap, m.rec.Cluster, s.err)
 		return
 	}
 	if s.data != nil {

@@ -351,6 +351,29 @@ func (l *loop) statusSnapshot() *status.Snapshot {
 	return s
 }
 
+// fleetYAML is fleet.yaml on the status branch as committed, "" before it
+// is.
+func (l *loop) fleetYAML() string {
+	l.t.Helper()
+	ref, err := l.g.Reference("refs/heads/gitfleet/status", true)
+	if err != nil {
+		return ""
+	}
+	c, err := l.g.CommitObject(ref.Hash())
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	f, err := c.File("fleet.yaml")
+	if err != nil {
+		return ""
+	}
+	data, err := f.Contents()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return data
+}
+
 // breakStore makes every write to the machines bucket fail (its stream
 // accepts no message larger than one byte) until the returned func is
 // called. Reads keep working, as with a store that is full.

@@ -29,6 +29,10 @@ type Problem struct {
 	Kind    string
 	Message string
 	Since   time.Time
+	// Cluster is the cluster the newest error was about, when the failing
+	// operation was one cluster's own (its bootstrap data, a join to it);
+	// fleet.yaml's condition records it (status.FleetCondition.Clusters).
+	Cluster string
 }
 
 // LoopHealth collects the reconciler loop's errors. The loop reports each
@@ -49,7 +53,11 @@ func NewLoopHealth() *LoopHealth {
 }
 
 // Report records the outcome of an operation of kind: err nil clears it.
-func (h *LoopHealth) Report(kind string, err error) {
+func (h *LoopHealth) Report(kind string, err error) { h.ReportFor(kind, "", err) }
+
+// ReportFor is Report for an operation that was cluster's own: a problem
+// it starts or renews is about that cluster.
+func (h *LoopHealth) ReportFor(kind, cluster string, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old, had := h.problems[kind]
@@ -60,7 +68,7 @@ func (h *LoopHealth) Report(kind string, err error) {
 		}
 		return
 	}
-	p := Problem{Kind: kind, Message: err.Error(), Since: h.now()}
+	p := Problem{Kind: kind, Message: err.Error(), Since: h.now(), Cluster: cluster}
 	if had {
 		p.Since = old.Since
 	}

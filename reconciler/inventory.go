@@ -180,8 +180,10 @@ type rebuild struct {
 	// listed are the machines the status branch has, by record key: the
 	// providers (and, for host-bound ones, workers) that must answer.
 	listed map[string]status.MachineStatus
-	// waiting says what the rebuild still waits for, as last reported.
-	waiting string
+	// waiting says what the rebuild still waits for, as last reported;
+	// providers are the providers it names.
+	waiting   string
+	providers []string
 }
 
 // report is the worker's report that parts belong to.
@@ -692,21 +694,21 @@ func (r *Reconciler) rebuilding() bool {
 		}
 		return false
 	}
-	var waiting []string
+	var waiting, providers []string
 	for _, m := range rb.listed {
 		if !answered(m.Provider, m.Worker) {
 			w := "provider " + m.Provider
 			if h := r.inv.providers[m.Provider]; h != nil && h.hostBound && m.Worker != "" {
 				w += " worker " + m.Worker
 			}
-			waiting = append(waiting, w)
+			waiting, providers = append(waiting, w), append(providers, m.Provider)
 		}
 	}
 	if r.desired != nil && now.Sub(rb.start) < r.o.InventoryWait {
 		for _, dc := range r.desired.Clusters {
 			for _, p := range append([]planner.Pool{dc.ControlPlane}, dc.Deployments...) {
 				if p.Replicas > 0 && !answered(p.Provider, "") {
-					waiting = append(waiting, "provider "+p.Provider)
+					waiting, providers = append(waiting, "provider "+p.Provider), append(providers, p.Provider)
 				}
 			}
 		}
@@ -718,7 +720,8 @@ func (r *Reconciler) rebuilding() bool {
 	msg := strings.Join(waiting, ", ")
 	if len(waiting) > 0 && now.Sub(rb.start) < r.o.RebuildTimeout {
 		if msg != rb.waiting {
-			rb.waiting = msg
+			slices.Sort(providers)
+			rb.waiting, rb.providers = msg, slices.Compact(providers)
 			r.log.Info().Str("waiting", msg).Msg("rebuild: waiting for inventories before planning")
 			r.writeFleet()
 		}

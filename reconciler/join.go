@@ -123,7 +123,7 @@ func (r *Reconciler) judgeJoin(j *joining, now time.Time) {
 	req, cur := j.req, j.cur
 	switch {
 	case j.err != nil:
-		r.health.Report(ProblemBootstrap, j.err)
+		r.health.ReportFor(ProblemBootstrap, req.Cluster, j.err)
 		j.verdict = &wire.JoinVerdict{Reason: "tokens cannot be read: " + j.err.Error(), Retry: true}
 	case j.again && !cur.rec.Joined.IsZero():
 		j.verdict = &wire.JoinVerdict{Joined: true} // the same join, asked again

@@ -75,6 +75,10 @@ func TestALostCAIsNotMadeAgain(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%+v", f.Conditions)
 	})
+	// The condition records the cluster it is about, for describe c1.
+	if y := l.fleetYAML(); !strings.Contains(y, "\n    clusters:\n      - c1\n") {
+		t.Errorf("fleet.yaml's Reconciling condition does not record that it concerns c1:\n%s", y)
+	}
 
 	// Restored from the backup while the daemon runs: the machine waiting
 	// is published with the cluster's own CA, and the condition clears.

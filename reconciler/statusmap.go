@@ -221,30 +221,45 @@ func (r *Reconciler) writeFleet() {
 		f.LastRejected = rej
 		o.SourceCommit = rej.Commit
 	}
+	f.Conditions = r.fleetConditions()
+	f.Orphans = r.orphanList()
+	f.Rollouts = r.rollouts
+	r.o.Status.SetFleet(f, o)
+}
+
+// fleetConditions are fleet.yaml's conditions: the loop's problems as
+// Reconciling, unanswered tasks as TasksAnswered, a rebuild that waits as
+// RecordsRebuilt. Each records the clusters or providers it is about, as
+// the loop knew them when it set it (status.FleetCondition), so that
+// describe need not find them in the message.
+func (r *Reconciler) fleetConditions() []status.FleetCondition {
+	var cs []status.FleetCondition
 	if ps := r.health.Problems(); len(ps) > 0 {
-		c := status.Condition{Type: status.ConditionReconciling, Status: status.ConditionFalse,
-			Reason: ps[0].Kind + "Failing", LastTransitionTime: ps[0].Since}
+		c := status.FleetCondition{Condition: status.Condition{Type: status.ConditionReconciling, Status: status.ConditionFalse,
+			Reason: ps[0].Kind + "Failing", LastTransitionTime: ps[0].Since}}
 		var msgs []string
 		for _, p := range ps {
 			msgs = append(msgs, fmt.Sprintf("%s: %s", strings.ToLower(p.Kind), p.Message))
 			if p.Since.Before(c.LastTransitionTime) {
 				c.LastTransitionTime = p.Since
 			}
+			if p.Cluster != "" {
+				c.Clusters = append(c.Clusters, p.Cluster)
+			}
 		}
 		c.Message = strings.Join(msgs, "; ")
-		f.Conditions = append(f.Conditions, c)
+		cs = append(cs, c)
 	}
 	if c := r.unansweredCondition(); c != nil {
-		f.Conditions = append(f.Conditions, *c)
+		cs = append(cs, *c)
 	}
 	if rb := r.inv.rebuild; rb != nil && rb.waiting != "" {
-		f.Conditions = append(f.Conditions, status.Condition{Type: status.ConditionRecordsRebuilt, Status: status.ConditionFalse,
+		cs = append(cs, status.FleetCondition{Condition: status.Condition{Type: status.ConditionRecordsRebuilt, Status: status.ConditionFalse,
 			Reason: "WaitingForInventory", LastTransitionTime: rb.start.UTC().Truncate(1e9),
-			Message: "the machines store was empty: no plan until the inventory of " + rb.waiting + " is in"})
+			Message: "the machines store was empty: no plan until the inventory of " + rb.waiting + " is in"},
+			Providers: rb.providers})
 	}
-	f.Orphans = r.orphanList()
-	f.Rollouts = r.rollouts
-	r.o.Status.SetFleet(f, o)
+	return cs
 }
 
 // rejection is fleet.yaml's lastRejected for a refused revision.

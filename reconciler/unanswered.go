@@ -62,22 +62,25 @@ func (r *Reconciler) answered(provider, worker string) bool {
 	return true
 }
 
-// unansweredCondition is fleet.yaml's TasksAnswered condition, or nil
-// while every provider's workers answer.
-func (r *Reconciler) unansweredCondition() *status.Condition {
+// unansweredCondition is fleet.yaml's TasksAnswered condition, naming the
+// providers whose tasks go unanswered, or nil while every provider's
+// workers answer.
+func (r *Reconciler) unansweredCondition() *status.FleetCondition {
 	if len(r.unanswered) == 0 {
 		return nil
 	}
-	c := &status.Condition{Type: status.ConditionTasksAnswered, Status: status.ConditionFalse, Reason: "NoWorkerAnswers"}
+	c := &status.FleetCondition{Condition: status.Condition{Type: status.ConditionTasksAnswered, Status: status.ConditionFalse, Reason: "NoWorkerAnswers"}}
 	var msgs []string
 	for _, k := range slices.Sorted(maps.Keys(r.unanswered)) {
 		u := r.unanswered[k]
 		msgs = append(msgs, r.unansweredMessage(u))
+		c.Providers = append(c.Providers, u.provider)
 		if t := u.since.UTC().Truncate(time.Second); c.LastTransitionTime.IsZero() || t.Before(c.LastTransitionTime) {
 			c.LastTransitionTime = t
 		}
 	}
 	c.Message = strings.Join(msgs, "; ")
+	c.Providers = slices.Compact(c.Providers) // sorted: keys begin with the provider
 	return c
 }
 

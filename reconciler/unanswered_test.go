@@ -1,6 +1,8 @@
 package reconciler
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,7 @@ func TestUnansweredTasksAreInFleetYAML(t *testing.T) {
 	l.opts.TaskTimeout = 300 * time.Millisecond
 	l.start()
 	first := l.nextTasks(1)[0]
-	condition := func() *status.Condition {
+	condition := func() *status.FleetCondition {
 		for _, c := range l.statusSnapshot().Fleet.Conditions {
 			if c.Type == status.ConditionTasksAnswered {
 				return &c
@@ -38,6 +40,10 @@ func TestUnansweredTasksAreInFleetYAML(t *testing.T) {
 			strings.Contains(c.Message, "create "+first.task.Machine.Name) &&
 			strings.Contains(c.Message, "gitfleet worker --provider inmemory") && !c.LastTransitionTime.IsZero(), c.Message
 	})
+	// The condition records the provider it is about, for describe.
+	if y := l.fleetYAML(); !strings.Contains(y, "  - type: TasksAnswered\n") || !strings.Contains(y, "\n    providers:\n      - inmemory\n") {
+		t.Errorf("fleet.yaml's TasksAnswered condition does not record that it concerns provider inmemory:\n%s", y)
+	}
 	// A worker comes and answers the task's newest attempt.
 	var last received
 	for {
@@ -72,7 +78,8 @@ func TestUnansweredNamesTheHostBoundWorker(t *testing.T) {
 	}
 	c := r.unansweredCondition()
 	if c == nil || !strings.Contains(c.Message, "provider docker: no worker answered 1 task") ||
-		!strings.Contains(c.Message, "provider local: worker vm-1 answered none of its 1 task") || !c.LastTransitionTime.Equal(published.Time()) {
+		!strings.Contains(c.Message, "provider local: worker vm-1 answered none of its 1 task") || !c.LastTransitionTime.Equal(published.Time()) ||
+		!slices.Equal(c.Providers, []string{"docker", "local"}) {
 		t.Fatalf("condition %+v", c)
 	}
 	if r.answered("local", "vm-2") {
@@ -80,5 +87,38 @@ func TestUnansweredNamesTheHostBoundWorker(t *testing.T) {
 	}
 	if !r.answered("docker", "") || !r.answered("local", "vm-1") || r.unansweredCondition() != nil {
 		t.Errorf("lines left after their workers answered: %+v", r.unansweredCondition())
+	}
+}
+
+// TestFleetConditionsRecordWhatTheyConcern: each of fleet.yaml's
+// conditions records what it is about as the loop knew it: Reconciling
+// the cluster whose bootstrap data failed (not a publish failure, which is
+// the task stream's), RecordsRebuilt the providers whose inventories it
+// waits for.
+func TestFleetConditionsRecordWhatTheyConcern(t *testing.T) {
+	now := time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC)
+	r := &Reconciler{o: Options{TaskTimeout: 2 * time.Minute, Now: func() time.Time { return now }, InventoryWait: time.Minute, RebuildTimeout: time.Hour},
+		log: zerolog.Nop(), health: NewLoopHealth(), unanswered: map[string]*unanswered{}}
+	r.inv = newInventory()
+	r.inv.last = now // no inventory request: no NATS here
+	r.inv.providers["local"] = &heard{hostBound: true}
+	r.health.ReportFor(ProblemBootstrap, "c1", errors.New("bootstrap: the cluster's trust material, endpoint and the machine's token are required"))
+	r.health.Report(ProblemPublish, errors.New("nats: no responders available for request"))
+	r.inv.rebuild = &rebuild{seq: 1, start: now, listed: map[string]status.MachineStatus{
+		"c2.c2-md-0-a": {Name: "c2-md-0-a", Provider: "local", Worker: "vm-1"},
+		"c3.c3-md-0-b": {Name: "c3-md-0-b", Provider: "docker"},
+	}}
+	if !r.rebuilding() {
+		t.Fatal("the rebuild does not wait for the inventories")
+	}
+	got := map[string]status.FleetCondition{}
+	for _, c := range r.fleetConditions() {
+		got[c.Type] = c
+	}
+	if c := got[status.ConditionReconciling]; !slices.Equal(c.Clusters, []string{"c1"}) || c.Providers != nil {
+		t.Errorf("Reconciling records %v and %v, want cluster c1 alone: %+v", c.Clusters, c.Providers, c)
+	}
+	if c := got[status.ConditionRecordsRebuilt]; !slices.Equal(c.Providers, []string{"docker", "local"}) || c.Clusters != nil {
+		t.Errorf("RecordsRebuilt records %v and %v, want providers docker and local: %+v", c.Clusters, c.Providers, c)
 	}
 }

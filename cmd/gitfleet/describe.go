@@ -123,7 +123,7 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 // cluster (status.Snapshot.FleetConditionsOf): a problem of the whole
 // fleet that holds this cluster up, such as a bootstrap error naming it or
 // a provider its machines use that no worker answers for.
-func (v treeView) fleetConditions(w io.Writer, cluster string, conds []status.Condition) error {
+func (v treeView) fleetConditions(w io.Writer, cluster string, conds []status.FleetCondition) error {
 	if len(conds) == 0 {
 		return nil
 	}

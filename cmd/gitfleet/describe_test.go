@@ -305,7 +305,9 @@ func TestDescribeHaltedRollout(t *testing.T) {
 // heading, the conditions of fleet.yaml that concern the cluster — a
 // bootstrap error that names it (its CA lost), a provider its machines use
 // that no worker answers for — and not those about another cluster (dev-10
-// is not dev-1) or another provider.
+// is not dev-1) or another provider. These conditions record nothing of
+// what they concern, as a daemon before they did wrote them: they are
+// matched by their messages.
 func TestDescribeShowsFleetConditions(t *testing.T) {
 	t.Setenv("GITFLEET_DESCRIBE_NOW", describeNow)
 	dir := fleetRepo(t)
@@ -317,13 +319,13 @@ func TestDescribeShowsFleetConditions(t *testing.T) {
 	since := statusEpoch.Add(2 * time.Hour)
 	w.SetFleet(status.FleetStatus{
 		LastApplied: &status.SourceCommit{Commit: head, Subject: "Initial fleet"},
-		Conditions: []status.Condition{
-			{Type: status.ConditionReconciling, Status: status.ConditionFalse, Reason: "BootstrapFailing", LastTransitionTime: since,
-				Message: "bootstrap: no CA: cluster prod-1 has no CA in bucket gitfleet-pki, and machine prod-1-md-0-g7 joins its running control plane, which trusts only the CA it was made with"},
-			{Type: status.ConditionTasksAnswered, Status: status.ConditionFalse, Reason: "NoWorkerAnswers", LastTransitionTime: since.Add(10 * time.Minute),
-				Message: "provider local: no worker answered 2 tasks in 5m0s (dev-10-md-0-k2, published 2026-11-20T12:10:00Z); start a worker for it (gitfleet worker --provider local) or check that its workers reach NATS"},
-			{Type: status.ConditionRecordsRebuilt, Status: status.ConditionFalse, Reason: "WaitingForInventory", LastTransitionTime: since,
-				Message: "the machines store was empty: no plan until the inventory of provider docker is in"},
+		Conditions: []status.FleetCondition{
+			{Condition: status.Condition{Type: status.ConditionReconciling, Status: status.ConditionFalse, Reason: "BootstrapFailing", LastTransitionTime: since,
+				Message: "bootstrap: no CA: cluster prod-1 has no CA in bucket gitfleet-pki, and machine prod-1-md-0-g7 joins its running control plane, which trusts only the CA it was made with"}},
+			{Condition: status.Condition{Type: status.ConditionTasksAnswered, Status: status.ConditionFalse, Reason: "NoWorkerAnswers", LastTransitionTime: since.Add(10 * time.Minute),
+				Message: "provider local: no worker answered 2 tasks in 5m0s (dev-10-md-0-k2, published 2026-11-20T12:10:00Z); start a worker for it (gitfleet worker --provider local) or check that its workers reach NATS"}},
+			{Condition: status.Condition{Type: status.ConditionRecordsRebuilt, Status: status.ConditionFalse, Reason: "WaitingForInventory", LastTransitionTime: since,
+				Message: "the machines store was empty: no plan until the inventory of provider docker is in"}},
 		},
 	}, o)
 	flushStatus(t, w)
@@ -347,5 +349,79 @@ func TestDescribeShowsFleetConditions(t *testing.T) {
 	_, stdout, _ = runCmd(t, "describe", "--repo", dir)
 	if strings.Contains(stdout, "Fleet conditions concerning") {
 		t.Errorf("describe of the whole fleet lists the conditions per cluster:\n%s", stdout)
+	}
+}
+
+// commitStatusFile commits content as path on the status branch, dated
+// 2026-11-20 10:08 UTC, as another writer of the branch (a daemon of
+// another build) would.
+func commitStatusFile(t *testing.T, dir, path, content string) {
+	t.Helper()
+	wt := filepath.Join(t.TempDir(), "status")
+	gitCLI(t, dir, "worktree", "add", "-q", wt, "gitfleet/status")
+	if err := os.WriteFile(filepath.Join(wt, path), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GIT_COMMITTER_DATE", "2026-11-20T10:08:00Z")
+	gitCLI(t, wt, "add", path)
+	gitCLI(t, wt, "commit", "-qm", path)
+	gitCLI(t, dir, "worktree", "remove", "--force", wt)
+}
+
+// recordedFleetYAML is fleet.yaml with conditions that record what they
+// concern, as the daemon writes them: a bootstrap error about prod-1 whose
+// message names no cluster, and a provider whose tasks no worker answers.
+const recordedFleetYAML = `lastApplied:
+  commit: 4e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b
+  subject: Initial fleet
+conditions:
+  - type: Reconciling
+    status: "False"
+    reason: BootstrapFailing
+    message: "bootstrap: bootstrap: the cluster's trust material, endpoint and the machine's token are required"
+    lastTransitionTime: 2026-11-20T12:00:00Z
+    clusters:
+      - prod-1
+  - type: TasksAnswered
+    status: "False"
+    reason: NoWorkerAnswers
+    message: 'provider docker: no worker answered 1 task in 2m0s (create dev-1-md-0-zz9zz, published 2026-11-20T12:10:00Z); start a worker for it (gitfleet worker --provider docker) or check that its workers reach NATS'
+    lastTransitionTime: 2026-11-20T12:10:00Z
+    providers:
+      - docker
+clusters: 2
+machines: 9
+`
+
+// TestDescribeFleetConditionsByWhatTheyRecord: a fleet condition that
+// records the clusters or providers it concerns shows under those
+// clusters, and those whose machines use those providers, whatever its
+// message names: a bootstrap error about prod-1 whose message names no
+// cluster shows under prod-1 (before, under none), not under dev-1.
+func TestDescribeFleetConditionsByWhatTheyRecord(t *testing.T) {
+	t.Setenv("GITFLEET_DESCRIBE_NOW", describeNow)
+	dir := fleetRepo(t)
+	w := statusWriter(t, dir)
+	o := status.Origin{SourceCommit: strings.Repeat("a", 40)}
+	dev := dev1(2, 2, statusEpoch)
+	dev.Machines[2].Provider = "docker"
+	w.SetCluster(dev, o)
+	w.SetCluster(prod1(), o)
+	flushStatus(t, w)
+	commitStatusFile(t, dir, "fleet.yaml", recordedFleetYAML)
+
+	code, stdout, stderr := runCmd(t, "describe", "prod-1", "--repo", dir, "--grouping=false")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	golden(t, "describe/prod-1-recorded-conditions.txt", regexp.MustCompile(`Status: [0-9a-f]{7} `).ReplaceAllString(stdout, "Status: STATUS "))
+	if !strings.Contains(stdout, "\nFleet conditions concerning prod-1 (fleet.yaml):\nTYPE") || !strings.Contains(stdout, "BootstrapFailing") ||
+		strings.Contains(stdout, "NoWorkerAnswers") {
+		t.Errorf("describe prod-1 does not show the bootstrap error recorded for it, or shows the docker provider's, which none of its machines use:\n%s", stdout)
+	}
+	_, stdout, _ = runCmd(t, "describe", "dev-1", "--repo", dir)
+	if !strings.Contains(stdout, "Fleet conditions concerning dev-1 (fleet.yaml):") || !strings.Contains(stdout, "NoWorkerAnswers") ||
+		strings.Contains(stdout, "BootstrapFailing") {
+		t.Errorf("describe dev-1 shows prod-1's bootstrap error, or not the docker provider's unanswered tasks:\n%s", stdout)
 	}
 }

@@ -1,19 +1,27 @@
 package status
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // FleetConditionsOf are the conditions of fleet.yaml that concern cluster
-// name, in fleet.yaml's order: those whose message names the cluster or one
-// of its machines (a Reconciling bootstrap error for a cluster whose CA was
-// lost), and the False ones whose message names a provider its machines
-// use ("provider local", as TasksAnswered and RecordsRebuilt say). A name
-// counts only as a whole word: dev-1 is not named by dev-10's message.
-func (s *Snapshot) FleetConditionsOf(name string) []Condition {
+// name, in fleet.yaml's order. A condition that records what it concerns
+// (FleetCondition.Clusters, Providers) concerns the clusters it lists and
+// those with a machine of a provider it lists, whatever its message says.
+// One that records neither (fleet.yaml of a daemon before they were
+// recorded, or a problem of the whole fleet's) is matched by its message,
+// as before: it concerns the cluster when the message names the cluster
+// or one of its machines (a Reconciling bootstrap error for a cluster
+// whose CA was lost), or, False, a provider its machines use ("provider
+// local", as TasksAnswered and RecordsRebuilt say). A name counts only as
+// a whole word: dev-1 is not named by dev-10's message.
+func (s *Snapshot) FleetConditionsOf(name string) []FleetCondition {
 	c := s.Cluster(name)
 	if c == nil {
 		return nil
 	}
-	var out []Condition
+	var out []FleetCondition
 	for _, cd := range s.Fleet.Conditions {
 		if concerns(cd, c) {
 			out = append(out, cd)
@@ -22,7 +30,17 @@ func (s *Snapshot) FleetConditionsOf(name string) []Condition {
 	return out
 }
 
-func concerns(cd Condition, c *ClusterStatus) bool {
+func concerns(cd FleetCondition, c *ClusterStatus) bool {
+	if cd.recorded() {
+		return slices.Contains(cd.Clusters, c.Name) ||
+			slices.ContainsFunc(c.Machines, func(m MachineStatus) bool { return slices.Contains(cd.Providers, m.Provider) })
+	}
+	return mentions(cd.Condition, c)
+}
+
+// mentions is how a condition without a record of what it concerns is
+// matched: by the words of its message.
+func mentions(cd Condition, c *ClusterStatus) bool {
 	if namesWord(cd.Message, c.Name) {
 		return true
 	}

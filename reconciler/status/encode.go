@@ -48,6 +48,16 @@ func (b *Backoff) normalized() *Backoff {
 	return &n
 }
 
+// sortedSet is a sorted copy of names without repeats; nil when empty.
+func sortedSet(names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	names = slices.Clone(names)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // seconds is t in UTC, to the second (zero stays zero).
 func seconds(t time.Time) time.Time {
 	if t.IsZero() {
@@ -56,24 +66,31 @@ func seconds(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Second)
 }
 
-// normalConditions sorts conditions by type and keeps their times to the
-// second, in UTC.
-func normalConditions(cs []Condition) []Condition {
+// normalConditions sorts conditions (a cluster's, or fleet.yaml's) by type
+// and keeps their times to the second, in UTC.
+func normalConditions[C any, P interface {
+	*C
+	condition() *Condition
+}](cs []C) []C {
 	if len(cs) == 0 {
 		return nil
 	}
 	cs = slices.Clone(cs)
 	for i := range cs {
-		if !cs[i].LastTransitionTime.IsZero() {
-			cs[i].LastTransitionTime = cs[i].LastTransitionTime.UTC().Truncate(time.Second)
+		if c := P(&cs[i]).condition(); !c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = c.LastTransitionTime.UTC().Truncate(time.Second)
 		}
 	}
-	slices.SortStableFunc(cs, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
+	slices.SortStableFunc(cs, func(a, b C) int { return strings.Compare(P(&a).condition().Type, P(&b).condition().Type) })
 	return cs
 }
 
 func (f FleetStatus) normalized() FleetStatus {
 	f.Conditions = normalConditions(f.Conditions)
+	for i := range f.Conditions {
+		c := &f.Conditions[i]
+		c.Clusters, c.Providers = sortedSet(c.Clusters), sortedSet(c.Providers)
+	}
 	if len(f.Orphans) == 0 {
 		f.Orphans = nil
 	} else {

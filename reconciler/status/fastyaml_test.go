@@ -43,6 +43,22 @@ func randConds(r *rand.Rand) []Condition {
 	return cs
 }
 
+// randFleetConds are randConds with what each concerns, or none.
+func randFleetConds(r *rand.Rand) []FleetCondition {
+	var cs []FleetCondition
+	for _, c := range randConds(r) {
+		fc := FleetCondition{Condition: c}
+		for range r.IntN(3) {
+			fc.Clusters = append(fc.Clusters, pick(r))
+		}
+		for range r.IntN(2) {
+			fc.Providers = append(fc.Providers, pick(r))
+		}
+		cs = append(cs, fc)
+	}
+	return cs
+}
+
 func randReplicas(r *rand.Rand) Replicas {
 	rp := Replicas{Version: pick(r), Desired: r.IntN(5) - 1, Replicas: r.IntN(5), Ready: r.IntN(3), Updated: r.IntN(2)}
 	if r.IntN(3) == 0 {
@@ -79,7 +95,7 @@ func randCluster(r *rand.Rand) ClusterStatus {
 }
 
 func randFleet(r *rand.Rand) FleetStatus {
-	f := FleetStatus{RefreshedAt: randTime(r), Conditions: randConds(r)}
+	f := FleetStatus{RefreshedAt: randTime(r), Conditions: randFleetConds(r)}
 	if r.IntN(2) == 0 {
 		f.LastApplied = &SourceCommit{Commit: pick(r), Subject: pick(r)}
 	}

@@ -144,6 +144,31 @@ type Condition struct {
 	LastTransitionTime time.Time `yaml:"lastTransitionTime,omitempty" json:"lastTransitionTime,omitzero"`
 }
 
+// FleetCondition is one of fleet.yaml's conditions: the daemon's own, with
+// what it concerns as the daemon recorded it when it set the condition, so
+// that describe finds the conditions of a cluster by these fields rather
+// than by the words of the message. A condition with
+// neither field (written before they existed, or about the whole fleet: its
+// store, NATS, the status branch) is matched by its message
+// (Snapshot.FleetConditionsOf).
+type FleetCondition struct {
+	Condition `yaml:",inline"`
+	// Clusters are the clusters the condition is about: the cluster whose
+	// machine's bootstrap data or join failed (Reconciling False,
+	// BootstrapFailing). Sorted.
+	Clusters []string `yaml:"clusters,omitempty" json:"clusters,omitempty"`
+	// Providers are the providers the condition is about (TasksAnswered:
+	// whose tasks no worker answers; RecordsRebuilt: whose inventory is
+	// awaited); it concerns every cluster with a machine of one. Sorted.
+	Providers []string `yaml:"providers,omitempty" json:"providers,omitempty"`
+}
+
+// recorded says whether the daemon recorded what the condition concerns.
+func (c FleetCondition) recorded() bool { return len(c.Clusters) > 0 || len(c.Providers) > 0 }
+
+// condition is the condition itself, for code shared with Condition.
+func (c *Condition) condition() *Condition { return c }
+
 // Replicas counts the machines of a control plane or a worker pool.
 type Replicas struct {
 	// Version is the Kubernetes version the group is converging to.
@@ -247,7 +272,7 @@ type FleetStatus struct {
 	LastRejected *Rejection `yaml:"lastRejected,omitempty" json:"lastRejected,omitempty"`
 	// Conditions say what the daemon cannot do: Reconciling False while its
 	// loop fails to record machines, publish tasks or write status.
-	Conditions []Condition `yaml:"conditions,omitempty" json:"conditions,omitempty"`
+	Conditions []FleetCondition `yaml:"conditions,omitempty" json:"conditions,omitempty"`
 	// Orphans are machines a provider has and no record wants, sorted.
 	Orphans []Orphan `yaml:"orphans,omitempty" json:"orphans,omitempty"`
 	// Rollouts are the classes' fleet rollouts as the daemon decides them,

@@ -777,7 +777,9 @@ func TestFleetConditionsOf(t *testing.T) {
 		{Type: "E", Status: ConditionFalse, Message: "cluster dev-1: no CA"},
 		{Type: "F", Status: ConditionFalse, Message: "provider inmemory: no worker answered"},
 	}
-	s.Fleet.Conditions = conds
+	for _, c := range conds {
+		s.Fleet.Conditions = append(s.Fleet.Conditions, FleetCondition{Condition: c})
+	}
 	var got []string
 	for _, c := range s.FleetConditionsOf("dev-1") {
 		got = append(got, c.Type)
@@ -787,5 +789,50 @@ func TestFleetConditionsOf(t *testing.T) {
 	}
 	if s.FleetConditionsOf("prod-1") != nil {
 		t.Error("a cluster with no status is concerned by conditions")
+	}
+}
+
+// TestFleetConditionsOfRecorded: a condition of fleet.yaml that records the
+// clusters or providers it concerns is matched by them alone, whatever its
+// message names: a bootstrap error recorded for dev-1 that names no
+// cluster concerns dev-1; one recorded for prod-1 that names dev-1's
+// machine does not; a provider recorded concerns every cluster with a
+// machine of it, and one not recorded none, though its message names it.
+// A condition that records neither, as fleet.yaml had them before, is
+// still matched by its message.
+func TestFleetConditionsOfRecorded(t *testing.T) {
+	f, err := DecodeFleet([]byte(`conditions:
+  - type: A
+    status: "False"
+    message: "bootstrap: the cluster's trust material, endpoint and the machine's token are required"
+    clusters: [dev-1]
+  - type: B
+    status: "False"
+    message: 'bootstrap: machine dev-1-cp-a1b2c: no CA'
+    clusters: [prod-1]
+  - type: C
+    status: "False"
+    message: 'the machines store was empty: no plan until the inventory of provider inmemory is in'
+    providers: [docker]
+  - type: D
+    status: "False"
+    message: 'provider local: no worker answered 1 task'
+    providers: [docker, inmemory]
+  - type: E
+    status: "False"
+    message: 'cluster dev-1: no CA'
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Snapshot{Fleet: f, Clusters: []ClusterStatus{cluster("dev-1", 1, "Running"), cluster("prod-1", 1, "Running")}}
+	for name, want := range map[string]string{"dev-1": "A,D,E", "prod-1": "B,D"} {
+		var got []string
+		for _, c := range s.FleetConditionsOf(name) {
+			got = append(got, c.Type)
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("conditions concerning %s: %v, want %s", name, got, want)
+		}
 	}
 }
