@@ -80,6 +80,7 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	var out any = snap
 	clusters := snap.Clusters
+	var fleetConds []status.FleetCondition
 	if len(pos) == 1 {
 		c := snap.Cluster(pos[0])
 		if c == nil {
@@ -88,7 +89,8 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 			return fmt.Errorf("cluster %q has no status on %s (clusters there: %s); if it was removed from the fleet, its history says when, why and by whom: gitfleet history --cluster %s",
 				pos[0], *branch, clusterNames(snap), pos[0])
 		}
-		out, clusters = c, []status.ClusterStatus{*c}
+		fleetConds = snap.FleetConditionsOf(pos[0])
+		out, clusters = clusterDescription{ClusterStatus: *c, FleetConditions: fleetConds}, []status.ClusterStatus{*c}
 	}
 	switch *output {
 	case "json":
@@ -114,35 +116,62 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	if len(pos) == 1 {
-		return v.fleetConditions(env.stdout, pos[0], snap.FleetConditionsOf(pos[0]))
+		return v.fleetConditions(env.stdout, "Fleet conditions concerning "+pos[0]+" (fleet.yaml):", fleetConds)
 	}
 	return nil
 }
 
+// clusterDescription is what describe CLUSTER -o yaml|json prints: the
+// cluster's status file as it is, so that a script reading its fields
+// reads them as before, and the conditions of fleet.yaml that concern the
+// cluster under a key of their own, absent when none does: what the text
+// output shows under "Fleet conditions concerning CLUSTER".
+type clusterDescription struct {
+	status.ClusterStatus `yaml:",inline"`
+	FleetConditions      []status.FleetCondition `yaml:"fleetConditions,omitempty" json:"fleetConditions,omitempty"`
+}
+
 // fleetConditions lists the daemon's conditions in fleet.yaml that concern
-// cluster (status.Snapshot.FleetConditionsOf): a problem of the whole
-// fleet that holds this cluster up, such as a bootstrap error naming it or
-// a provider its machines use that no worker answers for.
-func (v treeView) fleetConditions(w io.Writer, cluster string, conds []status.FleetCondition) error {
+// a cluster (status.Snapshot.FleetConditionsOf) under heading: a problem
+// of the daemon's that holds it up, such as a bootstrap error about it or
+// a provider its machines use that no worker answers for. Nothing when
+// there are none.
+func (v treeView) fleetConditions(w io.Writer, heading string, conds []status.FleetCondition) error {
 	if len(conds) == 0 {
 		return nil
 	}
+	plain := make([]status.Condition, len(conds))
+	for i, c := range conds {
+		plain[i] = c.Condition
+	}
 	var b bytes.Buffer
-	b.WriteString("\nFleet conditions concerning " + cluster + " (fleet.yaml):\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	if err := v.conditionTable(&b, heading, plain); err != nil {
+		return err
+	}
+	writeTrimmed(w, &b)
+	return nil
+}
+
+// conditionTable writes heading, then conds as a table: type, status,
+// reason, since, message.
+func (v treeView) conditionTable(b *bytes.Buffer, heading string, conds []status.Condition) error {
+	b.WriteString("\n" + heading + "\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
 	for _, c := range conds {
 		row(tw, c.Type, c.Status, c.Reason, age(c.LastTransitionTime, v.now), c.Message)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	return tw.Flush()
+}
+
+// writeTrimmed writes b's lines to w without the padding tabwriter leaves
+// at their ends.
+func writeTrimmed(w io.Writer, b *bytes.Buffer) {
 	for _, l := range strings.SplitAfter(b.String(), "\n") {
 		if l != "" {
 			fmt.Fprintln(w, strings.TrimRight(l, " \n"))
 		}
 	}
-	return nil
 }
 
 func clusterNames(s *status.Snapshot) string {
@@ -247,22 +276,12 @@ func (v treeView) write(w io.Writer, clusters []status.ClusterStatus) error {
 	}
 	for _, c := range clusters {
 		if v.conditions == "all" || v.conditions == c.Name {
-			b.WriteString("\nConditions of " + c.Name + ":\n")
-			ct := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(ct, "TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
-			for _, cd := range c.Conditions {
-				row(ct, cd.Type, cd.Status, cd.Reason, age(cd.LastTransitionTime, v.now), cd.Message)
-			}
-			if err := ct.Flush(); err != nil {
+			if err := v.conditionTable(&b, "Conditions of "+c.Name+":", c.Conditions); err != nil {
 				return err
 			}
 		}
 	}
-	for _, l := range strings.SplitAfter(b.String(), "\n") {
-		if l != "" {
-			fmt.Fprintln(w, strings.TrimRight(l, " \n"))
-		}
-	}
+	writeTrimmed(w, &b)
 	return nil
 }
 

@@ -350,6 +350,27 @@ func TestDescribeShowsFleetConditions(t *testing.T) {
 	if strings.Contains(stdout, "Fleet conditions concerning") {
 		t.Errorf("describe of the whole fleet lists the conditions per cluster:\n%s", stdout)
 	}
+
+	// -o json and -o yaml hold what the text shows: the cluster's status
+	// file as it is, and the fleet conditions concerning it under
+	// fleetConditions.
+	_, js, _ := runCmd(t, "describe", "prod-1", "--repo", dir, "-o", "json")
+	golden(t, "describe/prod-1-fleet-conditions.json", js)
+	var doc struct {
+		Name            string            `json:"name"`
+		Machines        []json.RawMessage `json:"machines"`
+		FleetConditions []struct {
+			Type, Reason string
+		} `json:"fleetConditions"`
+	}
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || doc.Name != "prod-1" || len(doc.Machines) != 6 ||
+		len(doc.FleetConditions) != 2 || doc.FleetConditions[0].Reason != "BootstrapFailing" || doc.FleetConditions[1].Reason != "NoWorkerAnswers" {
+		t.Errorf("describe prod-1 -o json is not prod-1's status with its two fleet conditions under fleetConditions (%v):\n%s", err, js)
+	}
+	_, y, _ := runCmd(t, "describe", "dev-1", "--repo", dir, "-o", "yaml")
+	if !strings.HasPrefix(y, "name: dev-1\n") || !strings.Contains(y, "\nfleetConditions:\n  - type: TasksAnswered\n") || strings.Contains(y, "BootstrapFailing") {
+		t.Errorf("describe dev-1 -o yaml is not dev-1's status with its provider's condition under fleetConditions:\n%s", y)
+	}
 }
 
 // commitStatusFile commits content as path on the status branch, dated
@@ -423,5 +444,12 @@ func TestDescribeFleetConditionsByWhatTheyRecord(t *testing.T) {
 	if !strings.Contains(stdout, "Fleet conditions concerning dev-1 (fleet.yaml):") || !strings.Contains(stdout, "NoWorkerAnswers") ||
 		strings.Contains(stdout, "BootstrapFailing") {
 		t.Errorf("describe dev-1 shows prod-1's bootstrap error, or not the docker provider's unanswered tasks:\n%s", stdout)
+	}
+	// -o yaml carries the condition as fleet.yaml has it, with what it
+	// records.
+	_, y, _ := runCmd(t, "describe", "prod-1", "--repo", dir, "-o", "yaml")
+	if !strings.Contains(y, "\nfleetConditions:\n  - type: Reconciling\n") || !strings.Contains(y, "    clusters:\n      - prod-1\n") ||
+		strings.Contains(y, "NoWorkerAnswers") {
+		t.Errorf("describe prod-1 -o yaml lacks the bootstrap error recorded for it, with its clusters, under fleetConditions:\n%s", y)
 	}
 }
