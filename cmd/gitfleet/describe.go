@@ -118,7 +118,7 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 	if len(pos) == 1 {
 		return v.fleetConditions(env.stdout, "Fleet conditions concerning "+pos[0]+" (fleet.yaml):", fleetConds)
 	}
-	return nil
+	return v.fleetConditions(env.stdout, "Fleet conditions (fleet.yaml):", snap.Fleet.Conditions)
 }
 
 // clusterDescription is what describe CLUSTER -o yaml|json prints: the
@@ -131,11 +131,11 @@ type clusterDescription struct {
 	FleetConditions      []status.FleetCondition `yaml:"fleetConditions,omitempty" json:"fleetConditions,omitempty"`
 }
 
-// fleetConditions lists the daemon's conditions in fleet.yaml that concern
-// a cluster (status.Snapshot.FleetConditionsOf) under heading: a problem
-// of the daemon's that holds it up, such as a bootstrap error about it or
-// a provider its machines use that no worker answers for. Nothing when
-// there are none.
+// fleetConditions lists the daemon's conditions in fleet.yaml under heading:
+// all of them for the fleet, or those that concern one cluster
+// (status.Snapshot.FleetConditionsOf), a problem of the daemon's that
+// holds it up, such as a bootstrap error about it or a provider its
+// machines use that no worker answers for. Nothing when there are none.
 func (v treeView) fleetConditions(w io.Writer, heading string, conds []status.FleetCondition) error {
 	if len(conds) == 0 {
 		return nil

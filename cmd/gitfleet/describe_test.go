@@ -350,6 +350,13 @@ func TestDescribeShowsFleetConditions(t *testing.T) {
 	if strings.Contains(stdout, "Fleet conditions concerning") {
 		t.Errorf("describe of the whole fleet lists the conditions per cluster:\n%s", stdout)
 	}
+	// The whole fleet's describe shows every condition of the daemon's,
+	// after the tree, as describe CLUSTER shows those of the cluster.
+	golden(t, "describe/fleet-conditions.txt", strings.ReplaceAll(regexp.MustCompile(`Status: [0-9a-f]{7} `).ReplaceAllString(stdout, "Status: STATUS "), head[:7], "HEAD"))
+	if !strings.Contains(stdout, "\nFleet conditions (fleet.yaml):\nTYPE") || !strings.Contains(stdout, "BootstrapFailing") ||
+		!strings.Contains(stdout, "NoWorkerAnswers") || !strings.Contains(stdout, "WaitingForInventory") {
+		t.Errorf("describe of the whole fleet does not show the daemon's conditions under \"Fleet conditions (fleet.yaml):\":\n%s", stdout)
+	}
 
 	// -o json and -o yaml hold what the text shows: the cluster's status
 	// file as it is, and the fleet conditions concerning it under
