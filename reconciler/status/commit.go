@@ -433,7 +433,11 @@ func (w *Writer) reload(tip plumbing.Hash) error {
 // push was rejected was never on it): the branch was deleted, or forced
 // back or elsewhere, rather than moved on by another writer. Status
 // commits go forward in time, so the walk stops at commits an hour older
-// than that one.
+// than that one — but only once it has passed maxOldWalk of them: another
+// writer whose clock is behind (a replica that led meanwhile) makes
+// commits that look older than this writer's last, and a branch it moved
+// on must not be taken for one forced back, whose files would then be put
+// back over the other writer's newer ones.
 func (w *Writer) lostFrom(tip plumbing.Hash) (bool, error) {
 	w.mu.Lock()
 	last := w.tip
@@ -460,6 +464,7 @@ func (w *Writer) lostFrom(tip plumbing.Hash) (bool, error) {
 		return true, nil
 	}
 	oldest := lc.Committer.When.Add(-time.Hour)
+	old := 0
 	seen := map[plumbing.Hash]bool{}
 	for todo := []plumbing.Hash{tip}; len(todo) > 0; {
 		h := todo[len(todo)-1]
@@ -476,12 +481,21 @@ func (w *Writer) lostFrom(tip plumbing.Hash) (bool, error) {
 			return false, fmt.Errorf("read %s: %w", h, err)
 		}
 		if c.Committer.When.Before(oldest) {
-			continue
+			if old++; old > maxOldWalk {
+				continue
+			}
 		}
 		todo = append(todo, c.ParentHashes...)
 	}
 	return true, nil
 }
+
+// maxOldWalk is how many commits older than an hour before the writer's
+// last one lostFrom walks: over five hours of another writer's commits at
+// the most a writer makes (one every DefaultInterval), a few hundred
+// milliseconds of reading when the branch was truly forced back, which is
+// rare.
+const maxOldWalk = 10000
 
 // restore makes tip, which lost the Writer's last commit (forced back or
 // elsewhere), its base, and

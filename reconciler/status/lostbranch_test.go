@@ -106,3 +106,43 @@ func TestWriterGoesOnAfterItsBranchIsDeletedAndPruned(t *testing.T) {
 	}
 	gitCLI(t, dir, "fsck", "--strict", "--no-dangling")
 }
+
+// Another writer (a replica that led meanwhile) whose clock is hours
+// behind moved the branch on from this writer's last commit: its commits
+// look older than that one. They are walked all the same, the branch is
+// found moved on, not forced back, and nothing of the other writer's is
+// overwritten with what this writer last wrote. Before, the walk stopped
+// at commits an hour older than the writer's last, found the branch
+// forced back, and put this writer's older statuses back on top.
+func TestWriterTakesABranchMovedOnByASkewedClock(t *testing.T) {
+	dir := t.TempDir()
+	repo := newRepo(t, dir)
+	w := newWriter(t, Options{Repo: repo, Interval: time.Hour})
+	w.SetCluster(cluster("dev-1", 2, "Running"), origin)
+	w.SetCluster(cluster("prod-1", 3, "Running"), origin)
+	flush(t, w)
+
+	behind := time.Date(2026, 11, 20, 7, 0, 0, 0, time.UTC) // three hours behind
+	other := newWriter(t, Options{Repo: openRepo(t, dir), Interval: time.Hour, Now: func() time.Time { return behind }})
+	for n := 4; n <= 7; n++ {
+		other.SetCluster(cluster("prod-1", n, "Running"), origin)
+		flush(t, other)
+	}
+	other.Close()
+
+	w.SetCluster(cluster("dev-1", 5, "Running"), origin)
+	flush(t, w)
+	s, err := Read(openRepo(t, dir), branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prod := s.Cluster("prod-1"); prod == nil || len(prod.Machines) != 8 {
+		t.Errorf("prod-1 on the branch: %v, want the other writer's status (8 machines), not this writer's older one", prod)
+	}
+	if dev := s.Cluster("dev-1"); dev == nil || len(dev.Machines) != 6 {
+		t.Errorf("dev-1 on the branch: %v, want this writer's newest (6 machines)", dev)
+	}
+	if subject := gitCLI(t, dir, "log", "-1", "--format=%s", branch); strings.Contains(subject, "restored") {
+		t.Errorf("the commit after another writer's says it restored the status: %q", subject)
+	}
+}
