@@ -136,6 +136,10 @@ func (w *Worker) report(ctx context.Context, request string) error {
 		w.o.Log.Warn().Int("instances", rp.nameless).
 			Msg("inventory: the provider lists machines without a cluster or a name; left out of the report")
 	}
+	if rp.oversized > 0 {
+		w.o.Log.Warn().Int("instances", rp.oversized).Str("first", rp.why).
+			Msg("inventory: the provider lists machines with more than any provider writes of one; left out of the report")
+	}
 	if rp.send(ctx, true) != nil {
 		return rp.err
 	}
@@ -155,7 +159,11 @@ type reporter struct {
 	size     int            // its machines' bytes, as instanceSize counts them
 	machines int            // in the parts sent
 	nameless int            // instances left out: no cluster or name
-	err      error          // why a part was not sent
+	// oversized: instances left out for what they carry (wire.CheckInstance);
+	// why says so of the first.
+	oversized int
+	why       string
+	err       error // why a part was not sent
 }
 
 // errPartNotSent stops a provider's Walk once a part could not be sent
@@ -172,6 +180,18 @@ func (rp *reporter) add(ctx context.Context, in Instance) error {
 		rp.nameless++
 		return nil
 	}
+	wi := wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment,
+		Role: in.Role, Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations,
+		ProviderID: in.ProviderID, Addresses: in.Addresses, Reason: in.Reason, Message: cutMessage(in.Message)}
+	if err := wire.CheckInstance(&wi); err != nil {
+		// The leader refuses a part that carries it, as one without a
+		// name: every report would be left unfinished.
+		rp.oversized++
+		if rp.oversized == 1 {
+			rp.why = fmt.Sprintf("%.64s/%.64s: %v", in.Cluster, in.Name, err)
+		}
+		return nil
+	}
 	n := instanceSize(in)
 	if k := len(rp.inv.Instances); k > 0 && (k == inventoryPart || rp.size+n > rp.budget) {
 		if rp.inv.Part == wire.MaxInventoryParts-1 {
@@ -183,9 +203,7 @@ func (rp *reporter) add(ctx context.Context, in Instance) error {
 		}
 	}
 	rp.size += n
-	rp.inv.Instances = append(rp.inv.Instances, wire.Instance{Cluster: in.Cluster, Machine: in.Name, Deployment: in.Deployment,
-		Role: in.Role, Version: in.Version, TemplateHash: in.TemplateHash, Labels: in.Labels, Annotations: in.Annotations,
-		ProviderID: in.ProviderID, Addresses: in.Addresses, Reason: in.Reason, Message: cutMessage(in.Message)})
+	rp.inv.Instances = append(rp.inv.Instances, wi)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,18 +54,8 @@ func TestInventoryNamesNoTaskCanCarry(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := fc.Subscribe(wire.SubjectInventoryRequest, func(msg *nats.Msg) {
-		if req, err := wire.DecodeInventoryRequest(msg.Data); err == nil {
-			_ = report(req.ID) // the first report's errors are the test's
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := report(""); err != nil {
-		t.Fatal(err)
-	}
 	gauge := m.Orphans.WithLabelValues("bogus")
-	f.wait("ghost-1 confirmed an orphan", func() bool { return gaugeValue(t, gauge) >= 1 })
+	f.forge(fc, report, "ghost-1 confirmed an orphan", func() bool { return gaugeValue(t, gauge) >= 1 })
 	time.Sleep(time.Second) // the grace, and a few ticks
 	// ghost-1 is an orphan like any other: its delete can be published.
 	for p, want := range map[string]int{"bogus": 1, forgers[2].provider: 0} {
@@ -86,7 +77,9 @@ func TestInventoryNamesNoTaskCanCarry(t *testing.T) {
 // Before, the worker reported it as an instance without names, the
 // leader refused every part that carried one, and no report of the
 // provider was ever complete: a machine the cloud lost afterwards was
-// never found missing, nor replaced.
+// never found missing, nor replaced. So is one whose version is longer
+// than any provider writes, which the leader refuses as it refuses an
+// event that says so (wire.CheckInstance).
 func TestNamelessCloudValueLeavesReportsWhole(t *testing.T) {
 	f := newCloudFleet(t)
 	_, m := runLeader(t, f.js, f.repo.dir)
@@ -95,7 +88,10 @@ func TestNamelessCloudValueLeavesReportsWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, value := range map[string]string{"ghost.x": `{}`, "ghost": `{"groups":[{"machine":{"cluster":"ghost"},"machines":[{"name":""}]}]}`} {
+	long := fmt.Sprintf(`{"groups":[{"machine":{"cluster":"huge","version":"v1.%s"},"machines":[{"name":"huge-1"}]}]}`,
+		strings.Repeat("9", wire.MaxVersion))
+	for key, value := range map[string]string{"ghost.x": `{}`, "ghost": `{"groups":[{"machine":{"cluster":"ghost"},"machines":[{"name":""}]}]}`,
+		"huge": long} {
 		if _, err := cloud.Put(t.Context(), key, []byte(value)); err != nil {
 			t.Fatal(err)
 		}
@@ -179,4 +175,116 @@ func TestInventoryListingsAreBounded(t *testing.T) {
 	if r.inv.listedN != 1 || len(r.inv.parts) != 1 {
 		t.Errorf("%d machines listed in %d reports being received, want w2's one", r.inv.listedN, len(r.inv.parts))
 	}
+}
+
+// An inventory says of a machine what a provider writes of one, and no
+// more, as an event does (wire.CheckInstance): a part that lists a
+// machine with a provider ID, version or address past an event's bounds,
+// a pool, role, template hash or reason longer than a name, or more
+// labels and annotations than a template carries, is refused as
+// malformed (counted), and nothing of it is taken. Before, each such
+// machine was an orphan like any other, in fleet.yaml with a provider ID
+// of any length, its delete a task carrying its labels. A refused part
+// leaves its report unfinished: the machines of the report's other parts
+// are not judged, so none is found missing for the part refused (taking
+// the rest of the report would have the machine it lists replaced).
+func TestInventoryBoundsWhatItCarries(t *testing.T) {
+	f := newCloudFleet(t)
+	_, m := runLeader(t, f.js, f.repo.dir, func(o *Options) { o.Orphans = OrphansReport })
+	f.wait("three Running machines", f.converged)
+	fleet := f.machines()
+	f.stopWorker() // the forger's reports alone tell of the cloud's machines
+
+	ghost := func(name string) wire.Instance { return wire.Instance{Cluster: "ghost", Machine: name} }
+	over := []wire.Instance{ghost("g-id"), ghost("g-version"), ghost("g-address"), ghost("g-addresses"), ghost("g-deployment"),
+		ghost("g-role"), ghost("g-hash"), ghost("g-reason"), ghost("g-labels")}
+	over[0].ProviderID = strings.Repeat("p", wire.MaxProviderID+1)
+	over[1].Version = "v1.31." + strings.Repeat("9", wire.MaxVersion)
+	over[2].Addresses = []string{strings.Repeat("10.0.0.1", 40)}
+	over[3].Addresses = strings.Split(strings.Repeat("10.0.0.1,", wire.MaxAddresses)+"10.0.0.2", ",")
+	over[4].Deployment = strings.Repeat("d", wire.MaxName+1)
+	over[5].Role = wire.Role(strings.Repeat("r", wire.MaxName+1))
+	over[6].TemplateHash = strings.Repeat("h", wire.MaxName+1)
+	over[7].Reason, over[7].Message = strings.Repeat("R", wire.MaxName+1), "dead"
+	over[8].Labels = map[string]string{"a": strings.Repeat("l", 80<<10)}
+	over[8].Annotations = map[string]string{"b": strings.Repeat("n", 80<<10)}
+	cloudMachine := func(k string) wire.Instance {
+		cluster, name, _ := strings.Cut(k, ".")
+		return wire.Instance{Cluster: cluster, Machine: name}
+	}
+	last := cloudMachine(fleet[2])
+	last.ProviderID = over[0].ProviderID
+
+	fc, _ := natstest.Connect(t, f.js.Conn().ConnectedUrl())
+	send := func(inv wire.Inventory) error {
+		inv.Time = time.Now().UTC()
+		data, err := wire.Encode(&inv)
+		if err != nil {
+			return err
+		}
+		_, err = fc.Request(wire.InventorySubject(inv.Provider, inv.Worker), data, 10*time.Second)
+		return err
+	}
+	// The forger answers every request, as a worker does, so that what it
+	// lists is confirmed: a report of the cloud's three machines in two
+	// parts, the second refused, and a report of a part for each ghost
+	// past a bound and a last one within them all (ghost-1, which the
+	// leader confirms an orphan, so the forger is heard).
+	report := func(request string) error {
+		if err := send(wire.Inventory{Provider: "inmemory", Worker: "w1", Report: request + "r", Request: request,
+			Instances: []wire.Instance{cloudMachine(fleet[0]), cloudMachine(fleet[1])}}); err != nil {
+			return err
+		}
+		if err := send(wire.Inventory{Provider: "inmemory", Worker: "w1", Report: request + "r", Request: request, Part: 1, Parts: 2,
+			Instances: []wire.Instance{last}}); err != nil {
+			return err
+		}
+		for i, in := range append(over, ghost("ghost-1")) {
+			inv := wire.Inventory{Provider: "bogus", Worker: "w1", Report: request + "g", Request: request, Part: i,
+				Instances: []wire.Instance{in}}
+			if i == len(over) {
+				inv.Parts = i + 1
+			}
+			if err := send(inv); err != nil {
+				return err
+			}
+		}
+		// A report ID longer than a name is refused too: it is kept until
+		// the report's last part (which never comes).
+		return send(wire.Inventory{Provider: "bogus", Worker: "w1", Report: strings.Repeat("i", wire.MaxName+1), Request: request,
+			Instances: []wire.Instance{ghost("g-report")}})
+	}
+	gauge := m.Orphans.WithLabelValues("bogus")
+	f.forge(fc, report, "ghost-1 confirmed an orphan", func() bool { return gaugeValue(t, gauge) >= 1 })
+	time.Sleep(2 * time.Second) // more requests, more reports
+	if n := gaugeValue(t, gauge); n != 1 {
+		t.Errorf("%v orphans of provider bogus, want ghost-1 alone: a machine past a bound is no machine a provider has", n)
+	}
+	if n, want := counter(t, m.Malformed.WithLabelValues("inventory")), float64(len(over)+2); n < want {
+		t.Errorf("%v inventory parts refused as malformed, want %v at least (each report's)", n, want)
+	}
+	if got := f.machines(); !f.converged() || !slices.Equal(got, fleet) {
+		t.Errorf("the fleet changed: %v, records %v", got, f.summary())
+	}
+	if n := counter(t, m.Missing.WithLabelValues("inmemory", ReasonMachineMissing)); n != 0 {
+		t.Errorf("%v machines found missing, want none: the report whose part was refused is not whole", n)
+	}
+}
+
+// forge has report answer every inventory request on fc, as a worker
+// does, so that what it lists is confirmed; sends it once; and waits
+// until done.
+func (f *cloudFleet) forge(fc *nats.Conn, report func(request string) error, what string, done func() bool) {
+	f.t.Helper()
+	if _, err := fc.Subscribe(wire.SubjectInventoryRequest, func(msg *nats.Msg) {
+		if req, err := wire.DecodeInventoryRequest(msg.Data); err == nil {
+			_ = report(req.ID) // the first report's errors are the test's
+		}
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := report(""); err != nil {
+		f.t.Fatal(err)
+	}
+	f.wait(what, done)
 }

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,6 +32,8 @@ type cloudFleet struct {
 	js    jetstream.JetStream
 	cloud *inmemory.Provider // another client of the worker's cloud
 	recs  jetstream.KeyValue // the daemon's records
+	// stopWorker stops the worker: no report comes from it any more.
+	stopWorker func()
 }
 
 func newCloudFleet(t *testing.T) *cloudFleet {
@@ -51,7 +54,10 @@ func newCloudFleet(t *testing.T) *cloudFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = w.Run(ctx) }()
+	wctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = w.Run(wctx) }()
+	f.stopWorker = func() { stop(); <-stopped }
 	if f.cloud, err = inmemory.New(ctx, f.js, inmemory.Options{}); err != nil {
 		t.Fatal(err)
 	}

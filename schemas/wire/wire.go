@@ -435,6 +435,22 @@ const (
 	MaxAddresses    = 64
 )
 
+// checkReported checks what a provider says of a machine it made — its
+// provider ID, version and addresses — against what any provider writes,
+// as an event and an inventory carry it.
+func checkReported(providerID, version string, addresses []string) error {
+	if len(providerID) > MaxProviderID || len(version) > MaxVersion || len(addresses) > MaxAddresses {
+		return fmt.Errorf("a providerID of %d bytes (at most %d), a version of %d bytes (at most %d) or %d addresses (at most %d)",
+			len(providerID), MaxProviderID, len(version), MaxVersion, len(addresses), MaxAddresses)
+	}
+	for _, a := range addresses {
+		if len(a) > MaxAddress {
+			return fmt.Errorf("an address of %d bytes (at most %d)", len(a), MaxAddress)
+		}
+	}
+	return nil
+}
+
 // DecodeEvent parses and checks an event.
 func DecodeEvent(data []byte) (Event, error) {
 	var e Event
@@ -452,14 +468,8 @@ func DecodeEvent(data []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: event for %s/%s: worker %q is no worker identity (letters, digits, '-' and '_', at most %d)",
 			ErrMalformed, e.Cluster, e.Machine, Cut(e.Worker, 64), MaxWorkerID)
 	}
-	if len(e.ProviderID) > MaxProviderID || len(e.Version) > MaxVersion || len(e.Addresses) > MaxAddresses {
-		return Event{}, fmt.Errorf("%w: event for %s/%s: a providerID of %d bytes (at most %d), a version of %d bytes (at most %d) or %d addresses (at most %d)",
-			ErrMalformed, e.Cluster, e.Machine, len(e.ProviderID), MaxProviderID, len(e.Version), MaxVersion, len(e.Addresses), MaxAddresses)
-	}
-	for _, a := range e.Addresses {
-		if len(a) > MaxAddress {
-			return Event{}, fmt.Errorf("%w: event for %s/%s: an address of %d bytes (at most %d)", ErrMalformed, e.Cluster, e.Machine, len(a), MaxAddress)
-		}
+	if err := checkReported(e.ProviderID, e.Version, e.Addresses); err != nil {
+		return Event{}, fmt.Errorf("%w: event for %s/%s: %v", ErrMalformed, e.Cluster, e.Machine, err)
 	}
 	e.Message = Cut(e.Message, MaxEventMessage)
 	e.Phase = e.Phase.Canonical()
@@ -707,6 +717,10 @@ func CheckInventory(inv *Inventory) error {
 	switch {
 	case inv.Provider == "" || inv.Worker == "" || inv.Report == "":
 		return fmt.Errorf("%w: inventory needs provider, worker and report", ErrMalformed)
+	case len(inv.Report) > MaxName || len(inv.Request) > MaxName:
+		// The report's ID is kept until its last part comes.
+		return fmt.Errorf("%w: inventory %.64s: a report ID of %d bytes or a request ID of %d (at most %d)",
+			ErrMalformed, inv.Report, len(inv.Report), len(inv.Request), MaxName)
 	case inv.Parts < 0 || inv.Parts > MaxInventoryParts || inv.Part < 0 || inv.Part >= MaxInventoryParts ||
 		(inv.Parts > 0 && inv.Part >= inv.Parts):
 		of := fmt.Sprintf("of %d", inv.Parts)
@@ -715,10 +729,46 @@ func CheckInventory(inv *Inventory) error {
 		}
 		return fmt.Errorf("%w: inventory %s: part %d %s: parts count from 0 to the report's count less one, at most %d parts", ErrMalformed, inv.Report, inv.Part, of, MaxInventoryParts)
 	}
-	for _, in := range inv.Instances {
+	for i := range inv.Instances {
+		in := &inv.Instances[i]
 		if in.Cluster == "" || in.Machine == "" {
 			return fmt.Errorf("%w: inventory %s: an instance without cluster or machine", ErrMalformed, inv.Report)
 		}
+		if err := CheckInstance(in); err != nil {
+			return fmt.Errorf("%w: inventory %s: machine %.64s/%.64s: %v", ErrMalformed, inv.Report, in.Cluster, in.Machine, err)
+		}
+		in.Message = Cut(in.Message, MaxEventMessage)
+	}
+	return nil
+}
+
+// CheckInstance checks what an inventory says of a machine against what a
+// provider writes of one, as DecodeEvent does an event's: a provider ID,
+// version and addresses as an event's bounds them, a pool, role, template
+// hash and reason no longer than a name (MaxName), labels and annotations
+// of at most MaxMachineBytes together (a template carries no more). The
+// leader refuses a part with a machine past them: any holder of a worker's
+// credentials may send one, and what it says is kept in records, status
+// files, orphan deletes and metrics' labels; cut, it would name another
+// machine. A worker leaves such a machine out of its report, as one
+// without a name, so that its reports stay whole. The message is cut,
+// not checked (MaxEventMessage, by worker and leader alike).
+func CheckInstance(in *Instance) error {
+	if err := checkReported(in.ProviderID, in.Version, in.Addresses); err != nil {
+		return err
+	}
+	if len(in.Deployment) > MaxName || len(in.Role) > MaxName || len(in.TemplateHash) > MaxName || len(in.Reason) > MaxName {
+		return fmt.Errorf("a deployment of %d bytes, a role of %d, a template hash of %d or a reason of %d (at most %d)",
+			len(in.Deployment), len(in.Role), len(in.TemplateHash), len(in.Reason), MaxName)
+	}
+	n := 0
+	for _, m := range []map[string]string{in.Labels, in.Annotations} {
+		for k, v := range m {
+			n += len(k) + len(v)
+		}
+	}
+	if n > MaxMachineBytes {
+		return fmt.Errorf("%d KiB of labels and annotations (at most %d KiB)", (n+1023)>>10, MaxMachineBytes>>10)
 	}
 	return nil
 }

@@ -308,3 +308,47 @@ func TestDecodeEventBoundsWhatItCarries(t *testing.T) {
 		t.Errorf("a docker container's provider ID refused: %v", err)
 	}
 }
+
+// An inventory says of a machine what a provider writes, and no more, as
+// an event does: any holder of a worker's credentials may send one, and
+// the leader keeps what it says in records, status files and orphan
+// deletes. A message is cut as an event's; a field past its bound makes
+// the part malformed.
+func TestDecodeInventoryBoundsWhatItCarries(t *testing.T) {
+	part := func(field, value string) []byte {
+		return []byte(`{"apiVersion":"gitfleet.io/wire/v1","provider":"inmemory","worker":"w1","report":"r","parts":1,"time":"2026-12-07T00:00:00Z",` +
+			`"instances":[{"cluster":"c","machine":"m",` + fmt.Sprintf("%q:%s", field, value) + `}]}`)
+	}
+	inv, err := DecodeInventory(part("message", fmt.Sprintf("%q", strings.Repeat("x", 64<<10))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := inv.Instances[0].Message; len(m) > MaxEventMessage+64 || !strings.Contains(m, "bytes cut") {
+		t.Errorf("a 64 KiB message decoded as %d bytes, want it cut at %d and saying so", len(m), MaxEventMessage)
+	}
+	long := func(n int) string { return fmt.Sprintf("%q", strings.Repeat("x", n)) }
+	for _, tc := range []struct{ field, value string }{
+		{"providerID", long(MaxProviderID + 1)},
+		{"version", long(MaxVersion + 1)},
+		{"addresses", `[` + long(MaxAddress+1) + `]`},
+		{"addresses", `[` + strings.Repeat(`"10.0.0.1",`, MaxAddresses) + `"10.0.0.2"]`},
+		{"deployment", long(MaxName + 1)},
+		{"role", long(MaxName + 1)},
+		{"templateHash", long(MaxName + 1)},
+		{"reason", long(MaxName + 1)},
+		{"labels", `{"a":` + long(MaxMachineBytes) + `}`},
+		{"annotations", `{"a":` + long(MaxMachineBytes) + `}`},
+	} {
+		if _, err := DecodeInventory(part(tc.field, tc.value)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s of %d bytes: %v; want a malformed part", tc.field, len(tc.value), err)
+		}
+	}
+	data := []byte(`{"apiVersion":"gitfleet.io/wire/v1","provider":"inmemory","worker":"w1","report":` + long(MaxName+1) + `,"parts":1,"time":"2026-12-07T00:00:00Z"}`)
+	if _, err := DecodeInventory(data); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a report ID of %d bytes: %v; want a malformed part", MaxName+1, err)
+	}
+	ok := part("providerID", `"docker://`+strings.Repeat("a", 64)+`","version":"v1.31.2","addresses":["172.18.0.2"],"reason":"ContainerNotRunning","labels":{"a":`+long(MaxMachineBytes/2)+`}`)
+	if _, err := DecodeInventory(ok); err != nil {
+		t.Errorf("a docker container refused: %v", err)
+	}
+}
