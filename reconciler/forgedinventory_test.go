@@ -148,8 +148,9 @@ func TestForgedOrphansAreBounded(t *testing.T) {
 }
 
 // The reports being received hold at most maxListed machines listed
-// apart from their records' marks together: a part past it is ignored,
-// and a report dropped gives its share back.
+// apart from their records' marks together, and maxReports reports: a
+// part past either drops the reports whose last part came longest ago
+// (counted as malformed), and a report dropped gives its share back.
 func TestInventoryListingsAreBounded(t *testing.T) {
 	defer func(n int) { maxListed = n }(maxListed)
 	maxListed = 1000
@@ -166,14 +167,79 @@ func TestInventoryListingsAreBounded(t *testing.T) {
 		t.Errorf("reports being received list %d machines (counted %d), want %d at most", held, r.inv.listedN, maxListed)
 	}
 	if n := counter(t, r.metrics.Malformed.WithLabelValues("inventory")) - malformed; n != 10 {
-		t.Errorf("%v parts ignored, want the 10 past the bound", n)
+		t.Errorf("%v reports dropped, want the 10 oldest, past the bound", n)
+	}
+	if r.inv.parts["bogus/w1/flood-0"] != nil || r.inv.parts["bogus/w1/flood-29"] == nil {
+		t.Errorf("the reports dropped are not the oldest")
+	}
+	// Parts that list nothing, of as many reports, are bounded too.
+	defer func(n int) { maxReports = n }(maxReports)
+	maxReports = 100
+	floodParts(t, r, "w3", 300, 0)
+	if n := len(r.inv.parts); n > maxReports || n != r.inv.idle.Len() {
+		t.Errorf("%d reports being received (%d in order), want %d at most", n, r.inv.idle.Len(), maxReports)
 	}
 	// A minute later the reports that never ended are dropped with the
 	// next part, and give their share back.
 	now = now.Add(2 * time.Minute)
 	floodParts(t, r, "w2", 1, 1)
-	if r.inv.listedN != 1 || len(r.inv.parts) != 1 {
-		t.Errorf("%d machines listed in %d reports being received, want w2's one", r.inv.listedN, len(r.inv.parts))
+	if r.inv.listedN != 1 || len(r.inv.parts) != 1 || r.inv.idle.Len() != 1 {
+		t.Errorf("%d machines listed in %d reports being received (%d in order), want w2's one", r.inv.listedN, len(r.inv.parts), r.inv.idle.Len())
+	}
+}
+
+// A flood of forged inventory parts, sent with a worker's credentials,
+// holds up no real report once it is over: the real worker's next report
+// after the flood is taken, and a machine its cloud lost meanwhile is
+// found missing and replaced within seconds. Before, the flood's reports,
+// which never end, held the whole of what the leader keeps of reports
+// being received until a minute after they began, and every part of the
+// real worker's reports was refused until then: the lost machine stayed
+// Running in its record for that minute.
+func TestARealReportCountsAfterAFlood(t *testing.T) {
+	bound := maxListed
+	t.Cleanup(func() { maxListed = bound }) // once the leader stopped: cleanups run last first
+	maxListed = 5_000
+	f := newCloudFleet(t)
+	_, m := runLeader(t, f.js, f.repo.dir)
+	f.wait("three Running machines", f.converged)
+	fleet := f.machines()
+
+	// Parts of reports that never end, 50 machines no record wants in
+	// each, twice what the leader keeps; each waits to be taken, as a
+	// worker's parts do.
+	fc, _ := natstest.Connect(t, f.js.Conn().ConnectedUrl())
+	for i := range 2 * maxListed / 50 {
+		inv := wire.Inventory{Provider: "bogus", Worker: "w1", Report: fmt.Sprintf("flood-%d", i), Time: time.Now().UTC()}
+		for j := range 50 {
+			inv.Instances = append(inv.Instances, wire.Instance{Cluster: "ghost", Machine: fmt.Sprintf("g-%d-%d", i, j)})
+		}
+		data, err := wire.Encode(&inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fc.Request(wire.InventorySubject("bogus", "w1"), data, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flooded := time.Now()
+	lost := f.loseWorker()
+	for deadline := flooded.Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r := f.records()[lost]; r == nil || r.Reason == ReasonMachineMissing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the machine the cloud lost after the flood is not found missing within 15s (the worker reports every 0.3s): records %v", f.summary())
+		}
+	}
+	t.Logf("the lost machine found missing %v after the flood", time.Since(flooded).Round(time.Millisecond))
+	f.wait("the lost machine replaced", func() bool { return f.converged() && !slices.Contains(f.machines(), lost) })
+	if kept := slices.DeleteFunc(slices.Clone(fleet), func(k string) bool { return k == lost }); !slices.Contains(f.machines(), kept[0]) ||
+		!slices.Contains(f.machines(), kept[1]) {
+		t.Errorf("machines the cloud kept were touched: before %v, after %v", fleet, f.machines())
+	}
+	if n := counter(t, m.Missing.WithLabelValues("inmemory", ReasonMachineMissing)); n != 1 {
+		t.Errorf("gitfleet_machines_missing_total = %v, want 1", n)
 	}
 }
 

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -58,6 +59,7 @@ type inventory struct {
 	holdUntil time.Time
 
 	parts     map[string]*partial // provider, worker and report ID → the report
+	idle      *list.List          // parts, the one whose last part came longest ago first
 	bits      uint32              // the partials' bits in use (partial.bit)
 	providers map[string]*heard   // provider → workers heard from
 	suspects  map[string]int      // record key → request that must confirm it
@@ -85,8 +87,11 @@ type inventory struct {
 // (orphans, second copies, machines to adopt) and those not running, or
 // everything once 32 reports in the making took every bit.
 type partial struct {
+	id    string // its key in inventory.parts
 	rep   report
 	first time.Time
+	last  time.Time     // when its last part came
+	elem  *list.Element // in inventory.idle
 	// parts is how many parts the report has, once a part said so (a
 	// worker sends its last part knowing it; earlier workers sent the
 	// count in every part); 0 until then.
@@ -120,12 +125,26 @@ func (p *partial) list(key string, in wire.Instance, n *int) {
 // half a gigabyte for good. The bounds are far above a fleet's own
 // (130,000 machines a worker, a few orphans), and what the reports say
 // past them waits for later reports.
+//
+// A report is the first to go when a part would pass them: the reports
+// whose last part came longest ago make room for it (makeRoom). A worker
+// sends its next part as soon as the leader took the last, so its report
+// in progress is the latest to go, and a flood's reports, which never
+// end, are gone once a real report needs their room. Before, the part
+// that would pass them was ignored instead, and a flood of a few seconds
+// kept every real report from being whole for the minute its own reports
+// took to be dropped: machines gone were not found for that minute.
 var (
 	// maxListed bounds the machines the reports being received list
-	// apart from their records' marks (partial.listed) together: a part
-	// that would pass it is ignored, and its report, never whole, is
-	// dropped after a minute.
+	// apart from their records' marks (partial.listed) together. A part
+	// of a report that alone lists more is refused, and its report,
+	// never whole, is dropped.
 	maxListed = 1_000_000
+	// maxReports bounds the reports being received: a worker has one at
+	// a time, and each part of a new report ID costs the leader a report
+	// whatever it lists (parts that listed nothing, each of a new ID,
+	// were kept however many came until a minute had passed).
+	maxReports = 10_000
 	// maxOrphans bounds the orphans tracked; another is tracked once
 	// one is deleted or forgotten.
 	maxOrphans = 100_000
@@ -223,7 +242,7 @@ func began(said, first time.Time) time.Time {
 func newInventory() inventory {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return inventory{epoch: hex.EncodeToString(b), parts: map[string]*partial{},
+	return inventory{epoch: hex.EncodeToString(b), parts: map[string]*partial{}, idle: list.New(),
 		providers: map[string]*heard{}, suspects: map[string]int{}, orphans: map[string]*orphan{}, removed: map[string]time.Time{}}
 }
 
@@ -336,24 +355,28 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 	}
 	iv := &r.inv
 	now := r.o.Now()
-	for id, p := range iv.parts {
-		if now.Sub(p.first) > time.Minute {
-			r.dropReport(id, p) // a report whose last parts never came
-		}
+	// Reports whose parts stopped coming a minute ago: a worker sends
+	// each part once the last is taken, and its whole report within a
+	// minute.
+	for e := iv.idle.Front(); e != nil && now.Sub(e.Value.(*partial).last) > listAge; e = iv.idle.Front() {
+		r.dropReport(e.Value.(*partial))
 	}
 	// The subject names the worker: a part cannot join another's report.
 	id := inv.Provider + "/" + inv.Worker + "/" + inv.Report
 	p := iv.parts[id]
+	if p != nil && now.Sub(p.first) > listAge {
+		r.dropReport(p) // a report whose last parts never came
+		p = nil
+	}
 	if p == nil {
-		p = &partial{first: now, got: map[int]bool{},
+		p = &partial{id: id, first: now, got: map[int]bool{},
 			rep: report{provider: inv.Provider, worker: inv.Worker, hostBound: inv.HostBound, seq: iv.requestSeq(inv.Request),
 				began: began(inv.Time, now)}}
-		if free := ^iv.bits; free != 0 {
-			p.bit = free & -free
-			iv.bits |= p.bit
-		}
 		iv.parts[id] = p
+		p.elem = iv.idle.PushBack(p)
 	}
+	p.last = now
+	iv.idle.MoveToBack(p.elem)
 	if !p.fits(inv) {
 		if r.floodLog("inventory") {
 			r.log.Warn().Str("report", inv.Report).Str("worker", inv.Worker).Msg("ignoring an inventory part that does not fit its report")
@@ -361,16 +384,20 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
 		return
 	}
-	if iv.listedN+len(inv.Instances) > maxListed {
+	if !r.makeRoom(p, len(inv.Instances)) {
 		if r.floodLog("inventory") {
 			r.log.Warn().Str("report", inv.Report).Str("worker", inv.Worker).Int("listed", iv.listedN).
-				Msg("ignoring an inventory part: the reports being received list too many machines no record marks (a worker flooding inventories?)")
+				Msg("dropping an inventory report: it lists more machines no record marks than the leader keeps of every report being received")
 		}
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
-		if len(p.got) == 0 {
-			r.dropReport(id, p)
-		}
+		r.dropReport(p)
 		return
+	}
+	if len(p.got) == 0 && p.bit == 0 {
+		if free := ^iv.bits; free != 0 {
+			p.bit = free & -free
+			iv.bits |= p.bit
+		}
 	}
 	p.got[inv.Part] = true
 	p.top = max(p.top, inv.Part+1)
@@ -389,7 +416,7 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 		if r.reportDone(ctx, p) {
 			orphansChanged = true
 		}
-		r.dropReport(id, p)
+		r.dropReport(p)
 	}
 	if orphansChanged {
 		r.countOrphans()
@@ -547,11 +574,38 @@ func (r *Reconciler) reportDone(ctx context.Context, p *partial) bool {
 	return changed
 }
 
-// dropReport forgets p, the report id, complete or not, and takes its
-// mark off every machine entry (reportDone did for a complete one), so
-// that its bit may serve another.
-func (r *Reconciler) dropReport(id string, p *partial) {
-	delete(r.inv.parts, id)
+// makeRoom makes room for n more machines listed in p's report, and for
+// the report, within maxListed and maxReports: it drops the other reports
+// whose last part came longest ago, which are then never whole (each
+// counted as a malformed inventory). False means p's report alone lists
+// too many.
+func (r *Reconciler) makeRoom(p *partial, n int) bool {
+	iv := &r.inv
+	dropped := 0
+	for iv.listedN+n > maxListed || len(iv.parts) > maxReports {
+		q := iv.idle.Front().Value.(*partial)
+		if q == p { // p's part came last: every other report is gone
+			return false
+		}
+		r.dropReport(q)
+		dropped++
+	}
+	if dropped > 0 {
+		if r.floodLog("inventory") {
+			r.log.Warn().Int("dropped", dropped).Str("worker", p.rep.worker).Int("reports", len(iv.parts)).Int("listed", iv.listedN).
+				Msg("dropping the inventory reports whose parts came longest ago to make room: the reports being received list too many machines no record marks, or are too many (a worker flooding inventories?)")
+		}
+		r.metrics.Malformed.WithLabelValues("inventory").Add(float64(dropped))
+	}
+	return true
+}
+
+// dropReport forgets p, complete or not, and takes its mark off every
+// machine entry (reportDone did for a complete one), so that its bit may
+// serve another.
+func (r *Reconciler) dropReport(p *partial) {
+	delete(r.inv.parts, p.id)
+	r.inv.idle.Remove(p.elem)
 	r.inv.listedN -= len(p.listed)
 	p.listed = nil
 	if p.bit == 0 {
