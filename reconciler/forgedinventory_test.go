@@ -354,3 +354,52 @@ func (f *cloudFleet) forge(fc *nats.Conn, report func(request string) error, wha
 	}
 	f.wait(what, done)
 }
+
+// A flood of forged inventory parts, sent with one worker's credentials
+// while another worker's report is being received, drops the flood's own
+// reports to make room, not the other worker's: that report's last part
+// completes it even while the flood goes on. Workers publish reports in
+// their own credential's name only (wire.InventoryPublishedFor), so the
+// credential a report counts against is its sender's. Before, the reports
+// whose last part came longest ago went first, whoever sent them: the real
+// report, waiting for its next part, was dropped, and no report of a
+// worker with more than one part's machines was whole while a flood went
+// on.
+func TestAFloodDropsItsOwnReportsFirst(t *testing.T) {
+	defer func(n int) { maxListed = n }(maxListed)
+	maxListed = 1000
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	r := clockedReconciler(t, &now)
+	forget(r)
+	real := func(part, parts int) {
+		inv := wire.Inventory{Provider: "bogus", Worker: "w1_pod-a", Report: "real", Part: part, Parts: parts, Time: r.o.Now()}
+		for j := range 100 {
+			inv.Instances = append(inv.Instances, wire.Instance{Cluster: "kept", Machine: fmt.Sprintf("k-%d-%d", part, j)})
+		}
+		r.handleInventory(t.Context(), inventoryPart{subject: wire.InventorySubject("bogus", "w1_pod-a"), inv: inv})
+	}
+	real(1, 0) // more parts follow
+	floodParts(t, r, "forger", 30, 50)
+	if r.inv.parts["bogus/w1_pod-a/real"] == nil {
+		t.Fatal("the report being received from w1_pod-a was dropped to make room for another credential's flood")
+	}
+	if r.inv.listedN > maxListed {
+		t.Errorf("reports being received list %d machines, want %d at most", r.inv.listedN, maxListed)
+	}
+	real(2, 2)
+	if r.inv.parts["bogus/w1_pod-a/real"] != nil {
+		t.Error("w1_pod-a's report is still being received after its last part")
+	}
+	kept := 0
+	for key := range r.inv.orphans {
+		if strings.HasPrefix(key, recordKey("kept", "")) {
+			kept++
+		}
+	}
+	if kept != 200 {
+		t.Errorf("w1_pod-a's whole report made %d orphans of the 200 machines it lists, want all (it was taken whole)", kept)
+	}
+	if l := r.inv.loads["w1"]; l != nil {
+		t.Errorf("w1's load %+v after its report ended, want none", *l)
+	}
+}

@@ -58,12 +58,16 @@ type inventory struct {
 	// until its first planning pass is done, or until this time.
 	holdUntil time.Time
 
-	parts     map[string]*partial // provider, worker and report ID → the report
-	idle      *list.List          // parts, the one whose last part came longest ago first
-	bits      uint32              // the partials' bits in use (partial.bit)
-	providers map[string]*heard   // provider → workers heard from
-	suspects  map[string]int      // record key → request that must confirm it
-	orphans   map[string]*orphan  // record key →
+	parts map[string]*partial // provider, worker and report ID → the report
+	idle  *list.List          // parts, the one whose last part came longest ago first
+	// loads are what each worker credential's reports being received
+	// hold (wire.WorkerCredential of their worker, which the subject
+	// binds): makeRoom drops the reports of the one that holds the most.
+	loads     map[string]*load
+	bits      uint32             // the partials' bits in use (partial.bit)
+	providers map[string]*heard  // provider → workers heard from
+	suspects  map[string]int     // record key → request that must confirm it
+	orphans   map[string]*orphan // record key →
 	// removed is when each record removed in the last listAge went: a
 	// report whose List began before that may still list its machine,
 	// which is no orphan.
@@ -92,6 +96,7 @@ type partial struct {
 	first time.Time
 	last  time.Time     // when its last part came
 	elem  *list.Element // in inventory.idle
+	load  *load         // its worker credential's, in inventory.loads
 	// parts is how many parts the report has, once a part said so (a
 	// worker sends its last part knowing it; earlier workers sent the
 	// count in every part); 0 until then.
@@ -106,6 +111,12 @@ type partial struct {
 	listed map[string]listing
 }
 
+// load is what one worker credential's reports being received hold.
+type load struct {
+	cred            string
+	reports, listed int
+}
+
 // list notes that the report lists in, whose record key is key; n counts
 // the machines every partial lists (inventory.listedN).
 func (p *partial) list(key string, in wire.Instance, n *int) {
@@ -114,6 +125,7 @@ func (p *partial) list(key string, in wire.Instance, n *int) {
 	}
 	if _, ok := p.listed[key]; !ok {
 		*n++
+		p.load.listed++
 	}
 	p.listed[key] = listing{reason: in.Reason, message: in.Message}
 }
@@ -242,7 +254,7 @@ func began(said, first time.Time) time.Time {
 func newInventory() inventory {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return inventory{epoch: hex.EncodeToString(b), parts: map[string]*partial{}, idle: list.New(),
+	return inventory{epoch: hex.EncodeToString(b), parts: map[string]*partial{}, idle: list.New(), loads: map[string]*load{},
 		providers: map[string]*heard{}, suspects: map[string]int{}, orphans: map[string]*orphan{}, removed: map[string]time.Time{}}
 }
 
@@ -374,6 +386,12 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 				began: began(inv.Time, now)}}
 		iv.parts[id] = p
 		p.elem = iv.idle.PushBack(p)
+		cred := wire.WorkerCredential(inv.Worker)
+		if p.load = iv.loads[cred]; p.load == nil {
+			p.load = &load{cred: cred}
+			iv.loads[cred] = p.load
+		}
+		p.load.reports++
 	}
 	p.last = now
 	iv.idle.MoveToBack(p.elem)
@@ -575,16 +593,21 @@ func (r *Reconciler) reportDone(ctx context.Context, p *partial) bool {
 }
 
 // makeRoom makes room for n more machines listed in p's report, and for
-// the report, within maxListed and maxReports: it drops the other reports
-// whose last part came longest ago, which are then never whole (each
-// counted as a malformed inventory). False means p's report alone lists
-// too many.
+// the report, within maxListed and maxReports: it drops other reports,
+// which are then never whole (each counted as a malformed inventory) —
+// those of the worker credential that holds the most of what is over
+// (machines listed, or reports), whose last part came longest ago first.
+// Workers publish reports in their own credential's name only, so a flood
+// sent with one worker's credentials makes room with its own reports,
+// even while it goes on, and another worker's report in progress keeps
+// its parts. False means p's report must go itself: it is the last of the
+// credential that holds the most, or alone lists too many.
 func (r *Reconciler) makeRoom(p *partial, n int) bool {
 	iv := &r.inv
 	dropped := 0
 	for iv.listedN+n > maxListed || len(iv.parts) > maxReports {
-		q := iv.idle.Front().Value.(*partial)
-		if q == p { // p's part came last: every other report is gone
+		q := iv.heaviest(iv.listedN+n > maxListed, p)
+		if q == nil {
 			return false
 		}
 		r.dropReport(q)
@@ -600,6 +623,43 @@ func (r *Reconciler) makeRoom(p *partial, n int) bool {
 	return true
 }
 
+// heaviest is the report makeRoom drops next for p: of the worker
+// credential whose reports list the most machines (byListed) or are the
+// most, the one whose last part came longest ago, not p; when p is the
+// only one of that credential, nil (p must go), unless it holds no more
+// than another credential does, which then gives its oldest.
+func (iv *inventory) heaviest(byListed bool, p *partial) *partial {
+	size := func(l *load) int {
+		if byListed {
+			return l.listed
+		}
+		return l.reports
+	}
+	var heavy *load
+	for _, l := range iv.loads {
+		if heavy == nil || size(l) > size(heavy) || (size(l) == size(heavy) && l != p.load) {
+			heavy = l
+		}
+	}
+	var oldest *partial
+	for e := iv.idle.Front(); e != nil; e = e.Next() {
+		q := e.Value.(*partial)
+		if q == p {
+			continue
+		}
+		if q.load == heavy {
+			return q
+		}
+		if oldest == nil {
+			oldest = q
+		}
+	}
+	if heavy != p.load {
+		return oldest
+	}
+	return nil
+}
+
 // dropReport forgets p, complete or not, and takes its mark off every
 // machine entry (reportDone did for a complete one), so that its bit may
 // serve another.
@@ -607,6 +667,10 @@ func (r *Reconciler) dropReport(p *partial) {
 	delete(r.inv.parts, p.id)
 	r.inv.idle.Remove(p.elem)
 	r.inv.listedN -= len(p.listed)
+	p.load.listed -= len(p.listed)
+	if p.load.reports--; p.load.reports == 0 {
+		delete(r.inv.loads, p.load.cred)
+	}
 	p.listed = nil
 	if p.bit == 0 {
 		return
