@@ -58,7 +58,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, p Provider, opts Wor
 	o := opts.withDefaults(p.Name())
 	o.Log = o.Log.With().Str("provider", p.Name()).Logger()
 	if !validID(o.ID) {
-		return nil, fmt.Errorf("%w: worker ID %q: use letters, digits, '-' and '_', not first, with at most 64 characters before the first '_' (the name of the worker's NATS credentials)", ErrWorker, o.ID)
+		return nil, fmt.Errorf("%w: worker ID %q: use letters, digits, '-' and '_' (not first), at most %d of them (the part before the first '_' names the worker's NATS credentials)", ErrWorker, o.ID, wire.MaxWorkerID)
 	}
 	w := &Worker{js: js, p: p, o: o, hostBound: isHostBound(p), stall: jetstream.WithStallWait(o.AckWait / 3),
 		stop: make(chan struct{}), done: make(chan struct{})}

@@ -180,7 +180,7 @@ func writeRevoked(path string, revoked map[string]int64) error {
 // it (wire.WorkerCredential).
 func (a *Auth) WorkerCreds(name string) ([]byte, error) {
 	if !wire.ValidCredential(name) {
-		return nil, fmt.Errorf("nats worker credentials: %q: a name is letters, digits and '-' (no '_'), at most 64 of them", name)
+		return nil, fmt.Errorf("nats worker credentials: %q: a name is letters, digits and '-' (no '_'), at most %d of them", name, wire.MaxWorkerID)
 	}
 	j, seed, err := mintUser(a.account, "", name, func(p *jwt.Permissions) { WorkerPermissions(p, name) }, workerTag)
 	if err != nil {

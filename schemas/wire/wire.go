@@ -170,9 +170,10 @@ func WorkerCredential(id string) string {
 }
 
 // ValidCredential reports whether name can name a worker's credentials:
-// letters, digits and '-', at most 64 of them.
+// letters, digits and '-', at most MaxWorkerID of them (a worker whose
+// identity has no '_' runs with credentials of its own name).
 func ValidCredential(name string) bool {
-	return len(name) <= 64 && ValidWorker(name) && !strings.Contains(name, "_")
+	return ValidWorker(name) && !strings.Contains(name, "_")
 }
 
 // WorkerInboxPrefix is the inbox the workers of credential receive replies

@@ -352,3 +352,23 @@ func TestDecodeInventoryBoundsWhatItCarries(t *testing.T) {
 		t.Errorf("a docker container refused: %v", err)
 	}
 }
+
+// A credential's name is a worker identity without '_', as long as one:
+// a local worker's default identity on a host with a 64-character name
+// (the name and a hash of its state folder, 73 characters, no '_') names
+// its own credentials.
+func TestValidCredential(t *testing.T) {
+	host := strings.Repeat("h", 64) + "-0123abcd"
+	for s, want := range map[string]bool{"w1": true, "host-1-local": true, host: true, strings.Repeat("c", MaxWorkerID): true,
+		"": false, "w_1": false, "w.1": false, "w>": false, strings.Repeat("c", MaxWorkerID+1): false} {
+		if got := ValidCredential(s); got != want {
+			t.Errorf("ValidCredential(%.20q…) = %v, want %v", s, got, want)
+		}
+	}
+	if got := WorkerCredential("inmemory_gitfleet-worker-inmemory-7d9f-x2k9a"); got != "inmemory" {
+		t.Errorf("WorkerCredential of a pod's identity = %q, want inmemory", got)
+	}
+	if got := WorkerCredential(host); got != host {
+		t.Errorf("WorkerCredential of an identity without '_' = %q, want itself", got)
+	}
+}
