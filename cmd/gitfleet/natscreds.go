@@ -33,7 +33,7 @@ func runNATSCreds(_ context.Context, env *cmdEnv, args []string) error {
 	if *worker == "" {
 		return &exitError{code: exitUsage, err: fmt.Errorf("--worker is required: the name of the worker (or of the workers NAME_<anything>) the credentials are for")}
 	}
-	a, err := natsbus.LoadAuth(filepath.Join(*dataDir, natsbus.AuthDirName))
+	a, err := natsbus.LoadExistingAuth(filepath.Join(*dataDir, natsbus.AuthDirName))
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,9 @@ func TestWorkerCredentials(t *testing.T) {
 		want string
 	}{
 		{[]string{"nats-creds", "--data-dir", dataDir}, "--worker is required"},
+		// A data dir with no keys: credentials from keys made now would
+		// be refused by every server.
+		{[]string{"nats-creds", "--data-dir", filepath.Join(dataDir, "typo"), "--worker", "w1"}, "no account keys in " + filepath.Join(dataDir, "typo", natsbus.AuthDirName)},
 		{[]string{"nats-creds", "--data-dir", dataDir, "--worker", "w_1"}, "no '_'"},
 		{[]string{"worker", "--provider", "inmemory", "--nats", bus.URL, "--nats-creds", creds, "--worker-id", "w2"},
 			"the credentials in " + creds + " are worker w1's, whose identities are w1 or w1_<anything>"},
@@ -60,6 +63,10 @@ func TestWorkerCredentials(t *testing.T) {
 		if code := run(t.Context(), c.args, &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb}); code != exitUsage || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%s: exit %d, %q; want %d saying %q", strings.Join(c.args, " "), code, errb.String(), exitUsage, c.want)
 		}
+	}
+
+	if _, err := os.Stat(filepath.Join(dataDir, "typo")); err == nil {
+		t.Error("nats-creds made keys in a data dir that had none")
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())

@@ -111,6 +111,16 @@ func LoadAuth(dir string) (*Auth, error) {
 	return a, nil
 }
 
+// LoadExistingAuth loads the credentials kept in dir as LoadAuth does,
+// but refuses a dir that holds none: credentials minted from keys made
+// now would belong to an account no server trusts.
+func LoadExistingAuth(dir string) (*Auth, error) {
+	if _, err := os.Stat(filepath.Join(dir, "account.nk")); err != nil {
+		return nil, fmt.Errorf("nats auth: no account keys in %s (%w): give the --data-dir of the daemon whose NATS the worker connects to", dir, err)
+	}
+	return LoadAuth(dir)
+}
+
 // revokeLegacyWorker revokes the user of the worker.creds an earlier
 // version wrote, which every worker shared and whose permissions let a
 // worker publish events and inventories in any worker's name, then
