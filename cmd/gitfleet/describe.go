@@ -82,15 +82,14 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 	clusters := snap.Clusters
 	var fleetConds []status.FleetCondition
 	if len(pos) == 1 {
-		c := snap.Cluster(pos[0])
-		if c == nil {
+		d := snap.DescribeCluster(pos[0])
+		if d == nil {
 			// A cluster removed from the fleet has no status file any
 			// more, but its life is in the branch's history.
 			return fmt.Errorf("cluster %q has no status on %s (clusters there: %s); if it was removed from the fleet, its history says when, why and by whom: gitfleet history --cluster %s",
 				pos[0], *branch, clusterNames(snap), pos[0])
 		}
-		fleetConds = snap.FleetConditionsOf(pos[0])
-		out, clusters = clusterDescription{ClusterStatus: *c, FleetConditions: fleetConds}, []status.ClusterStatus{*c}
+		out, clusters, fleetConds = d, []status.ClusterStatus{d.ClusterStatus}, d.FleetConditions
 	}
 	switch *output {
 	case "json":
@@ -119,16 +118,6 @@ func runDescribe(ctx context.Context, env *cmdEnv, args []string) error {
 		return v.fleetConditions(env.stdout, "Fleet conditions concerning "+pos[0]+" (fleet.yaml):", fleetConds)
 	}
 	return v.fleetConditions(env.stdout, "Fleet conditions (fleet.yaml):", snap.Fleet.Conditions)
-}
-
-// clusterDescription is what describe CLUSTER -o yaml|json prints: the
-// cluster's status file as it is, so that a script reading its fields
-// reads them as before, and the conditions of fleet.yaml that concern the
-// cluster under a key of their own, absent when none does: what the text
-// output shows under "Fleet conditions concerning CLUSTER".
-type clusterDescription struct {
-	status.ClusterStatus `yaml:",inline"`
-	FleetConditions      []status.FleetCondition `yaml:"fleetConditions,omitempty" json:"fleetConditions,omitempty"`
 }
 
 // fleetConditions lists the daemon's conditions in fleet.yaml under heading:

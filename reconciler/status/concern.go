@@ -30,6 +30,26 @@ func (s *Snapshot) FleetConditionsOf(name string) []FleetCondition {
 	return out
 }
 
+// ClusterDescription is a cluster's status file as it is, so that a
+// script reading its fields reads them where they always were, and the
+// conditions of fleet.yaml that concern the cluster (FleetConditionsOf)
+// under a key of their own, absent when none does: what describe CLUSTER
+// -o yaml|json prints and the dashboard's /api/v1/clusters/{name} answers.
+type ClusterDescription struct {
+	ClusterStatus   `yaml:",inline"`
+	FleetConditions []FleetCondition `yaml:"fleetConditions,omitempty" json:"fleetConditions,omitempty"`
+}
+
+// DescribeCluster is cluster name's status with the fleet conditions that
+// concern it, or nil when the snapshot has no such cluster.
+func (s *Snapshot) DescribeCluster(name string) *ClusterDescription {
+	c := s.Cluster(name)
+	if c == nil {
+		return nil
+	}
+	return &ClusterDescription{ClusterStatus: *c, FleetConditions: s.FleetConditionsOf(name)}
+}
+
 func concerns(cd FleetCondition, c *ClusterStatus) bool {
 	if cd.recorded() {
 		return slices.Contains(cd.Clusters, c.Name) ||
