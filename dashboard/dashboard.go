@@ -290,9 +290,12 @@ func (o Options) cluster(w http.ResponseWriter, r *http.Request) (*status.Snapsh
 	return s, c
 }
 
+// apiCluster answers the cluster's status file with the fleet conditions
+// that concern it under fleetConditions, as describe CLUSTER -o json
+// prints it (status.Snapshot.DescribeCluster).
 func (o Options) apiCluster(w http.ResponseWriter, r *http.Request) {
-	if _, c := o.cluster(w, r); c != nil {
-		writeJSON(w, c)
+	if s, c := o.cluster(w, r); c != nil {
+		writeJSON(w, s.DescribeCluster(c.Name))
 	}
 }
 
@@ -434,7 +437,7 @@ func (o Options) clusterPage(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
-	v := clusterView{S: s, C: c, Summary: summarize(c), Recent: Recent(c, recentEvents), Held: c.HaltHold()}
+	v := clusterView{S: s, C: c, Summary: summarize(c), FleetConditions: s.FleetConditionsOf(c.Name), Recent: Recent(c, recentEvents), Held: c.HaltHold()}
 	if v.Held != nil {
 		// Its rollout says the halt, in the RolloutHalted condition's
 		// words, as describe does: Ready's reason alone says it here.
@@ -452,7 +455,12 @@ type clusterView struct {
 	S       *status.Snapshot
 	C       *status.ClusterStatus
 	Summary ClusterSummary
-	Recent  []Event
+	// FleetConditions are the conditions of fleet.yaml that concern the
+	// cluster, as describe CLUSTER lists them
+	// (status.Snapshot.FleetConditionsOf): a problem of the daemon's that
+	// holds it up, such as a lost CA or a provider no worker answers for.
+	FleetConditions []status.FleetCondition
+	Recent          []Event
 	// Held is the RolloutHalted condition of a cluster its class's halted
 	// rollout holds (status.ClusterStatus.HaltHold): it waits for no wave.
 	Held *status.Condition

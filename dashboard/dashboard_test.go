@@ -238,6 +238,86 @@ func TestClusterHeldByHaltedRollout(t *testing.T) {
 	}
 }
 
+// A cluster held up by a problem of the daemon's shows it on its own
+// page, as describe CLUSTER does: the conditions of fleet.yaml that
+// concern it (status.Snapshot.FleetConditionsOf), under a heading of
+// their own, as the same table as its own conditions; none, and no
+// heading, on a cluster they do not concern. prod-1's bootstrap error
+// recorded for it shows on prod-1's page only, though its message names
+// no cluster; the unanswered tasks of provider local on the pages of the
+// clusters with local machines. The API answers them under
+// fleetConditions, every field of the status file where it was. A status
+// commit that clears them, changing fleet.yaml alone, reaches the page
+// (the live updates fetch it again). Before, the cluster page showed none.
+func TestClusterShowsFleetConditions(t *testing.T) {
+	repo := fleetRepo(t, 1, 0) // edge-0000 has no machine
+	setFleet := func(conds ...status.FleetCondition) {
+		t.Helper()
+		w, err := status.NewWriter(t.Context(), status.Options{Repo: repo, Interval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		w.SetFleet(status.FleetStatus{Conditions: conds}, status.Origin{})
+		if err := w.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	since := time.Now().Add(-30 * time.Minute).UTC().Truncate(time.Second)
+	bootstrap := "bootstrap: bootstrap: the cluster's trust material, endpoint and the machine's token are required"
+	tasks := "provider local: no worker answered 1 task in 2m0s (create prod-1-md-0-zz9zz); start a worker for it (gitfleet worker --provider local) or check that its workers reach NATS"
+	setFleet(
+		status.FleetCondition{Condition: status.Condition{Type: status.ConditionReconciling, Status: status.ConditionFalse, Reason: "BootstrapFailing",
+			Message: bootstrap, LastTransitionTime: since}, Clusters: []string{"prod-1"}},
+		status.FleetCondition{Condition: status.Condition{Type: status.ConditionTasksAnswered, Status: status.ConditionFalse, Reason: "NoWorkerAnswers",
+			Message: tasks, LastTransitionTime: since}, Providers: []string{"local"}})
+	srv := httptest.NewServer(Handler(Options{Source: Branch(func() (*git.Repository, error) { return repo, nil }, "gitfleet/status")}))
+	t.Cleanup(srv.Close)
+	esc := strings.NewReplacer("'", "&#39;").Replace
+	heading := func(name string) string {
+		return `<section aria-labelledby="fleet-conds">` + "\n" + `<h2 id="fleet-conds">Fleet conditions concerning ` + name + `</h2>`
+	}
+	bootstrapRow := `<tr><th scope="row">Reconciling</th><td>False</td><td>BootstrapFailing</td><td>` + esc(bootstrap) + `</td><td>30m`
+	tasksRow := `<tr><th scope="row">TasksAnswered</th><td>False</td><td>NoWorkerAnswers</td><td>` + tasks + `</td><td>30m`
+	page := func(name string) string {
+		t.Helper()
+		code, page := get(t, srv.URL+"/clusters/"+name)
+		if code != 200 {
+			t.Fatalf("%s: %d %s", name, code, page)
+		}
+		return page
+	}
+	prod := page("prod-1")
+	wantAll(t, "prod-1's page", prod, heading("prod-1"), bootstrapRow, tasksRow)
+	if own, fleet := strings.Index(prod, `<h2 id="conds">`), strings.Index(prod, `<h2 id="fleet-conds">`); own < 0 || fleet < own || fleet > strings.Index(prod, "</main>") {
+		t.Errorf("prod-1's page does not list the fleet conditions after its own, within its main content:\n%s", prod)
+	}
+	dev := page("dev-1")
+	wantAll(t, "dev-1's page", dev, heading("dev-1"), tasksRow)
+	if strings.Contains(dev, "BootstrapFailing") {
+		t.Errorf("dev-1's page shows the bootstrap error recorded for prod-1:\n%s", dev)
+	}
+	if edge := page("edge-0000"); strings.Contains(edge, "Fleet conditions") || strings.Contains(edge, "NoWorkerAnswers") {
+		t.Errorf("edge-0000, with no machine, shows fleet conditions that concern it not:\n%s", edge)
+	}
+
+	_, body := get(t, srv.URL+"/api/v1/clusters/prod-1")
+	var d status.ClusterDescription
+	if err := json.Unmarshal([]byte(body), &d); err != nil || d.Rollout == nil || d.Rollout.State != "Waiting" || len(d.FleetConditions) != 2 ||
+		d.FleetConditions[0].Reason != "BootstrapFailing" || !slices.Equal(d.FleetConditions[0].Clusters, []string{"prod-1"}) ||
+		d.FleetConditions[1].Reason != "NoWorkerAnswers" || !slices.Equal(d.FleetConditions[1].Providers, []string{"local"}) {
+		t.Errorf("/api/v1/clusters/prod-1 lacks its fleet conditions, with what they record, or its own fields: %v\n%s", err, body)
+	}
+	if _, body := get(t, srv.URL+"/api/v1/clusters/edge-0000"); strings.Contains(body, "fleetConditions") {
+		t.Errorf("/api/v1/clusters/edge-0000 has fleetConditions though none concerns it:\n%s", body)
+	}
+
+	setFleet() // the daemon's problems are over
+	if prod := page("prod-1"); strings.Contains(prod, "Fleet conditions") || strings.Contains(prod, "BootstrapFailing") {
+		t.Errorf("prod-1's page still shows fleet conditions fleet.yaml no longer has:\n%s", prod)
+	}
+}
+
 // A cluster's recent events come from its status file: machines created
 // and deleted with why, conditions that changed, its admission; newest
 // first, at most n.
