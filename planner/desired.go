@@ -118,6 +118,15 @@ type Wave struct {
 	MaxConcurrent *v1alpha1.IntOrPercent // nil: no limit
 }
 
+// slots is how many of the wave's n clusters may move to a class revision
+// at a time: all of them, or its maxConcurrent of them (at least 1).
+func (w *Wave) slots(n int) int {
+	if w.MaxConcurrent == nil {
+		return n
+	}
+	return max(w.MaxConcurrent.Scaled(n, false, n), 1)
+}
+
 // DesiredCluster is one cluster after expansion.
 type DesiredCluster struct {
 	Name   string

@@ -238,7 +238,7 @@ func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*runni
 					}
 				}
 				p.Limits = append(p.Limits, WaveLimit{Wave: w.Name, MaxConcurrent: w.MaxConcurrent.String(),
-					Slots: max(w.MaxConcurrent.Scaled(n, false, n), 1), Clusters: n})
+					Slots: w.slots(n), Clusters: n})
 			}
 		}
 		bc := bd.Class(hc.Name)

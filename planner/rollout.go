@@ -398,10 +398,7 @@ func standOf(s Summary, rr *RolloutRecord, halted bool) (stand int, admit string
 
 func (cg *classGates) gateWave(class *DesiredClass, cr *ClassRollout, wi, current int, ss []Summary, names []string, members []int, stand []int, state []string) {
 	w := &cr.Waves[wi]
-	slots := len(w.Clusters)
-	if mc := class.Waves[wi].MaxConcurrent; mc != nil {
-		slots = max(mc.Scaled(len(w.Clusters), false, slots), 1)
-	}
+	slots := class.Waves[wi].slots(len(w.Clusters))
 	for _, i := range members {
 		if stand[i] == standMoving && state[i] == AdmissionProgressing {
 			slots--
