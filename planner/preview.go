@@ -75,6 +75,11 @@ type UnchangedCluster struct {
 	// empty), unless its class's rollout under way has not admitted it
 	// yet: then they reach it in its wave of that rollout.
 	Own bool `json:"own,omitempty"`
+	// Gate is where the cluster waits, after the merge, in its class's
+	// rollout under way, when the change moves it there (its wave, or how
+	// many of its wave move at a time) without admitting it: the rollout
+	// reaches it elsewhere, or at another pace, than before.
+	Gate string `json:"gate,omitempty"`
 }
 
 // PreviewTotals sums a preview up.
@@ -154,6 +159,11 @@ type ClusterChange struct {
 	// class revision head brings back (a revert of a change it never got):
 	// the rollout head starts admits it at once, in no wave.
 	RunsRevision string `json:"runsRevision,omitempty"`
+	// Admitted says why its class's rollout under way, which the change
+	// leaves going on, admits the cluster at the merge by the gate the
+	// change sets (a wave's maxConcurrent, the wave it falls in), where it
+	// waited before: its machines move to that rollout's revision now.
+	Admitted string `json:"admitted,omitempty"`
 }
 
 // PoolChange is one pool's change.
@@ -189,8 +199,10 @@ type PoolChange struct {
 func (r *PreviewReport) HasChanges() bool { return len(r.Clusters) > 0 }
 
 // Reaches reports whether merging changes anything the daemon does to a
-// cluster: a cluster changes (HasChanges), gets new rules with no machine
-// changed, or waits on a running rollout that merging halts or releases.
+// cluster: a cluster changes (HasChanges, a cluster a rollout under way
+// admits at the merge by the change's gate among them), gets new rules
+// with no machine changed, waits elsewhere in a rollout under way, or
+// waits on a running rollout that merging halts or releases.
 // A plan that does not is the one that reads "No changes", and the one
 // `gitfleet plan --detailed-exitcode` exits 0 for; Terraform's exits 2
 // for any change, as plan's does for one that reaches a cluster.
@@ -199,7 +211,7 @@ func (r *PreviewReport) Reaches() bool {
 		return true
 	}
 	for i := range r.Untouched {
-		if len(r.Untouched[i].NewRules) > 0 {
+		if u := &r.Untouched[i]; len(u.NewRules) > 0 || u.Gate != "" {
 			return true
 		}
 	}
@@ -310,6 +322,7 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 		obs = in.Rollouts
 	}
 	waits := waitingAtMerge(bd, hd, obs, by)
+	gates := gatesAtMerge(bd, hd, obs, runs, by)
 	type compared struct {
 		cc   *ClusterChange
 		errs []Problem
@@ -333,8 +346,13 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 				hold.kind, hold.why = holdOf(b, h, runs[h.Class], cr, live(ms))
 				hold.base = b
 			}
+			if g := gates[n]; g.admits {
+				// The rollout under way admits it at the merge: its
+				// machines move to head's templates.
+				hold.kind, hold.why, hold.admitted = holdNone, "", g.why
+			}
 			cc, errs := compareCluster(n, b, h, hd, ms, hold, waits[n] == mergeWaits)
-			if cc != nil && cc.Held == "" && cc.Refused == "" && (atOnce(b, h, bd, hd) || waits[n] == mergeAtOnce || waits[n] == mergeOnRevision) {
+			if cc != nil && cc.Held == "" && cc.Refused == "" && cc.Admitted == "" && (atOnce(b, h, bd, hd) || waits[n] == mergeAtOnce || waits[n] == mergeOnRevision) {
 				// A halt the change releases moves the clusters it held
 				// in their waves.
 				cc.AtOnce = runs[h.Class] == nil || !runs[h.Class].released
@@ -354,7 +372,7 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 		diff := fd.of(n)
 		if cc == nil {
 			r.Unchanged++
-			if len(diff) > 0 {
+			if g := gates[n]; len(diff) > 0 || g.why != "" {
 				u := UnchangedCluster{Name: n, Reason: unchangedReason(hd.Cluster(n), diff, len(errs) > 0), Diff: diff}
 				b, h := bd.Cluster(n), hd.Cluster(n)
 				if h != nil && h.Paused && len(errs) == 0 {
@@ -371,6 +389,14 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 						u.Wave, u.WaveIndex, u.Waves = "", 0, 0
 					}
 					u.Reason = rulesReason(&u)
+				}
+				if g.why != "" {
+					u.Gate, u.Class = g.place, hd.Cluster(n).Class
+					if len(u.NewRules) > 0 {
+						u.Reason = g.why + "; and " + u.Reason
+					} else {
+						u.Reason = g.why
+					}
 				}
 				r.Untouched = append(r.Untouched, u)
 			}
@@ -394,7 +420,7 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 		t.Created += cc.Created
 		t.Deleted += cc.Deleted
 	}
-	r.Rollouts = rolloutPlans(bd, hd, in.Rollouts, runs, by, fd, r.Clusters)
+	r.Rollouts = rolloutPlans(bd, hd, in.Rollouts, runs, by, fd, r.Clusters, r.Untouched)
 	return r
 }
 
@@ -514,6 +540,9 @@ type hold struct {
 	kind int
 	why  string
 	base *DesiredCluster
+	// admitted: the rollout under way admits the cluster at the merge,
+	// by the change's gate (gatesAtMerge), and why.
+	admitted string
 }
 
 // live counts the machines of ms not Deleted.
@@ -688,6 +717,7 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 		return cc, nil
 	}
 	cc.Class, cc.Wave, cc.WaveIndex, cc.ToVersion, cc.Paused = h.Class, h.WaveName, h.Wave+1, h.Version, h.Paused
+	cc.Admitted = hold.admitted
 	if class := hd.Class(h.Class); class != nil {
 		cc.Waves = len(class.Waves) - 1 // declared; the implicit one comes after
 		if len(class.Waves) == 1 {
@@ -835,7 +865,7 @@ func compareCluster(name string, b, h *DesiredCluster, hd *Desired, ms []Observe
 			}
 		}
 	}
-	if b != nil && len(cc.Pools) == 0 && cc.FromVersion == cc.ToVersion && b.Paused == h.Paused {
+	if b != nil && len(cc.Pools) == 0 && cc.FromVersion == cc.ToVersion && b.Paused == h.Paused && cc.Admitted == "" {
 		return nil, errs
 	}
 	sort.Strings(cc.Machines)

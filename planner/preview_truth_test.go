@@ -28,14 +28,10 @@ func stepsByCluster(steps []Step) (creates, deletes map[string]int) {
 // new machines, its deletes its replacements and the machines it loses.
 func checkPreviewIsWhatHappens(t *testing.T, r *PreviewReport, steps []Step) {
 	t.Helper()
-	creates, deletes := stepsByCluster(steps)
+	creates, deletes := checkListedIsWhatHappens(t, r, steps)
 	listed := map[string]bool{}
 	for _, c := range r.Clusters {
 		listed[c.Name] = true
-		if creates[c.Name] != c.Replaced+c.Created || deletes[c.Name] != c.Replaced+c.Deleted {
-			t.Errorf("%s: the preview said %d replaced, %d created, %d deleted (%d creates, %d deletes); the planner made %d creates and %d deletes",
-				c.Name, c.Replaced, c.Created, c.Deleted, c.Replaced+c.Created, c.Replaced+c.Deleted, creates[c.Name], deletes[c.Name])
-		}
 	}
 	for n := range creates {
 		if !listed[n] {
@@ -47,6 +43,21 @@ func checkPreviewIsWhatHappens(t *testing.T, r *PreviewReport, steps []Step) {
 			t.Errorf("%s: the preview lists no change; the planner made %d deletes", n, deletes[n])
 		}
 	}
+}
+
+// checkListedIsWhatHappens holds the counts of each cluster the preview
+// lists to the steps the planner then took, and returns those steps'
+// creates and deletes by cluster.
+func checkListedIsWhatHappens(t *testing.T, r *PreviewReport, steps []Step) (creates, deletes map[string]int) {
+	t.Helper()
+	creates, deletes = stepsByCluster(steps)
+	for _, c := range r.Clusters {
+		if creates[c.Name] != c.Replaced+c.Created || deletes[c.Name] != c.Replaced+c.Deleted {
+			t.Errorf("%s: the preview said %d replaced, %d created, %d deleted (%d creates, %d deletes); the planner made %d creates and %d deletes",
+				c.Name, c.Replaced, c.Created, c.Deleted, c.Replaced+c.Created, c.Replaced+c.Deleted, creates[c.Name], deletes[c.Name])
+		}
+	}
+	return creates, deletes
 }
 
 // TestPreviewOfARevertCountsWhatHappens: the revert of a change that

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -33,9 +34,10 @@ type RolloutPlan struct {
 	Limits []WaveLimit `json:"limits,omitempty"`
 	// GateChanges are the fields of spec.rollout (waves, maxConcurrent,
 	// maxFailures) head changes, when it also starts a new rollout: that
-	// rollout runs by head's gate, not base's. GateBefore and Gate sum
-	// base's and head's gate up ("waves canary, prod (maxConcurrent 1);
-	// maxFailures 1").
+	// rollout runs by head's gate, not base's; or when the rollout under
+	// way admits or moves clusters by it (Admits, Moves). GateBefore and
+	// Gate sum base's and head's gate up ("waves canary, prod
+	// (maxConcurrent 1); maxFailures 1").
 	GateChanges []FieldChange `json:"gateChanges,omitempty"`
 	GateBefore  string        `json:"gateBefore,omitempty"`
 	Gate        string        `json:"gate,omitempty"`
@@ -56,6 +58,14 @@ type RolloutPlan struct {
 	Waiting []string `json:"waiting,omitempty"`
 	New     []string `json:"new,omitempty"`
 	Failed  []string `json:"failed,omitempty"`
+	// Admits are the clusters the running rollout admits at the merge by
+	// the gate head sets (a wave's maxConcurrent, the waves its clusters
+	// fall in), which base's gate kept waiting; Moves those it keeps
+	// waiting elsewhere than base's did (another wave, another number of
+	// their wave at a time). GateChanges, GateBefore and Gate then say
+	// what of the gate head changes, if spec.rollout.
+	Admits []string `json:"admits,omitempty"`
+	Moves  []string `json:"moves,omitempty"`
 }
 
 // WaveLimit is a wave's maxConcurrent as written ("1", "50%") and the
@@ -217,12 +227,20 @@ func sameTemplates(b, h *DesiredCluster) bool {
 
 // rolloutPlans says, for each class of head, what merging does to its
 // rollout: a class whose machines head changes, or whose rollout the
-// status branch shows halted or holding a cluster the change edits.
-func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*running, by map[string][]ObservedMachine, fd *fleetDiff, changes []ClusterChange) []RolloutPlan {
-	held := map[string][]string{}
+// status branch shows halted or holding a cluster the change edits, or
+// whose gate the change moves clusters of.
+func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*running, by map[string][]ObservedMachine, fd *fleetDiff, changes []ClusterChange, untouched []UnchangedCluster) []RolloutPlan {
+	held, admits, moves := map[string][]string{}, map[string][]string{}, map[string][]string{}
 	for i := range changes {
 		if c := &changes[i]; c.Held != "" {
 			held[c.Class] = append(held[c.Class], c.Name)
+		} else if c.Admitted != "" {
+			admits[c.Class] = append(admits[c.Class], c.Name)
+		}
+	}
+	for i := range untouched {
+		if u := &untouched[i]; u.Gate != "" {
+			moves[u.Class] = append(moves[u.Class], u.Name)
 		}
 	}
 	var out []RolloutPlan
@@ -247,7 +265,8 @@ func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*runni
 			p.Running = &RunningRollout{Revision: cr.Revision, Change: cr.Change, CurrentWave: cr.CurrentWave,
 				Halted: cr.Halted, Failed: cr.Failed, MaxFailures: cr.MaxFailures}
 		}
-		if p.NewRollout && bc != nil {
+		p.Admits, p.Moves = admits[hc.Name], moves[hc.Name]
+		if p.NewRollout && bc != nil || len(p.Admits)+len(p.Moves) > 0 {
 			for _, c := range fd.changes["class "+hc.Name] {
 				if strings.HasPrefix(c.Path, "spec.rollout") {
 					p.GateChanges = append(p.GateChanges, c)
@@ -264,7 +283,7 @@ func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*runni
 			for _, n := range hd.classMembers()[hc.Name] {
 				c, ok := obs.Clusters[n]
 				switch {
-				case ok && c.Revision == run.Revision:
+				case ok && c.Revision == run.Revision, slices.Contains(p.Admits, n):
 				case ok && c.Revision != "":
 					p.Waiting = append(p.Waiting, n)
 				case run.Halted && live(by[n]) == 0:
@@ -278,7 +297,7 @@ func rolloutPlans(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*runni
 		switch {
 		case p.NewRollout && len(hd.classMembers()[hc.Name]) > 0,
 			p.Running != nil && (p.Running.Halted || p.haltsAt()),
-			len(held[hc.Name]) > 0:
+			len(held[hc.Name]) > 0, len(p.Admits)+len(p.Moves) > 0:
 			out = append(out, p)
 		}
 	}

@@ -234,6 +234,9 @@ func mergeFooter(r *PreviewReport) string {
 		if c.Refused != "" || c.Paused {
 			continue // no step at all
 		}
+		if c.Admitted != "" {
+			continue // the rollout under way's sentence names it
+		}
 		if c.Change == ChangeChanged && c.WaveIndex > 0 && !c.AtOnce {
 			w := waveOf(c.Class, c.Wave, c.WaveIndex, c.Waves)
 			w.clusters = append(w.clusters, c.Name)
@@ -274,6 +277,16 @@ func mergeFooter(r *PreviewReport) string {
 			b.WriteString(".")
 		case len(waiting[p.Class]) > 0:
 			fmt.Fprintf(&b, " Waiting for their wave in class %s's rollout of revision %s: %s.", p.Class, p.Running.Revision, listNames(waiting[p.Class], 5))
+		}
+		if p.Running != nil && len(p.Admits)+len(p.Moves) > 0 {
+			var what []string
+			if len(p.Admits) > 0 {
+				what = append(what, "it admits "+listNames(p.Admits, 5)+" at the merge")
+			}
+			if len(p.Moves) > 0 {
+				what = append(what, agree(p.Moves, "waits where that gate puts it", "wait where that gate puts them"))
+			}
+			fmt.Fprintf(&b, " Class %s's rollout of revision %s under way goes on by the new gate: %s.", p.Class, p.Running.Revision, strings.Join(what, "; "))
 		}
 	}
 	for _, class := range sortedKeys(classes) {
@@ -361,15 +374,22 @@ func rolloutNote(r *PreviewReport, p *RolloutPlan, code func(string) string) str
 				held = append(held, c.Name)
 			}
 		}
-		if p.NewRollout || len(held) == 0 {
+		if p.NewRollout || len(held)+len(p.Admits)+len(p.Moves) == 0 {
 			return ""
 		}
 		wave := ""
 		if run.CurrentWave != "" {
 			wave = ", at wave " + run.CurrentWave
 		}
-		return fmt.Sprintf("%s is under way%s. This change leaves what the class's machines are made of as it is, so that rollout goes on, and the clusters it has not admitted yet (%s) keep the templates they run until their wave admits them; only their new sizes apply at once.",
-			what, wave, listNames(held, 5))
+		var goes []string
+		if len(held) > 0 {
+			goes = append(goes, fmt.Sprintf("the clusters it has not admitted yet (%s) keep the templates they run until their wave admits them; only their new sizes apply at once", listNames(held, 5)))
+		}
+		if g := gateMoves(p); g != "" {
+			goes = append(goes, g)
+		}
+		return fmt.Sprintf("%s is under way%s. This change leaves what the class's machines are made of as it is, so that rollout goes on, and %s.",
+			what, wave, strings.Join(goes, "; and "))
 	}
 	halted := fmt.Sprintf("%s is halted: %s.", what, failed)
 	if p.NewRollout {
@@ -389,6 +409,33 @@ func rolloutNote(r *PreviewReport, p *RolloutPlan, code func(string) string) str
 	}
 	return halted + " This change leaves what the class's machines are made of as it is, so the halt stays until a fix or a revert of the class is merged (or spec.rollout.maxFailures is raised): " +
 		strings.Join(stays[:len(stays)-1], "; ") + "; and " + stays[len(stays)-1] + "."
+}
+
+// gateMoves says what the gate head sets does to the clusters of a
+// rollout under way: which it admits at the merge, which wait elsewhere
+// ("" when none).
+func gateMoves(p *RolloutPlan) string {
+	if len(p.Admits)+len(p.Moves) == 0 {
+		return ""
+	}
+	by := "by the waves this change puts its clusters in"
+	switch {
+	case len(p.GateChanges) > 0 && p.GateBefore == p.Gate:
+		by = "by the selectors this change gives its waves"
+	case len(p.GateChanges) > 0:
+		by = "by the gate this change sets (" + p.GateBefore + " → " + p.Gate + ")"
+	}
+	var what []string
+	if len(p.Admits) > 0 {
+		what = append(what, agree(p.Admits, "at the merge: its machines move", "at the merge: their machines move")+" to that revision now")
+	}
+	if len(p.Moves) > 0 {
+		what = append(what, agree(p.Moves, "waits where that gate puts it, not where it waited", "wait where that gate puts them, not where they waited"))
+	}
+	if len(p.Admits) > 0 {
+		return by + ", it admits " + strings.Join(what, "; ")
+	}
+	return by + ", " + what[0]
 }
 
 // failedFate says what becomes of the failed clusters' machines when the
@@ -532,13 +579,16 @@ func noChangesLine(r *PreviewReport) string {
 	if !r.Reaches() {
 		return fmt.Sprintf("No changes: %s unchanged.", plural(r.Unchanged, "cluster"))
 	}
-	class, own := 0, 0
+	class, own, moved := 0, 0, 0
 	for _, u := range r.Untouched {
 		switch {
 		case len(u.NewRules) > 0 && u.Own:
 			own++
 		case len(u.NewRules) > 0:
 			class++
+		}
+		if u.Gate != "" {
+			moved++
 		}
 	}
 	var rules []string
@@ -547,6 +597,9 @@ func noChangesLine(r *PreviewReport) string {
 	}
 	if own > 0 {
 		rules = append(rules, fmt.Sprintf(", %d of them getting new rules of their own files", own))
+	}
+	if moved > 0 {
+		rules = append(rules, fmt.Sprintf(", %d of them waiting elsewhere in their class's rollout under way", moved))
 	}
 	return fmt.Sprintf("No machine changes: %s unchanged%s.", plural(r.Unchanged, "cluster"), strings.Join(rules, ""))
 }
@@ -676,6 +729,9 @@ func clusterLines(c *ClusterChange) []string {
 	}
 	if c.Held != "" {
 		lines = append(lines, "waits: "+c.Held)
+	}
+	if c.Admitted != "" {
+		lines = append(lines, "admitted: "+c.Admitted)
 	}
 	for _, w := range c.Warnings {
 		lines = append(lines, "warning: "+w)
