@@ -84,6 +84,11 @@ func TestUserDataGolden(t *testing.T) {
 			if len(d.CACertHashes) != 1 || d.CACertHashes[0] != hash {
 				t.Errorf("%s: CA hashes %v, want %s", c.golden, d.CACertHashes, hash)
 			}
+			if d.Network != (Network{}) {
+				// gitfleet plan says a new spec.clusterNetwork reaches no
+				// machine but a cluster's first control plane.
+				t.Errorf("%s: a joining machine's data carries the cluster's network %+v", c.golden, d.Network)
+			}
 			if strings.Contains(string(ud), "PRIVATE KEY") {
 				t.Errorf("%s: a joining machine's data holds a private key", c.golden)
 			}

@@ -80,6 +80,9 @@ type UnchangedCluster struct {
 	// many of its wave move at a time) without admitting it: the rollout
 	// reaches it elsewhere, or at another pace, than before.
 	Gate string `json:"gate,omitempty"`
+	// Network says what the cluster's new spec.clusterNetwork reaches
+	// (networkNote): no machine that runs.
+	Network string `json:"network,omitempty"`
 }
 
 // PreviewTotals sums a preview up.
@@ -164,6 +167,9 @@ type ClusterChange struct {
 	// change sets (a wave's maxConcurrent, the wave it falls in), where it
 	// waited before: its machines move to that rollout's revision now.
 	Admitted string `json:"admitted,omitempty"`
+	// Network says what the cluster's new spec.clusterNetwork reaches
+	// (networkNote).
+	Network string `json:"network,omitempty"`
 }
 
 // PoolChange is one pool's change.
@@ -201,8 +207,9 @@ func (r *PreviewReport) HasChanges() bool { return len(r.Clusters) > 0 }
 // Reaches reports whether merging changes anything the daemon does to a
 // cluster: a cluster changes (HasChanges, a cluster a rollout under way
 // admits at the merge by the change's gate among them), gets new rules
-// with no machine changed, waits elsewhere in a rollout under way, or
-// waits on a running rollout that merging halts or releases.
+// or a new clusterNetwork with no machine changed, waits elsewhere in a
+// rollout under way, or waits on a running rollout that merging halts or
+// releases.
 // A plan that does not is the one that reads "No changes", and the one
 // `gitfleet plan --detailed-exitcode` exits 0 for; Terraform's exits 2
 // for any change, as plan's does for one that reaches a cluster.
@@ -211,7 +218,7 @@ func (r *PreviewReport) Reaches() bool {
 		return true
 	}
 	for i := range r.Untouched {
-		if u := &r.Untouched[i]; len(u.NewRules) > 0 || u.Gate != "" {
+		if u := &r.Untouched[i]; len(u.NewRules) > 0 || u.Gate != "" || u.Network != "" {
 			return true
 		}
 	}
@@ -324,8 +331,9 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 	waits := waitingAtMerge(bd, hd, obs, by)
 	gates := gatesAtMerge(bd, hd, obs, runs, by)
 	type compared struct {
-		cc   *ClusterChange
-		errs []Problem
+		cc      *ClusterChange
+		errs    []Problem
+		network string
 	}
 	results := make([]compared, len(sorted))
 	inParallel(len(sorted), func(lo, hi int) {
@@ -361,6 +369,9 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 				}
 			}
 			results[i].cc, results[i].errs = cc, errs
+			if results[i].network = networkNote(b, h, ms); cc != nil {
+				cc.Network = results[i].network
+			}
 		}
 	})
 	fd := newFleetDiff(base, head)
@@ -398,6 +409,14 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 						u.Reason = g.why
 					}
 				}
+				if u.Network = results[i].network; u.Network != "" && len(errs) == 0 {
+					switch {
+					case u.Paused, len(u.NewRules) > 0, u.Gate != "":
+						u.Reason += "; and " + u.Network
+					default:
+						u.Reason = "no machine of it changes and none is replaced: " + u.Network
+					}
+				}
 				r.Untouched = append(r.Untouched, u)
 			}
 			continue
@@ -422,6 +441,41 @@ func PreviewOf(in PreviewInput) *PreviewReport {
 	}
 	r.Rollouts = rolloutPlans(bd, hd, in.Rollouts, runs, by, fd, r.Clusters, r.Untouched)
 	return r
+}
+
+// networkNote says what head's new spec.clusterNetwork of a cluster (b
+// base's, h head's) does, given its live machines ms ("" when head keeps
+// base's, or either lacks the cluster). The daemon puts it in a machine's
+// bootstrap data only for the cluster's first control-plane machine, whose
+// kubeadm init sets the pod and service ranges and the DNS domain of the
+// cluster for good; every other machine joins, and takes the cluster's.
+func networkNote(b, h *DesiredCluster, ms []ObservedMachine) string {
+	if b == nil || h == nil || networkOf(b.Network) == networkOf(h.Network) {
+		return ""
+	}
+	for i := range ms {
+		if ms[i].Deployment == "" && ms[i].Phase != wire.PhaseDeleted {
+			return "kubeadm takes spec.clusterNetwork only when a cluster's first control-plane machine initialises it (kubeadm init), and " + h.Name + "'s control plane is made: it keeps the pod and service ranges and the DNS domain it has, and the new ones reach only a control plane made again from none (every control-plane machine gone)"
+		}
+	}
+	return "its first control-plane machine, made from now on, initialises it with the new spec.clusterNetwork (kubeadm init)"
+}
+
+// networkOf is a spec.clusterNetwork as the bootstrap data writes it:
+// pod ranges, service ranges, DNS domain.
+func networkOf(n *v1alpha1.ClusterNetwork) [3]string {
+	var out [3]string
+	if n == nil {
+		return out
+	}
+	if n.Pods != nil {
+		out[0] = strings.Join(n.Pods.CIDRBlocks, ",")
+	}
+	if n.Services != nil {
+		out[1] = strings.Join(n.Services.CIDRBlocks, ",")
+	}
+	out[2] = n.ServiceDomain
+	return out
 }
 
 // atOnce says whether head's change of a cluster (b base's, h head's)

@@ -244,8 +244,11 @@ func mergeFooter(r *PreviewReport) string {
 		}
 		direct = append(direct, c.Name)
 	}
-	var rulesAtOnce []string
+	var rulesAtOnce, network []string
 	for _, u := range r.Untouched {
+		if u.Network != "" {
+			network = append(network, u.Name)
+		}
 		switch {
 		case len(u.NewRules) > 0 && u.WaveIndex > 0:
 			w := waveOf(u.Class, u.Wave, u.WaveIndex, u.Waves)
@@ -337,6 +340,9 @@ func mergeFooter(r *PreviewReport) string {
 	}
 	if len(rulesAtOnce) > 0 {
 		fmt.Fprintf(&b, " New rules at once, in no wave, no machine changed: %s.", listNames(rulesAtOnce, 5))
+	}
+	if len(network) > 0 {
+		fmt.Fprintf(&b, " New spec.clusterNetwork, which no running machine takes (only a control plane made again from none): %s.", listNames(network, 5))
 	}
 	return b.String()
 }
@@ -579,7 +585,7 @@ func noChangesLine(r *PreviewReport) string {
 	if !r.Reaches() {
 		return fmt.Sprintf("No changes: %s unchanged.", plural(r.Unchanged, "cluster"))
 	}
-	class, own, moved := 0, 0, 0
+	class, own, moved, network := 0, 0, 0, 0
 	for _, u := range r.Untouched {
 		switch {
 		case len(u.NewRules) > 0 && u.Own:
@@ -589,6 +595,9 @@ func noChangesLine(r *PreviewReport) string {
 		}
 		if u.Gate != "" {
 			moved++
+		}
+		if u.Network != "" {
+			network++
 		}
 	}
 	var rules []string
@@ -600,6 +609,9 @@ func noChangesLine(r *PreviewReport) string {
 	}
 	if moved > 0 {
 		rules = append(rules, fmt.Sprintf(", %d of them waiting elsewhere in their class's rollout under way", moved))
+	}
+	if network > 0 {
+		rules = append(rules, fmt.Sprintf(", %d of them getting a new clusterNetwork that no running machine takes", network))
 	}
 	return fmt.Sprintf("No machine changes: %s unchanged%s.", plural(r.Unchanged, "cluster"), strings.Join(rules, ""))
 }
@@ -732,6 +744,9 @@ func clusterLines(c *ClusterChange) []string {
 	}
 	if c.Admitted != "" {
 		lines = append(lines, "admitted: "+c.Admitted)
+	}
+	if c.Network != "" {
+		lines = append(lines, "network: "+c.Network)
 	}
 	for _, w := range c.Warnings {
 		lines = append(lines, "warning: "+w)

@@ -20,8 +20,9 @@ var (
 
 // plan --detailed-exitcode exits 2 for every plan whose change reaches a
 // cluster, machines or not: new rules of a class (in its waves, or at once
-// when it declares none) or of the cluster's own files, a paused cluster,
-// a running rollout that merging halts or releases. It exits 0 only when the plan reads "No changes":
+// when it declares none) or of the cluster's own files, a new
+// clusterNetwork, a paused cluster, a running rollout that merging halts or
+// releases. It exits 0 only when the plan reads "No changes":
 // nothing the daemon does to a cluster differs. Before, a change of rules
 // alone, or of a rollout's maxFailures that halts it, exited 0 — "no
 // changes" to a CI job that gates on the code — although the daemon then
@@ -59,6 +60,15 @@ func TestPlanDetailedExitCode(t *testing.T) {
 			status: func(t *testing.T, dir string) { rolloutStatus(t, dir, 2) }, head: prodHealthCheck, code: 2, want: []string{
 				"its own new rules (health checks) reach it in wave 2/2 prod, when class standard's rollout under way admits it",
 				"wave prod (new rules only: prod-1"}},
+		// kubeadm takes a cluster's network only when its first
+		// control-plane machine initialises it: the daemon replaces no
+		// machine, but a control plane made again from none takes it.
+		{name: "clusterNetwork", head: map[string][2]string{"clusters/dev-1.yaml": {"cidrBlocks: [10.244.0.0/16]", "cidrBlocks: [10.245.0.0/16]"}},
+			code: 2, want: []string{
+				"No machine changes: 2 clusters unchanged, 1 of them getting a new clusterNetwork that no running machine takes.",
+				"= dev-1 (unchanged)\n    why: no machine of it changes and none is replaced: kubeadm takes spec.clusterNetwork only when a cluster's first control-plane machine initialises it (kubeadm init), and dev-1's control plane is made: it keeps the pod and service ranges and the DNS domain it has, and the new ones reach only a control plane made again from none (every control-plane machine gone)\n",
+				"      - spec.clusterNetwork.pods.cidrBlocks: [\"10.244.0.0/16\"]\n      + spec.clusterNetwork.pods.cidrBlocks: [\"10.245.0.0/16\"]\n",
+				"New spec.clusterNetwork, which no running machine takes (only a control plane made again from none): dev-1."}},
 		{name: "paused", head: map[string][2]string{"clusters/dev-1.yaml": {"spec:\n", "spec:\n  paused: true\n"}}, code: 2, want: []string{
 			"~ dev-1 (changed)", "paused: nothing happens until spec.paused is false"}},
 		{name: "lower maxFailures halts the rollout", main: map[string][2]string{"classes/standard.yaml": {"maxFailures: 1", "maxFailures: 2"}},
