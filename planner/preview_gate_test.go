@@ -8,15 +8,20 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/v1alpha1"
 )
 
-// stagingUnderWay is wavesFleet's class change rolling out, stopped at
-// the pass that admits stage-a to wave staging (maxConcurrent 1): stage-b
-// waits for a slot, production for staging to be done.
-func stagingUnderWay(t *testing.T) *sim {
+// stagingUnderWay is wavesFleet's class change (with edit, if any)
+// rolling out, stopped at the pass that admits stage-a to wave staging
+// (maxConcurrent 1): stage-b waits for a slot, production for staging to
+// be done.
+func stagingUnderWay(t *testing.T, edit func(f *v1alpha1.Fleet)) *sim {
 	t.Helper()
 	s := newSim(t, wavesFleet("v1.30.2"))
 	s.quiet = true
 	s.run(100)
-	s.setFleet(templateChange(wavesFleet("v1.30.2")))
+	f := templateChange(wavesFleet("v1.30.2"))
+	if edit != nil {
+		edit(f)
+	}
+	s.setFleet(f)
 	for range 50 {
 		s.step()
 		if slices.Equal(newlyAdmitted(s.recBefore, s.records), []string{"stage-a"}) {
@@ -66,8 +71,11 @@ func TestPreviewGateChangeUnderWayIsWhatHappens(t *testing.T) {
 	relabel := func(cluster, tier string) func(f *v1alpha1.Fleet) {
 		return func(f *v1alpha1.Fleet) { clusterOf(f, cluster).Metadata.Labels["tier"] = tier }
 	}
+	pausedCanary := func(f *v1alpha1.Fleet) { clusterOf(f, "canary-a").Spec.Paused = true }
 	for _, c := range []struct {
-		name   string
+		name string
+		// base edits the class change the rollout under way is of.
+		base   func(f *v1alpha1.Fleet)
 		head   func(f *v1alpha1.Fleet)
 		admits []string
 		moves  []string
@@ -96,12 +104,22 @@ func TestPreviewGateChangeUnderWayIsWhatHappens(t *testing.T) {
 			"it waits in wave production (2 clusters, all at once), not in wave production (2 clusters, 1 at a time) as before, now waiting for wave staging of class standard: 0 of 2 clusters done",
 			"prod-a, prod-b wait where that gate puts them.",
 		}},
+		// The canary, paused when the change came, was passed over; once
+		// unpaused it takes part again, and its wave's turn has come.
+		{name: "unpaused in a wave passed", base: pausedCanary, head: func(f *v1alpha1.Fleet) { clusterOf(f, "canary-a").Spec.Paused = false },
+			admits: []string{"canary-a"}, want: []string{
+				"in wave canary (1 cluster, all at once); before this change it was passed over (spec.paused); its machines move to that revision now",
+			}},
 		// A slot taken by no change of the gate: nothing moves.
 		{name: "maxConcurrent alike", head: wave("staging", v1alpha1.Int(1))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := stagingUnderWay(t)
+			s := stagingUnderWay(t, c.base)
 			base, head := templateChange(wavesFleet("v1.30.2")), templateChange(wavesFleet("v1.30.2"))
+			if c.base != nil {
+				c.base(base)
+				c.base(head)
+			}
 			c.head(head)
 			r := PreviewOf(PreviewInput{Base: base, Head: head, Observed: s.observed(), Rollouts: observedRollouts(s)})
 			// Every cluster listed as changed is one the gate admits, and
@@ -129,7 +147,7 @@ func TestPreviewGateChangeUnderWayIsWhatHappens(t *testing.T) {
 			}
 
 			// The same pass without the change admits none of them.
-			without := stagingUnderWay(t)
+			without := stagingUnderWay(t, c.base)
 			without.step()
 			if got := newlyAdmitted(without.recBefore, without.records); got != nil {
 				t.Errorf("without the change the next pass admits %v", got)
