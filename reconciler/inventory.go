@@ -365,6 +365,9 @@ func (r *Reconciler) handleInventory(ctx context.Context, part inventoryPart) {
 		r.metrics.Malformed.WithLabelValues("inventory").Inc()
 		return
 	}
+	// Whether the report covers its worker's machines only is the
+	// provider's nature, not the report's word (wire.HostBound).
+	inv.HostBound = wire.HostBound(inv.Provider, inv.HostBound)
 	iv := &r.inv
 	now := r.o.Now()
 	// Reports whose parts stopped coming a minute ago: a worker sends

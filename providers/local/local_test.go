@@ -24,6 +24,16 @@ import (
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
+// The leader takes a report of local machines as covering its worker's
+// only, whatever the report says (wire.HostBound), as the provider is.
+func TestLeaderKnowsLocalIsHostBound(t *testing.T) {
+	var p providers.Provider = &local.Provider{}
+	hb, ok := p.(providers.HostBound)
+	if !ok || !hb.HostBound() || !wire.HostBound(local.Name, false) {
+		t.Errorf("local: HostBound %v (implemented %v); the leader takes its reports as host-bound: %v", ok && hb.HostBound(), ok, wire.HostBound(local.Name, false))
+	}
+}
+
 func TestConformance(t *testing.T) {
 	url := startNATS(t)
 	providertest.Run(t, func(t *testing.T) providers.Provider { return newProvider(t, url, t.TempDir()) })

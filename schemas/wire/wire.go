@@ -592,6 +592,25 @@ func InventoryPublishedFor(subject, provider, worker string) bool {
 	return subject == InventorySubject(provider, worker) || subject == SubjectInventory+"."+provider+"."+worker
 }
 
+// hostBound says, of each provider gitfleet has, whether its machines
+// live on the host of the worker that holds them (local: processes of
+// that host).
+var hostBound = map[string]bool{"local": true, "inmemory": false, "docker": false}
+
+// HostBound is whether a report of provider's machines covers its
+// worker's machines only (true) or every machine of the provider: what
+// the provider is, for the providers gitfleet has, whatever the report
+// says (claimed), which is taken only for a provider it does not know. A
+// report is taken from any worker's credentials in their own name, and
+// one that said local machines were not host-bound covered every local
+// worker's: they were all found gone and replaced.
+func HostBound(provider string, claimed bool) bool {
+	if hb, ok := hostBound[provider]; ok {
+		return hb
+	}
+	return claimed
+}
+
 // InventoryRequest asks every worker for its inventory now.
 type InventoryRequest struct {
 	APIVersion string    `json:"apiVersion"`
