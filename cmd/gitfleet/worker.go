@@ -196,7 +196,7 @@ func newProvider(ctx context.Context, name string, js jetstream.JetStream, lo lo
 		}
 		return p, nil
 	case inmemory.Name:
-		return inmemory.New(ctx, js, inmemory.Options{Replicas: lo.NATS.Replicas, ReplicasSet: lo.NATS.ReplicasSet})
+		return inmemory.New(ctx, js, inmemory.Options{Replicas: lo.NATS.Replicas})
 	case local.Name:
 		return local.New(lo)
 	}

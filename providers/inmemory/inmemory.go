@@ -32,7 +32,11 @@ import (
 const Name = "inmemory"
 
 // Bucket is the KV bucket that holds the machines.
-const Bucket = "gitfleet-inmemory"
+const Bucket = wire.BucketInmemory
+
+// BucketDescription is the bucket's description, as the daemon makes it
+// (natsbus.Ensure).
+const BucketDescription = "machines of the inmemory provider"
 
 // Spec is a machine's inmemory spec; every field overrides the provider's
 // Options for that machine.
@@ -49,11 +53,10 @@ type Options struct {
 	FailureRate          float64
 	// Bucket overrides the bucket name (tests use one per provider).
 	Bucket string
-	// Replicas of the bucket when it is made (0: 1), and, with
-	// ReplicasSet (--nats-replicas given), of an existing one; otherwise an
-	// existing bucket keeps its replicas, as gitfleet's own do.
-	Replicas    int
-	ReplicasSet bool
+	// Replicas of the bucket when New makes it (0: 1). An existing one
+	// keeps its settings: the daemon owns them (natsbus.Ensure, with
+	// --nats-replicas), and a worker's credentials may not change them.
+	Replicas int
 }
 
 // ErrSimulatedFailure is the permanent error of a machine that failed by
@@ -76,19 +79,20 @@ type Provider struct {
 
 var _ providers.Provider = (*Provider)(nil)
 
-// New opens (creating it if need be) the provider's bucket on js.
+// New opens the provider's bucket on js as it is, making it only when it
+// is missing (which a worker's credentials may not: their worker waits for
+// the daemon to make it, natsbus.EnsureMissing).
 func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Provider, error) {
 	if opts.Bucket == "" {
 		opts.Bucket = Bucket
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	replicas := max(opts.Replicas, 1)
-	if s, err := js.Stream(ctx, "KV_"+opts.Bucket); err == nil && !opts.ReplicasSet {
-		replicas = s.CachedInfo().Config.Replicas
+	kv, err := js.KeyValue(ctx, opts.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: opts.Bucket,
+			Description: BucketDescription, History: 1, Storage: jetstream.FileStorage, Replicas: max(opts.Replicas, 1)})
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: opts.Bucket,
-		Description: "machines of the inmemory provider", History: 1, Storage: jetstream.FileStorage, Replicas: replicas})
 	if err != nil {
 		return nil, fmt.Errorf("inmemory: bucket %s: %w", opts.Bucket, err)
 	}

@@ -271,7 +271,7 @@ func TestOneKeyACluster(t *testing.T) {
 func TestMachinesUnderKeysOfTheirOwn(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.ClientURL())
-	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: inmemory.Bucket, History: 1})
+	kv, err := js.KeyValue(t.Context(), inmemory.Bucket) // as the daemon made it (natsbus.Ensure)
 	if err != nil {
 		t.Fatal(err)
 	}

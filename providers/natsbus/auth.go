@@ -351,14 +351,16 @@ resolver_preload: {
 
 // WorkerPermissions are what the workers of credential name may do
 // (docs/operations.md): take the tasks of the task stream and ack them,
-// read the machine records, keep the inmemory provider's bucket, publish
+// read the machine records, read and write the inmemory provider's bucket
+// (not change its stream, which the daemon makes: a stream that
+// republished what a worker writes would publish it on any subject), publish
 // events and inventories on their own name's subjects only
 // (wire.EventSubject, wire.InventorySubject), hear replies on their own
 // inbox only (wire.WorkerInboxPrefix). Above all they may not publish a
 // task or a heartbeat, change a stream, or speak in another credential's
 // name.
 func WorkerPermissions(p *jwt.Permissions, name string) {
-	tasks, records, cloud := wire.StreamTasks, "KV_"+wire.BucketMachines, "KV_gitfleet-inmemory"
+	tasks, records, cloud := wire.StreamTasks, "KV_"+wire.BucketMachines, "KV_"+wire.BucketInmemory
 	p.Pub.Allow.Add(
 		wire.SubjectEvents+".*.from."+name,
 		wire.SubjectInventory+".*."+name+".*",
@@ -373,14 +375,12 @@ func WorkerPermissions(p *jwt.Permissions, name string) {
 		"$JS.API.STREAM.MSG.GET."+records,
 		"$JS.API.CONSUMER.CREATE."+records+".>",
 		"$JS.API.CONSUMER.DELETE."+records+".>",
-		"$JS.API.STREAM.CREATE."+cloud,
-		"$JS.API.STREAM.UPDATE."+cloud,
 		"$JS.API.DIRECT.GET."+cloud+".>",
 		"$JS.API.STREAM.MSG.GET."+cloud,
 		"$JS.API.CONSUMER.CREATE."+cloud+".>",
 		"$JS.API.CONSUMER.MSG.NEXT."+cloud+".>", // List fetches the cloud in batches
 		"$JS.API.CONSUMER.DELETE."+cloud+".>",
-		"$KV.gitfleet-inmemory.>",
+		"$KV."+wire.BucketInmemory+".>",
 		"$JS.FC.>",
 		wire.SubjectJoin+".>", // the inmemory provider reviews its machines' tokens
 	)

@@ -356,6 +356,30 @@ func checkNotInAnothersName(t *testing.T, bus *natsbus.Bus, worker *nats.Conn, e
 		t.Errorf("worker w1's report in another's name reached %s", m.Subject)
 	case <-time.After(300 * time.Millisecond):
 	}
+	// Nor through a stream of its own settings: the inmemory bucket's
+	// stream, made or changed to republish what the worker writes in the
+	// bucket, would put it on any subject, in any name, past NATS's
+	// permissions (the server publishes it). The daemon makes the bucket.
+	cloud := jetstream.StreamConfig{Name: "KV_" + inmemory.Bucket, Subjects: []string{"$KV." + inmemory.Bucket + ".>"}, MaxMsgsPerSubject: 1,
+		RePublish: &jetstream.RePublish{Source: "$KV." + inmemory.Bucket + ".forged", Destination: wire.InventorySubject("inmemory", "w2")}}
+	for what, change := range map[string]func(context.Context, jetstream.StreamConfig) (jetstream.Stream, error){
+		"made": wjs.CreateStream, "changed": wjs.UpdateStream} {
+		short, cancel := contextWithTimeout(t, time.Second)
+		if _, err := change(short, cloud); err == nil {
+			t.Errorf("worker w1 %s the inmemory bucket's stream, republishing to %s", what, cloud.RePublish.Destination)
+		}
+		cancel()
+	}
+	short, cancel := contextWithTimeout(t, 5*time.Second)
+	if _, err := wjs.Publish(short, "$KV."+inmemory.Bucket+".forged", empty); err != nil {
+		t.Errorf("worker w1 cannot write in the inmemory bucket: %v", err)
+	}
+	cancel()
+	select {
+	case m := <-inventories:
+		t.Errorf("worker w1's report in another's name reached %s through the inmemory bucket", m.Subject)
+	case <-time.After(300 * time.Millisecond):
+	}
 	// Another inbox: the daemon's, or another worker's.
 	snoop, err := worker.SubscribeSync("_INBOX.>")
 	if err == nil {

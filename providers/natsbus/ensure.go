@@ -247,6 +247,9 @@ func bucketConfigs() []jetstream.KeyValueConfig {
 		{Bucket: wire.BucketLeader, Description: "leader lease", History: 1, TTL: LeaderTTL, Storage: jetstream.FileStorage},
 		{Bucket: wire.BucketRollouts, Description: "recorded rollout decisions: admissions, create backoff", History: 1, Storage: jetstream.FileStorage},
 		{Bucket: wire.BucketPKI, Description: "sealed cluster CAs and bootstrap tokens", History: 1, Storage: jetstream.FileStorage},
+		// The inmemory provider's cloud: made here, by the daemon, since a
+		// worker may not make or change a stream (WorkerPermissions).
+		{Bucket: wire.BucketInmemory, Description: "machines of the inmemory provider", History: 1, Storage: jetstream.FileStorage},
 	}
 }
 

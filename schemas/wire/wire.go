@@ -30,6 +30,11 @@ const (
 	// BucketPKI holds each cluster's CAs and its machines' bootstrap
 	// tokens, sealed (package pki); only the daemon may read it.
 	BucketPKI = "gitfleet-pki"
+	// BucketInmemory is the inmemory provider's cloud (its machines),
+	// which its workers read and write. The daemon makes it, and only
+	// the daemon may change its stream: a worker that could would make it
+	// republish what it writes there on any subject, in any name.
+	BucketInmemory = "gitfleet-inmemory"
 
 	SubjectTasks      = "gitfleet.tasks"     // .<provider>.<cluster>.<machine>
 	SubjectEvents     = "gitfleet.events"    // .<cluster>.from.<credential>
