@@ -53,7 +53,7 @@ func TestWorkerCredentials(t *testing.T) {
 		{[]string{"nats-creds", "--data-dir", dataDir}, "--worker is required"},
 		// A data dir with no keys: credentials from keys made now would
 		// be refused by every server.
-		{[]string{"nats-creds", "--data-dir", filepath.Join(dataDir, "typo"), "--worker", "w1"}, "no account keys in " + filepath.Join(dataDir, "typo", natsbus.AuthDirName)},
+		{[]string{"nats-creds", "--data-dir", filepath.Join(dataDir, "typo"), "--worker", "w1"}, "holds no NATS keys"},
 		{[]string{"nats-creds", "--data-dir", dataDir, "--worker", "w_1"}, "no '_'"},
 		{[]string{"worker", "--provider", "inmemory", "--nats", bus.URL, "--nats-creds", creds, "--worker-id", "w2"},
 			"the credentials in " + creds + " are worker w1's, whose identities are w1 or w1_<anything>"},
@@ -89,5 +89,82 @@ func TestWorkerCredentials(t *testing.T) {
 	}
 	if strings.Contains(werr.String(), "Permissions Violation") {
 		t.Errorf("the worker's credentials were refused something it does: %s", werr.String())
+	}
+}
+
+// TestNATSCredsOnlyReads: gitfleet nats-creds reads the daemon's keys and
+// writes nothing but its output. Given a data dir without them (a wrong
+// --data-dir), it says so and makes none: before, it made a whole new
+// operator and account there and printed credentials no server trusts,
+// exiting 0. It leaves the daemon's folder as it found it (it rewrote
+// daemon.creds, and revoked and removed a worker.creds, as root when run
+// so). -o never replaces a file, nor writes in the daemon's folder: -o
+// over account.nk lost the account's key, and a worker.creds written
+// there is revoked at the daemon's next start.
+func TestNATSCredsOnlyReads(t *testing.T) {
+	run1 := func(args ...string) (int, string) {
+		var errb bytes.Buffer
+		code := run(t.Context(), append([]string{"nats-creds"}, args...), &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb})
+		return code, errb.String()
+	}
+	empty := t.TempDir()
+	if code, msg := run1("--data-dir", empty, "--worker", "w1"); code == 0 || !strings.Contains(msg, "no NATS keys") {
+		t.Errorf("nats-creds on a data dir without keys: exit %d, %q; want it refused, saying so", code, msg)
+	}
+	if _, err := os.Stat(filepath.Join(empty, natsbus.AuthDirName)); err == nil {
+		t.Errorf("nats-creds made %s", filepath.Join(empty, natsbus.AuthDirName))
+	}
+
+	dataDir := t.TempDir()
+	authDir := filepath.Join(dataDir, natsbus.AuthDirName)
+	if _, err := natsbus.LoadAuth(authDir); err != nil { // as the daemon's start does
+		t.Fatal(err)
+	}
+	// A worker.creds an earlier version wrote: the daemon's to revoke.
+	legacy := filepath.Join(authDir, natsbus.LegacyWorkerCredsFile)
+	if err := os.WriteFile(legacy, []byte("an earlier version's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	folder := func() map[string]string {
+		out := map[string]string{}
+		files, _ := os.ReadDir(authDir)
+		for _, f := range files {
+			data, _ := os.ReadFile(filepath.Join(authDir, f.Name()))
+			out[f.Name()] = string(data)
+		}
+		return out
+	}
+	before := folder()
+	out := filepath.Join(t.TempDir(), "w1.creds")
+	if code, msg := run1("--data-dir", dataDir, "--worker", "w1", "-o", out); code != 0 {
+		t.Fatalf("nats-creds: exit %d, %s", code, msg)
+	}
+	after := folder()
+	for name, data := range before {
+		if after[name] != data {
+			t.Errorf("nats-creds changed %s", name)
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("the daemon's folder held %d files, now %d", len(before), len(after))
+	}
+
+	// -o over a file that exists, or into the daemon's folder.
+	accountKey := before["account.nk"]
+	for _, c := range []struct{ path, want string }{
+		{out, "exists"},
+		{filepath.Join(authDir, "account.nk"), "the daemon's own folder"},
+		{filepath.Join(authDir, "w2.creds"), "the daemon's own folder"},
+	} {
+		prev, _ := os.ReadFile(c.path)
+		if code, msg := run1("--data-dir", dataDir, "--worker", "w2", "-o", c.path); code != exitUsage || !strings.Contains(msg, c.want) {
+			t.Errorf("-o %s: exit %d, %q; want it refused saying %q", c.path, code, msg, c.want)
+		}
+		if now, _ := os.ReadFile(c.path); !bytes.Equal(now, prev) {
+			t.Errorf("-o %s changed it", c.path)
+		}
+	}
+	if key, _ := os.ReadFile(filepath.Join(authDir, "account.nk")); string(key) != accountKey {
+		t.Error("the account's key was lost")
 	}
 }

@@ -111,14 +111,30 @@ func LoadAuth(dir string) (*Auth, error) {
 	return a, nil
 }
 
-// LoadExistingAuth loads the credentials kept in dir as LoadAuth does,
-// but refuses a dir that holds none: credentials minted from keys made
-// now would belong to an account no server trusts.
-func LoadExistingAuth(dir string) (*Auth, error) {
-	if _, err := os.Stat(filepath.Join(dir, "account.nk")); err != nil {
-		return nil, fmt.Errorf("nats auth: no account keys in %s (%w): give the --data-dir of the daemon whose NATS the worker connects to", dir, err)
+// ReadAuth reads the account's key kept in dir, to mint workers'
+// credentials (WorkerCreds, for gitfleet nats-creds), and nothing else
+// can be done with what it returns. Unlike LoadAuth it makes nothing and
+// writes nothing: a dir without the key (a wrong data dir) is an error,
+// not a new account no server trusts, and the daemon's files are left as
+// they are (daemon.creds, the legacy worker.creds it revokes at its start)
+// even when another user than the daemon's runs it.
+func ReadAuth(dir string) (*Auth, error) {
+	path := filepath.Join(dir, "account.nk")
+	seed, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s holds no NATS keys (no account.nk): the daemon makes them at its first start, in its data dir's %s; give the daemon's --data-dir", dir, AuthDirName)
 	}
-	return LoadAuth(dir)
+	if err != nil {
+		return nil, fmt.Errorf("nats auth: %w", err)
+	}
+	kp, err := nkeys.FromSeed(bytes.TrimSpace(seed))
+	if err != nil {
+		return nil, fmt.Errorf("nats auth: %s: %w", path, err)
+	}
+	if pub, err := kp.PublicKey(); err != nil || !nkeys.IsValidPublicAccountKey(pub) {
+		return nil, fmt.Errorf("nats auth: %s holds no account's key", path)
+	}
+	return &Auth{Dir: dir, account: kp}, nil
 }
 
 // revokeLegacyWorker revokes the user of the worker.creds an earlier
