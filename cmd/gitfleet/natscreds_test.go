@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/natsbus"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -166,5 +168,89 @@ func TestNATSCredsOnlyReads(t *testing.T) {
 	}
 	if key, _ := os.ReadFile(filepath.Join(authDir, "account.nk")); string(key) != accountKey {
 		t.Error("the account's key was lost")
+	}
+}
+
+// TestLocalWorkerKeepsItsIdentity: a local worker's machines are its
+// identity's, so one that would start as another identity on the same
+// state folder is refused, saying which to take. The upgrade to worker
+// credentials did just that: a worker of an earlier version ran as its
+// host name and a hash of its folder, and with credentials NAME and no
+// --worker-id it came back as NAME_<that>, whose report listed every
+// machine of the folder as a copy of another worker's: all were deleted as
+// orphans, and their records stayed Running with no node behind them.
+func TestLocalWorkerKeepsItsIdentity(t *testing.T) {
+	dataDir := t.TempDir()
+	bus, err := natsbus.Open(t.Context(), natsbus.Options{URL: natsbus.Embedded, DataDir: dataDir}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.Close()
+	if err := natsbus.Ensure(t.Context(), bus.JS); err != nil {
+		t.Fatal(err)
+	}
+	authDir := filepath.Join(dataDir, natsbus.AuthDirName)
+	credsFor := func(name string) string {
+		path := filepath.Join(t.TempDir(), name+".creds")
+		var errb bytes.Buffer
+		if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", name, "-o", path}, &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb}); code != 0 {
+			t.Fatalf("nats-creds --worker %s: exit %d: %s", name, code, errb.String())
+		}
+		return path
+	}
+	// A state folder an earlier version's worker filled, under its
+	// default identity.
+	state := filepath.Join(t.TempDir(), "local")
+	if err := os.MkdirAll(filepath.Join(state, "c1", "c1-md-0-abcde"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(state)
+	earlier := providers.DefaultWorkerID(abs)
+	// A refused worker returns at once; one that starts runs until ctx
+	// ends (refused wants a ctx that does).
+	refused := func() context.Context {
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	worker := func(ctx context.Context, errb *syncBuffer, creds string, extra ...string) int {
+		args := append([]string{"worker", "--provider", "local", "--nats", bus.URL, "--nats-creds", creds,
+			"--nats-node-signer", filepath.Join(authDir, natsbus.NodeSignerFile), "--state-dir", state,
+			"--data-dir", t.TempDir(), "--log-format", "json"}, extra...)
+		return run(ctx, args, &cmdEnv{stdout: &bytes.Buffer{}, stderr: errb})
+	}
+
+	// Credentials of another name and no --worker-id: refused, naming the
+	// identity to keep and the credentials to make for it.
+	var errb syncBuffer
+	if code := worker(refused(), &errb, credsFor("host-1-local")); code != exitUsage || !strings.Contains(errb.String(), "--worker-id "+earlier) ||
+		!strings.Contains(errb.String(), "gitfleet nats-creds --worker "+wire.WorkerCredential(earlier)) {
+		t.Fatalf("a worker that would take over %s's machines as another: exit %d, %s", earlier, code, errb.String())
+	}
+
+	// As the identity the machines are: it runs, and the folder says whose
+	// they are from then on.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan int, 1)
+	var out syncBuffer
+	creds := credsFor(wire.WorkerCredential(earlier))
+	go func() { done <- worker(ctx, &out, creds, "--worker-id", earlier) }()
+	waitUntil(t, "the worker starts", func() bool { return strings.Contains(out.String(), "worker started") })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("the worker as %s: exit %d: %s", earlier, code, out.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(state, "worker-id")); err != nil || strings.TrimSpace(string(b)) != earlier {
+		t.Errorf("the state folder names %q (%v); want %s", b, err, earlier)
+	}
+
+	// Once recorded, any other identity is refused, --worker-id included.
+	for _, extra := range [][]string{nil, {"--worker-id", "host-1-local_x"}} {
+		var errb syncBuffer
+		code := worker(refused(), &errb, credsFor("host-1-local"), extra...)
+		if code != exitUsage || !strings.Contains(errb.String(), "belong to worker "+earlier) {
+			t.Errorf("worker %v on %s's folder: exit %d, %s", extra, earlier, code, errb.String())
+		}
 	}
 }

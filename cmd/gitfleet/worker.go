@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/internal/memreturn"
+	"github.com/gitfleet/gitfleet/internal/privfile"
 	"github.com/gitfleet/gitfleet/pki"
 	"github.com/gitfleet/gitfleet/providers"
 	"github.com/gitfleet/gitfleet/providers/docker"
@@ -95,6 +97,11 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	if wopts.ID, err = workerID(*id, *provider, dir, cred, nopts.CredsFile); err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	if *provider == local.Name {
+		if err := keepIdentity(dir, wopts.ID, *id != "", cred); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
 	}
 	if cred != "" {
 		nopts.InboxPrefix = wire.WorkerInboxPrefix(cred)
@@ -232,6 +239,55 @@ func (d dockerFlags) options(dataDir, natsURL string) docker.Options {
 		u = strings.NewReplacer("127.0.0.1", "host.docker.internal", "localhost", "host.docker.internal", "0.0.0.0", "host.docker.internal").Replace(natsURL)
 	}
 	return docker.Options{Image: d.image, SeedDir: filepath.Join(dataDir, "docker"), NATSURL: u}
+}
+
+// workerIDFile, in a local worker's state folder, names the identity of
+// the worker its machines belong to.
+const workerIDFile = "worker-id"
+
+// keepIdentity refuses to run a local worker as another identity than the
+// one its state folder's machines belong to: the leader would take each
+// machine it reports for a copy of the record's worker's, and delete it as
+// an orphan, while the records stayed with an identity no worker has any
+// more. The folder names its identity (workerIDFile) from the first start
+// on. One that holds machines and names none was filled by a worker of an
+// earlier version, whose identity was the default unless its --worker-id
+// gave another: a start that takes its identity from worker credentials
+// (given is false) would have another, and is refused, naming the one to
+// keep; a --worker-id is taken at its word.
+func keepIdentity(stateDir, id string, given bool, cred string) error {
+	path := filepath.Join(stateDir, workerIDFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		was := strings.TrimSpace(string(data))
+		if was == id {
+			return nil
+		}
+		return fmt.Errorf("the machines in %s belong to worker %s, and this worker would be %s: the daemon would take them for copies and delete them. "+
+			"Run it as %s (--worker-id %s, with credentials of gitfleet nats-creds --worker %s); to give its machines up (they are deleted and made again), remove %s",
+			stateDir, was, id, was, was, wire.WorkerCredential(was), path)
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("worker identity: %w", err)
+	}
+	if machines, _ := filepath.Glob(filepath.Join(stateDir, "*", "*")); len(machines) > 0 && !given && cred != "" {
+		abs, err := filepath.Abs(stateDir)
+		if err != nil {
+			abs = stateDir
+		}
+		was := providers.DefaultWorkerID(abs)
+		return fmt.Errorf("%s holds machines that a worker of an earlier version made, as %s unless its --worker-id gave another identity, and this worker would be %s: "+
+			"the daemon would take them for copies and delete them. Run it as the identity they belong to: --worker-id %s (or the one its --worker-id gave: "+
+			"the worker= of its log, the worker: of its machines in the status branch), with credentials of gitfleet nats-creds --worker %s (the identity up to its first '_')",
+			stateDir, was, id, was, wire.WorkerCredential(was))
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("worker identity: %w", err)
+	}
+	if err := privfile.Create(path, []byte(id+"\n")); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("worker identity: %w", err)
+	}
+	return nil
 }
 
 // workerID is the worker's identity: --worker-id, or the host name, with
