@@ -34,7 +34,7 @@ func TestWorkerCredentials(t *testing.T) {
 	}
 	creds := filepath.Join(t.TempDir(), "w1.creds")
 	var out, errb bytes.Buffer
-	if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", "w1", "-o", creds}, &cmdEnv{stdout: &out, stderr: &errb}); code != 0 {
+	if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", "w1", "--provider", "inmemory", "-o", creds}, &cmdEnv{stdout: &out, stderr: &errb}); code != 0 {
 		t.Fatalf("nats-creds: exit %d: %s", code, errb.String())
 	}
 	if fi, err := os.Stat(creds); err != nil || fi.Mode().Perm() != 0o600 {
@@ -45,7 +45,7 @@ func TestWorkerCredentials(t *testing.T) {
 	}
 	// Without -o, to standard output.
 	out.Reset()
-	if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", "w2"}, &cmdEnv{stdout: &out, stderr: &errb}); code != 0 || !strings.Contains(out.String(), "BEGIN NATS USER JWT") {
+	if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", "w2", "--provider", "inmemory"}, &cmdEnv{stdout: &out, stderr: &errb}); code != 0 || !strings.Contains(out.String(), "BEGIN NATS USER JWT") {
 		t.Errorf("nats-creds to stdout: exit %d, %q", code, out.String())
 	}
 	for _, c := range []struct {
@@ -55,8 +55,16 @@ func TestWorkerCredentials(t *testing.T) {
 		{[]string{"nats-creds", "--data-dir", dataDir}, "--worker is required"},
 		// A data dir with no keys: credentials from keys made now would
 		// be refused by every server.
-		{[]string{"nats-creds", "--data-dir", filepath.Join(dataDir, "typo"), "--worker", "w1"}, "holds no NATS keys"},
-		{[]string{"nats-creds", "--data-dir", dataDir, "--worker", "w_1"}, "no '_'"},
+		{[]string{"nats-creds", "--data-dir", filepath.Join(dataDir, "typo"), "--worker", "w1", "--provider", "inmemory"}, "holds no NATS keys"},
+		{[]string{"nats-creds", "--data-dir", dataDir, "--worker", "w_1", "--provider", "inmemory"}, "no '_'"},
+		// Credentials report one provider's machines: a report of a
+		// provider whose machines do not live on one host covers all of
+		// them, so credentials of any provider could have every machine
+		// of another found gone.
+		{[]string{"nats-creds", "--data-dir", dataDir, "--worker", "w1"}, "--provider is required"},
+		{[]string{"nats-creds", "--data-dir", dataDir, "--worker", "w1", "--provider", "vsphere"}, `--provider "vsphere": unknown provider`},
+		{[]string{"worker", "--provider", "docker", "--nats", bus.URL, "--nats-creds", creds},
+			`--provider docker: the credentials in ` + creds + ` report provider "inmemory"'s machines only: make credentials for docker with gitfleet nats-creds --worker w1 --provider docker`},
 		{[]string{"worker", "--provider", "inmemory", "--nats", bus.URL, "--nats-creds", creds, "--worker-id", "w2"},
 			"the credentials in " + creds + " are worker w1's, whose identities are w1 or w1_<anything>"},
 		{[]string{"worker", "--provider", "inmemory", "--nats", bus.URL, "--nats-creds", creds, "--worker-id", "w1x"}, "gitfleet nats-creds --worker w1x"},
@@ -106,7 +114,7 @@ func TestWorkerCredentials(t *testing.T) {
 func TestNATSCredsOnlyReads(t *testing.T) {
 	run1 := func(args ...string) (int, string) {
 		var errb bytes.Buffer
-		code := run(t.Context(), append([]string{"nats-creds"}, args...), &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb})
+		code := run(t.Context(), append([]string{"nats-creds", "--provider", "inmemory"}, args...), &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb})
 		return code, errb.String()
 	}
 	empty := t.TempDir()
@@ -193,7 +201,7 @@ func TestLocalWorkerKeepsItsIdentity(t *testing.T) {
 	credsFor := func(name string) string {
 		path := filepath.Join(t.TempDir(), name+".creds")
 		var errb bytes.Buffer
-		if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", name, "-o", path}, &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb}); code != 0 {
+		if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", name, "--provider", "local", "-o", path}, &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb}); code != 0 {
 			t.Fatalf("nats-creds --worker %s: exit %d: %s", name, code, errb.String())
 		}
 		return path

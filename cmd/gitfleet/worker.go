@@ -89,11 +89,15 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	// A worker credential (gitfleet nats-creds --worker NAME) publishes
 	// in NAME's name and hears NAME's inbox only: the worker's identity
 	// must be NAME's, and its replies come to that inbox.
-	cred := ""
+	cred, credProvider := "", ""
 	if nopts.CredsFile != "" {
-		if cred, err = natsbus.CredsWorker(nopts.CredsFile); err != nil {
+		if cred, credProvider, err = natsbus.CredsWorker(nopts.CredsFile); err != nil {
 			return err
 		}
+	}
+	if cred != "" && credProvider != *provider {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--provider %s: the credentials in %s report provider %q's machines only: make credentials for %s with gitfleet nats-creds --worker %s --provider %s",
+			*provider, nopts.CredsFile, credProvider, *provider, cred, *provider)}
 	}
 	if wopts.ID, err = workerID(*id, *provider, dir, cred, nopts.CredsFile); err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -265,7 +269,7 @@ func keepIdentity(stateDir, id string, given bool, cred string) error {
 			return nil
 		}
 		return fmt.Errorf("the machines in %s belong to worker %s, and this worker would be %s: the daemon would take them for copies and delete them. "+
-			"Run it as %s (--worker-id %s, with credentials of gitfleet nats-creds --worker %s); to give its machines up (they are deleted and made again), remove %s",
+			"Run it as %s (--worker-id %s, with credentials of gitfleet nats-creds --worker %s --provider local); to give its machines up (they are deleted and made again), remove %s",
 			stateDir, was, id, was, was, wire.WorkerCredential(was), path)
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("worker identity: %w", err)
@@ -278,7 +282,7 @@ func keepIdentity(stateDir, id string, given bool, cred string) error {
 		was := providers.DefaultWorkerID(abs)
 		return fmt.Errorf("%s holds machines that a worker of an earlier version made, as %s unless its --worker-id gave another identity, and this worker would be %s: "+
 			"the daemon would take them for copies and delete them. Run it as the identity they belong to: --worker-id %s (or the one its --worker-id gave: "+
-			"the worker= of its log, the worker: of its machines in the status branch), with credentials of gitfleet nats-creds --worker %s (the identity up to its first '_')",
+			"the worker= of its log, the worker: of its machines in the status branch), with credentials of gitfleet nats-creds --worker %s --provider local (the identity up to its first '_')",
 			stateDir, was, id, was, wire.WorkerCredential(was))
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
@@ -311,8 +315,8 @@ func workerID(flag, provider, stateDir, cred, credsFile string) (string, error) 
 		}
 	}
 	if cred != "" && wire.WorkerCredential(id) != cred {
-		return "", fmt.Errorf("--worker-id %s: the credentials in %s are worker %s's, whose identities are %s or %s_<anything>: give one of those, or make credentials for %s with gitfleet nats-creds --worker %s",
-			id, credsFile, cred, cred, cred, wire.WorkerCredential(id), wire.WorkerCredential(id))
+		return "", fmt.Errorf("--worker-id %s: the credentials in %s are worker %s's, whose identities are %s or %s_<anything>: give one of those, or make credentials for %s with gitfleet nats-creds --worker %s --provider %s",
+			id, credsFile, cred, cred, cred, wire.WorkerCredential(id), wire.WorkerCredential(id), provider)
 	}
 	return id, nil
 }

@@ -384,7 +384,7 @@ func TestNodesMayHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	workerCreds, err := auth.WorkerCreds("w1")
+	workerCreds, err := auth.WorkerCreds("w1", "local")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,8 +49,10 @@ const (
 	// RevokedFile lists the users the account revokes: "<public key>
 	// <unix time>" a line, each JWT of that user issued up to that time.
 	RevokedFile = "revoked"
-	// workerTag marks a worker credential's user in its JWT.
-	workerTag = "gitfleet-worker"
+	// workerTag marks a worker credential's user in its JWT, and
+	// providerTag, followed by its name, the provider it reports.
+	workerTag   = "gitfleet-worker"
+	providerTag = "gitfleet-provider:"
 )
 
 // Auth is the generated operator, accounts and keys.
@@ -204,11 +206,19 @@ func writeRevoked(path string, revoked map[string]int64) error {
 // name: a user named name, tagged as a worker's, with WorkerPermissions
 // for name. Workers with the identity name, or name_<anything>, run with
 // it (wire.WorkerCredential).
-func (a *Auth) WorkerCreds(name string) ([]byte, error) {
+//
+// The credentials report provider's machines only: a report of a provider
+// whose machines do not live on one host covers every machine of it, so
+// credentials that could report any provider could have every machine of
+// another provider than their worker's found gone and replaced.
+func (a *Auth) WorkerCreds(name, provider string) ([]byte, error) {
 	if !wire.ValidCredential(name) {
 		return nil, fmt.Errorf("nats worker credentials: %q: a name is letters, digits and '-' (no '_'), at most %d of them", name, wire.MaxWorkerID)
 	}
-	j, seed, err := mintUser(a.account, "", name, func(p *jwt.Permissions) { WorkerPermissions(p, name) }, workerTag)
+	if !wire.ValidName(provider) {
+		return nil, fmt.Errorf("nats worker credentials: provider %q is no provider's name", provider)
+	}
+	j, seed, err := mintUser(a.account, "", name, func(p *jwt.Permissions) { WorkerPermissions(p, name, provider) }, workerTag, providerTag+provider)
 	if err != nil {
 		return nil, err
 	}
@@ -216,21 +226,26 @@ func (a *Auth) WorkerCreds(name string) ([]byte, error) {
 }
 
 // CredsWorker returns the worker credential's name the .creds file at path
-// holds, or "" when it holds another user (the daemon's, or one an
-// operator made).
-func CredsWorker(path string) (string, error) {
+// holds and the provider it reports, or "" when it holds another user (the
+// daemon's, or one an operator made).
+func CredsWorker(path string) (name, provider string, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("nats credentials: %w", err)
+		return "", "", fmt.Errorf("nats credentials: %w", err)
 	}
 	uc, err := userClaims(data)
 	if err != nil {
-		return "", fmt.Errorf("nats credentials %s: %w", path, err)
+		return "", "", fmt.Errorf("nats credentials %s: %w", path, err)
 	}
 	if !uc.Tags.Contains(workerTag) || !wire.ValidCredential(uc.Name) {
-		return "", nil
+		return "", "", nil
 	}
-	return uc.Name, nil
+	for _, tag := range uc.Tags {
+		if p, ok := strings.CutPrefix(tag, providerTag); ok {
+			provider = p
+		}
+	}
+	return uc.Name, provider, nil
 }
 
 func userClaims(creds []byte) (*jwt.UserClaims, error) {
@@ -370,16 +385,17 @@ resolver_preload: {
 // read the machine records, read and write the inmemory provider's bucket
 // (not change its stream, which the daemon makes: a stream that
 // republished what a worker writes would publish it on any subject), publish
-// events and inventories on their own name's subjects only
-// (wire.EventSubject, wire.InventorySubject), hear replies on their own
+// events on their own name's subjects only (wire.EventSubject) and
+// inventories of provider in their own name only (wire.InventorySubject),
+// hear replies on their own
 // inbox only (wire.WorkerInboxPrefix). Above all they may not publish a
 // task or a heartbeat, change a stream, or speak in another credential's
 // name.
-func WorkerPermissions(p *jwt.Permissions, name string) {
+func WorkerPermissions(p *jwt.Permissions, name, provider string) {
 	tasks, records, cloud := wire.StreamTasks, "KV_"+wire.BucketMachines, "KV_"+wire.BucketInmemory
 	p.Pub.Allow.Add(
 		wire.SubjectEvents+".*.from."+name,
-		wire.SubjectInventory+".*."+name+".*",
+		wire.SubjectInventory+"."+provider+"."+name+".*",
 		"$JS.API.INFO",
 		"$JS.API.STREAM.INFO.*",
 		"$JS.API.CONSUMER.CREATE."+tasks+".>",

@@ -68,15 +68,16 @@ func TestGeneratedAuth(t *testing.T) {
 	}
 }
 
-// workerCredsFile writes the credentials of worker credential name, as
-// gitfleet nats-creds --worker makes them from authDir's keys.
+// workerCredsFile writes the credentials of worker credential name, of
+// the inmemory provider, as gitfleet nats-creds --worker makes them from
+// authDir's keys.
 func workerCredsFile(t *testing.T, authDir, name string) string {
 	t.Helper()
 	a, err := natsbus.LoadAuth(authDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	creds, err := a.WorkerCreds(name)
+	creds, err := a.WorkerCreds(name, "inmemory")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +85,8 @@ func workerCredsFile(t *testing.T, authDir, name string) string {
 	if err := os.WriteFile(path, creds, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := natsbus.CredsWorker(path); err != nil || got != name {
-		t.Errorf("CredsWorker of %s's credentials = %q, %v", name, got, err)
+	if got, provider, err := natsbus.CredsWorker(path); err != nil || got != name || provider != "inmemory" {
+		t.Errorf("CredsWorker of %s's credentials = %q, %q, %v; want %[1]s, inmemory", name, got, provider, err)
 	}
 	return path
 }
@@ -338,22 +339,32 @@ func checkNotInAnothersName(t *testing.T, bus *natsbus.Bus, worker *nats.Conn, e
 	// An empty complete report in w2's name would have every machine w2
 	// holds found gone and replaced.
 	empty := []byte(`{"apiVersion":"gitfleet.io/wire/v1","provider":"inmemory","worker":"w2","report":"r","part":1,"parts":1,"machines":[]}`)
+	// And one in its own name, of another provider than its own, whose
+	// report would cover every machine of that provider (local's covers
+	// its worker's only, whatever it says, but docker's does not).
+	ownOther := []byte(`{"apiVersion":"gitfleet.io/wire/v1","provider":"docker","worker":"w1","report":"r","part":1,"parts":1,"machines":[]}`)
+	_ = worker.Publish(wire.InventorySubject("docker", "w1"), ownOther)
 	for _, subject := range []string{wire.InventorySubject("inmemory", "w2"), wire.InventorySubject("inmemory", "w2_x"), wire.SubjectInventory + ".inmemory.w2"} {
 		_ = worker.Publish(subject, empty)
 	}
 	_ = worker.Publish(wire.InventorySubject("inmemory", "w1"), []byte("own"))
 	_ = worker.Flush()
-	select {
-	case m := <-inventories:
-		if m.Subject != wire.InventorySubject("inmemory", "w1") {
-			t.Errorf("worker w1's report reached %s", m.Subject)
+	// Its own report is published last: once it is heard, every report
+	// NATS let through has been.
+	own := false
+	for deadline := time.After(5 * time.Second); !own; {
+		select {
+		case m := <-inventories:
+			if own = m.Subject == wire.InventorySubject("inmemory", "w1"); !own {
+				t.Errorf("worker w1's report in another's name, or of another provider, reached %s", m.Subject)
+			}
+		case <-deadline:
+			t.Fatal("worker w1's own report never arrived")
 		}
-	case <-time.After(5 * time.Second):
-		t.Error("worker w1's own report never arrived")
 	}
 	select {
 	case m := <-inventories:
-		t.Errorf("worker w1's report in another's name reached %s", m.Subject)
+		t.Errorf("worker w1's report in another's name, or of another provider, reached %s", m.Subject)
 	case <-time.After(300 * time.Millisecond):
 	}
 	// Nor through a stream of its own settings: the inmemory bucket's
@@ -555,7 +566,7 @@ func TestCredsForbid(t *testing.T) {
 		t.Fatal(err)
 	}
 	heartbeat := wire.HeartbeatSubject("c", "m")
-	worker, err := a.WorkerCreds("w1")
+	worker, err := a.WorkerCreds("w1", "local")
 	if err != nil {
 		t.Fatal(err)
 	}
