@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -457,6 +458,7 @@ func benchVersionBump(b *testing.B, n int, keys *pki.Keyring) {
 		}
 		waitFleet(b, g, n, "v1.31.2", 5*time.Minute)
 		before := d.writer.Stats().Commits
+		stored0 := storedMessages(b, d.js)
 		published := metricValue(d.metrics.TasksPublished)
 		inventories := metricValue(d.metrics.Inventories)
 		repo.write("classes/bench.yaml", fmt.Sprintf(benchClass, "v1.32.0"))
@@ -469,6 +471,7 @@ func benchVersionBump(b *testing.B, n int, keys *pki.Keyring) {
 		stopProfile()
 		b.Logf("inventories taken during the bump: %.0f", metricValue(d.metrics.Inventories)-inventories)
 		tasks := max(int(metricValue(d.metrics.TasksPublished)-published), 2*13*n)
+		stored := storedDuring(b, stored0, storedMessages(b, d.js))
 		raw := rawJetStream(b, tasks)
 		rate := float64(tasks) / wall.Seconds()
 		b.ReportMetric(wall.Seconds(), "s-to-converged")
@@ -478,8 +481,49 @@ func benchVersionBump(b *testing.B, n int, keys *pki.Keyring) {
 		b.ReportMetric(rate, "tasks/s")
 		b.ReportMetric(raw, "raw-msgs/s")
 		b.ReportMetric(100*rate/raw, "pct-of-raw")
+		// What the JetStream server stored for the bump, in every stream
+		// and bucket: the messages each task costs on the server that
+		// raw's one message a task is measured on.
+		b.ReportMetric(float64(stored), "stored-msgs")
+		b.ReportMetric(float64(stored)/float64(tasks), "stored-msgs/task")
+		b.ReportMetric(100*float64(stored)/wall.Seconds()/raw, "stored-pct-of-raw")
 		b.ReportMetric(0, "ns/op")
 	}
+}
+
+// storedMessages is each stream's last sequence on the daemon's server:
+// the messages stored in it since it was made, whatever its limits have
+// dropped since.
+func storedMessages(tb testing.TB, js jetstream.JetStream) map[string]uint64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seqs := map[string]uint64{}
+	streams := js.ListStreams(ctx)
+	for info := range streams.Info() {
+		seqs[info.Config.Name] = info.State.LastSeq
+	}
+	if err := streams.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return seqs
+}
+
+// storedDuring is the messages stored between two storedMessages, in all,
+// logging each stream's share.
+func storedDuring(tb testing.TB, before, after map[string]uint64) uint64 {
+	tb.Helper()
+	var all uint64
+	var each []string
+	for _, name := range slices.Sorted(maps.Keys(after)) {
+		n := after[name] - before[name]
+		all += n
+		if n > 0 {
+			each = append(each, fmt.Sprintf("%s %d", name, n))
+		}
+	}
+	tb.Logf("messages stored during the bump: %d (%s)", all, strings.Join(each, ", "))
+	return all
 }
 
 // rawJetStream is what JetStream alone does with n task messages: published
