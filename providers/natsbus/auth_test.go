@@ -2,6 +2,7 @@ package natsbus_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -391,6 +392,7 @@ func checkNotInAnothersName(t *testing.T, bus *natsbus.Bus, worker *nats.Conn, e
 		t.Errorf("worker w1's report in another's name reached %s through the inmemory bucket", m.Subject)
 	case <-time.After(300 * time.Millisecond):
 	}
+	checkNoPushInAnothersName(t, bus, wjs, inventories, event)
 	// Another inbox: the daemon's, or another worker's.
 	snoop, err := worker.SubscribeSync("_INBOX.>")
 	if err == nil {
@@ -618,4 +620,88 @@ func denyingCreds(t *testing.T, deny string) []byte {
 		t.Fatal(err)
 	}
 	return creds
+}
+
+// checkNoPushInAnothersName: a worker may make consumers (of the task
+// stream, the records, the inmemory bucket it writes) and NATS checks no
+// permission on a push consumer's deliver subject, so the server itself
+// would deliver what the worker wrote in its bucket on a subject the
+// worker may not publish on. It delivers only to a subscription of that
+// very subject (nats-server's push consumers wait for literal interest),
+// and the leader's are wildcards (gitfleet.inventory.>, gitfleet.heartbeat.>,
+// the event stream's gitfleet.events.>, the JetStream API's $JS.API.>):
+// nothing reaches them, which this holds against a server that would
+// change it. (What a push consumer delivers carries the subject it was
+// stored under, here $KV.…, which the leader's check of a report's or an
+// event's subject would refuse too.)
+func checkNoPushInAnothersName(t *testing.T, bus *natsbus.Bus, wjs jetstream.JetStream, inventories chan *nats.Msg, event []byte) {
+	t.Helper()
+	beats := make(chan *nats.Msg, 8)
+	bsub, err := bus.Conn.ChanSubscribe(wire.SubjectHeartbeats+".>", beats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = bsub.Unsubscribe() }()
+	if err := bus.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	streamSeq := func(name string) uint64 {
+		st, err := bus.JS.Stream(ctx(t), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	records := "KV_" + wire.BucketMachines
+	recs, err := bus.JS.KeyValue(ctx(t), wire.BucketMachines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recs.Put(ctx(t), "c.m1", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	events, recsBefore := streamSeq(wire.StreamEvents), streamSeq(records)
+	report := []byte(`{"apiVersion":"gitfleet.io/wire/v1","provider":"inmemory","worker":"w2","report":"p","part":1,"parts":1,"machines":[]}`)
+	beat := []byte(`{"apiVersion":"gitfleet.io/wire/v1","cluster":"c","machine":"m1","ready":false}`)
+	made := 0
+	for i, c := range []struct {
+		deliver string
+		data    []byte
+	}{
+		{wire.InventorySubject("inmemory", "w2"), report},
+		{wire.EventSubject("c", "w2"), event},
+		{wire.SubjectHeartbeats + ".c.m1", beat},
+		{"$JS.API.STREAM.PURGE." + records, nil}, // an empty body purges it all
+	} {
+		key := fmt.Sprintf("push%d", i)
+		short, cancel := contextWithTimeout(t, 5*time.Second)
+		if _, err := wjs.Publish(short, "$KV."+inmemory.Bucket+"."+key, c.data); err != nil {
+			t.Fatalf("worker w1 cannot write in the inmemory bucket: %v", err)
+		}
+		if _, err := wjs.CreateConsumer(short, "KV_"+inmemory.Bucket, jetstream.ConsumerConfig{DeliverSubject: c.deliver,
+			FilterSubject: "$KV." + inmemory.Bucket + "." + key, AckPolicy: jetstream.AckNonePolicy}); err == nil {
+			made++
+		}
+		cancel()
+	}
+	if made == 0 {
+		t.Log("the server refused every push consumer")
+	}
+	select {
+	case m := <-inventories:
+		t.Errorf("a push consumer of worker w1 delivered a report in another's name on %s", m.Subject)
+	case m := <-beats:
+		t.Errorf("a push consumer of worker w1 delivered a heartbeat on %s", m.Subject)
+	case <-time.After(time.Second):
+	}
+	if got := streamSeq(wire.StreamEvents); got != events {
+		t.Errorf("a push consumer of worker w1 put an event in another's name in the event stream (sequence %d → %d)", events, got)
+	}
+	if _, err := recs.Get(ctx(t), "c.m1"); err != nil || streamSeq(records) != recsBefore {
+		t.Errorf("a push consumer of worker w1 reached the records through the JetStream API: %v", err)
+	}
 }
