@@ -70,7 +70,11 @@ func gatesAtMerge(bd, hd *Desired, obs *ObservedRollouts, runs map[string]*runni
 		hp, hw := hg.place(hd, n)
 		bp, bw := bg.place(bd, n)
 		switch {
-		case after.Admit && after.AdmitState == AdmissionProgressing && !before.Admit:
+		case after.Admit && after.AdmitState == AdmissionProgressing && !before.Admit && (before.Waiting || before.Paused || bsums[n].Skip):
+			// Base's gate kept it out of the rollout: waiting, passed
+			// over or taking no part. One base already has moving (no
+			// gate: admitted, Progressing) is admitted again by a change
+			// of its own files, not by head's gate.
 			was := "took no part in it"
 			switch {
 			case before.Paused:

@@ -103,7 +103,7 @@ func TestPlanGateChangeUnderWay(t *testing.T) {
 		current         string
 		moving, waiting []string
 		head            map[string][2]string
-		want            []string
+		want, not       []string
 		golden          string
 	}{
 		// prod-2 gets the second slot of wave prod; prod-3 waits for one
@@ -141,6 +141,17 @@ func TestPlanGateChangeUnderWay(t *testing.T) {
 				"it waits in wave prod (3 clusters, all at once), not in wave prod (3 clusters, 1 at a time) as before, now waiting for wave dev of class standard: 0 of 1 clusters done",
 				"prod-1, prod-2, prod-3 wait where that gate puts them.",
 			}},
+		// prod-1, admitted and moving, gets a version of its own: its
+		// class's gate, alike before and after, admits no one. The change
+		// is in its own files, so its machines move at once, in no wave,
+		// as they would in no rollout; before, the plan said the new gate
+		// admitted it, as if it had taken no part in the rollout.
+		{name: "own files of a cluster moving", current: "prod", moving: []string{"prod-1"}, waiting: []string{"prod-2", "prod-3"},
+			head: map[string][2]string{"clusters/prod-1.yaml": {"    version: v1.31.2\n", "    version: v1.32.0\n"}}, golden: "gate-own-files", want: []string{
+				"Plan: 0 clusters added, 1 changed, 0 removed; 6 machines replaced, 0 created, 0 deleted; 3 clusters unchanged.",
+				"    wave: none, at once: the change is in the cluster's own files, and waves order class changes (which reach it in 2/2 prod)\n",
+				"At once, in no wave: prod-1.",
+			}, not: []string{"admitted:", "took no part", "goes on by the new gate", "it admits prod-1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := fleetRepo(t)
@@ -154,6 +165,11 @@ func TestPlanGateChangeUnderWay(t *testing.T) {
 			for _, w := range c.want {
 				if w = strings.ReplaceAll(w, "REV", rev); !strings.Contains(stdout, w) {
 					t.Errorf("plan lacks %q:\n%s", w, stdout)
+				}
+			}
+			for _, w := range c.not {
+				if strings.Contains(stdout, w) {
+					t.Errorf("plan says %q:\n%s", w, stdout)
 				}
 			}
 			for _, format := range []string{"markdown", "json"} {
