@@ -13,7 +13,9 @@ type Gate struct {
 	PendingRevision string
 	// Hold: the cluster was never admitted and runs other templates than
 	// the desired ones, which the planner does not know: outdated machines
-	// are not replaced, missing ones get the desired template.
+	// are not replaced, and a pool whose machines do not all run its
+	// desired template (or that has none left) makes no missing machine
+	// until the cluster's wave admits it (heldByGate).
 	Hold bool
 	// OnHalt: the revision the cluster waits for is the one whose rollout
 	// halted; nothing admits the cluster until the class changes again (a
