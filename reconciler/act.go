@@ -262,7 +262,7 @@ func (r *Reconciler) saveFailed(ctx context.Context, rec *Record, err error) {
 	case errors.Is(err, ErrConflict):
 		r.reload(ctx, rec.Cluster, rec.Name)
 	}
-	r.health.Report(ProblemStore, err)
+	r.health.ReportFor(ProblemStore, rec.Cluster, err)
 }
 
 // reload reads one record again after a conflict: the stored version wins.
@@ -327,7 +327,7 @@ func (r *Reconciler) publishWith(ctx context.Context, m *machine, s *sealed) {
 	if err != nil {
 		r.log.Error().Err(err).Str("task", t.ID).Msg("publish failed; it will be retried")
 		r.unsent[key] = m
-		r.health.Report(ProblemPublish, err)
+		r.health.ReportFor(ProblemPublish, m.rec.Cluster, err)
 		return
 	}
 	delete(r.unsent, key)

@@ -313,7 +313,21 @@ func (r *Reconciler) decisionFailed(ctx context.Context, key string, err error) 
 	case errors.Is(err, ErrConflict):
 		r.reloadDecision(ctx, key)
 	}
-	r.health.Report(ProblemRollouts, err)
+	r.health.ReportFor(ProblemRollouts, decisionCluster(key), err)
+}
+
+// decisionCluster is the cluster whose record or scale request key is,
+// "" for a class's rollout: the cluster names no NATS subject token holds
+// a '.', so it ends at the first.
+func decisionCluster(key string) string {
+	switch {
+	case strings.HasPrefix(key, keyCluster):
+		return strings.TrimPrefix(key, keyCluster)
+	case strings.HasPrefix(key, keyScale):
+		c, _, _ := strings.Cut(strings.TrimPrefix(key, keyScale), ".")
+		return c
+	}
+	return ""
 }
 
 func (r *Reconciler) reloadDecision(ctx context.Context, key string) {

@@ -30,8 +30,10 @@ type Problem struct {
 	Message string
 	Since   time.Time
 	// Cluster is the cluster the newest error was about, when the failing
-	// operation was one cluster's own (its bootstrap data, a join to it);
-	// fleet.yaml's condition records it (status.FleetCondition.Clusters).
+	// operation was one cluster's own (its bootstrap data, a join to it,
+	// saving its machine's record or its rollout record, publishing its
+	// machine's task); fleet.yaml's condition records it
+	// (status.FleetCondition.Clusters).
 	Cluster string
 }
 

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -231,7 +232,11 @@ func (r *Reconciler) writeFleet() {
 // Reconciling, unanswered tasks as TasksAnswered, a rebuild that waits as
 // RecordsRebuilt. Each records the clusters or providers it is about, as
 // the loop knew them when it set it (status.FleetCondition), so that
-// describe need not find them in the message.
+// describe need not find them in the message. Reconciling, one condition
+// for every problem, records each problem's cluster: once it records one,
+// describe no longer reads its message, so a store error about one
+// cluster's machine would otherwise show only under the cluster of a
+// bootstrap error raised meanwhile.
 func (r *Reconciler) fleetConditions() []status.FleetCondition {
 	var cs []status.FleetCondition
 	if ps := r.health.Problems(); len(ps) > 0 {
@@ -248,6 +253,8 @@ func (r *Reconciler) fleetConditions() []status.FleetCondition {
 			}
 		}
 		c.Message = strings.Join(msgs, "; ")
+		slices.Sort(c.Clusters)
+		c.Clusters = slices.Compact(c.Clusters)
 		cs = append(cs, c)
 	}
 	if c := r.unansweredCondition(); c != nil {

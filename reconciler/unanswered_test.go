@@ -9,6 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gitfleet/gitfleet/providers/natsbus"
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 	"github.com/gitfleet/gitfleet/reconciler/status"
 	"github.com/gitfleet/gitfleet/schemas/wire"
 )
@@ -92,9 +94,9 @@ func TestUnansweredNamesTheHostBoundWorker(t *testing.T) {
 
 // TestFleetConditionsRecordWhatTheyConcern: each of fleet.yaml's
 // conditions records what it is about as the loop knew it: Reconciling
-// the cluster whose bootstrap data failed (not a publish failure, which is
-// the task stream's), RecordsRebuilt the providers whose inventories it
-// waits for.
+// the cluster whose bootstrap data failed (not a publish failure NATS
+// names no task of, which is the task stream's), RecordsRebuilt the
+// providers whose inventories it waits for.
 func TestFleetConditionsRecordWhatTheyConcern(t *testing.T) {
 	now := time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC)
 	r := &Reconciler{o: Options{TaskTimeout: 2 * time.Minute, Now: func() time.Time { return now }, InventoryWait: time.Minute, RebuildTimeout: time.Hour},
@@ -120,5 +122,52 @@ func TestFleetConditionsRecordWhatTheyConcern(t *testing.T) {
 	}
 	if c := got[status.ConditionRecordsRebuilt]; !slices.Equal(c.Providers, []string{"docker", "local"}) || c.Clusters != nil {
 		t.Errorf("RecordsRebuilt records %v and %v, want providers docker and local: %+v", c.Clusters, c.Providers, c)
+	}
+}
+
+// TestReconcilingConcernsEveryClusterItsProblemsName: the loop's problems
+// are one Reconciling condition, which records the cluster of each: a
+// bootstrap error about c1, a machine record of c2 the store refuses, a
+// task of c3 NATS does not take, a scale request of c4 the rollouts
+// bucket refuses. describe and the dashboard page of each of them show
+// the condition, and of c5, which none names, do not. Before, it
+// recorded c1 alone, and describe c2, c3 or c4, which showed the error
+// that names them while no bootstrap error was raised, showed nothing.
+func TestReconcilingConcernsEveryClusterItsProblemsName(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv.ClientURL())
+	nc.Close() // NATS gone: a task is not taken
+	r := &Reconciler{o: Options{Now: time.Now}, log: zerolog.Nop(), health: NewLoopHealth(), unanswered: map[string]*unanswered{},
+		dirty: map[string]bool{}, unsent: map[string]*machine{}, pub: natsbus.NewPublisher(js)}
+	r.inv = newInventory()
+	r.health.ReportFor(ProblemBootstrap, "c1", errors.New("bootstrap: no CA: cluster c1 has no CA in bucket gitfleet-pki"))
+	r.saveFailed(t.Context(), &Record{Name: "c2-md-0-a", Shape: &Shape{Cluster: "c2", Provider: "inmemory"}},
+		errors.New("save c2.c2-md-0-a: nats: maximum message size exceeded"))
+	r.publish(t.Context(), &machine{rec: &Record{Name: "c3-md-0-b", Shape: &Shape{Cluster: "c3", Provider: "inmemory"}, TaskID: "create.c3.c3-md-0-b", Attempt: 1}})
+	r.decisionFailed(t.Context(), keyScale+"c4.md-0", errors.New("save scale.c4.md-0: nats: timeout"))
+
+	var reconciling status.FleetCondition
+	for _, c := range r.fleetConditions() {
+		if c.Type == status.ConditionReconciling {
+			reconciling = c
+		}
+	}
+	for _, w := range []string{"bootstrap: no CA: cluster c1", "store: save c2.c2-md-0-a", "publish: publish task create.c3.c3-md-0-b", "rollouts: save scale.c4.md-0"} {
+		if !strings.Contains(reconciling.Message, w) {
+			t.Fatalf("Reconciling lacks %q: %+v", w, reconciling)
+		}
+	}
+	if !slices.Equal(reconciling.Clusters, []string{"c1", "c2", "c3", "c4"}) {
+		t.Errorf("Reconciling records clusters %v, want c1, c2, c3, c4", reconciling.Clusters)
+	}
+	s := &status.Snapshot{Fleet: status.FleetStatus{Conditions: []status.FleetCondition{reconciling}}}
+	for _, n := range []string{"c1", "c2", "c3", "c4", "c5"} {
+		s.Clusters = append(s.Clusters, status.ClusterStatus{Name: n, Machines: []status.MachineStatus{{Name: n + "-md-0-a", Provider: "inmemory"}}})
+	}
+	for _, n := range []string{"c1", "c2", "c3", "c4", "c5"} {
+		got := s.DescribeCluster(n).FleetConditions
+		if want := n != "c5"; (len(got) == 1) != want {
+			t.Errorf("describe %s shows fleet conditions %+v; want Reconciling: %v", n, got, want)
+		}
 	}
 }

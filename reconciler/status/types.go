@@ -148,14 +148,15 @@ type Condition struct {
 // what it concerns as the daemon recorded it when it set the condition, so
 // that describe finds the conditions of a cluster by these fields rather
 // than by the words of the message. A condition with
-// neither field (written before they existed, or about the whole fleet: its
-// store, NATS, the status branch) is matched by its message
+// neither field (written before they existed, or about the whole fleet:
+// NATS, the status branch) is matched by its message
 // (Snapshot.FleetConditionsOf).
 type FleetCondition struct {
 	Condition `yaml:",inline"`
-	// Clusters are the clusters the condition is about: the cluster whose
-	// machine's bootstrap data or join failed (Reconciling False,
-	// BootstrapFailing). Sorted.
+	// Clusters are the clusters the condition is about: those whose own
+	// operation failed (Reconciling False: a machine's bootstrap data or
+	// join, its record, a task of it, a rollout record or scale request),
+	// one for each problem that is a cluster's. Sorted.
 	Clusters []string `yaml:"clusters,omitempty" json:"clusters,omitempty"`
 	// Providers are the providers the condition is about (TasksAnswered:
 	// whose tasks no worker answers; RecordsRebuilt: whose inventory is
