@@ -18,14 +18,16 @@ func init() {
 }
 
 // runNATSConfig prints the configuration an external nats-server needs to
-// trust the credentials under --data-dir (docs/operations.md).
+// trust the credentials under --data-dir (docs/operations.md). On a data
+// dir that holds the keys it only reads (natsbus.ConfigAuth): run as root
+// on the daemon's, it leaves no file the daemon cannot read.
 func runNATSConfig(_ context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet("nats-config", env)
 	dataDir := fs.String("data-dir", ".gitfleet/data", "the daemon's data dir: credentials are kept in DATA-DIR/nats-auth")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	a, err := natsbus.LoadAuth(filepath.Join(*dataDir, natsbus.AuthDirName))
+	a, err := natsbus.ConfigAuth(filepath.Join(*dataDir, natsbus.AuthDirName))
 	if err != nil {
 		return err
 	}

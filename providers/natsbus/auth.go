@@ -139,29 +139,115 @@ func ReadAuth(dir string) (*Auth, error) {
 	return &Auth{Dir: dir, account: kp}, nil
 }
 
+// ConfigAuth is the credentials kept in dir, for the configuration of an
+// external server (ServerConfig, gitfleet nats-config). When dir holds
+// the account's key it only reads, and writes nothing, so whoever runs it
+// (root, on the daemon's data dir) leaves no file the daemon's user cannot
+// read: daemon.creds is not written, and the user of a worker.creds an
+// earlier version wrote is revoked in what it returns only, the file and
+// RevokedFile left as they are for the daemon's next start to revoke and
+// remove it. A key missing beside the account's is an error that names
+// it, not a new key no server trusts. A dir without the account's key
+// gets new credentials, as at the daemon's first start (LoadAuth).
+func ConfigAuth(dir string) (*Auth, error) {
+	if _, err := os.Stat(filepath.Join(dir, "account.nk")); errors.Is(err, os.ErrNotExist) {
+		return LoadAuth(dir)
+	}
+	a := &Auth{Dir: dir}
+	var err error
+	for _, k := range []struct {
+		file string
+		dst  *nkeys.KeyPair
+	}{
+		{"operator.nk", &a.operator},
+		{"account.nk", &a.account},
+		{"system.nk", &a.system},
+	} {
+		if *k.dst, err = readKey(dir, k.file); err != nil {
+			return nil, err
+		}
+	}
+	path := filepath.Join(dir, NodeSignerFile)
+	s, err := LoadNodeSigner(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, missingKey(dir, NodeSignerFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nats auth: %w", err)
+	}
+	if accountPub, _ := a.account.PublicKey(); s.account != accountPub {
+		return nil, fmt.Errorf("nats auth: %s belongs to account %s, not this data dir's %s", path, s.account, accountPub)
+	}
+	a.nodeSigner = s.key
+	if a.revoked, err = loadRevoked(filepath.Join(dir, RevokedFile)); err != nil {
+		return nil, err
+	}
+	user, _, err := legacyWorker(dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, done := a.revoked[user]; user != "" && !done {
+		a.revoked[user] = time.Now().Unix()
+	}
+	return a, nil
+}
+
+// readKey reads the seed kept in dir's file, which must be there.
+func readKey(dir, file string) (nkeys.KeyPair, error) {
+	path := filepath.Join(dir, file)
+	seed, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, missingKey(dir, file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nats auth: %w", err)
+	}
+	kp, err := nkeys.FromSeed(bytes.TrimSpace(seed))
+	if err != nil {
+		return nil, fmt.Errorf("nats auth: %s: %w", path, err)
+	}
+	return kp, nil
+}
+
+func missingKey(dir, file string) error {
+	return fmt.Errorf("nats auth: %s holds account.nk but no %s: the daemon's keys are incomplete, and a new %[2]s would be one no server or client knows; restore %[1]s from its backup",
+		dir, file)
+}
+
+// legacyWorker reads the worker.creds an earlier version wrote in dir:
+// found is whether there is one, user its user's public key ("" when it
+// holds none).
+func legacyWorker(dir string) (user string, found bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, LegacyWorkerCredsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("nats auth: %w", err)
+	}
+	if uc, err := userClaims(data); err == nil {
+		return uc.Subject, true, nil
+	}
+	return "", true, nil
+}
+
 // revokeLegacyWorker revokes the user of the worker.creds an earlier
 // version wrote, which every worker shared and whose permissions let a
 // worker publish events and inventories in any worker's name, then
 // removes the file: the revocation is written first, so a start that
 // stops between the two revokes it again next time.
 func (a *Auth) revokeLegacyWorker() error {
-	path := filepath.Join(a.Dir, LegacyWorkerCredsFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+	user, found, err := legacyWorker(a.Dir)
+	if err != nil || !found {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("nats auth: %w", err)
-	}
-	if uc, err := userClaims(data); err == nil {
-		if _, done := a.revoked[uc.Subject]; !done {
-			a.revoked[uc.Subject] = time.Now().Unix()
-			if err := writeRevoked(filepath.Join(a.Dir, RevokedFile), a.revoked); err != nil {
-				return err
-			}
+	if _, done := a.revoked[user]; user != "" && !done {
+		a.revoked[user] = time.Now().Unix()
+		if err := writeRevoked(filepath.Join(a.Dir, RevokedFile), a.revoked); err != nil {
+			return err
 		}
 	}
-	if err := os.Remove(path); err != nil {
+	if err := os.Remove(filepath.Join(a.Dir, LegacyWorkerCredsFile)); err != nil {
 		return fmt.Errorf("nats auth: %w", err)
 	}
 	return nil
