@@ -262,3 +262,86 @@ func TestLocalWorkerKeepsItsIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerIdentityFits: a credential's name may be as long as an
+// identity, and the default identity NAME_<host> then is longer than any
+// worker may have. The worker is refused at once, saying which --worker-id
+// to give, and writes nothing: it wrote that identity in its state folder,
+// then providers refused it, and every start after, with a valid
+// --worker-id, was refused too, its folder's machines (none) said to
+// belong to the invalid one. A --worker-id too long is refused the same
+// way, and a folder that names an identity no worker can have (an earlier
+// version's doing) takes the valid one.
+func TestWorkerIdentityFits(t *testing.T) {
+	dataDir := t.TempDir()
+	bus, err := natsbus.Open(t.Context(), natsbus.Options{URL: natsbus.Embedded, DataDir: dataDir}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.Close()
+	if err := natsbus.Ensure(t.Context(), bus.JS); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("a", wire.MaxWorkerID-len("-local")) + "-local"
+	creds := filepath.Join(t.TempDir(), "long.creds")
+	var errb bytes.Buffer
+	if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", long, "--provider", "local", "-o", creds}, &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb}); code != 0 {
+		t.Fatalf("nats-creds --worker %s: exit %d: %s", long, code, errb.String())
+	}
+	worker := func(ctx context.Context, errb *syncBuffer, state string, extra ...string) int {
+		args := append([]string{"worker", "--provider", "local", "--nats", bus.URL, "--nats-creds", creds,
+			"--nats-node-signer", filepath.Join(dataDir, natsbus.AuthDirName, natsbus.NodeSignerFile), "--state-dir", state,
+			"--data-dir", t.TempDir(), "--log-format", "json"}, extra...)
+		return run(ctx, args, &cmdEnv{stdout: &bytes.Buffer{}, stderr: errb})
+	}
+	state := filepath.Join(t.TempDir(), "local")
+	for _, c := range []struct {
+		extra []string
+		want  string
+	}{
+		{nil, "give --worker-id " + long + ","},
+		{[]string{"--worker-id", long + "_host-1"}, "--worker-id \"" + long + "_host-1\": a worker's identity is letters, digits, '-' and '_' (not first), at most 128"},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+		var errb syncBuffer
+		code := worker(ctx, &errb, state, c.extra...)
+		cancel()
+		if code != exitUsage || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("worker %v with credentials of %d characters: exit %d, %s; want %d saying %q", c.extra, len(long), code, errb.String(), exitUsage, c.want)
+		}
+		if b, err := os.ReadFile(filepath.Join(state, "worker-id")); err == nil {
+			t.Errorf("worker %v, refused, wrote %s naming %q", c.extra, filepath.Join(state, "worker-id"), b)
+		}
+	}
+
+	// With a --worker-id that fits it runs, on that folder and on one
+	// where an earlier version wrote an identity no worker can have.
+	other := filepath.Join(t.TempDir(), "local")
+	if err := os.MkdirAll(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "worker-id"), []byte(long+"_host-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{state, other} {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan int, 1)
+		var out syncBuffer
+		go func() { done <- worker(ctx, &out, dir, "--worker-id", long) }()
+		waitUntil(t, "the worker starts", func() bool {
+			select {
+			case code := <-done:
+				t.Fatalf("the worker as %s on %s: exit %d: %s", long, dir, code, out.String())
+			default:
+			}
+			return strings.Contains(out.String(), "worker started")
+		})
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("the worker as %s: exit %d: %s", long, code, out.String())
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "worker-id")); err != nil || strings.TrimSpace(string(b)) != long {
+			t.Errorf("%s names %q (%v); want %s", filepath.Join(dir, "worker-id"), b, err, long)
+		}
+	}
+}

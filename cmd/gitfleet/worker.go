@@ -59,7 +59,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.DurationVar(&wopts.InventoryInterval, "inventory-interval", time.Minute, "how often the provider's machines are reported to the daemon (also at start and when a leader asks)")
 	listen := fs.String("listen", "", "HTTP address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:8081; empty: none")
 	keyFile := fs.String("secrets-key-file", "", "the daemon's secrets key, to open machines' bootstrap data (default DATA-DIR/secrets.key when it exists)")
-	id := fs.String("worker-id", "", "this worker's identity, the same across restarts (default: host name, plus a hash of --state-dir for local; with credentials of gitfleet nats-creds --worker NAME, NAME_ before it, and it must be NAME or begin with NAME_)")
+	id := fs.String("worker-id", "", "this worker's identity (letters, digits, '-' and '_' (not first), at most 128), the same across restarts (default: host name, plus a hash of --state-dir for local; with credentials of gitfleet nats-creds --worker NAME, NAME_ before it, and it must be NAME or begin with NAME_)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -258,11 +258,19 @@ const workerIDFile = "worker-id"
 // earlier version, whose identity was the default unless its --worker-id
 // gave another: a start that takes its identity from worker credentials
 // (given is false) would have another, and is refused, naming the one to
-// keep; a --worker-id is taken at its word.
+// keep; a --worker-id is taken at its word. A file that names an identity
+// no worker can have (written before it was refused) is replaced.
 func keepIdentity(stateDir, id string, given bool, cred string) error {
 	path := filepath.Join(stateDir, workerIDFile)
 	data, err := os.ReadFile(path)
 	switch {
+	case err == nil && !validWorkerID(strings.TrimSpace(string(data))):
+		// An identity no worker can have, which an earlier version wrote
+		// before it refused it: no machine is its.
+		if err := privfile.Write(path, []byte(id+"\n")); err != nil {
+			return fmt.Errorf("worker identity: %w", err)
+		}
+		return nil
 	case err == nil:
 		was := strings.TrimSpace(string(data))
 		if was == id {
@@ -298,8 +306,15 @@ func keepIdentity(stateDir, id string, given bool, cred string) error {
 // a hash of the state folder for local (two folders on one host are two
 // workers with different machines). With a worker credential cred (from
 // credsFile), the identity is cred or cred_<anything>: --worker-id must
-// be, and the default is cred_ and the host name.
+// be, and the default is cred_ and the host name. An identity no worker
+// may have (wire.ValidWorker, the part before its first '_' a credential's
+// name) is refused here, before anything is written in its name, saying
+// which flag to give; a default too long is not cut, since two hosts whose
+// names differ at their end would then be one worker.
 func workerID(flag, provider, stateDir, cred, credsFile string) (string, error) {
+	if flag != "" && !validWorkerID(flag) {
+		return "", fmt.Errorf("--worker-id %q: a worker's identity is letters, digits, '-' and '_' (not first), at most %d of them", flag, wire.MaxWorkerID)
+	}
 	id := flag
 	if id == "" {
 		id = providers.DefaultWorkerID("")
@@ -310,8 +325,20 @@ func workerID(flag, provider, stateDir, cred, credsFile string) (string, error) 
 			}
 			id = providers.DefaultWorkerID(abs)
 		}
+		host := id
 		if cred != "" {
 			id = cred + "_" + id
+		}
+		switch {
+		case cred != "" && len(id) > wire.MaxWorkerID:
+			give := "--worker-id " + cred
+			if room := wire.MaxWorkerID - len(cred) - 1; room > 0 {
+				give += fmt.Sprintf(" (or %s_ and at most %d characters)", cred, room)
+			}
+			return "", fmt.Errorf("the default identity %s_%s (the name of the credentials in %s, then this host's) is %d characters, more than %d: give %s, or make credentials of a name of at most %d characters (gitfleet nats-creds --worker NAME --provider %s)",
+				cred, host, credsFile, len(id), wire.MaxWorkerID, give, max(wire.MaxWorkerID-len(host)-1, 1), provider)
+		case !validWorkerID(id):
+			return "", fmt.Errorf("the default identity %q, from the host name, cannot be a worker's: give --worker-id (letters, digits, '-' and '_' (not first), at most %d of them)", id, wire.MaxWorkerID)
 		}
 	}
 	if cred != "" && wire.WorkerCredential(id) != cred {
@@ -319,4 +346,11 @@ func workerID(flag, provider, stateDir, cred, credsFile string) (string, error) 
 			id, credsFile, cred, cred, cred, wire.WorkerCredential(id), wire.WorkerCredential(id), provider)
 	}
 	return id, nil
+}
+
+// validWorkerID reports whether id can be a worker's identity, as
+// providers.NewWorker checks it: one whose part before any '_' can name
+// its NATS credentials.
+func validWorkerID(id string) bool {
+	return wire.ValidWorker(id) && wire.ValidCredential(wire.WorkerCredential(id))
 }
