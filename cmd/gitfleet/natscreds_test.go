@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers"
@@ -343,5 +345,95 @@ func TestWorkerIdentityFits(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(dir, "worker-id")); err != nil || strings.TrimSpace(string(b)) != long {
 			t.Errorf("%s names %q (%v); want %s", filepath.Join(dir, "worker-id"), b, err, long)
 		}
+	}
+}
+
+// TestWorkerWithAnOperatorsUser: docs/operations.md lets operators who run
+// their own NATS accounts give a worker's user the permissions of its
+// table, subscribe _INBOX_worker.NAME.> among them. Such a user carries no
+// tag of gitfleet's, and the worker asked for its replies on _INBOX, which
+// the server refused: every JetStream request went unanswered, and the
+// worker waited for NATS for ever, its log saying "timeout". It now hears
+// them on _INBOX_worker.NAME, NAME being its identity up to the first '_',
+// and runs a task to its end; a user that may not subscribe there has the
+// worker say so, naming the subjects to allow. A user that may hear _INBOX
+// only (an earlier version's worker.creds) still runs one.
+func TestWorkerWithAnOperatorsUser(t *testing.T) {
+	dataDir := t.TempDir()
+	bus, err := natsbus.Open(t.Context(), natsbus.Options{URL: natsbus.Embedded, DataDir: dataDir}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bus.Close()
+	if err := natsbus.Ensure(t.Context(), bus.JS); err != nil {
+		t.Fatal(err)
+	}
+	// A user the operator made with the account's key (nsc add user), as
+	// the table says, tagged with nothing.
+	user := func(name string, perm func(*jwt.Permissions)) string {
+		account := readSeed(t, filepath.Join(dataDir, natsbus.AuthDirName, "account.nk"))
+		u, _ := nkeys.CreateUser()
+		pub, _ := u.PublicKey()
+		seed, _ := u.Seed()
+		uc := jwt.NewUserClaims(pub)
+		uc.Name = name
+		perm(&uc.Permissions)
+		j, err := uc.Encode(account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		creds, _ := jwt.FormatUserConfig(j, seed)
+		path := filepath.Join(t.TempDir(), name+".creds")
+		if err := os.WriteFile(path, creds, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	// start runs a worker until it starts, or its log says want (then it
+	// is stopped); it fails the test when neither comes within 20s.
+	start := func(ctx context.Context, creds, id, want string) (stop func() string) {
+		ctx, cancel := context.WithCancel(ctx)
+		var errb syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"worker", "--provider", "inmemory", "--nats", bus.URL, "--nats-creds", creds, "--worker-id", id,
+				"--data-dir", t.TempDir(), "--log-format", "json"}, &cmdEnv{stdout: &bytes.Buffer{}, stderr: &errb})
+		}()
+		stop = func() string {
+			cancel()
+			<-done
+			return errb.String()
+		}
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(errb.String(), want); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("worker %s: not %q within 20s: %s", id, want, stop())
+			}
+		}
+		return stop
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w1 := user("w1", func(p *jwt.Permissions) { natsbus.WorkerPermissions(p, "w1", "inmemory") })
+	stop := start(ctx, w1, "w1_a", "worker started")
+	runTask(t, ctx, bus.JS, wire.Task{ID: "t1", Operation: wire.OpCreate, Machine: wire.Machine{Name: "m", Cluster: "c", Provider: "inmemory", Version: "v1.30.0"}}, "w1")
+	if log := stop(); strings.Contains(log, "Permissions Violation") {
+		t.Errorf("the operator's worker user was refused something the worker does: %s", log)
+	}
+
+	// A user made for another name: the worker says what its user lacks.
+	other := user("w2", func(p *jwt.Permissions) { natsbus.WorkerPermissions(p, "other", "inmemory") })
+	want := "allow the user to subscribe to " + wire.WorkerInboxPrefix("w2") + ".>"
+	stop = start(ctx, other, "w2", want)
+	stop()
+
+	// An earlier version's pattern, which hears _INBOX only.
+	legacy := user("gitfleet-worker", func(p *jwt.Permissions) {
+		natsbus.WorkerPermissions(p, "w3", "inmemory")
+		p.Sub.Allow = jwt.StringList{"_INBOX.>", wire.SubjectInventoryRequest}
+	})
+	stop = start(ctx, legacy, "w3", "worker started")
+	if log := stop(); strings.Contains(log, "Permissions Violation") {
+		t.Errorf("a worker on a user that hears _INBOX was refused something: %s", log)
 	}
 }

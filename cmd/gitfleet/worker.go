@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -88,7 +89,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	// A worker credential (gitfleet nats-creds --worker NAME) publishes
 	// in NAME's name and hears NAME's inbox only: the worker's identity
-	// must be NAME's, and its replies come to that inbox.
+	// must be NAME's, and its replies come to that inbox (workerInbox).
 	cred, credProvider := "", ""
 	if nopts.CredsFile != "" {
 		if cred, credProvider, err = natsbus.CredsWorker(nopts.CredsFile); err != nil {
@@ -107,9 +108,7 @@ func runWorker(ctx context.Context, env *cmdEnv, args []string) error {
 			return &exitError{code: exitUsage, err: err}
 		}
 	}
-	if cred != "" {
-		nopts.InboxPrefix = wire.WorkerInboxPrefix(cred)
-	}
+	nopts.InboxPrefix = workerInbox(wopts.ID, cred, nopts.CredsFile)
 
 	bus, err := natsbus.OpenWait(ctx, nopts, log, nil)
 	if err != nil {
@@ -353,4 +352,27 @@ func workerID(flag, provider, stateDir, cred, credsFile string) (string, error) 
 // its NATS credentials.
 func validWorkerID(id string) bool {
 	return wire.ValidWorker(id) && wire.ValidCredential(wire.WorkerCredential(id))
+}
+
+// workerInbox is the inbox prefix the worker id hears its replies on: its
+// credential's own, wire.WorkerInboxPrefix of its identity up to the first
+// '_', the only inbox a worker's user may hear (docs/operations.md, "Who
+// may do what"), whoever made that user: gitfleet nats-creds (cred), or
+// an operator who gave one of their own the table's permissions, with a
+// JWT or not. It is "" (_INBOX) only when the JWT of credsFile, which
+// gitfleet did not make, refuses that inbox and lets the user hear _INBOX:
+// an earlier version's worker.creds, or a user made to its pattern.
+func workerInbox(id, cred, credsFile string) string {
+	own := wire.WorkerInboxPrefix(wire.WorkerCredential(id))
+	if cred != "" || credsFile == "" {
+		return own
+	}
+	refused := func(prefix string) bool {
+		forbid, err := natsbus.CredsForbidSubscribe(credsFile, prefix+".reply.x")
+		return err == nil && forbid
+	}
+	if refused(own) && !refused(strings.TrimSuffix(nats.InboxPrefix, ".")) {
+		return ""
+	}
+	return own
 }

@@ -656,6 +656,15 @@ func writeSecret(path string, data []byte) error {
 // is never reported; nor is a JWT without permissions, which may publish
 // anything its account may.
 func CredsForbid(path, subject string) (bool, error) {
+	return credsForbid(path, subject, func(p *jwt.Permissions) jwt.Permission { return p.Pub })
+}
+
+// CredsForbidSubscribe is CredsForbid for subscribing to subject.
+func CredsForbidSubscribe(path, subject string) (bool, error) {
+	return credsForbid(path, subject, func(p *jwt.Permissions) jwt.Permission { return p.Sub })
+}
+
+func credsForbid(path, subject string, which func(*jwt.Permissions) jwt.Permission) (bool, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return false, fmt.Errorf("nats credentials: %w", err)
@@ -664,16 +673,16 @@ func CredsForbid(path, subject string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("nats credentials %s: %w", path, err)
 	}
-	pub := uc.Permissions.Pub
-	for _, d := range pub.Deny {
+	perm := which(&uc.Permissions)
+	for _, d := range perm.Deny {
 		if server.SubjectMatchesFilter(subject, d) {
 			return true, nil
 		}
 	}
-	if len(pub.Allow) == 0 {
+	if len(perm.Allow) == 0 {
 		return false, nil
 	}
-	for _, a := range pub.Allow {
+	for _, a := range perm.Allow {
 		if server.SubjectMatchesFilter(subject, a) {
 			return false, nil
 		}

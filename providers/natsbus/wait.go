@@ -3,12 +3,16 @@ package natsbus
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/internal/secret"
+	"github.com/gitfleet/gitfleet/schemas/wire"
 )
 
 // OpenWait is Open followed by Ensure, waiting for an external NATS and
@@ -44,6 +48,9 @@ func OpenWait(ctx context.Context, opts Options, log zerolog.Logger, waiting fun
 				}
 				return b, nil
 			}
+			if refused := inboxRefused(b.Conn, opts.InboxPrefix, opts.Worker); refused != nil {
+				err = fmt.Errorf("%w: %w", err, refused)
+			}
 			b.Close()
 		}
 		if embedded || ctx.Err() != nil {
@@ -62,4 +69,25 @@ func OpenWait(ctx context.Context, opts Options, log zerolog.Logger, waiting fun
 		case <-time.After(d):
 		}
 	}
+}
+
+// inboxRefused is the server's refusal of nc's subscription to its inbox
+// (prefix, or _INBOX), where the reply to every request comes, JetStream's
+// API included: every request then fails as a timeout, which says nothing
+// of why. It is nil when the server refused no such subscription.
+func inboxRefused(nc *nats.Conn, prefix string, worker bool) error {
+	last := nc.LastError()
+	if prefix == "" {
+		prefix = strings.TrimSuffix(nats.InboxPrefix, ".")
+	}
+	if !errors.Is(last, nats.ErrPermissionViolation) || !strings.Contains(last.Error(), `Subscription to "`+prefix+".") {
+		return nil
+	}
+	hint := ""
+	if worker {
+		hint = " (a worker hears its replies on " + wire.WorkerInboxPrefix("NAME") + ", NAME being its identity up to its first '_', " +
+			"unless the JWT of its --nats-creds lets it subscribe to _INBOX.> and not there: docs/operations.md, \"Who may do what\")"
+	}
+	return fmt.Errorf("NATS refuses this client's user the inbox %s.>, where the replies to its requests come (%w): allow the user to subscribe to %s.>%s",
+		prefix, last, prefix, hint)
 }
