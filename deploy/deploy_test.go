@@ -81,7 +81,35 @@ func TestKubernetesRenders(t *testing.T) {
 			checkMemoryLimit(t, name, cm)
 		}
 	}
-	checkWorkerCredentials(t, byName["Deployment/gitfleet-worker-inmemory"])
+	// Every workload that runs a worker, not only the one named above: a
+	// pool added beside it gets its own credential too.
+	workers := 0
+	for _, r := range m.Resources() {
+		if runsWorker(r) {
+			workers++
+			checkWorkerCredentials(t, r)
+		}
+	}
+	if workers == 0 {
+		t.Error("no workload runs gitfleet worker")
+	}
+}
+
+// runsWorker reports whether r is a workload one of whose containers runs
+// gitfleet worker.
+func runsWorker(r *resource.Resource) bool {
+	m, _ := r.Map()
+	spec, _ := m["spec"].(map[string]any)
+	tmpl, _ := spec["template"].(map[string]any)
+	pod, _ := tmpl["spec"].(map[string]any)
+	cs, _ := pod["containers"].([]any)
+	for _, c := range cs {
+		cm, _ := c.(map[string]any)
+		if args := toStrings(cm["args"]); len(args) > 0 && args[0] == "worker" {
+			return true
+		}
+	}
+	return false
 }
 
 // checkWorkerCredentials: a worker pod mounts its own NATS credential
@@ -91,9 +119,6 @@ func TestKubernetesRenders(t *testing.T) {
 // NAME_<pod>, as its credential requires.
 func checkWorkerCredentials(t *testing.T, r *resource.Resource) {
 	t.Helper()
-	if r == nil {
-		return
-	}
 	m, _ := r.Map()
 	pod := m["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 	mounted := map[string]bool{}
