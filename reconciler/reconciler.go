@@ -382,12 +382,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		select {
 		case events <- m:
 		case <-ctx.Done():
+			_ = m.Nak() // for the next leader now, not after the ack wait
 		}
 	}, jetstream.PullExpiry(10*time.Second), jetstream.PullHeartbeat(2*time.Second))
 	if err != nil {
 		return fmt.Errorf("reconciler: consume events: %w", err)
 	}
-	defer cc.Stop()
+	var batch []jetstream.Msg // events waiting, handled together
+	defer stopEvents(cc, events, &batch)
 
 	joins := make(chan *nats.Msg, 256)
 	if r.o.Bootstrap != nil {
@@ -412,8 +414,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 
 	tick := time.NewTicker(r.o.Tick)
 	defer tick.Stop()
-	var batch []jetstream.Msg // events waiting, handled together
-	var reviews []*nats.Msg   // join reviews waiting, handled together
+	var reviews []*nats.Msg // join reviews waiting, handled together
 	for {
 		r.step(ctx)
 		select {
@@ -1035,4 +1036,30 @@ func short(commit string) string {
 		return commit[:12]
 	}
 	return commit
+}
+
+// stopEvents ends a term's consumption of events: it stops pulling and
+// waits until the subscription is gone, so that the server, which reads
+// the connection in order, delivers nothing published after the loop
+// returned to a pull of this term, where it would wait the consumer's
+// ack wait (30 s) before the next leader got it; then it hands back the
+// events taken but not handled (batch, and those still in events), for
+// the next leader at once.
+func stopEvents(cc jetstream.ConsumeContext, events chan jetstream.Msg, batch *[]jetstream.Msg) {
+	cc.Stop()
+	select {
+	case <-cc.Closed():
+	case <-time.After(5 * time.Second):
+	}
+	for _, m := range *batch {
+		_ = m.Nak()
+	}
+	for {
+		select {
+		case m := <-events:
+			_ = m.Nak()
+		default:
+			return
+		}
+	}
 }
