@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gitfleet/gitfleet/providers/natsbus"
-	"github.com/gitfleet/gitfleet/schemas/wire"
+	"github.com/gitfleet/gitfleet/providers/natsbus/natstest"
 )
 
 // TestNATSConfigOnlyReads: gitfleet nats-config on the daemon's data dir,
@@ -36,22 +36,8 @@ func TestNATSConfigOnlyReads(t *testing.T) {
 	accountPub, _ := account.PublicKey()
 	// The worker.creds of an earlier version: signed by the account's own
 	// key, events and inventories of any worker.
-	user, _ := nkeys.CreateUser()
-	userPub, _ := user.PublicKey()
-	userSeed, _ := user.Seed()
-	uc := jwt.NewUserClaims(userPub)
-	uc.Name = "gitfleet-worker"
-	uc.Pub.Allow.Add(wire.SubjectEvents+".>", wire.SubjectInventory+".>")
-	uc.Sub.Allow.Add("_INBOX.>")
-	j, err := uc.Encode(account)
-	if err != nil {
-		t.Fatal(err)
-	}
-	legacy, _ := jwt.FormatUserConfig(j, userSeed)
+	legacy, legacyClaims := natstest.LegacyWorkerCreds(t, authDir)
 	legacyFile := filepath.Join(authDir, natsbus.LegacyWorkerCredsFile)
-	if err := os.WriteFile(legacyFile, legacy, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	kept := filepath.Join(t.TempDir(), "copy-on-a-worker-host.creds")
 	if err := os.WriteFile(kept, legacy, 0o600); err != nil {
 		t.Fatal(err)
@@ -76,7 +62,7 @@ func TestNATSConfigOnlyReads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the configuration holds no JWT of account %s: %v\n%s", accountPub, err, conf)
 	}
-	if legacyClaims, _ := jwt.DecodeUserClaims(j); !ac.IsClaimRevoked(legacyClaims) {
+	if !ac.IsClaimRevoked(legacyClaims) {
 		t.Error("the configuration nats-config printed lets the legacy worker.creds' user in")
 	}
 
@@ -108,7 +94,7 @@ func TestNATSConfigOnlyReads(t *testing.T) {
 	if _, err := os.Stat(legacyFile); !os.IsNotExist(err) {
 		t.Errorf("%s after the daemon's start: %v; want it removed", legacyFile, err)
 	}
-	if revoked, _ := os.ReadFile(filepath.Join(authDir, natsbus.RevokedFile)); !strings.Contains(string(revoked), userPub) {
+	if revoked, _ := os.ReadFile(filepath.Join(authDir, natsbus.RevokedFile)); !strings.Contains(string(revoked), legacyClaims.Subject) {
 		t.Errorf("%s after the daemon's start: %q; want the legacy user", natsbus.RevokedFile, revoked)
 	}
 	if nc, err := nats.Connect(bus.URL, nats.UserCredentials(kept)); err == nil {

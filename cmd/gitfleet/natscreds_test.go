@@ -26,14 +26,7 @@ import (
 // before anything is started, saying what to do.
 func TestWorkerCredentials(t *testing.T) {
 	dataDir := t.TempDir()
-	bus, err := natsbus.Open(t.Context(), natsbus.Options{URL: natsbus.Embedded, DataDir: dataDir}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.Close()
-	if err := natsbus.Ensure(t.Context(), bus.JS); err != nil {
-		t.Fatal(err)
-	}
+	bus := daemonBus(t, dataDir)
 	creds := filepath.Join(t.TempDir(), "w1.creds")
 	var out, errb bytes.Buffer
 	if code := run(t.Context(), []string{"nats-creds", "--data-dir", dataDir, "--worker", "w1", "--provider", "inmemory", "-o", creds}, &cmdEnv{stdout: &out, stderr: &errb}); code != 0 {
@@ -191,14 +184,7 @@ func TestNATSCredsOnlyReads(t *testing.T) {
 // orphans, and their records stayed Running with no node behind them.
 func TestLocalWorkerKeepsItsIdentity(t *testing.T) {
 	dataDir := t.TempDir()
-	bus, err := natsbus.Open(t.Context(), natsbus.Options{URL: natsbus.Embedded, DataDir: dataDir}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.Close()
-	if err := natsbus.Ensure(t.Context(), bus.JS); err != nil {
-		t.Fatal(err)
-	}
+	bus := daemonBus(t, dataDir)
 	authDir := filepath.Join(dataDir, natsbus.AuthDirName)
 	credsFor := func(name string) string {
 		path := filepath.Join(t.TempDir(), name+".creds")
@@ -276,14 +262,7 @@ func TestLocalWorkerKeepsItsIdentity(t *testing.T) {
 // version's doing) takes the valid one.
 func TestWorkerIdentityFits(t *testing.T) {
 	dataDir := t.TempDir()
-	bus, err := natsbus.Open(t.Context(), natsbus.Options{URL: natsbus.Embedded, DataDir: dataDir}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.Close()
-	if err := natsbus.Ensure(t.Context(), bus.JS); err != nil {
-		t.Fatal(err)
-	}
+	bus := daemonBus(t, dataDir)
 	long := strings.Repeat("a", wire.MaxWorkerID-len("-local")) + "-local"
 	creds := filepath.Join(t.TempDir(), "long.creds")
 	var errb bytes.Buffer
@@ -360,14 +339,7 @@ func TestWorkerIdentityFits(t *testing.T) {
 // only (an earlier version's worker.creds) still runs one.
 func TestWorkerWithAnOperatorsUser(t *testing.T) {
 	dataDir := t.TempDir()
-	bus, err := natsbus.Open(t.Context(), natsbus.Options{URL: natsbus.Embedded, DataDir: dataDir}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.Close()
-	if err := natsbus.Ensure(t.Context(), bus.JS); err != nil {
-		t.Fatal(err)
-	}
+	bus := daemonBus(t, dataDir)
 	// A user the operator made with the account's key (nsc add user), as
 	// the table says, tagged with nothing.
 	user := func(name string, perm func(*jwt.Permissions)) string {
@@ -436,4 +408,21 @@ func TestWorkerWithAnOperatorsUser(t *testing.T) {
 	if log := stop(); strings.Contains(log, "Permissions Violation") {
 		t.Errorf("a worker on a user that hears _INBOX was refused something: %s", log)
 	}
+}
+
+// daemonBus is the daemon's embedded NATS server on dataDir, with its
+// streams, as gitfleet up starts it: its credentials are made in
+// DATA-DIR/nats-auth, for nats-creds to mint workers' from. It is closed
+// when the test ends.
+func daemonBus(t *testing.T, dataDir string) *natsbus.Bus {
+	t.Helper()
+	bus, err := natsbus.Open(t.Context(), natsbus.Options{URL: natsbus.Embedded, DataDir: dataDir}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bus.Close)
+	if err := natsbus.Ensure(t.Context(), bus.JS); err != nil {
+		t.Fatal(err)
+	}
+	return bus
 }

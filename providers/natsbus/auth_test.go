@@ -417,32 +417,8 @@ func TestLegacyWorkerCredsRevoked(t *testing.T) {
 	if _, err := natsbus.LoadAuth(authDir); err != nil {
 		t.Fatal(err)
 	}
-	// As earlier versions made it: signed by the account's own key, with
-	// events and inventories of any worker.
-	seed, err := os.ReadFile(filepath.Join(authDir, "account.nk"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	account, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, _ := nkeys.CreateUser()
-	upub, _ := user.PublicKey()
-	useed, _ := user.Seed()
-	uc := jwt.NewUserClaims(upub)
-	uc.Name = "gitfleet-worker"
-	uc.Pub.Allow.Add(wire.SubjectEvents+".>", wire.SubjectInventory+".>")
-	uc.Sub.Allow.Add("_INBOX.>")
-	j, err := uc.Encode(account)
-	if err != nil {
-		t.Fatal(err)
-	}
-	legacy, _ := jwt.FormatUserConfig(j, useed)
+	legacy, _ := natstest.LegacyWorkerCreds(t, authDir)
 	legacyFile := filepath.Join(authDir, natsbus.LegacyWorkerCredsFile)
-	if err := os.WriteFile(legacyFile, legacy, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	kept := filepath.Join(t.TempDir(), "copy-on-a-worker-host.creds")
 	if err := os.WriteFile(kept, legacy, 0o600); err != nil {
 		t.Fatal(err)
